@@ -1,0 +1,65 @@
+// mobius: the command-line client of mobiusd.
+//
+//   mobius topo [--topology-file FILE] [--json | --xml]   the server's GPU/PCIe/NUMA topology
+//   mobius health                                         is the daemon serving?
+//
+// Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error.
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/time/time.h"
+#include "client/daemon_client.h"
+#include "client/exit_codes.h"
+#include "client/flags.h"
+#include "client/topo_command.h"
+#include "common/init.h"
+
+namespace {
+
+constexpr char kUsage[] =
+    "mobius: client of the Mobius fine-tuning daemon.\n"
+    "Usage: mobius [flags] COMMAND\n"
+    "Commands:\n"
+    "  topo     show the server's GPU/PCIe/NUMA topology (--topology-file, --json, --xml)\n"
+    "  health   check that the daemon is serving\n"
+    "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
+    "4 daemon error.";
+
+absl::Duration Timeout() { return absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)); }
+
+int RunHealth() {
+  auto client = mobius::cli::DaemonClient::ForSocket(
+      mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket)), Timeout());
+  absl::StatusOr<std::string> status = client->Health();
+  if (!status.ok()) {
+    std::cerr << "mobius health: " << status.status().message() << "\n";
+    return mobius::cli::ExitCodeFor(status.status());
+  }
+  std::cout << *status << "\n";
+  return *status == "SERVING" ? mobius::cli::kExitOk : mobius::cli::kExitServerError;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args = mobius::InitProcess(argc, argv, kUsage);
+  if (args.size() != 2) {
+    std::cerr << kUsage << "\n";
+    return mobius::cli::kExitUsage;
+  }
+  const std::string& command = args[1];
+  if (command == "topo") {
+    mobius::cli::TopoOptions o;
+    o.topology_file = absl::GetFlag(FLAGS_topology_file);
+    o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+    o.timeout = Timeout();
+    o.json = absl::GetFlag(FLAGS_json);
+    o.xml = absl::GetFlag(FLAGS_xml);
+    return mobius::cli::RunTopo(o, std::cout, std::cerr);
+  }
+  if (command == "health") return RunHealth();
+  std::cerr << "mobius: unknown command '" << command << "'\n" << kUsage << "\n";
+  return mobius::cli::kExitUsage;
+}

@@ -1,0 +1,38 @@
+// gRPC adapter for mobius.v1.NodeService. Converts requests to domain calls and back; holds no
+// logic of its own.
+//
+// The topology snapshot is immutable after daemon start-up, so handlers read it without locks and
+// may run on any gRPC thread.
+#ifndef MOBIUS_SERVER_RPC_NODE_SERVICE_H_
+#define MOBIUS_SERVER_RPC_NODE_SERVICE_H_
+
+#include <string>
+
+#include "mobius/v1/node.grpc.pb.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+
+namespace mobius {
+
+// What the daemon discovered at start-up.
+struct TopologySnapshot {
+  topology::Topology topology;
+  topology::TopologyFacts facts;
+  std::string hwloc_xml;
+};
+
+class NodeServiceImpl final : public v1::NodeService::Service {
+ public:
+  // `snapshot` must outlive the service.
+  explicit NodeServiceImpl(const TopologySnapshot* snapshot) : snapshot_(snapshot) {}
+
+  grpc::Status GetTopology(grpc::ServerContext* context, const v1::GetTopologyRequest* request,
+                           v1::GetTopologyResponse* response) override;
+
+ private:
+  const TopologySnapshot* snapshot_;
+};
+
+}  // namespace mobius
+
+#endif  // MOBIUS_SERVER_RPC_NODE_SERVICE_H_
