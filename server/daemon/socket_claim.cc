@@ -34,12 +34,15 @@ std::string ReadSmallFile(int fd) {
 }  // namespace
 
 bool UnixSocketIsLive(const std::string& path) {
-  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  // Non-blocking: a unix-socket connect blocks while the listener's backlog is full, and a full
+  // backlog (EAGAIN) means somebody is listening.
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
   if (fd < 0) return false;
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;
   std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-  bool live = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  int rc = connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr));
+  bool live = rc == 0 || errno == EAGAIN || errno == EINPROGRESS;
   close(fd);
   return live;
 }
