@@ -46,6 +46,12 @@ grep -q "effective configuration" "$TMP/d1.log" || fail "daemon did not log its 
 grep -q "falling back to the CPU backend\|CUDA backend" "$TMP/d1.log" || fail "no backend line"
 pass "daemon healthy on $SOCK (mode $mode)"
 
+services=$("$BIN/../tests/reflection_probe" "$SOCK") || fail "server reflection call failed"
+for svc in mobius.v1.NodeService grpc.health.v1.Health; do
+  echo "$services" | grep -qx "$svc" || fail "reflection does not list $svc: $services"
+done
+pass "server reflection lists: $(echo $services)"
+
 # 2. GetTopology through the CLI: text, JSON (env var instead of flag), XML.
 out=$("$BIN/mobius" --socket "$SOCK" topo)
 echo "$out" | grep -q "8 GPU(s), 2 socket(s), 2 NUMA node(s), 2 root complex(es)" || fail "topo text: $out"
