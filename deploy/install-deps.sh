@@ -17,8 +17,10 @@ PACKAGES=(
   libhwloc-dev hwloc
   # metrics, persistence, planning solver, BLAS
   prometheus-cpp-dev libsqlite3-dev sqlite3 coinor-libcbc-dev libopenblas-dev
-  # tests and benchmarks
-  libgtest-dev libgmock-dev googletest libbenchmark-dev
+  # model configs and safetensors headers (JSON)
+  nlohmann-json3-dev
+  # tests and benchmarks (PyTorch on the CPU: golden data and side-by-side baselines)
+  libgtest-dev libgmock-dev googletest libbenchmark-dev python3-torch python3-numpy
 )
 
 missing=()

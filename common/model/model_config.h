@@ -1,0 +1,65 @@
+// The architecture of a decoder-only transformer, as read from a Hugging Face config.json.
+//
+// One struct for every supported family; family-specific switches are explicit fields, so the
+// reference model, the backends and the planner never look at the family name to decide math.
+// Families: GPT-2 ("gpt2"), Llama 2/3 ("llama"), Mistral ("mistral"), Qwen2 ("qwen2"),
+// Qwen3 ("qwen3").
+//
+// Value type; thread-compatible. Parsing lives in model_config_parse.h.
+#ifndef MOBIUS_COMMON_MODEL_MODEL_CONFIG_H_
+#define MOBIUS_COMMON_MODEL_MODEL_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+
+namespace mobius::model {
+
+enum class Family { kGpt2, kLlama, kMistral, kQwen2, kQwen3 };
+
+enum class NormKind { kLayerNorm, kRmsNorm };       // GPT-2: LayerNorm with bias; others: RMSNorm
+enum class MlpKind { kGeluTanh, kSwiGlu };          // GPT-2: fc -> gelu(tanh) -> proj; others: SwiGLU
+enum class PositionKind { kLearned, kRope };        // GPT-2: learned wpe; others: RoPE
+
+// RoPE frequency scaling ("rope_scaling" in config.json).
+struct RopeScaling {
+  enum class Type { kNone, kLinear, kLlama3 } type = Type::kNone;
+  double factor = 1.0;
+  double low_freq_factor = 1.0;            // llama3
+  double high_freq_factor = 4.0;           // llama3
+  int64_t original_max_position_embeddings = 0;  // llama3
+};
+
+struct ModelConfig {
+  Family family = Family::kGpt2;
+  std::string model_type;                  // as written in config.json
+  int64_t vocab_size = 0;
+  int64_t hidden_size = 0;                 // C
+  int64_t num_layers = 0;                  // L (decoder blocks)
+  int64_t num_heads = 0;                   // query heads
+  int64_t num_kv_heads = 0;                // == num_heads without GQA
+  int64_t head_dim = 0;                    // usually hidden_size / num_heads (Qwen3 sets it)
+  int64_t intermediate_size = 0;           // MLP hidden width (GPT-2: n_inner or 4*C)
+  int64_t max_position_embeddings = 0;
+
+  NormKind norm = NormKind::kLayerNorm;
+  double norm_eps = 1e-5;
+  MlpKind mlp = MlpKind::kGeluTanh;
+  PositionKind position = PositionKind::kLearned;
+  double rope_theta = 10000.0;
+  RopeScaling rope_scaling;
+
+  bool tie_word_embeddings = true;         // LM head shares the token embedding
+  bool attention_bias = false;             // biases on q/k/v (Qwen2: true; GPT-2: all linears)
+  bool attention_output_bias = false;      // bias on o_proj (GPT-2: true)
+  bool mlp_bias = false;                   // biases on MLP linears (GPT-2: true)
+  bool qk_norm = false;                    // RMSNorm on q and k per head (Qwen3)
+
+  int64_t bos_token_id = -1;               // -1 when absent
+  int64_t eos_token_id = -1;
+};
+
+const char* FamilyName(Family family);
+
+}  // namespace mobius::model
+
+#endif  // MOBIUS_COMMON_MODEL_MODEL_CONFIG_H_
