@@ -20,6 +20,8 @@ cleanup() {
 trap cleanup EXIT
 
 fail() { echo "FAIL: $*" >&2; exit 1; }
+# Runs a command that is expected to fail; its exit code goes to $rc.
+run_rc() { set +e; "$@"; rc=$?; set -e; }
 pass() { echo "ok: $*"; }
 
 start_daemon() {  # args: log file, extra flags...
@@ -74,10 +76,7 @@ fi
 pass "GetTopology via CLI (text, json, xml)"
 
 # 3. A second daemon on the same socket is refused; the first keeps serving.
-set +e
-"$BIN/mobiusd" --socket "$SOCK" --topology-file "$FIXTURE" >"$TMP/d2.log" 2>&1
-rc=$?
-set -e
+run_rc "$BIN/mobiusd" --socket "$SOCK" --topology-file "$FIXTURE" >"$TMP/d2.log" 2>&1
 [ $rc -eq 2 ] || fail "second daemon exit code $rc, expected 2"
 grep -q "already serving on $SOCK" "$TMP/d2.log" || { cat "$TMP/d2.log"; fail "no clear refusal"; }
 [ "$("$BIN/mobius" --socket "$SOCK" health)" = "SERVING" ] || fail "first daemon hurt by the second"
@@ -85,18 +84,12 @@ pass "second daemon refused"
 
 # 4. SIGTERM: clean exit, socket and lock removed.
 kill -TERM "$DAEMON_PID"
-set +e
-wait "$DAEMON_PID"
-rc=$?
-set -e
+run_rc wait "$DAEMON_PID"
 [ $rc -eq 0 ] || { cat "$TMP/d1.log"; fail "exit code after SIGTERM: $rc"; }
 [ ! -e "$SOCK" ] || fail "socket still exists after SIGTERM"
 [ ! -e "$SOCK.lock" ] || fail "lock file still exists after SIGTERM"
 grep -q "received SIGTERM, shutting down" "$TMP/d1.log" || fail "no shutdown log line"
-set +e
-"$BIN/mobius" --socket "$SOCK" health >/dev/null 2>"$TMP/h.err"
-rc=$?
-set -e
+run_rc "$BIN/mobius" --socket "$SOCK" health >/dev/null 2>"$TMP/h.err"
 [ $rc -eq 3 ] || fail "health against a stopped daemon exited $rc, expected 3"
 pass "SIGTERM -> exit 0, socket removed, CLI exit 3 afterwards"
 
@@ -115,22 +108,13 @@ wait "$DAEMON_PID" || fail "exit after SIGINT"
 pass "stale socket replaced; live discovery served; SIGINT clean"
 
 # 6. Bad configuration: exit 2 and one clear line.
-set +e
-"$BIN/mobiusd" --socket "$SOCK" --topology-file "$SRC/test/data/topology/bad/truncated.xml" >"$TMP/d5.log" 2>&1
-rc=$?
-set -e
+run_rc "$BIN/mobiusd" --socket "$SOCK" --topology-file "$SRC/test/data/topology/bad/truncated.xml" >"$TMP/d5.log" 2>&1
 [ $rc -eq 2 ] || fail "bad topology exit $rc"
 grep -q "truncated.xml: hwloc could not load it" "$TMP/d5.log" || { cat "$TMP/d5.log"; fail "bad topology message"; }
-set +e
-"$BIN/mobiusd" --socket "$TMP/missing-dir/d.sock" --topology-file "$FIXTURE" >"$TMP/d6.log" 2>&1
-rc=$?
-set -e
+run_rc "$BIN/mobiusd" --socket "$TMP/missing-dir/d.sock" --topology-file "$FIXTURE" >"$TMP/d6.log" 2>&1
 [ $rc -eq 2 ] || fail "missing socket dir exit $rc"
 grep -q "socket directory $TMP/missing-dir does not exist" "$TMP/d6.log" || { cat "$TMP/d6.log"; fail "missing dir message"; }
-set +e
-"$BIN/mobiusd" --socket "$SOCK" --socket-mode 999 >"$TMP/d7.log" 2>&1
-rc=$?
-set -e
+run_rc "$BIN/mobiusd" --socket "$SOCK" --socket-mode 999 >"$TMP/d7.log" 2>&1
 [ $rc -eq 2 ] || fail "bad socket mode exit $rc"
 pass "bad configuration -> exit 2 with clear messages"
 
