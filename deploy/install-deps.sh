@@ -19,6 +19,8 @@ PACKAGES=(
   prometheus-cpp-dev libsqlite3-dev sqlite3 coinor-libcbc-dev libopenblas-dev
   # model configs and safetensors headers (JSON)
   nlohmann-json3-dev
+  # tokenizers: Unicode-aware pre-tokenization regexes, NFC normalisation
+  libpcre2-dev libutf8proc-dev
   # tests and benchmarks (PyTorch on the CPU: golden data and side-by-side baselines)
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-torch python3-numpy
 )
