@@ -54,6 +54,10 @@ struct ModelConfig {
   bool mlp_bias = false;                   // biases on MLP linears (GPT-2: true)
   bool qk_norm = false;                    // RMSNorm on q and k per head (Qwen3)
 
+  // Attention window in tokens: each query sees at most this many keys (itself included).
+  // 0 = full causal attention. Mistral's "sliding_window"; Qwen's only with use_sliding_window.
+  int64_t sliding_window = 0;
+
   int64_t bos_token_id = -1;               // -1 when absent
   int64_t eos_token_id = -1;
 };

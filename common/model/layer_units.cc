@@ -1,0 +1,248 @@
+#include "common/model/layer_units.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/model_config_parse.h"
+#include "common/status_macros.h"
+
+namespace mobius::model {
+namespace {
+
+ParamSpec Param(std::string name, std::vector<int64_t> shape, ParamRole role) {
+  ParamSpec p;
+  p.name = std::move(name);
+  p.shape = std::move(shape);
+  p.num_elements = 1;
+  for (int64_t d : p.shape) p.num_elements *= d;
+  p.role = role;
+  // Decay on what multiplies activations; none on norms and biases (see the header).
+  p.weight_decay = role == ParamRole::kEmbedding || role == ParamRole::kMatmulWeight;
+  return p;
+}
+
+// A linear layer: weight, then bias when present. `shape` is the weight's stored shape.
+void AddLinear(std::vector<ParamSpec>& out, const std::string& prefix, std::vector<int64_t> shape,
+               int64_t bias_size, bool bias) {
+  out.push_back(Param(prefix + ".weight", std::move(shape), ParamRole::kMatmulWeight));
+  if (bias) out.push_back(Param(prefix + ".bias", {bias_size}, ParamRole::kBias));
+}
+
+void AddNorm(std::vector<ParamSpec>& out, const std::string& prefix, int64_t size, NormKind kind) {
+  out.push_back(Param(prefix + ".weight", {size}, ParamRole::kNormWeight));
+  if (kind == NormKind::kLayerNorm) {
+    out.push_back(Param(prefix + ".bias", {size}, ParamRole::kNormBias));
+  }
+}
+
+int64_t AttentionWidth(const ModelConfig& c) { return c.num_heads * c.head_dim; }
+int64_t KvWidth(const ModelConfig& c) { return c.num_kv_heads * c.head_dim; }
+
+std::vector<ParamSpec> Gpt2Block(const ModelConfig& c, int64_t i) {
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
+  const std::string p = absl::StrCat("transformer.h.", i, ".");
+  std::vector<ParamSpec> out;
+  // Conv1D stores [in, out].
+  AddNorm(out, p + "ln_1", C, c.norm);
+  AddLinear(out, p + "attn.c_attn", {C, 3 * C}, 3 * C, c.attention_bias);
+  AddLinear(out, p + "attn.c_proj", {C, C}, C, c.attention_output_bias);
+  AddNorm(out, p + "ln_2", C, c.norm);
+  AddLinear(out, p + "mlp.c_fc", {C, I}, I, c.mlp_bias);
+  AddLinear(out, p + "mlp.c_proj", {I, C}, C, c.mlp_bias);
+  return out;
+}
+
+std::vector<ParamSpec> LlamaBlock(const ModelConfig& c, int64_t i) {
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
+  const int64_t A = AttentionWidth(c), K = KvWidth(c);
+  const std::string p = absl::StrCat("model.layers.", i, ".");
+  std::vector<ParamSpec> out;
+  // nn.Linear stores [out, in].
+  AddNorm(out, p + "input_layernorm", C, c.norm);
+  AddLinear(out, p + "self_attn.q_proj", {A, C}, A, c.attention_bias);
+  AddLinear(out, p + "self_attn.k_proj", {K, C}, K, c.attention_bias);
+  AddLinear(out, p + "self_attn.v_proj", {K, C}, K, c.attention_bias);
+  AddLinear(out, p + "self_attn.o_proj", {C, A}, C, c.attention_output_bias);
+  if (c.qk_norm) {
+    AddNorm(out, p + "self_attn.q_norm", c.head_dim, NormKind::kRmsNorm);
+    AddNorm(out, p + "self_attn.k_norm", c.head_dim, NormKind::kRmsNorm);
+  }
+  AddNorm(out, p + "post_attention_layernorm", C, c.norm);
+  AddLinear(out, p + "mlp.gate_proj", {I, C}, I, c.mlp_bias);
+  AddLinear(out, p + "mlp.up_proj", {I, C}, I, c.mlp_bias);
+  AddLinear(out, p + "mlp.down_proj", {C, I}, C, c.mlp_bias);
+  return out;
+}
+
+bool IsGpt2Naming(const ModelConfig& c) { return c.family == Family::kGpt2; }
+
+int64_t SumElements(const std::vector<ParamSpec>& params, bool matmul_only) {
+  int64_t n = 0;
+  for (const ParamSpec& p : params) {
+    if (!matmul_only || p.role == ParamRole::kMatmulWeight) n += p.num_elements;
+  }
+  return n;
+}
+
+int64_t NormStatsBytes(NormKind kind) { return kind == NormKind::kLayerNorm ? 8 : 4; }
+
+}  // namespace
+
+const char* UnitKindName(UnitKind kind) {
+  switch (kind) {
+    case UnitKind::kEmbedding: return "embedding";
+    case UnitKind::kDecoderBlock: return "block";
+    case UnitKind::kHead: return "head";
+  }
+  return "unknown";
+}
+
+int64_t LayerUnit::num_parameters() const { return SumElements(params, false); }
+
+absl::StatusOr<ModelDescription> DescribeModel(const ModelConfig& config) {
+  MOBIUS_RETURN_IF_ERROR(ValidateModelConfig(config));
+  const ModelConfig& c = config;
+  const bool gpt2 = IsGpt2Naming(c);
+  const int64_t C = c.hidden_size, V = c.vocab_size, L = c.num_layers;
+  ModelDescription model;
+  model.config = config;
+  model.units.resize(L + 2);
+
+  LayerUnit& embedding = model.units[0];
+  embedding.index = 0;
+  embedding.kind = UnitKind::kEmbedding;
+  const std::string wte = gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  embedding.params.push_back(Param(wte, {V, C}, ParamRole::kEmbedding));
+  if (c.position == PositionKind::kLearned) {
+    embedding.params.push_back(
+        Param("transformer.wpe.weight", {c.max_position_embeddings, C}, ParamRole::kEmbedding));
+  }
+
+  for (int64_t i = 0; i < L; ++i) {
+    LayerUnit& block = model.units[i + 1];
+    block.index = i + 1;
+    block.kind = UnitKind::kDecoderBlock;
+    block.layer = i;
+    block.params = gpt2 ? Gpt2Block(c, i) : LlamaBlock(c, i);
+  }
+
+  LayerUnit& head = model.units[L + 1];
+  head.index = L + 1;
+  head.kind = UnitKind::kHead;
+  AddNorm(head.params, gpt2 ? "transformer.ln_f" : "model.norm", C, c.norm);
+  if (c.tie_word_embeddings) {
+    head.shares_parameters_with_unit = 0;
+    head.shared_params.push_back(Param(wte, {V, C}, ParamRole::kMatmulWeight));
+  } else {
+    head.params.push_back(Param("lm_head.weight", {V, C}, ParamRole::kMatmulWeight));
+  }
+  return model;
+}
+
+int64_t TotalParameters(const ModelDescription& model) {
+  int64_t n = 0;
+  for (const LayerUnit& unit : model.units) n += unit.num_parameters();
+  return n;
+}
+
+int64_t NonEmbeddingParameters(const ModelDescription& model) {
+  int64_t n = TotalParameters(model) - model.embedding().num_parameters();
+  for (const ParamSpec& p : model.head().params) {
+    if (p.role == ParamRole::kMatmulWeight) n -= p.num_elements;  // untied lm_head
+  }
+  return n;
+}
+
+int64_t ModelParameterBytes(const ModelDescription& model, int64_t bytes_per_element) {
+  return TotalParameters(model) * bytes_per_element;
+}
+
+int64_t UnitParameterBytes(const LayerUnit& unit, int64_t bytes_per_element) {
+  return unit.num_parameters() * bytes_per_element;
+}
+
+int64_t UnitResidentParameterBytes(const LayerUnit& unit, int64_t bytes_per_element) {
+  return (unit.num_parameters() + SumElements(unit.shared_params, false)) * bytes_per_element;
+}
+
+UnitActivationBytes UnitActivations(const ModelDescription& model, int64_t unit_index,
+                                    const ActivationOptions& options) {
+  const ModelConfig& c = model.config;
+  const LayerUnit& unit = model.units.at(unit_index);
+  const int64_t C = c.hidden_size, I = c.intermediate_size, H = c.num_heads;
+  const int64_t A = AttentionWidth(c), K = KvWidth(c);
+  const int64_t e = options.activation_bytes;
+  constexpr int64_t kTokenIdBytes = 4;  // int32
+  constexpr int64_t kFp32Bytes = 4;
+  UnitActivationBytes out;
+  switch (unit.kind) {
+    case UnitKind::kEmbedding:
+      out.boundary_bytes_per_token = kTokenIdBytes;
+      break;
+    case UnitKind::kDecoderBlock: {
+      out.boundary_bytes_per_token = C * e;
+      // norm1 out, q, k, v, attention out, residual, norm2 out.
+      int64_t elements = C + A + 2 * K + A + C + C;
+      elements += (c.mlp == MlpKind::kSwiGlu ? 3 : 2) * I;
+      int64_t bytes = 2 * NormStatsBytes(c.norm);
+      if (c.qk_norm) {
+        elements += A + K;
+        bytes += kFp32Bytes * (H + c.num_kv_heads);
+      }
+      out.saved_bytes_per_token = elements * e + bytes;
+      if (options.flash_attention) {
+        out.saved_bytes_per_token += kFp32Bytes * H;
+      } else {
+        out.saved_bytes_per_token_per_position = H * e;
+      }
+      break;
+    }
+    case UnitKind::kHead:
+      out.boundary_bytes_per_token = C * e;
+      out.saved_bytes_per_token = C * e + NormStatsBytes(c.norm) +
+                                  c.vocab_size * options.logits_bytes + kTokenIdBytes;
+      break;
+  }
+  return out;
+}
+
+double AttentionKeysPerQuery(int64_t seq_len, int64_t sliding_window) {
+  const double T = static_cast<double>(seq_len);
+  if (sliding_window <= 0 || sliding_window >= seq_len) return (T + 1) / 2;
+  const double W = static_cast<double>(sliding_window);
+  return (W * (W + 1) / 2 + (T - W) * W) / T;
+}
+
+double UnitAttentionForwardFlopsPerToken(const ModelDescription& model, int64_t unit_index,
+                                         int64_t seq_len) {
+  const LayerUnit& unit = model.units.at(unit_index);
+  if (unit.kind != UnitKind::kDecoderBlock) return 0;
+  const ModelConfig& c = model.config;
+  // Q K^T and P V: H * head_dim MACs each per attended key, 2 FLOPs per MAC.
+  return 2.0 * 2.0 * static_cast<double>(c.num_heads * c.head_dim) *
+         AttentionKeysPerQuery(seq_len, c.sliding_window);
+}
+
+UnitFlopsPerToken UnitFlops(const ModelDescription& model, int64_t unit_index, int64_t seq_len) {
+  const LayerUnit& unit = model.units.at(unit_index);
+  UnitFlopsPerToken out;
+  if (unit.kind == UnitKind::kEmbedding) return out;  // a lookup; its backward a scatter-add
+  const int64_t matmul_elements =
+      SumElements(unit.params, true) + SumElements(unit.shared_params, true);
+  out.forward_flops = 2.0 * static_cast<double>(matmul_elements) +
+                      UnitAttentionForwardFlopsPerToken(model, unit_index, seq_len);
+  out.backward_flops = 2.0 * out.forward_flops;
+  return out;
+}
+
+UnitFlopsPerToken ModelFlops(const ModelDescription& model, int64_t seq_len) {
+  UnitFlopsPerToken total;
+  for (int64_t i = 0; i < model.num_units(); ++i) {
+    UnitFlopsPerToken f = UnitFlops(model, i, seq_len);
+    total.forward_flops += f.forward_flops;
+    total.backward_flops += f.backward_flops;
+  }
+  return total;
+}
+
+}  // namespace mobius::model

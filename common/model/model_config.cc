@@ -1,0 +1,81 @@
+#include "common/model/model_config.h"
+
+#include <cstdint>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/model_config_parse.h"
+
+namespace mobius::model {
+namespace {
+
+absl::Status Invalid(absl::string_view member, absl::string_view what) {
+  return absl::InvalidArgumentError(absl::StrCat("ModelConfig.", member, ": ", what));
+}
+
+absl::Status CheckRange(absl::string_view member, int64_t value, int64_t max) {
+  if (value <= 0 || value > max) {
+    return Invalid(member, absl::StrCat("is ", value, ", must be in [1, ", max, "]"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckTokenId(absl::string_view member, int64_t id, int64_t vocab_size) {
+  if (id < -1 || id >= vocab_size) {
+    return Invalid(member, absl::StrCat("is ", id, ", must be -1 or in [0, ", vocab_size, ")"));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+const char* FamilyName(Family family) {
+  switch (family) {
+    case Family::kGpt2: return "gpt2";
+    case Family::kLlama: return "llama";
+    case Family::kMistral: return "mistral";
+    case Family::kQwen2: return "qwen2";
+    case Family::kQwen3: return "qwen3";
+  }
+  return "unknown";
+}
+
+absl::Status ValidateModelConfig(const ModelConfig& c) {
+  for (auto [member, value, max] : {
+           std::tuple<const char*, int64_t, int64_t>{"vocab_size", c.vocab_size, kMaxVocabSize},
+           {"hidden_size", c.hidden_size, kMaxHiddenSize},
+           {"num_layers", c.num_layers, kMaxLayers},
+           {"num_heads", c.num_heads, kMaxHeads},
+           {"num_kv_heads", c.num_kv_heads, kMaxHeads},
+           {"head_dim", c.head_dim, kMaxHeadDim},
+           {"intermediate_size", c.intermediate_size, kMaxIntermediateSize},
+           {"max_position_embeddings", c.max_position_embeddings, kMaxPositions},
+       }) {
+    if (absl::Status s = CheckRange(member, value, max); !s.ok()) return s;
+  }
+  if (c.num_heads * c.head_dim > kMaxAttentionWidth) {
+    return Invalid("head_dim", absl::StrCat(c.num_heads, " heads x ", c.head_dim,
+                                            " is more than ", kMaxAttentionWidth));
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return Invalid("num_kv_heads", absl::StrCat(c.num_heads, " heads are not divisible by ",
+                                                c.num_kv_heads, " kv heads"));
+  }
+  if (c.position == PositionKind::kRope && c.head_dim % 2 != 0) {
+    return Invalid("head_dim", absl::StrCat("is ", c.head_dim, ", must be even for RoPE"));
+  }
+  if (c.position == PositionKind::kLearned && c.num_heads * c.head_dim != c.hidden_size) {
+    return Invalid("head_dim", "heads x head_dim must equal hidden_size with learned positions");
+  }
+  if (!(c.norm_eps > 0)) return Invalid("norm_eps", "must be positive");
+  if (c.sliding_window < 0 || c.sliding_window > kMaxPositions) {
+    return Invalid("sliding_window", absl::StrCat("is ", c.sliding_window, ", must be 0 (none) or ",
+                                                  "in [1, ", kMaxPositions, "]"));
+  }
+  if (absl::Status s = CheckTokenId("bos_token_id", c.bos_token_id, c.vocab_size); !s.ok()) {
+    return s;
+  }
+  return CheckTokenId("eos_token_id", c.eos_token_id, c.vocab_size);
+}
+
+}  // namespace mobius::model
