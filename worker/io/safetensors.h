@@ -8,6 +8,16 @@
 // within the file, JSON well-formed, dtypes known, shapes x element size == byte ranges, ranges
 // inside the data section, sorted and non-overlapping); never reads out of bounds. Writer: atomic
 // (temp file in the same directory, fsync, rename, fsync of the directory).
+//
+// Details of the contract as implemented (worker/io/safetensors*.cc):
+// - Header length N <= 100 MiB and 8 + N <= file size; the header is a JSON object whose entries
+//   are tensors plus an optional "__metadata__" object of string values. Unknown fields inside a
+//   tensor entry are ignored; gaps between tensor byte ranges and trailing bytes are tolerated (the
+//   reference writer produces neither), overlaps are not.
+// - Tensor data is NOT necessarily aligned to its element size (offsets are packed back to back):
+//   read it with memcpy or CopyToF32, never through a cast pointer.
+// - The file is mapped MAP_PRIVATE; if another process truncates it while it is mapped, touching
+//   the lost pages raises SIGBUS (as with any mmap reader). Model files are expected not to change.
 #ifndef MOBIUS_WORKER_IO_SAFETENSORS_H_
 #define MOBIUS_WORKER_IO_SAFETENSORS_H_
 
@@ -32,9 +42,9 @@ struct TensorView {
   std::string name;
   DType dtype = DType::kF32;
   std::vector<int64_t> shape;
-  const void* data = nullptr;   // valid while the owning file object lives
-  size_t nbytes = 0;
-  int64_t num_elements() const;
+  const void* data = nullptr;    // valid while the owning file object lives; may be unaligned
+  size_t nbytes = 0;             // == num_elements() * DTypeSize(dtype)
+  int64_t num_elements() const;  // product of shape; 1 for a scalar (shape [])
 };
 
 // One .safetensors file, memory-mapped read-only. Thread-safe after Open.
@@ -45,13 +55,18 @@ class SafetensorsFile {
   // shape/size mismatch, truncated file).
   static absl::StatusOr<std::unique_ptr<SafetensorsFile>> Open(const std::string& path);
   virtual ~SafetensorsFile() = default;
-  virtual const std::vector<TensorView>& tensors() const = 0;   // in file order
+  virtual const std::vector<TensorView>& tensors() const = 0;         // in file order
   virtual const TensorView* Find(const std::string& name) const = 0;  // nullptr if absent
   virtual const std::map<std::string, std::string>& metadata() const = 0;
 };
 
 // All tensors of a model directory: model.safetensors, or the shards listed in
 // model.safetensors.index.json ("weight_map"). Thread-safe after Open.
+// When both files exist model.safetensors wins (as in Hugging Face transformers). With an index,
+// the tensors are exactly the weight_map's names: each shard name must be a plain file name in the
+// directory (no '/', not "." or ".."), and every listed tensor must be in its shard
+// (INVALID_ARGUMENT otherwise, also for a listed shard that does not exist). Tensors a shard holds
+// but the index does not list are not visible. NOT_FOUND when neither file exists.
 class SafetensorsModel {
  public:
   static absl::StatusOr<std::unique_ptr<SafetensorsModel>> Open(const std::string& directory);
@@ -68,11 +83,18 @@ struct TensorToWrite {
   size_t nbytes = 0;
 };
 
-// Writes one file atomically. INVALID_ARGUMENT for duplicate names or nbytes != shape x size.
+// Writes one file atomically. INVALID_ARGUMENT for duplicate names or nbytes != shape x size
+// (also: negative dims, the reserved name "__metadata__", null data with nbytes > 0, names or
+// metadata that are not valid UTF-8). Layout as the reference writer's: "__metadata__" first (only
+// when non-empty), tensors in name order with contiguous data_offsets, the header padded with
+// spaces to a multiple of 8 bytes. The data goes to "<path>.tmp.<pid>" (removed on any failure),
+// which is then renamed over `path`. Not safe for two threads of one process writing the same path
+// at once.
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
 
-// Converts any supported dtype to fp32 (bf16/f16 widened exactly). `out` holds num_elements().
+// Converts any supported dtype to fp32 (bf16/f16 widened exactly, incl. subnormals, +-inf and NaN
+// payloads). `out` holds num_elements() floats. REQUIRES: tensor.nbytes == num_elements() x size.
 void CopyToF32(const TensorView& tensor, float* out);
 
 }  // namespace mobius::io
