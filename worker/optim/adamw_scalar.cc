@@ -1,0 +1,20 @@
+// The portable reference kernels (no FMA; built with -ffp-contract=off, see CMakeLists.txt).
+#include "worker/optim/adamw_kernels.h"
+
+namespace mobius::optim::internal {
+
+void AdamWScalarKernel(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
+                       uint16_t* bf16_out, size_t n) {
+  AdamWElements<false>(s, master, m, v, grad, bf16_out, 0, n);
+}
+
+double SumSquaresScalar(const float* x, size_t n) {
+  double sum = 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    const double d = x[i];
+    sum += d * d;
+  }
+  return sum;
+}
+
+}  // namespace mobius::optim::internal
