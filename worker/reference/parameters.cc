@@ -1,0 +1,279 @@
+#include "worker/reference/parameters.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <numbers>
+#include <random>
+#include <tuple>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace mobius::reference {
+namespace {
+
+using model::ModelConfig;
+
+bool IsGpt2Naming(const ModelConfig& config) { return config.family == model::Family::kGpt2; }
+
+std::string IfPresent(bool present, const std::string& name) { return present ? name : ""; }
+
+LayerNames Gpt2LayerNames(const ModelConfig& config, int64_t layer) {
+  const std::string p = absl::StrCat("transformer.h.", layer, ".");
+  LayerNames n;
+  n.norm1_weight = p + "ln_1.weight";
+  n.norm1_bias = p + "ln_1.bias";
+  n.qkv_weight = p + "attn.c_attn.weight";
+  n.qkv_bias = IfPresent(config.attention_bias, p + "attn.c_attn.bias");
+  n.o_weight = p + "attn.c_proj.weight";
+  n.o_bias = IfPresent(config.attention_output_bias, p + "attn.c_proj.bias");
+  n.norm2_weight = p + "ln_2.weight";
+  n.norm2_bias = p + "ln_2.bias";
+  n.fc_weight = p + "mlp.c_fc.weight";
+  n.fc_bias = IfPresent(config.mlp_bias, p + "mlp.c_fc.bias");
+  n.proj_weight = p + "mlp.c_proj.weight";
+  n.proj_bias = IfPresent(config.mlp_bias, p + "mlp.c_proj.bias");
+  return n;
+}
+
+LayerNames LlamaLayerNames(const ModelConfig& config, int64_t layer) {
+  const std::string p = absl::StrCat("model.layers.", layer, ".");
+  LayerNames n;
+  n.norm1_weight = p + "input_layernorm.weight";
+  for (auto [weight, bias, proj] :
+       {std::tuple{&n.q_weight, &n.q_bias, "q_proj"}, std::tuple{&n.k_weight, &n.k_bias, "k_proj"},
+        std::tuple{&n.v_weight, &n.v_bias, "v_proj"}}) {
+    *weight = absl::StrCat(p, "self_attn.", proj, ".weight");
+    *bias = IfPresent(config.attention_bias, absl::StrCat(p, "self_attn.", proj, ".bias"));
+  }
+  n.q_norm = IfPresent(config.qk_norm, p + "self_attn.q_norm.weight");
+  n.k_norm = IfPresent(config.qk_norm, p + "self_attn.k_norm.weight");
+  n.o_weight = p + "self_attn.o_proj.weight";
+  n.o_bias = IfPresent(config.attention_output_bias, p + "self_attn.o_proj.bias");
+  n.norm2_weight = p + "post_attention_layernorm.weight";
+  n.gate_weight = p + "mlp.gate_proj.weight";
+  n.gate_bias = IfPresent(config.mlp_bias, p + "mlp.gate_proj.bias");
+  n.up_weight = p + "mlp.up_proj.weight";
+  n.up_bias = IfPresent(config.mlp_bias, p + "mlp.up_proj.bias");
+  n.down_weight = p + "mlp.down_proj.weight";
+  n.down_bias = IfPresent(config.mlp_bias, p + "mlp.down_proj.bias");
+  return n;
+}
+
+[[noreturn]] void DieMissing(const std::string& name) {
+  std::fprintf(stderr, "reference::Parameters: no tensor named '%s'\n", name.c_str());
+  std::abort();
+}
+
+// Standard normal samples from Box-Muller over mt19937_64, identical on every standard library
+// (std::normal_distribution is implementation-defined).
+class Normal {
+ public:
+  explicit Normal(uint64_t seed) : engine_(seed) {}
+  float Next() {
+    const double u1 = (static_cast<double>(engine_() >> 11) + 1.0) * 0x1.0p-53;  // (0, 1]
+    const double u2 = static_cast<double>(engine_() >> 11) * 0x1.0p-53;          // [0, 1)
+    return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) *
+                              std::cos(2.0 * std::numbers::pi * u2));
+  }
+
+ private:
+  std::mt19937_64 engine_;
+};
+
+}  // namespace
+
+Tensor& Parameters::at(const std::string& name) {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) DieMissing(name);
+  return it->second;
+}
+
+const Tensor& Parameters::at(const std::string& name) const {
+  auto it = tensors.find(name);
+  if (it == tensors.end()) DieMissing(name);
+  return it->second;
+}
+
+float* Parameters::optional_data(const std::string& name) {
+  return name.empty() ? nullptr : data(name);
+}
+
+const float* Parameters::optional_data(const std::string& name) const {
+  return name.empty() ? nullptr : data(name);
+}
+
+absl::Status ValidateConfig(const ModelConfig& c) {
+  if (c.vocab_size <= 0 || c.hidden_size <= 0 || c.num_layers <= 0 || c.num_heads <= 0 ||
+      c.num_kv_heads <= 0 || c.head_dim <= 0 || c.intermediate_size <= 0) {
+    return absl::InvalidArgumentError(
+        "model config: vocab_size, hidden_size, num_layers, num_heads, num_kv_heads, head_dim "
+        "and intermediate_size must all be positive");
+  }
+  if (c.num_heads % c.num_kv_heads != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("model config: num_heads ", c.num_heads,
+                                                   " is not a multiple of num_kv_heads ",
+                                                   c.num_kv_heads));
+  }
+  if (c.position == model::PositionKind::kRope && c.head_dim % 2 != 0) {
+    return absl::InvalidArgumentError("model config: RoPE needs an even head_dim");
+  }
+  if (c.position == model::PositionKind::kLearned && c.max_position_embeddings <= 0) {
+    return absl::InvalidArgumentError(
+        "model config: learned positions need max_position_embeddings");
+  }
+  if (c.rope_scaling.type != model::RopeScaling::Type::kNone && c.rope_scaling.factor <= 0) {
+    return absl::InvalidArgumentError("model config: rope_scaling.factor must be positive");
+  }
+  if (c.rope_scaling.type == model::RopeScaling::Type::kLlama3 &&
+      (c.rope_scaling.original_max_position_embeddings <= 0 ||
+       c.rope_scaling.high_freq_factor == c.rope_scaling.low_freq_factor)) {
+    return absl::InvalidArgumentError(
+        "model config: llama3 rope_scaling needs original_max_position_embeddings and distinct "
+        "low/high_freq_factor");
+  }
+  if (IsGpt2Naming(c)) {
+    if (c.norm != model::NormKind::kLayerNorm || c.mlp != model::MlpKind::kGeluTanh ||
+        c.position != model::PositionKind::kLearned || c.qk_norm) {
+      return absl::UnimplementedError(
+          "reference model: GPT-2 tensors need LayerNorm, GELU MLP, learned positions, no qk_norm");
+    }
+    if (c.num_kv_heads != c.num_heads || c.num_heads * c.head_dim != c.hidden_size) {
+      return absl::InvalidArgumentError(
+          "model config: GPT-2's fused c_attn needs num_kv_heads == num_heads and "
+          "num_heads * head_dim == hidden_size");
+    }
+  } else if (c.norm != model::NormKind::kRmsNorm || c.mlp != model::MlpKind::kSwiGlu ||
+             c.position != model::PositionKind::kRope) {
+    return absl::UnimplementedError(
+        "reference model: Llama-family tensors need RMSNorm, SwiGLU and RoPE");
+  }
+  return absl::OkStatus();
+}
+
+ModelNames ParameterNames(const ModelConfig& config) {
+  ModelNames names;
+  const bool gpt2 = IsGpt2Naming(config);
+  names.layout = gpt2 ? WeightLayout::kInOut : WeightLayout::kOutIn;
+  names.token_embedding = gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  if (config.position == model::PositionKind::kLearned) {
+    names.position_embedding = "transformer.wpe.weight";
+  }
+  for (int64_t l = 0; l < config.num_layers; ++l) {
+    names.layers.push_back(gpt2 ? Gpt2LayerNames(config, l) : LlamaLayerNames(config, l));
+  }
+  names.final_norm_weight = gpt2 ? "transformer.ln_f.weight" : "model.norm.weight";
+  names.final_norm_bias = gpt2 ? "transformer.ln_f.bias" : "";
+  names.lm_head = config.tie_word_embeddings ? names.token_embedding : "lm_head.weight";
+  return names;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
+    const ModelConfig& config) {
+  const ModelNames names = ParameterNames(config);
+  const int64_t C = config.hidden_size, V = config.vocab_size, I = config.intermediate_size;
+  const int64_t q_dim = config.num_heads * config.head_dim;
+  const int64_t kv_dim = config.num_kv_heads * config.head_dim;
+  std::vector<std::pair<std::string, std::vector<int64_t>>> shapes;
+  // A weight mapping `in` features to `out` features, in the checkpoint's layout.
+  auto weight = [&](const std::string& name, int64_t in, int64_t out) {
+    if (name.empty()) return;
+    if (names.layout == WeightLayout::kInOut) {
+      shapes.push_back({name, {in, out}});
+    } else {
+      shapes.push_back({name, {out, in}});
+    }
+  };
+  auto vec = [&](const std::string& name, int64_t n) {
+    if (!name.empty()) shapes.push_back({name, {n}});
+  };
+  shapes.push_back({names.token_embedding, {V, C}});
+  if (!names.position_embedding.empty()) {
+    shapes.push_back({names.position_embedding, {config.max_position_embeddings, C}});
+  }
+  for (const LayerNames& n : names.layers) {
+    vec(n.norm1_weight, C);
+    vec(n.norm1_bias, C);
+    weight(n.qkv_weight, C, q_dim + 2 * kv_dim);
+    vec(n.qkv_bias, q_dim + 2 * kv_dim);
+    weight(n.q_weight, C, q_dim);
+    vec(n.q_bias, q_dim);
+    weight(n.k_weight, C, kv_dim);
+    vec(n.k_bias, kv_dim);
+    weight(n.v_weight, C, kv_dim);
+    vec(n.v_bias, kv_dim);
+    vec(n.q_norm, config.head_dim);
+    vec(n.k_norm, config.head_dim);
+    weight(n.o_weight, q_dim, C);
+    vec(n.o_bias, C);
+    vec(n.norm2_weight, C);
+    vec(n.norm2_bias, C);
+    weight(n.fc_weight, C, I);
+    vec(n.fc_bias, I);
+    weight(n.proj_weight, I, C);
+    vec(n.proj_bias, C);
+    weight(n.gate_weight, C, I);
+    vec(n.gate_bias, I);
+    weight(n.up_weight, C, I);
+    vec(n.up_bias, I);
+    weight(n.down_weight, I, C);
+    vec(n.down_bias, C);
+  }
+  vec(names.final_norm_weight, C);
+  vec(names.final_norm_bias, C);
+  if (!config.tie_word_embeddings) shapes.push_back({names.lm_head, {V, C}});
+  return shapes;
+}
+
+Parameters ZeroParameters(const ModelConfig& config) {
+  Parameters params;
+  for (const auto& [name, shape] : ParameterShapes(config)) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    params.tensors[name] = Tensor{shape, std::vector<float>(numel, 0.0f)};
+  }
+  return params;
+}
+
+Parameters InitParameters(const ModelConfig& config, uint64_t seed) {
+  Parameters params = ZeroParameters(config);
+  Normal normal(seed);
+  // Declaration order, not map order, decides which samples a tensor gets.
+  for (const auto& [name, shape] : ParameterShapes(config)) {
+    Tensor& t = params.at(name);
+    const bool is_bias = name.ends_with(".bias");
+    const bool is_norm = shape.size() == 1 && !is_bias;  // every 1-D weight is a norm scale
+    for (float& x : t.data) x = is_bias ? 0.0f : is_norm ? 1.0f : 0.02f * normal.Next();
+  }
+  return params;
+}
+
+absl::Status ValidateParameters(const ModelConfig& config, const Parameters& params) {
+  const auto shapes = ParameterShapes(config);
+  for (const auto& [name, shape] : shapes) {
+    auto it = params.tensors.find(name);
+    if (it == params.tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("parameters: missing tensor ", name));
+    }
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    if (it->second.shape != shape || it->second.numel() != numel) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "parameters: tensor ", name, " has shape [", absl::StrJoin(it->second.shape, ","),
+          "] and ", it->second.numel(), " elements, expected [", absl::StrJoin(shape, ","), "]"));
+    }
+  }
+  if (params.tensors.size() != shapes.size()) {
+    for (const auto& [name, tensor] : params.tensors) {
+      bool known = false;
+      for (const auto& entry : shapes) known = known || entry.first == name;
+      if (!known) {
+        return absl::InvalidArgumentError(absl::StrCat("parameters: unexpected tensor ", name));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mobius::reference
