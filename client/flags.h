@@ -12,5 +12,13 @@ ABSL_DECLARE_FLAG(double, timeout_seconds);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, xml);
 ABSL_DECLARE_FLAG(std::string, topology_file);
+ABSL_DECLARE_FLAG(std::string, tokenizer);
+ABSL_DECLARE_FLAG(std::string, format);
+ABSL_DECLARE_FLAG(std::string, text_field);
+ABSL_DECLARE_FLAG(std::string, prompt_field);
+ABSL_DECLARE_FLAG(std::string, completion_field);
+ABSL_DECLARE_FLAG(bool, skip_bad_lines);
+ABSL_DECLARE_FLAG(int, eos_id);
+ABSL_DECLARE_FLAG(int, threads);
 
 #endif  // MOBIUS_CLIENT_FLAGS_H_

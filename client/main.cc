@@ -13,6 +13,7 @@
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
 #include "client/flags.h"
+#include "client/tokenize_command.h"
 #include "client/topo_command.h"
 #include "common/init.h"
 
@@ -24,6 +25,7 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  topo     show the server's GPU/PCIe/NUMA topology (--topology-file, --json, --xml)\n"
     "  health   check that the daemon is serving\n"
+    "  tokenize IN OUT --tokenizer DIR   tokenize a dataset into a token file (no daemon)\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
     "4 daemon error.";
 
@@ -45,6 +47,20 @@ int RunHealth() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args = mobius::InitProcess(argc, argv, kUsage);
+  if (args.size() == 4 && args[1] == "tokenize") {
+    mobius::cli::TokenizeOptions o;
+    o.input = args[2];
+    o.output = args[3];
+    o.tokenizer_dir = absl::GetFlag(FLAGS_tokenizer);
+    o.format = absl::GetFlag(FLAGS_format);
+    o.text_field = absl::GetFlag(FLAGS_text_field);
+    o.prompt_field = absl::GetFlag(FLAGS_prompt_field);
+    o.completion_field = absl::GetFlag(FLAGS_completion_field);
+    o.skip_bad_lines = absl::GetFlag(FLAGS_skip_bad_lines);
+    o.eos_id = absl::GetFlag(FLAGS_eos_id);
+    o.threads = absl::GetFlag(FLAGS_threads);
+    return mobius::cli::RunTokenize(o, std::cout, std::cerr);
+  }
   if (args.size() != 2) {
     std::cerr << kUsage << "\n";
     return mobius::cli::kExitUsage;
