@@ -20,7 +20,7 @@ PACKAGES=(
   # model configs and safetensors headers (JSON)
   nlohmann-json3-dev
   # tokenizers: Unicode-aware pre-tokenization regexes, NFC normalisation
-  libpcre2-dev libutf8proc-dev
+  libpcre2-dev libutf8proc-dev libsentencepiece-dev sentencepiece
   # tests and benchmarks (PyTorch on the CPU: golden data and side-by-side baselines)
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-torch python3-numpy
 )
