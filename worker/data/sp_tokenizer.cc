@@ -1,12 +1,12 @@
 #include "worker/data/sp_tokenizer.h"
 
-#include <sentencepiece_processor.h>
 #include <sys/stat.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "worker/data/hf_tokenizer.h"
 #include "worker/data/regex.h"
+#include "worker/data/sp_processor.h"
 
 namespace mobius::data {
 namespace {
@@ -18,8 +18,7 @@ bool Exists(const std::string& path) {
 
 class SentencePieceTokenizer : public Tokenizer {
  public:
-  explicit SentencePieceTokenizer(std::unique_ptr<sentencepiece::SentencePieceProcessor> sp)
-      : sp_(std::move(sp)) {}
+  explicit SentencePieceTokenizer(std::unique_ptr<internal::SpProcessor> sp) : sp_(std::move(sp)) {}
 
   absl::StatusOr<std::vector<int32_t>> Encode(absl::string_view text,
                                               bool add_special_tokens) const override {
@@ -27,8 +26,10 @@ class SentencePieceTokenizer : public Tokenizer {
       return absl::InvalidArgumentError(absl::StrCat("text is not valid UTF-8 at byte offset ", bad));
     }
     std::vector<int> ids;
-    auto status = sp_->Encode(std::string(text), &ids);
-    if (!status.ok()) return absl::InternalError(absl::StrCat("sentencepiece: ", status.ToString()));
+    std::string error;
+    if (!sp_->Encode(std::string(text), &ids, &error)) {
+      return absl::InternalError(absl::StrCat("sentencepiece: ", error));
+    }
     std::vector<int32_t> out;
     if (add_special_tokens && sp_->bos_id() >= 0) out.push_back(sp_->bos_id());
     out.insert(out.end(), ids.begin(), ids.end());
@@ -39,39 +40,38 @@ class SentencePieceTokenizer : public Tokenizer {
                                      bool skip_special_tokens) const override {
     std::vector<int> in;
     for (size_t i = 0; i < ids.size(); ++i) {
-      if (ids[i] < 0 || ids[i] >= sp_->GetPieceSize()) {
+      if (ids[i] < 0 || ids[i] >= sp_->vocab_size()) {
         return absl::InvalidArgumentError(absl::StrCat("token id ", ids[i], " at position ", i,
                                                        " is outside the vocabulary [0, ",
-                                                       sp_->GetPieceSize(), ")"));
+                                                       sp_->vocab_size(), ")"));
       }
       in.push_back(ids[i]);
     }
-    std::string text;
-    auto status = sp_->Decode(in, &text);
-    if (!status.ok()) return absl::InternalError(absl::StrCat("sentencepiece: ", status.ToString()));
+    std::string text, error;
+    if (!sp_->Decode(in, &text, &error)) {
+      return absl::InternalError(absl::StrCat("sentencepiece: ", error));
+    }
     return text;
   }
 
-  int64_t vocab_size() const override { return sp_->GetPieceSize(); }
+  int64_t vocab_size() const override { return sp_->vocab_size(); }
   int32_t TokenToId(absl::string_view token) const override {
-    int id = sp_->PieceToId(std::string(token));
-    // PieceToId maps unknown pieces to <unk>; only report real matches.
-    return id >= 0 && sp_->IdToPiece(id) == token ? id : -1;
+    return sp_->PieceToId(std::string(token));
   }
 
  private:
-  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::unique_ptr<internal::SpProcessor> sp_;
 };
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadSentencePieceTokenizer(const std::string& path) {
   if (!Exists(path)) return absl::NotFoundError(absl::StrCat("tokenizer file ", path, ": not found"));
-  auto sp = std::make_unique<sentencepiece::SentencePieceProcessor>();
-  auto status = sp->Load(path);
-  if (!status.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("tokenizer ", path,
-                                                   ": not a SentencePiece model (", status.ToString(), ")"));
+  std::string error;
+  auto sp = internal::SpProcessor::Load(path, &error);
+  if (sp == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("tokenizer ", path, ": not a SentencePiece model (", error, ")"));
   }
   return std::unique_ptr<Tokenizer>(new SentencePieceTokenizer(std::move(sp)));
 }
