@@ -1,0 +1,45 @@
+#include "worker/kernels/cpu/bias.h"
+
+#include <vector>
+
+namespace mobius::kernels::cpu {
+namespace {
+
+template <typename T>
+void BiasBackward(float* dbias, const T* dout, int64_t n, int64_t c, ThreadPool* pool) {
+  ReduceRows(
+      pool, n, c,
+      [&](int64_t begin, int64_t end, float* partial) {
+        for (int64_t row = begin; row < end; ++row) {
+          const T* dy = dout + row * c;
+          for (int64_t j = 0; j < c; ++j) partial[j] += Load(dy, j);
+        }
+      },
+      [&](int64_t j, float sum) { dbias[j] += sum; });
+}
+
+}  // namespace
+
+void bias_add_fwd(uint16_t* out, const uint16_t* inp, const uint16_t* bias, int64_t n, int64_t c,
+                  ThreadPool* pool) {
+  std::vector<float> bv(c);
+  LoadRow(bv.data(), bias, c);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1));
+  ParallelForRange(pool, n, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const uint16_t* x = inp + row * c;
+      uint16_t* y = out + row * c;
+      for (int64_t j = 0; j < c; ++j) y[j] = numeric::Fp32ToBf16(numeric::Bf16ToFp32(x[j]) + bv[j]);
+    }
+  });
+}
+
+void bias_bwd(float* dbias, const uint16_t* dout, int64_t n, int64_t c, ThreadPool* pool) {
+  BiasBackward(dbias, dout, n, c, pool);
+}
+
+void bias_bwd(float* dbias, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {
+  BiasBackward(dbias, dout, n, c, pool);
+}
+
+}  // namespace mobius::kernels::cpu

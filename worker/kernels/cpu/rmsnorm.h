@@ -1,0 +1,33 @@
+// RMSNorm over the last dimension of [N, C] rows (Llama family), as LlamaRMSNorm in fp32:
+//   out = weight * x * rstd,  rstd = 1 / sqrt(mean(x^2) + eps).
+// Qwen3's q/k norm is the same op over rows of head_dim: [B*T*heads, head_dim].
+// Storage: activations and weights bf16 (uint16_t bits); rstd and parameter gradients fp32;
+// arithmetic fp32. Oracle: reference::RmsNormForward/Backward.
+//
+// Thread-safety: reentrant; rows are split over `pool` (nullptr: calling thread). Results are
+// bitwise identical for any pool size.
+#ifndef MOBIUS_WORKER_KERNELS_CPU_RMSNORM_H_
+#define MOBIUS_WORKER_KERNELS_CPU_RMSNORM_H_
+
+#include <cstdint>
+
+#include "worker/kernels/cpu/parallel.h"
+
+namespace mobius::kernels::cpu {
+
+// out, inp [N, C] bf16; weight [C] bf16; rstd [N] fp32 (saved). out may alias inp.
+void rmsnorm_fwd(uint16_t* out, float* rstd, const uint16_t* inp, const uint16_t* weight,
+                 int64_t n, int64_t c, float eps, ThreadPool* pool);
+
+// dinp [N, C] += d/dinp (bf16 or fp32); dweight [C] fp32 +=. dout, inp [N, C] bf16.
+// REQUIRES: dinp does not alias dout or inp.
+void rmsnorm_bwd(uint16_t* dinp, float* dweight, const uint16_t* dout, const uint16_t* inp,
+                 const uint16_t* weight, const float* rstd, int64_t n, int64_t c,
+                 ThreadPool* pool);
+void rmsnorm_bwd(float* dinp, float* dweight, const uint16_t* dout, const uint16_t* inp,
+                 const uint16_t* weight, const float* rstd, int64_t n, int64_t c,
+                 ThreadPool* pool);
+
+}  // namespace mobius::kernels::cpu
+
+#endif  // MOBIUS_WORKER_KERNELS_CPU_RMSNORM_H_

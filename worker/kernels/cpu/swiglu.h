@@ -1,0 +1,27 @@
+// SwiGLU (Llama family MLP), element-wise over bf16 buffers with fp32 arithmetic:
+//   out = silu(gate) * up,  silu(g) = g * sigmoid(g).
+// Oracle: reference::SwiGluForward/SwiGluBackward.
+//
+// Thread-safety: reentrant; elements are split over `pool` (nullptr: calling thread). Results are
+// bitwise identical for any pool size.
+#ifndef MOBIUS_WORKER_KERNELS_CPU_SWIGLU_H_
+#define MOBIUS_WORKER_KERNELS_CPU_SWIGLU_H_
+
+#include <cstdint>
+
+#include "worker/kernels/cpu/parallel.h"
+
+namespace mobius::kernels::cpu {
+
+// out, gate, up [N] bf16; out may alias gate or up.
+void swiglu_fwd(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n,
+                ThreadPool* pool);
+
+// dgate, dup [N] bf16 += (one rounding per element).
+// REQUIRES: dgate and dup alias neither each other nor any input.
+void swiglu_bwd(uint16_t* dgate, uint16_t* dup, const uint16_t* dout, const uint16_t* gate,
+                const uint16_t* up, int64_t n, ThreadPool* pool);
+
+}  // namespace mobius::kernels::cpu
+
+#endif  // MOBIUS_WORKER_KERNELS_CPU_SWIGLU_H_
