@@ -1,6 +1,8 @@
-// mobius-worker: the per-GPU worker process. Today it knows one verb:
-//   mobius-worker devices   lists the compute devices and the backend it would use.
-// Exit codes: 0 ok, 2 usage.
+// mobius-worker: the per-GPU worker process. Verbs:
+//   mobius-worker devices      lists the compute devices and the backend it would use.
+//   mobius-worker init-model   writes a seeded, randomly initialised Hugging Face model directory
+//                              (worker/checkpoint/init_model_command.h; flags in worker_flags.cc).
+// Exit codes: 0 ok, 1 failure, 2 usage.
 #include <iostream>
 #include <string>
 #include <vector>
@@ -8,15 +10,17 @@
 #include "common/init.h"
 #include "glog/logging.h"
 #include "worker/backend/device_probe.h"
+#include "worker/checkpoint/init_model_command.h"
 
-int main(int argc, char** argv) {
-  std::vector<std::string> args = mobius::InitProcess(
-      argc, argv, "mobius-worker: runs one GPU's part of a Mobius job.\n"
-                  "Usage: mobius-worker devices");
-  if (args.size() != 2 || args[1] != "devices") {
-    std::cerr << "usage: mobius-worker devices\n";
-    return 2;
-  }
+namespace {
+
+constexpr char kUsage[] =
+    "mobius-worker: runs one GPU's part of a Mobius job.\n"
+    "Usage:\n"
+    "  mobius-worker devices\n"
+    "  ";
+
+int RunDevices() {
   mobius::DeviceProbe probe = mobius::ProbeDevices();
   LOG(INFO) << mobius::DescribeBackendChoice(probe);
   std::cout << "cuda_built: " << (probe.cuda_built ? "yes" : "no") << "\n";
@@ -28,4 +32,18 @@ int main(int argc, char** argv) {
   std::cout << "backend: " << (probe.cuda_devices.empty() ? "cpu" : "cuda") << "\n";
   if (probe.cuda_devices.empty()) std::cout << "reason: " << probe.cuda_error << "\n";
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string usage = std::string(kUsage) + mobius::checkpoint::kInitModelUsage;
+  std::vector<std::string> args = mobius::InitProcess(argc, argv, usage);
+  if (args.size() == 2 && args[1] == "devices") return RunDevices();
+  if (args.size() >= 2 && args[1] == "init-model") {
+    return mobius::checkpoint::RunInitModelCommand(args);
+  }
+  std::cerr << "usage: mobius-worker devices\n       " << mobius::checkpoint::kInitModelUsage
+            << "\n";
+  return 2;
 }

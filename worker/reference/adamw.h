@@ -38,6 +38,13 @@ class AdamW {
   const Parameters& m() const { return m_; }  // first moments
   const Parameters& v() const { return v_; }  // second moments
 
+  // Resumes from a checkpoint: the number of steps taken and the moments they left.
+  void RestoreState(int64_t step, Parameters m, Parameters v) {
+    step_ = step;
+    m_ = std::move(m);
+    v_ = std::move(v);
+  }
+
  private:
   AdamWOptions options_;
   int64_t step_ = 0;

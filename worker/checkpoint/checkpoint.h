@@ -1,0 +1,100 @@
+// Training checkpoints: everything needed to resume a run bit-exactly, in a directory that is also
+// a Hugging Face model directory (transformers loads it unchanged).
+//
+// Layout of ROOT/checkpoint-<step>/ (step zero-padded to 8 digits, so names sort by step):
+//   config.json                  HF config (the run's original text when given, else generated)
+//   model.safetensors            the model in `model_dtype` (bf16 by default), HF tensor names
+//                                (or model-0000i-of-0000N.safetensors + model.safetensors.index.json)
+//   master.safetensors           fp32 master weights, same names (omitted when model_dtype is F32:
+//                                model.safetensors is then the master copy)
+//   optimizer_m.safetensors      Adam first moments, fp32, keyed by parameter name
+//   optimizer_v.safetensors      Adam second moments, fp32 (both omitted before the first step)
+//   trainer_state.json           {"format": "mobius-checkpoint", "version": 1, "step", "lr_step",
+//                                 "rng_state", "data_position": {key: value}, "model_dtype",
+//                                 "has_optimizer_state"}
+//   DONE                         written last: JSON {"step", "files": {name: {"bytes", "fnv1a64"}}}
+// Every tensor is whole and keyed by its HF name; shards (beyond max_shard_bytes) are cut by name
+// order. Nothing depends on how many GPUs wrote it, so a run resumes on any GPU count.
+//
+// Atomicity: the directory is assembled as ROOT/checkpoint-<step>.tmp-<pid>, every file fsynced,
+// DONE last, then renamed into place (an existing directory of the same step is moved aside first
+// and removed only after the rename). Older checkpoints stay untouched until the new one is
+// complete; `keep_last` then prunes. A crash leaves at worst a *.tmp-* directory, which
+// LatestCheckpoint ignores (as it ignores any directory without DONE).
+//
+// Thread-safety: functions are independent; two processes must not save into the same root at
+// once.
+#ifndef MOBIUS_WORKER_CHECKPOINT_CHECKPOINT_H_
+#define MOBIUS_WORKER_CHECKPOINT_CHECKPOINT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "worker/checkpoint/tensor_files.h"
+#include "worker/io/safetensors.h"
+#include "worker/reference/parameters.h"
+
+namespace mobius::checkpoint {
+
+// The run's position, besides tensors.
+struct TrainingState {
+  int64_t step = 0;     // optimizer steps completed (AdamW's t); also names the directory
+  int64_t lr_step = 0;  // position in the learning-rate schedule (LrSchedule::At(lr_step + 1) next)
+  std::string rng_state;                            // opaque (e.g. a std::mt19937_64 via <<)
+  std::map<std::string, std::string> data_position;  // opaque, e.g. {"epoch": "1", "offset": ..}
+};
+
+// What a save takes (not owned; must outlive the call) and a load returns (owned).
+struct CheckpointTensors {
+  const reference::Parameters* master = nullptr;  // fp32 master weights; required
+  const reference::Parameters* adam_m = nullptr;  // nullptr or empty: no optimizer state yet
+  const reference::Parameters* adam_v = nullptr;
+};
+
+struct LoadedCheckpoint {
+  std::string directory;
+  reference::Parameters master;
+  reference::Parameters adam_m, adam_v;  // empty when saved without optimizer state
+  TrainingState state;
+};
+
+struct SaveOptions {
+  io::DType model_dtype = io::DType::kBF16;  // of model.safetensors (kBF16 or kF32)
+  int64_t max_shard_bytes = kDefaultMaxShardBytes;
+  std::string config_json;  // config.json text to keep verbatim; empty: generated
+  int keep_last = 0;        // after a successful save, keep this many newest complete ones; 0: all
+};
+
+// "checkpoint-00000042".
+std::string CheckpointDirName(int64_t step);
+
+// Saves into `root` (created if missing) and returns the final directory. Tensors are checked
+// against `config` first (INVALID_ARGUMENT naming the tensor); I/O errors carry errno's code.
+absl::StatusOr<std::string> SaveCheckpoint(const std::string& root,
+                                           const model::ModelConfig& config,
+                                           const CheckpointTensors& tensors,
+                                           const TrainingState& state, const SaveOptions& options);
+
+// The complete (DONE present) checkpoint directory of `root` with the highest step.
+// NOT_FOUND when there is none (including a missing root).
+absl::StatusOr<std::string> LatestCheckpoint(const std::string& root);
+
+struct LoadOptions {
+  bool verify_checksums = true;  // re-hash every file against DONE (reads everything once more)
+};
+
+// Loads a checkpoint directory written by SaveCheckpoint. Validates against `config`: exactly its
+// tensor names and shapes in master and moments (INVALID_ARGUMENT naming the file and tensor).
+// FAILED_PRECONDITION without DONE; DATA_LOSS when a file's size or checksum differs from DONE;
+// INVALID_ARGUMENT for unreadable JSON or safetensors (naming the file).
+absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& directory,
+                                                const model::ModelConfig& config,
+                                                const LoadOptions& options = {});
+
+}  // namespace mobius::checkpoint
+
+#endif  // MOBIUS_WORKER_CHECKPOINT_CHECKPOINT_H_

@@ -1,0 +1,105 @@
+// Seeded, randomly initialised models written as Hugging Face model directories: the tiny models
+// every test, benchmark and demo trains, and the config.json writer the checkpoint reuses.
+//
+//   MOBIUS_ASSIGN_OR_RETURN(ModelConfig config, PresetConfig(Family::kLlama, "tiny", {}));
+//   reference::Parameters params = InitModelParameters(config, /*seed=*/1);
+//   MOBIUS_RETURN_IF_ERROR(WriteModelDirectory("/tmp/llama-tiny", config, params, {}));
+//
+// Presets (vocab 512 for "tiny" unless overridden; pick the vocab of the tokenizer you will use):
+//   family   preset  L   C    H   KV  head_dim  I     V      P     tied  notes
+//   gpt2     tiny    2   64   4   4   16        256   512    256   yes   biases everywhere
+//   gpt2     small   12  768  12  12  64        3072  50257  1024  yes   = GPT-2 124M
+//   llama    tiny    2   64   4   2   16        192   512    256   no    GQA, untied lm_head
+//   llama    small   12  768  12  4   64        2048  32000  2048  no
+//   mistral  tiny    2   64   4   2   16        192   512    256   no    sliding_window null
+//   mistral  small   12  768  12  4   64        2048  32768  4096  no
+//   qwen2    tiny    2   64   4   2   16        192   512    256   yes   q/k/v biases
+//   qwen2    small   12  768  12  2   64        2048  32000  2048  yes
+//   qwen3    tiny    2   64   4   2   32        192   512    256   yes   qk_norm, heads*hd != C
+//   qwen3    small   12  768  12  4   128       2048  32000  2048  yes
+// "<family>-<preset>" (e.g. "llama-tiny") is accepted as well. Token ids: GPT-2 and Qwen use
+// bos = eos = V - 1 (GPT-2's <|endoftext|> is its last token); Llama/Mistral bos 1, eos 2.
+//
+// Initialisation (transformers' _init_weights with initializer_range 0.02): matrices and
+// embeddings ~ N(0, 0.02); GPT-2 additionally scales both c_proj weights (attention output and MLP
+// output) to N(0, 0.02 / sqrt(2 L)), as GPT2PreTrainedModel does ("scale the weights of residual
+// layers at initialization", GPT-2 paper); norm weights 1, biases 0.
+// Deterministic on every platform: each tensor draws from its own std::mt19937_64 seeded with
+// SplitMix64(seed ^ FNV-1a(name)), through our own Box-Muller (std::normal_distribution is
+// implementation-defined), so a tensor's values depend only on (seed, name, shape).
+//
+// Thread-safety: pure functions (WriteModelDirectory writes the file system).
+#ifndef MOBIUS_WORKER_CHECKPOINT_MODEL_INIT_H_
+#define MOBIUS_WORKER_CHECKPOINT_MODEL_INIT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "common/model/model_config.h"
+#include "worker/checkpoint/tensor_files.h"
+#include "worker/io/safetensors.h"
+#include "worker/reference/parameters.h"
+
+namespace mobius::checkpoint {
+
+// Explicit sizes that replace a preset's; unset fields keep the preset's value. Changing hidden or
+// heads without head_dim recomputes head_dim = hidden / heads (qwen3: keeps the preset's ratio
+// only when head_dim is given).
+struct SizeOverrides {
+  std::optional<int64_t> layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
+      max_positions;
+};
+
+// "gpt2" | "llama" | "mistral" | "qwen2" | "qwen3"; INVALID_ARGUMENT otherwise.
+absl::StatusOr<model::Family> ParseFamily(absl::string_view name);
+
+// The preset with the overrides applied, checked by model::ValidateModelConfig and
+// reference::ValidateConfig. INVALID_ARGUMENT for an unknown preset (listing the known ones) or an
+// inconsistent size ("heads 6 is not a multiple of kv_heads 4").
+absl::StatusOr<model::ModelConfig> PresetConfig(model::Family family, absl::string_view preset,
+                                                const SizeOverrides& overrides);
+
+// The config.json text for `config`, with the real transformers field names and values of its
+// family (architectures, model_type, sizes, eps, rope, biases, tie_word_embeddings, token ids,
+// torch_dtype from `dtype`). ParseModelConfig of the result gives `config` back. Dropout
+// probabilities are written as 0 so that transformers in train mode computes what we compute.
+std::string ModelConfigJson(const model::ModelConfig& config, io::DType dtype);
+// generation_config.json: bos/eos token ids.
+std::string GenerationConfigJson(const model::ModelConfig& config);
+
+// Freshly initialised parameters (see the header comment). REQUIRES:
+// reference::ValidateConfig(config).ok().
+reference::Parameters InitModelParameters(const model::ModelConfig& config, uint64_t seed);
+
+struct WriteModelOptions {
+  io::DType dtype = io::DType::kBF16;  // of model.safetensors; kF32 or kBF16
+  bool generation_config = true;       // also write generation_config.json
+  int64_t max_shard_bytes = kDefaultMaxShardBytes;
+  // config.json to write verbatim instead of ModelConfigJson(config) (keeps fields ModelConfig
+  // does not model, e.g. of a downloaded model being fine-tuned). Empty: generate.
+  std::string config_json;
+};
+
+// Writes config.json, model.safetensors (or shards + index) and generation_config.json into the
+// existing directory `dir`, each file atomically. A stale model.safetensors.index.json is removed
+// when a single file is written (and vice versa: a stale model.safetensors when sharding), so the
+// directory holds exactly one model. Other files (tokenizer.json, ...) are left alone.
+absl::Status WriteModelDirectory(const std::string& dir, const model::ModelConfig& config,
+                                 const reference::Parameters& params,
+                                 const WriteModelOptions& options);
+
+// config.json + the model's tensors of a Hugging Face directory, as fp32, checked against the
+// config's names and shapes (INVALID_ARGUMENT naming the tensor).
+struct LoadedModel {
+  model::ModelConfig config;
+  reference::Parameters params;
+};
+absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir);
+
+}  // namespace mobius::checkpoint
+
+#endif  // MOBIUS_WORKER_CHECKPOINT_MODEL_INIT_H_

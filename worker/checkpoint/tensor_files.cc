@@ -1,0 +1,287 @@
+#include "worker/checkpoint/tensor_files.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "common/numeric/bf16.h"
+#include "common/status_macros.h"
+
+namespace mobius::checkpoint {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+int64_t NumElements(const std::vector<int64_t>& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat("[", absl::StrJoin(shape, ", "), "]");
+}
+
+// One shard's tensors, converted to the output dtype (the buffers must outlive the write).
+absl::Status WriteShard(const std::string& path, const reference::Parameters& tensors,
+                        const TensorShapes& entries, io::DType dtype) {
+  std::vector<io::TensorToWrite> out;
+  std::vector<std::vector<uint16_t>> bf16_buffers;
+  bf16_buffers.reserve(entries.size());
+  for (const auto& [name, shape] : entries) {
+    auto it = tensors.tensors.find(name);
+    if (it == tensors.tensors.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": no tensor named ", name));
+    }
+    const reference::Tensor& t = it->second;
+    if (t.shape != shape || t.numel() != NumElements(shape)) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": tensor ", name, " has shape ",
+                                                     ShapeText(t.shape), ", expected ",
+                                                     ShapeText(shape)));
+    }
+    io::TensorToWrite w{name, dtype, shape, t.data.data(), t.data.size() * sizeof(float)};
+    if (dtype == io::DType::kBF16) {
+      bf16_buffers.emplace_back(t.data.size());
+      numeric::Fp32ToBf16(t.data.data(), bf16_buffers.back().data(), t.data.size());
+      w.data = bf16_buffers.back().data();
+      w.nbytes = t.data.size() * sizeof(uint16_t);
+    }
+    out.push_back(std::move(w));
+  }
+  return io::WriteSafetensors(path, out, {{"format", "pt"}});
+}
+
+// Reads the index of a sharded set: tensor name -> shard file name.
+absl::StatusOr<std::map<std::string, std::string>> ReadIndex(const std::string& path) {
+  MOBIUS_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, int64_t{64} << 20));
+  Json index = Json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (index.is_discarded() || !index.is_object() || !index.contains("weight_map") ||
+      !index["weight_map"].is_object()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a safetensors index (JSON object with a \"weight_map\" object)"));
+  }
+  std::map<std::string, std::string> map;
+  for (const auto& [name, file] : index["weight_map"].items()) {
+    if (!file.is_string()) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": weight_map[\"", name, "\"] is not a string"));
+    }
+    const std::string f = file.get<std::string>();
+    if (f.empty() || f.find('/') != std::string::npos || f == "." || f == "..") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(path, ": weight_map[\"", name, "\"]: bad shard name \"", f, "\""));
+    }
+    map[name] = f;
+  }
+  return map;
+}
+
+absl::Status CheckTensor(const std::string& file, const io::TensorView& view,
+                         const std::vector<int64_t>& shape,
+                         std::optional<io::DType> required_dtype) {
+  if (view.shape != shape) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": tensor ", view.name, " has shape ",
+                                                   ShapeText(view.shape), ", expected ",
+                                                   ShapeText(shape)));
+  }
+  if (required_dtype && view.dtype != *required_dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(file, ": tensor ", view.name, " is ",
+                                                   io::DTypeName(view.dtype), ", expected ",
+                                                   io::DTypeName(*required_dtype)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
+                                                        const std::string& base,
+                                                        const reference::Parameters& tensors,
+                                                        const TensorShapes& order,
+                                                        io::DType dtype,
+                                                        int64_t max_shard_bytes) {
+  if (dtype != io::DType::kF32 && dtype != io::DType::kBF16) {
+    return absl::InvalidArgumentError("WriteTensorSet: dtype must be F32 or BF16");
+  }
+  const int64_t element_bytes = static_cast<int64_t>(io::DTypeSize(dtype));
+  std::vector<TensorShapes> shards(1);
+  int64_t total_bytes = 0, shard_bytes = 0;
+  for (const auto& entry : order) {
+    const int64_t bytes = NumElements(entry.second) * element_bytes;
+    if (shard_bytes > 0 && shard_bytes + bytes > max_shard_bytes) {
+      shards.emplace_back();
+      shard_bytes = 0;
+    }
+    shards.back().push_back(entry);
+    shard_bytes += bytes;
+    total_bytes += bytes;
+  }
+  if (shards.size() == 1) {
+    const std::string file = base + ".safetensors";
+    MOBIUS_RETURN_IF_ERROR(WriteShard(dir + "/" + file, tensors, shards[0], dtype));
+    return std::vector<std::string>{file};
+  }
+  std::vector<std::string> files;
+  Json weight_map = Json::object();
+  for (size_t i = 0; i < shards.size(); ++i) {
+    const std::string file =
+        absl::StrFormat("%s-%05d-of-%05d.safetensors", base, i + 1, shards.size());
+    MOBIUS_RETURN_IF_ERROR(WriteShard(dir + "/" + file, tensors, shards[i], dtype));
+    for (const auto& entry : shards[i]) weight_map[entry.first] = file;
+    files.push_back(file);
+  }
+  Json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
+  const std::string index_file = base + ".safetensors.index.json";
+  MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + index_file, index.dump(2) + "\n"));
+  files.push_back(index_file);
+  return files;
+}
+
+absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
+                                                    const TensorShapes& expected,
+                                                    std::optional<io::DType> required_dtype) {
+  // Which file holds each tensor.
+  std::map<std::string, std::string> where;
+  const std::string single = base + ".safetensors";
+  const std::string index_path = dir + "/" + base + ".safetensors.index.json";
+  if (access((dir + "/" + single).c_str(), F_OK) == 0) {
+    for (const auto& entry : expected) where[entry.first] = single;
+  } else if (access(index_path.c_str(), F_OK) == 0) {
+    MOBIUS_ASSIGN_OR_RETURN(where, ReadIndex(index_path));
+  } else {
+    return absl::NotFoundError(
+        absl::StrCat(dir, ": neither ", single, " nor ", base, ".safetensors.index.json exists"));
+  }
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files;
+  std::set<std::string> wanted;
+  reference::Parameters out;
+  for (const auto& [name, shape] : expected) {
+    wanted.insert(name);
+    auto w = where.find(name);
+    if (w == where.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing tensor ", name));
+    }
+    const std::string path = dir + "/" + w->second;
+    std::unique_ptr<io::SafetensorsFile>& file = files[w->second];
+    if (file == nullptr) {
+      MOBIUS_ASSIGN_OR_RETURN(file, io::SafetensorsFile::Open(path));
+    }
+    const io::TensorView* view = file->Find(name);
+    if (view == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
+    }
+    MOBIUS_RETURN_IF_ERROR(CheckTensor(path, *view, shape, required_dtype));
+    reference::Tensor& t = out.tensors[name];
+    t.shape = shape;
+    t.data.resize(static_cast<size_t>(view->num_elements()));
+    io::CopyToF32(*view, t.data.data());
+  }
+  // Tensors the files hold beyond the expected ones mean a different model.
+  for (const auto& [file_name, file] : files) {
+    for (const io::TensorView& view : file->tensors()) {
+      if (!wanted.contains(view.name)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(dir, "/", file_name, ": unexpected tensor ", view.name));
+      }
+    }
+  }
+  for (const auto& [name, file] : where) {
+    if (!wanted.contains(name)) {
+      return absl::InvalidArgumentError(absl::StrCat(index_path, ": unexpected tensor ", name));
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<FileDigest> DigestFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MOBIUS_ERRNO_ERROR(absl::StrCat("open ", path));
+  FileDigest digest;
+  uint64_t h = 0xcbf29ce484222325ull;
+  constexpr uint64_t kPrime = 0x100000001b3ull;
+  std::vector<char> buffer(1 << 20);
+  while (in) {
+    in.read(buffer.data(), static_cast<std::streamsize>(buffer.size()));
+    const size_t n = static_cast<size_t>(in.gcount());
+    // Chunks are a multiple of 8 bytes except the last, so the word/tail split matches the doc.
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+      uint64_t word;
+      std::memcpy(&word, buffer.data() + i, 8);
+      h = (h ^ word) * kPrime;
+    }
+    for (; i < n; ++i) h = (h ^ static_cast<unsigned char>(buffer[i])) * kPrime;
+    digest.bytes += n;
+  }
+  if (in.bad()) return MOBIUS_ERRNO_ERROR(absl::StrCat("read ", path));
+  digest.fnv1a64 = h;
+  return digest;
+}
+
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("create ", tmp));
+  size_t done = 0;
+  while (done < text.size()) {
+    ssize_t n = write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      absl::Status s = MOBIUS_ERRNO_ERROR(absl::StrCat("write ", tmp));
+      close(fd);
+      unlink(tmp.c_str());
+      return s;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (fsync(fd) != 0 || close(fd) != 0) {
+    absl::Status s = MOBIUS_ERRNO_ERROR(absl::StrCat("fsync ", tmp));
+    unlink(tmp.c_str());
+    return s;
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    absl::Status s = MOBIUS_ERRNO_ERROR(absl::StrCat("rename ", tmp, " to ", path));
+    unlink(tmp.c_str());
+    return s;
+  }
+  const size_t slash = path.rfind('/');
+  return SyncDirectory(slash == std::string::npos ? "." : path.substr(0, slash));
+}
+
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, int64_t max_bytes) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return MOBIUS_ERRNO_ERROR(absl::StrCat("open ", path));
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  if (size < 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("seek ", path));
+  if (size > max_bytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": larger than ", max_bytes, " bytes"));
+  }
+  in.seekg(0, std::ios::beg);
+  std::string text(static_cast<size_t>(size), '\0');
+  in.read(text.data(), size);
+  if (!in) return MOBIUS_ERRNO_ERROR(absl::StrCat("read ", path));
+  return text;
+}
+
+absl::Status SyncDirectory(const std::string& dir) {
+  int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("open directory ", dir));
+  const int rc = fsync(fd);
+  const int saved = errno;
+  close(fd);
+  if (rc != 0) return ErrnoError(saved, absl::StrCat("fsync directory ", dir), __FILE__, __LINE__);
+  return absl::OkStatus();
+}
+
+}  // namespace mobius::checkpoint

@@ -1,0 +1,68 @@
+// Named fp32 tensors (reference::Parameters) <-> safetensors files in a directory, in Hugging Face's
+// layout, shared by the model generator and the training checkpoint.
+//
+// A "tensor set" called BASE in DIR is either one file, DIR/BASE.safetensors, or, when its data is
+// larger than `max_shard_bytes`, shards DIR/BASE-00001-of-0000N.safetensors with an index
+// DIR/BASE.safetensors.index.json = {"metadata": {"total_size": BYTES}, "weight_map": {NAME: FILE}}
+// (what transformers' save_pretrained writes for BASE = "model"). Shards are cut in the order the
+// caller gives (declaration order), never by device: the layout does not depend on the GPU count.
+// Every file carries the metadata {"format": "pt"} that transformers' loader insists on.
+//
+// Thread-safety: pure functions of their arguments and the file system.
+#ifndef MOBIUS_WORKER_CHECKPOINT_TENSOR_FILES_H_
+#define MOBIUS_WORKER_CHECKPOINT_TENSOR_FILES_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/io/safetensors.h"
+#include "worker/reference/parameters.h"
+
+namespace mobius::checkpoint {
+
+inline constexpr int64_t kDefaultMaxShardBytes = 5'000'000'000;  // transformers' "5GB"
+
+// Name and shape of every tensor, in declaration order (reference::ParameterShapes).
+using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+// Writes the tensors named in `order` (each must be in `tensors`) as the set `base` in `dir`,
+// converted to `dtype` (kF32 or kBF16, round to nearest even). Files are written atomically one by
+// one (io::WriteSafetensors). Returns the file names written (relative to `dir`).
+absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
+                                                        const std::string& base,
+                                                        const reference::Parameters& tensors,
+                                                        const TensorShapes& order,
+                                                        io::DType dtype,
+                                                        int64_t max_shard_bytes);
+
+// Reads the set `base` from `dir` (the single file wins over an index, as in transformers) and
+// checks it holds exactly the tensors of `expected` with those shapes, and, when given, with
+// dtype `required_dtype`. Values are widened to fp32. Errors name the file and the tensor:
+// NOT_FOUND (no file), INVALID_ARGUMENT (corrupt file or index, missing / unexpected / misshapen
+// tensor, wrong dtype).
+absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
+                                                    const TensorShapes& expected,
+                                                    std::optional<io::DType> required_dtype);
+
+// 64-bit FNV-1a over the file's bytes, taken 8 at a time (little-endian words, then the tail
+// bytes): a corruption check, not a cryptographic hash. Also returns the size in bytes.
+struct FileDigest {
+  uint64_t bytes = 0;
+  uint64_t fnv1a64 = 0;
+};
+absl::StatusOr<FileDigest> DigestFile(const std::string& path);
+
+// Writes `text` to `path` atomically (temp file, fsync, rename, fsync of the directory).
+absl::Status WriteFileAtomically(const std::string& path, const std::string& text);
+absl::StatusOr<std::string> ReadSmallFile(const std::string& path, int64_t max_bytes);
+// fsync of a directory, so that renames inside it survive a crash.
+absl::Status SyncDirectory(const std::string& dir);
+
+}  // namespace mobius::checkpoint
+
+#endif  // MOBIUS_WORKER_CHECKPOINT_TENSOR_FILES_H_
