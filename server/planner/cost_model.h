@@ -1,0 +1,163 @@
+// The planner's cost model: what a stage (a consecutive range of layer units) costs on a GPU of a
+// given server, and the pipeline objective every partitioner optimises. docs/planner.md explains
+// the model with its formulas; this header is the contract.
+//
+// Link side (from server/topology/analysis.h):
+//   - a GPU's host link runs at dma_efficiency x the narrowest PCIe link between it and its root
+//     complex (pinned-memory DMA reaches ~80% of the theoretical rate, design/mobius.md section 3);
+//   - when k GPUs of one contention group copy at once, the shared uplink is split fairly:
+//       effective = dma_efficiency x min(host_path, uplink / k);
+//   - a boundary activation between two GPUs without P2P goes through host memory: D2H over the
+//     source's uplink, then H2D over the destination's (the same uplink twice when both sit in one
+//     contention group); store-and-forward, so the two times add. With P2P it crosses once.
+//   - CPU optimizer: ~0.3 s per billion parameters (design/mobius.md section 3), synchronous after
+//     the backward in the Mobius schedule.
+//
+// Stage model (Mobius schedule: stage s on GPU s mod N, two resident stages per GPU, the next stage
+// of a GPU prefetched while the current one computes all M microbatches):
+//   per range R, pass forward (F) and backward (B), M microbatches, h = boundary bytes/microbatch:
+//     F: compute M * sum fwd;   H2D  W_R + M h;    D2H  M h
+//     B: compute M * sum bwd;   H2D  W_R + M h;    D2H  G_R + M h
+//     tau_F(R) = max(compute_F, H2D_F / h2d, D2H_F / d2h), tau_B(R) likewise,
+//     tau(R) = tau_F(R) + tau_B(R)       (the GPU time of one stage slot in a step)
+//   memory ("two-slot" model: each GPU holds two stage slots, the computing one and the prefetched
+//   one; each slot is sized for weights + gradients + one microbatch's recompute activations):
+//     slot(R) = W_R + G_R + sum over units (boundary + saved activation bytes)
+//     feasible(R)  <=>  2 * slot(R) <= gpu_memory - margin - max unit workspace
+//   All per-unit terms are non-negative and additive, so a sub-range of a feasible range is
+//   feasible and tau never decreases when a range grows (what the exact partitioner relies on).
+//
+// Objective (predicted step time) of a partition into S stages on N GPUs with M microbatches:
+//     J = K(S) * (max_s tau(R_s) + o) + T_opt
+//     K(S) = max( ceil(S/N) + (min(S, N) - 1) / M ,  1 + (S - 1) / M )
+//   o = per-stage overhead (launches, synchronisation, stage switch; both passes),
+//   T_opt = CPU optimizer time of the whole model (a constant of the partition).
+//   K counts stage slots on the critical path: each GPU runs ceil(S/N) stages back to back and the
+//   last GPU starts (N-1) microbatches after the first (pipeline fill); when M < N the GPUs wait on
+//   their predecessors instead and the chain of S stages one microbatch apart dominates. The bubble
+//   fraction (N-1)/M / (S/N + (N-1)/M) = N(N-1)/(MS + N(N-1)) is that of design/mobius.md
+//   section 3. K is non-decreasing in S and J in max tau: the exact partitioner's optimality proof
+//   uses both.
+//
+// Pure; thread-safe.
+#ifndef MOBIUS_SERVER_PLANNER_COST_MODEL_H_
+#define MOBIUS_SERVER_PLANNER_COST_MODEL_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/planner/profile.h"
+#include "server/topology/analysis.h"
+
+namespace mobius::planner {
+
+struct CostOptions {
+  double dma_efficiency = 0.8;            // achieved / theoretical PCIe rate, pinned memory
+  double stage_overhead_seconds = 0.002;  // o: per stage slot per step (both passes)
+  double optimizer_seconds_per_billion_params = 0.3;
+  int64_t memory_margin_bytes = int64_t{1} << 30;  // CUDA context, allocator slack
+};
+
+// ---- Links
+// ---------------------------------------------------------------------------------------
+
+// How many of `gpus` sit in `gpu`'s contention group (gpu itself included; >= 1).
+int GpusInContentionGroup(const topology::TopologyFacts& facts, const std::vector<int>& gpus,
+                          int gpu);
+
+// GB/s one direction a GPU gets to/from host memory while `concurrent` GPUs of its contention group
+// (itself included) copy in that direction: dma_efficiency * min(host_path, uplink / concurrent).
+double EffectiveHostGBytesPerSecond(const topology::TopologyFacts& facts, int gpu, int concurrent,
+                                    double dma_efficiency);
+
+// Seconds to move `bytes` of boundary activations from GPU src to GPU dst; src_concurrent /
+// dst_concurrent as above. P2P pairs: one crossing at the narrower of the two links (NVLink pairs
+// at the NVLink rate when the topology has it). Otherwise D2H then H2D through host memory.
+double BoundaryTransferSeconds(const topology::Topology& topology,
+                               const topology::TopologyFacts& facts, int src, int dst,
+                               int64_t bytes, int src_concurrent, int dst_concurrent,
+                               double dma_efficiency);
+
+double OptimizerSeconds(int64_t parameters, double seconds_per_billion);
+
+// ---- Stages and the objective
+// --------------------------------------------------------------------
+
+// One unit, one microbatch.
+struct UnitCost {
+  double forward_seconds = 0;
+  double backward_seconds = 0;   // with recompute
+  int64_t weight_bytes = 0;      // W: uploaded once per pass
+  int64_t gradient_bytes = 0;    // G: offloaded once per step
+  int64_t activation_bytes = 0;  // boundary + saved, resident during the stage's backward
+};
+
+// Everything a partitioner needs, as plain numbers (tests build random ones directly).
+struct PartitionProblem {
+  std::vector<UnitCost> units;
+  int num_gpus = 1;            // N
+  int num_microbatches = 1;    // M
+  double h2d_bytes_per_s = 1;  // per GPU, under contention (the slowest GPU of the plan)
+  double d2h_bytes_per_s = 1;
+  int64_t boundary_bytes = 0;  // h: activation crossing a stage boundary, per microbatch
+  double stage_overhead_seconds = 0;
+  double optimizer_seconds = 0;
+  int64_t gpu_memory_bytes = 0;  // capacity of the smallest GPU of the plan
+  int64_t reserved_bytes = 0;    // margin + max unit workspace
+
+  int num_units() const { return static_cast<int>(units.size()); }
+  int64_t stage_memory_budget_bytes() const { return gpu_memory_bytes - reserved_bytes; }
+};
+
+struct StageCost {
+  double forward_compute_seconds = 0;  // M microbatches
+  double backward_compute_seconds = 0;
+  double load_seconds = 0;      // W_R over H2D (once per pass)
+  double forward_seconds = 0;   // tau_F
+  double backward_seconds = 0;  // tau_B
+  double slot_seconds = 0;      // tau = tau_F + tau_B
+  int64_t slot_bytes = 0;       // W + G + activations
+  int64_t memory_bytes = 0;     // 2 * slot_bytes (compare with the stage budget)
+};
+
+// Running sums over a range that grows one unit at a time (the exact partitioner's inner loop);
+// EvaluateStage is Add() over [begin, end) then Cost(), so both give bit-identical numbers.
+class StageAccumulator {
+ public:
+  explicit StageAccumulator(const PartitionProblem& problem) : problem_(&problem) {}
+  void Add(int unit);
+  StageCost Cost() const;
+  int64_t MemoryBytes() const { return 2 * (weight_bytes_ + gradient_bytes_ + activation_bytes_); }
+
+ private:
+  const PartitionProblem* problem_;
+  double forward_seconds_ = 0;
+  double backward_seconds_ = 0;
+  int64_t weight_bytes_ = 0;
+  int64_t gradient_bytes_ = 0;
+  int64_t activation_bytes_ = 0;
+};
+
+// REQUIRES: 0 <= begin < end <= problem.num_units().
+StageCost EvaluateStage(const PartitionProblem& problem, int begin, int end);
+
+// K(S) above. REQUIRES: num_stages, num_gpus, num_microbatches >= 1.
+double PipelineSlots(int num_stages, int num_gpus, int num_microbatches);
+
+// J above.
+double Objective(const PartitionProblem& problem, int num_stages, double max_slot_seconds);
+
+// Builds the problem for a job on `gpus` (indices into topology.gpus, all of them prefetching at
+// once in the steady state, so k = GpusInContentionGroup) with the smallest GPU memory among them
+// (`gpu_memory_bytes` when the topology does not know it). INVALID_ARGUMENT for an empty or
+// out-of-range GPU list, num_microbatches < 1, or no memory size.
+absl::StatusOr<PartitionProblem> MakePartitionProblem(
+    const Profile& profile, const model::ModelDescription& model,
+    const topology::Topology& topology, const topology::TopologyFacts& facts,
+    const std::vector<int>& gpus, int num_microbatches, int64_t gpu_memory_bytes,
+    const CostOptions& options = {});
+
+}  // namespace mobius::planner
+
+#endif  // MOBIUS_SERVER_PLANNER_COST_MODEL_H_

@@ -1,0 +1,113 @@
+#include "server/planner/profile.h"
+
+#include <algorithm>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+
+namespace mobius::planner {
+namespace {
+
+constexpr int64_t kKiB = 1024;
+constexpr double kTera = 1e12;
+
+DeviceSpec Spec(std::string name, double tflops, int64_t memory_bytes) {
+  DeviceSpec d;
+  d.name = std::move(name);
+  d.peak_flops_per_s = tflops * kTera;
+  d.memory_bytes = memory_bytes;
+  return d;
+}
+
+}  // namespace
+
+// Memory sizes: cudaDeviceProp.totalGlobalMem as in the topology fixtures (KiB figures), H200 as
+// nvidia-smi reports it (143771 MiB).
+DeviceSpec Rtx3090Spec() { return Spec("RTX 3090", 71.0, 24850752 * kKiB); }
+DeviceSpec Rtx4090Spec() { return Spec("RTX 4090", 165.2, 24791360 * kKiB); }
+DeviceSpec RtxA6000Spec() { return Spec("RTX A6000", 154.8, 49853760 * kKiB); }
+DeviceSpec H100Spec() { return Spec("H100", 989.4, 83025152 * kKiB); }
+DeviceSpec H200Spec() { return Spec("H200", 989.4, int64_t{143771} << 20); }
+
+std::optional<DeviceSpec> DeviceSpecForGpuName(const std::string& gpu_name, uint64_t memory_bytes) {
+  // Longest names first so that "RTX A6000" is not taken for something shorter.
+  const DeviceSpec presets[] = {RtxA6000Spec(), Rtx3090Spec(), Rtx4090Spec(), H200Spec(),
+                                H100Spec()};
+  const std::string lower = absl::AsciiStrToLower(gpu_name);
+  for (const DeviceSpec& p : presets) {
+    if (lower.find(absl::AsciiStrToLower(p.name)) == std::string::npos) continue;
+    DeviceSpec d = p;
+    if (memory_bytes > 0) d.memory_bytes = static_cast<int64_t>(memory_bytes);
+    return d;
+  }
+  return std::nullopt;
+}
+
+double Profile::ForwardSeconds(int begin, int end) const {
+  double s = 0;
+  for (int u = begin; u < end; ++u) s += units[u].forward_seconds;
+  return s;
+}
+
+double Profile::BackwardSeconds(int begin, int end) const {
+  double s = 0;
+  for (int u = begin; u < end; ++u) s += units[u].backward_seconds;
+  return s;
+}
+
+int64_t Profile::ParameterBytes(int begin, int end) const {
+  int64_t b = 0;
+  for (int u = begin; u < end; ++u) b += units[u].parameter_bytes;
+  return b;
+}
+
+int64_t Profile::MaxWorkspaceBytes() const {
+  int64_t w = 0;
+  for (const UnitProfile& u : units) w = std::max(w, u.workspace_bytes);
+  return w;
+}
+
+absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
+                                        const MicrobatchShape& shape, const DeviceSpec& device,
+                                        const AnalyticOptions& options) {
+  if (shape.microbatch_size <= 0 || shape.seq_len <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("microbatch shape must be positive (got microbatch_size ",
+                     shape.microbatch_size, ", seq_len ", shape.seq_len, ")"));
+  }
+  if (!(device.effective_flops_per_s() > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("device spec '", device.name, "' needs positive peak FLOP/s and efficiency"));
+  }
+  const double tokens = static_cast<double>(shape.tokens());
+  const double rate = device.effective_flops_per_s();
+  const model::ModelConfig& c = model.config;
+  const int64_t widest = std::max(c.hidden_size, c.intermediate_size);
+
+  Profile p;
+  p.source = "analytic";
+  p.device = device.name;
+  p.shape = shape;
+  p.units.reserve(model.units.size());
+  for (int64_t u = 0; u < model.num_units(); ++u) {
+    const model::LayerUnit& unit = model.units[u];
+    const model::UnitFlopsPerToken flops = model::UnitFlops(model, u, shape.seq_len);
+    const model::UnitActivationBytes act = model::UnitActivations(model, u, options.activations);
+    UnitProfile up;
+    up.forward_seconds = flops.forward_flops * tokens / rate;
+    const double backward_flops =
+        flops.backward_flops + (options.recompute ? flops.forward_flops : 0.0);
+    up.backward_seconds = backward_flops * tokens / rate;
+    up.parameter_bytes = model::UnitResidentParameterBytes(unit);
+    up.gradient_bytes = up.parameter_bytes;
+    up.boundary_bytes = act.boundary_bytes_per_token * shape.tokens();
+    up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();
+    const int64_t width =
+        std::max(widest * options.activations.activation_bytes, act.boundary_bytes_per_token);
+    up.workspace_bytes = options.library_workspace_bytes + 2 * shape.tokens() * width;
+    p.units.push_back(up);
+  }
+  return p;
+}
+
+}  // namespace mobius::planner

@@ -1,0 +1,119 @@
+// Per-unit profile of a model at a job's microbatch shape: what each layer unit costs in time and
+// memory on one GPU. The planner's cost model and partitioners consume it; they never look at the
+// model description again.
+//
+// Two sources are planned: ANALYTIC (here: FLOPs from common/model/layer_units.h divided by a
+// device's peak FLOP/s times an efficiency factor) and MEASURED (later: a worker in profile mode,
+// cached by model, shape and device). Both fill the same UnitProfile.
+//
+// Conventions: all bytes and seconds are for ONE microbatch of `shape` (microbatch_size sequences
+// of seq_len tokens) unless the name says otherwise. bf16 weights and gradients (2 bytes/param).
+//
+// Link bandwidths are not part of a profile: they depend on where a GPU sits in the PCIe tree and
+// who shares its uplink, so the cost model (cost_model.h) takes them from the topology.
+//
+// Pure; thread-safe.
+#ifndef MOBIUS_SERVER_PLANNER_PROFILE_H_
+#define MOBIUS_SERVER_PLANNER_PROFILE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model/layer_units.h"
+
+namespace mobius::planner {
+
+// What one GPU model can do. Peak numbers are dense (no 2:4 sparsity) bf16/fp16 tensor-core FLOP/s
+// with fp32 accumulation, which is what training GEMMs use.
+struct DeviceSpec {
+  std::string name;             // "RTX 3090"
+  double peak_flops_per_s = 0;  // dense bf16, fp32 accumulate
+  double efficiency = 0.5;      // fraction of peak a transformer layer reaches end to end
+  int64_t memory_bytes = 0;     // as CUDA reports totalGlobalMem
+
+  double effective_flops_per_s() const { return peak_flops_per_s * efficiency; }
+};
+
+// Presets (sources: NVIDIA architecture whitepapers and datasheets; memory as CUDA reports it,
+// matching test/data/topology/README.md):
+//   RTX 3090   71 TFLOPS  (GA102 whitepaper, Appendix A: "Peak FP16 Tensor TFLOPS with FP32
+//              Accumulate" 71; GeForce runs fp32-accumulate at half the fp16-accumulate rate), 24
+//              GB
+//   RTX 4090   165.2 TFLOPS (Ada Lovelace whitepaper, Appendix A, FP32 accumulate; 330.3 with FP16
+//              accumulate), 24 GB
+//   RTX A6000  154.8 TFLOPS (datasheet: 309.7 with sparsity; professional cards run fp32 accumulate
+//              at full rate), 48 GB
+//   H100 SXM5  989.4 TFLOPS (H100 datasheet, bf16 dense; 1979 with sparsity), 80 GB
+//   H200 SXM   989.4 TFLOPS (same GH100 die and clocks), 141 GB; ~790 measured on large bf16 GEMMs
+//              (design/mobius.md section 3), i.e. efficiency <= 0.8 even for pure GEMM.
+// Efficiency defaults to 0.5 for all (a typical end-to-end model FLOP utilisation for a decoder
+// layer with attention, norms and elementwise work); override it per job or from measurements.
+DeviceSpec Rtx3090Spec();
+DeviceSpec Rtx4090Spec();
+DeviceSpec RtxA6000Spec();
+DeviceSpec H100Spec();
+DeviceSpec H200Spec();
+
+// The preset whose model name occurs in a CUDA/NVML GPU name ("NVIDIA GeForce RTX 3090" -> RTX
+// 3090), or nullopt. When `memory_bytes` > 0 (what the topology reports) it replaces the preset's.
+std::optional<DeviceSpec> DeviceSpecForGpuName(const std::string& gpu_name,
+                                               uint64_t memory_bytes = 0);
+
+struct MicrobatchShape {
+  int64_t microbatch_size = 1;  // sequences per microbatch (B)
+  int64_t seq_len = 1;          // tokens per sequence (T)
+
+  int64_t tokens() const { return microbatch_size * seq_len; }
+};
+
+// One layer unit at one microbatch shape.
+struct UnitProfile {
+  double forward_seconds = 0;
+  // Backward with full recompute: the unit's forward is run again from the stage's input
+  // checkpoint, then its backward (~2x forward FLOPs): ~3x forward in total.
+  double backward_seconds = 0;
+  int64_t parameter_bytes = 0;  // bf16 copy that must be resident (tied head: + the embedding)
+  int64_t gradient_bytes = 0;   // bf16 gradients accumulated on the GPU during backward
+  int64_t boundary_bytes =
+      0;  // the unit's input (stage-boundary checkpoint if a stage starts here)
+  int64_t saved_activation_bytes = 0;  // kept for the unit's backward beyond its input (recomputed)
+  int64_t workspace_bytes = 0;  // transient buffers while the unit runs (not summed over units)
+};
+
+struct Profile {
+  std::string source;  // "analytic" or "measured"
+  std::string device;  // DeviceSpec::name
+  MicrobatchShape shape;
+  std::vector<UnitProfile> units;  // one per model unit, in execution order
+
+  double ForwardSeconds(int begin, int end) const;  // sum over units [begin, end)
+  double BackwardSeconds(int begin, int end) const;
+  int64_t ParameterBytes(int begin, int end) const;
+  int64_t MaxWorkspaceBytes() const;
+};
+
+struct AnalyticOptions {
+  model::ActivationOptions activations;  // bf16 activations, flash attention, fp32 logits
+  bool recompute = true;  // backward re-runs the forward (Mobius keeps only checkpoints)
+  int64_t library_workspace_bytes = int64_t{64} << 20;  // cuBLAS/cuDNN workspace
+};
+
+// The ANALYTIC profile. Per unit at B x T tokens:
+//   forward  = forward_flops_per_token * B * T / (peak * efficiency)
+//   backward = (backward_flops_per_token + recompute ? forward : 0) * B * T / (peak * efficiency)
+//   parameter/gradient bytes = UnitResidentParameterBytes (bf16)
+//   boundary / saved bytes   = UnitActivations(...) * B * T
+//   workspace = library workspace + 2 * B * T * max(C, I, boundary/token) * activation_bytes
+//               (gradient buffers for the widest intermediate; the logits gradient reuses the
+//               logits buffer counted in saved bytes)
+// INVALID_ARGUMENT for a non-positive shape or a device without peak FLOP/s.
+absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
+                                        const MicrobatchShape& shape, const DeviceSpec& device,
+                                        const AnalyticOptions& options = {});
+
+}  // namespace mobius::planner
+
+#endif  // MOBIUS_SERVER_PLANNER_PROFILE_H_

@@ -1,0 +1,130 @@
+#include "server/planner/cost_model.h"
+
+#include "gtest/gtest.h"
+#include "test/server/planner/test_models.h"
+
+namespace mobius::planner {
+namespace {
+
+TEST(Links, PaperTestbedUplinkSharedByFour) {
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  ASSERT_EQ(f.topology.gpus.size(), 8u);
+  const std::vector<int> all = {0, 1, 2, 3, 4, 5, 6, 7};
+  EXPECT_EQ(GpusInContentionGroup(f.facts, all, 0), 4);
+  EXPECT_EQ(GpusInContentionGroup(f.facts, {0, 4}, 0), 1);
+  EXPECT_EQ(GpusInContentionGroup(f.facts, {0, 1, 4}, 1), 2);
+  // Gen3 x16 = 15.75 GB/s, 80% DMA efficiency; four loaders share one uplink.
+  EXPECT_NEAR(EffectiveHostGBytesPerSecond(f.facts, 0, 1, 0.8), 12.6, 0.01);
+  EXPECT_NEAR(EffectiveHostGBytesPerSecond(f.facts, 0, 4, 0.8), 3.15, 0.01);
+  EXPECT_NEAR(EffectiveHostGBytesPerSecond(f.facts, 5, 2, 1.0), 7.875, 0.01);
+}
+
+TEST(Links, OwnRootPortsDoNotContend) {
+  LoadedFixture f = LoadFixture("root_ports_1s_4gpu.xml");
+  ASSERT_EQ(f.topology.gpus.size(), 4u);
+  for (int g = 0; g < 4; ++g) {
+    EXPECT_EQ(GpusInContentionGroup(f.facts, {0, 1, 2, 3}, g), 1);
+    EXPECT_NEAR(EffectiveHostGBytesPerSecond(f.facts, g, 1, 0.8), 25.2, 0.01);  // Gen4 x16
+  }
+}
+
+TEST(Links, BoundaryTransferThroughHostCrossesTheUplinkTwice) {
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  const int64_t gb = 1000000000;
+  // GeForce: no P2P; D2H at 12.6 then H2D at 12.6.
+  EXPECT_NEAR(BoundaryTransferSeconds(f.topology, f.facts, 0, 1, gb, 1, 1, 0.8), 2 / 12.6, 1e-3);
+  // With the group busy (4 copying) each leg runs at 3.15 GB/s.
+  EXPECT_NEAR(BoundaryTransferSeconds(f.topology, f.facts, 0, 1, gb, 4, 4, 0.8), 2 / 3.15, 1e-3);
+  EXPECT_EQ(BoundaryTransferSeconds(f.topology, f.facts, 2, 2, gb, 1, 1, 0.8), 0);
+
+  LoadedFixture dgx = LoadFixture("nvlink_dgx_8xh100.xml");
+  ASSERT_TRUE(dgx.facts.p2p[0][1]);
+  // NVLink: one crossing at 450 GB/s x 0.8.
+  EXPECT_NEAR(BoundaryTransferSeconds(dgx.topology, dgx.facts, 0, 1, gb, 1, 1, 0.8), 1 / 360.0,
+              1e-5);
+}
+
+TEST(Optimizer, PointThreeSecondsPerBillion) {
+  EXPECT_NEAR(OptimizerSeconds(7000000000, 0.3), 2.1, 1e-12);
+}
+
+PartitionProblem TwoUnits() {
+  PartitionProblem p;
+  p.units = {{1, 3, 100, 100, 10}, {1, 3, 100, 100, 10}};
+  p.num_gpus = 2;
+  p.num_microbatches = 2;
+  p.h2d_bytes_per_s = 100;
+  p.d2h_bytes_per_s = 100;
+  p.boundary_bytes = 5;
+  p.gpu_memory_bytes = 1000;
+  p.reserved_bytes = 100;
+  return p;
+}
+
+TEST(Stage, ComputeBoundByHand) {
+  const StageCost c = EvaluateStage(TwoUnits(), 0, 2);
+  EXPECT_DOUBLE_EQ(c.forward_compute_seconds, 4);  // 2 microbatches x 2 units x 1 s
+  EXPECT_DOUBLE_EQ(c.backward_compute_seconds, 12);
+  EXPECT_DOUBLE_EQ(c.load_seconds, 2);  // 200 bytes at 100 B/s
+  EXPECT_DOUBLE_EQ(c.forward_seconds, 4);
+  EXPECT_DOUBLE_EQ(c.backward_seconds, 12);
+  EXPECT_DOUBLE_EQ(c.slot_seconds, 16);
+  EXPECT_EQ(c.slot_bytes, 420);
+  EXPECT_EQ(c.memory_bytes, 840);
+}
+
+TEST(Stage, LoadBoundByHand) {
+  PartitionProblem p = TwoUnits();
+  p.h2d_bytes_per_s = 10;  // H2D (200 + 2*5) / 10 = 21 s per pass
+  p.d2h_bytes_per_s = 20;  // D2H backward (200 + 10) / 20 = 10.5 s
+  const StageCost c = EvaluateStage(p, 0, 2);
+  EXPECT_DOUBLE_EQ(c.forward_seconds, 21);
+  EXPECT_DOUBLE_EQ(c.backward_seconds, 21);
+  EXPECT_DOUBLE_EQ(EvaluateStage(p, 1, 2).slot_seconds, 2 * 11.0);
+}
+
+TEST(Objective, PipelineSlots) {
+  EXPECT_DOUBLE_EQ(PipelineSlots(1, 4, 4), 1);
+  EXPECT_DOUBLE_EQ(PipelineSlots(2, 4, 4), 1.25);  // GPipe fill over 2 stages
+  EXPECT_DOUBLE_EQ(PipelineSlots(8, 4, 4), 2.75);  // 2 rounds + 3/4 fill
+  EXPECT_DOUBLE_EQ(PipelineSlots(8, 4, 2), 4.5);   // M < N: 1 + 7/2 chain dominates
+  EXPECT_DOUBLE_EQ(PipelineSlots(9, 4, 8), 3 + 3.0 / 8);
+  // Bubble fraction N(N-1)/(MS + N(N-1)) of design/mobius.md: S = 8, N = 4, M = 4 -> 12/44.
+  EXPECT_NEAR((3.0 / 4) / PipelineSlots(8, 4, 4), 12.0 / 44, 1e-12);
+}
+
+TEST(Objective, AddsOverheadAndOptimizer) {
+  PartitionProblem p = TwoUnits();
+  p.stage_overhead_seconds = 1;
+  p.optimizer_seconds = 5;
+  EXPECT_DOUBLE_EQ(Objective(p, 2, 16), 1.5 * 17 + 5);  // S=2, N=2, M=2: K = 1.5
+}
+
+TEST(MakePartitionProblem, FromProfileAndTopology) {
+  const model::ModelDescription m = TinyLlama();
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec());
+  ASSERT_TRUE(prof.ok());
+  absl::StatusOr<PartitionProblem> p =
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 1, 4}, 4, 0);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->num_gpus, 3);
+  EXPECT_EQ(p->num_microbatches, 4);
+  EXPECT_NEAR(p->h2d_bytes_per_s, 6.3e9, 1e7);  // GPUs 0 and 1 share the socket-0 uplink
+  EXPECT_EQ(p->gpu_memory_bytes, int64_t{24850752} * 1024);
+  EXPECT_EQ(p->boundary_bytes, 128 * 16);
+  EXPECT_EQ(p->reserved_bytes, (int64_t{1} << 30) + prof->MaxWorkspaceBytes());
+  EXPECT_NEAR(p->optimizer_seconds, 210240 * 0.3e-9, 1e-15);
+  EXPECT_EQ(p->units[1].activation_bytes,
+            prof->units[1].boundary_bytes + prof->units[1].saved_activation_bytes);
+
+  EXPECT_EQ(MakePartitionProblem(*prof, m, f.topology, f.facts, {}, 4, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakePartitionProblem(*prof, m, f.topology, f.facts, {9}, 4, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(MakePartitionProblem(*prof, m, f.topology, f.facts, {0}, 0, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mobius::planner

@@ -1,0 +1,51 @@
+#include "server/planner/estimator.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/server/planner/test_models.h"
+
+namespace mobius::planner {
+namespace {
+
+using ::testing::ElementsAre;
+
+TEST(EstimateMemory, TinyLlamaByHand) {
+  const model::ModelDescription m = TinyLlama();
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec());
+  ASSERT_TRUE(prof.ok());
+  const int microbatches = 4;
+  absl::StatusOr<PartitionProblem> p =
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, microbatches, 0);
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 2}, {2, 4}});
+  ASSERT_TRUE(part.ok()) << part.status();
+  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4, 1}, 2);
+  ASSERT_TRUE(map.ok());
+  const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, microbatches);
+
+  // 16 tokens per microbatch. Host: 16 B x 210240 params; checkpoints: stage 0 input = token ids
+  // 4 x 16 x 4 microbatches = 256, stage 1 input = hidden 128 x 16 x 4 = 8192.
+  EXPECT_EQ(e.host_model_state_bytes, 16 * 210240);
+  EXPECT_EQ(e.host_activation_bytes, 256 + 8192);
+  EXPECT_EQ(e.host_bytes, 3363840 + 8448);
+  EXPECT_EQ(e.pinned_bytes, 4 * 210240 + 8448);
+
+  // GPU: slot = weights + gradients (bf16 each) + per unit (input + saved) for one microbatch.
+  // Block saved = 1688 B/token (see profile_test), input 128 B/token; embedding input 4 B/token.
+  const int64_t block_act = (128 + 1688) * 16;
+  const int64_t slot0 = 2 * 2 * (64000 + 41088) + 4 * 16 + block_act;
+  const int64_t slot1 = 2 * 2 * (41088 + 64064) + block_act + (128 + /*head saved*/ 0) * 16 +
+                        prof->units[3].saved_activation_bytes;
+  // Reserved: 1 GiB margin + workspace 64 MiB + 2 x 16 tokens x max(C, I) x 2 bytes.
+  const int64_t reserved = (int64_t{1} << 30) + (int64_t{64} << 20) + 2 * 16 * 128 * 2;
+  EXPECT_EQ(p->reserved_bytes, reserved);
+  EXPECT_THAT(e.gpu_bytes, ElementsAre(reserved + 2 * slot0, reserved + 2 * slot1, 0));
+  EXPECT_EQ(e.max_gpu_bytes, reserved + 2 * std::max(slot0, slot1));
+  EXPECT_EQ(e.gpu_capacity_bytes, int64_t{24850752} * 1024);
+  // Head saved bytes per token: final norm out 64 x 2 + rstd 4 + logits 1000 x 4 + labels 4.
+  EXPECT_EQ(prof->units[3].saved_activation_bytes, (128 + 4 + 4000 + 4) * 16);
+}
+
+}  // namespace
+}  // namespace mobius::planner
