@@ -1,0 +1,243 @@
+// CpuBackend::Gemm against a naive reference on the same bf16-rounded inputs.
+//
+// Tolerance: both sides accumulate the same products (exact in fp32/double for bf16 inputs), so
+// only the summation order and the final rounding differ. The reference sums in double; the fp32
+// result may differ by the standard bound gamma_k = k * 2^-24 (times 2 for safety) of
+// |alpha| * sum|a||b| + |beta * c0|. A bf16 C adds one rounding: 2^-8 of |result| (half a bf16 ulp is
+// 2^-9 relative).
+#include <cmath>
+#include <cstring>
+#include <random>
+#include <vector>
+
+#include "common/numeric/bf16.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "worker/backend/cpu/cpu_backend.h"
+
+namespace mobius::backend {
+namespace {
+
+using numeric::Bf16ToFp32;
+using numeric::Fp32ToBf16;
+
+struct Case {
+  int64_t m, n, k;
+  bool ta, tb;
+  DType at = DType::kBf16, bt = DType::kBf16, ct = DType::kFp32;
+  float alpha = 1.0f, beta = 0.0f;
+  int64_t batch = 1;
+  bool broadcast_b = false;  // stride_b = 0
+  int64_t pad = 3;           // extra leading-dimension elements
+};
+
+// A batch of rows x cols matrices with leading dimension ld in device memory of one dtype; the
+// values (rounded to that dtype) are kept on the host for the reference.
+struct Operand {
+  DeviceBuffer buffer;
+  std::vector<float> values;
+  int64_t ld = 0, stride = 0;
+  DType type = DType::kFp32;
+
+  float At(int64_t b, int64_t r, int64_t c) const { return values[b * stride + r * ld + c]; }
+};
+
+class CpuGemmTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto backend = CpuBackend::Create({});
+    ASSERT_TRUE(backend.ok());
+    backend_ = std::move(*backend);
+    auto queue = backend_->CreateQueue(QueueKind::kCompute, 0);
+    ASSERT_TRUE(queue.ok());
+    queue_ = std::move(*queue);
+  }
+
+  Operand Make(DType type, int64_t batches, int64_t rows, int64_t cols, int64_t pad, bool nan_fill) {
+    Operand op;
+    op.type = type;
+    op.ld = cols + pad;
+    op.stride = rows * op.ld + 5;
+    const int64_t count = batches * op.stride;
+    op.values.resize(count);
+    auto buffer = backend_->Allocate(std::max<int64_t>(count, 1) * DTypeBytes(type), "operand");
+    EXPECT_TRUE(buffer.ok());
+    op.buffer = std::move(*buffer);
+    std::normal_distribution<float> dist(0.f, 1.f);
+    for (int64_t i = 0; i < count; ++i) {
+      float v = nan_fill ? NAN : dist(rng_);
+      if (type == DType::kBf16) {
+        uint16_t bits = Fp32ToBf16(v);
+        static_cast<uint16_t*>(op.buffer.data())[i] = bits;
+        op.values[i] = Bf16ToFp32(bits);
+      } else {
+        static_cast<float*>(op.buffer.data())[i] = v;
+        op.values[i] = v;
+      }
+    }
+    return op;
+  }
+
+  float Read(const Operand& op, int64_t index) const {
+    return op.type == DType::kBf16 ? Bf16ToFp32(static_cast<const uint16_t*>(op.buffer.data())[index])
+                                   : static_cast<const float*>(op.buffer.data())[index];
+  }
+
+  void Check(const Case& c, bool nan_c = false) {
+    SCOPED_TRACE(testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " ta=" << c.ta
+                                    << " tb=" << c.tb << " a=" << DTypeName(c.at) << " b="
+                                    << DTypeName(c.bt) << " c=" << DTypeName(c.ct) << " beta="
+                                    << c.beta << " batch=" << c.batch);
+    const int64_t b_batches = c.broadcast_b ? 1 : c.batch;
+    Operand a = c.ta ? Make(c.at, c.batch, c.k, c.m, c.pad, false) : Make(c.at, c.batch, c.m, c.k, c.pad, false);
+    Operand b = c.tb ? Make(c.bt, b_batches, c.n, c.k, c.pad, false) : Make(c.bt, b_batches, c.k, c.n, c.pad, false);
+    Operand out = Make(c.ct, c.batch, c.m, c.n, c.pad, nan_c);
+    GemmParams p;
+    p.m = c.m, p.n = c.n, p.k = c.k, p.trans_a = c.ta, p.trans_b = c.tb;
+    p.alpha = c.alpha, p.beta = c.beta, p.batch = c.batch;
+    p.a_type = c.at, p.a = a.buffer.data(), p.lda = a.ld, p.stride_a = a.stride;
+    p.b_type = c.bt, p.b = b.buffer.data(), p.ldb = b.ld, p.stride_b = c.broadcast_b ? 0 : b.stride;
+    p.c_type = c.ct, p.c = out.buffer.data(), p.ldc = out.ld, p.stride_c = out.stride;
+    ASSERT_TRUE(backend_->Gemm(*queue_, p).ok());
+    ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+    double worst = 0;
+    for (int64_t bt = 0; bt < c.batch; ++bt) {
+      const int64_t bb = c.broadcast_b ? 0 : bt;
+      for (int64_t i = 0; i < c.m; ++i) {
+        for (int64_t j = 0; j < c.n; ++j) {
+          double sum = 0, abs_sum = 0;
+          for (int64_t l = 0; l < c.k; ++l) {
+            double x = c.ta ? a.At(bt, l, i) : a.At(bt, i, l);
+            double y = c.tb ? b.At(bb, j, l) : b.At(bb, l, j);
+            sum += x * y;
+            abs_sum += std::fabs(x * y);
+          }
+          const double c0 = c.beta == 0.0f ? 0.0 : out.At(bt, i, j);
+          const double ref = c.alpha * sum + c.beta * c0;
+          double tol = 2.0 * (c.k + 2) * std::ldexp(1.0, -24) *
+                       (std::fabs(c.alpha) * abs_sum + std::fabs(c.beta * c0));
+          if (c.ct == DType::kBf16) tol += std::ldexp(std::fabs(ref), -8);
+          const double got = Read(out, bt * out.stride + i * out.ld + j);
+          ASSERT_NEAR(got, ref, tol + 1e-30) << "at batch " << bt << " [" << i << "," << j << "]";
+          worst = std::max(worst, std::fabs(got - ref));
+        }
+      }
+    }
+    // Padding after each row is untouched (compared as bits: it may be NaN).
+    if (c.m > 0 && c.n > 0 && c.pad > 0) {
+      const float pad_value = Read(out, c.n);
+      EXPECT_EQ(std::memcmp(&pad_value, &out.values[c.n], sizeof(float)), 0);
+    }
+  }
+
+  std::mt19937 rng_{123};
+  std::unique_ptr<CpuBackend> backend_;
+  std::unique_ptr<Queue> queue_;
+};
+
+TEST_F(CpuGemmTest, AllTransposesOddSizesBf16Inputs) {
+  for (int64_t m : {1, 7, 33}) {
+    for (int64_t n : {1, 7, 33}) {
+      for (int64_t k : {1, 7, 33}) {
+        for (bool ta : {false, true}) {
+          for (bool tb : {false, true}) Check({m, n, k, ta, tb});
+        }
+      }
+    }
+  }
+}
+
+TEST_F(CpuGemmTest, Fp32AndMixedInputs) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Check({33, 7, 65, ta, tb, DType::kFp32, DType::kFp32});
+      Check({7, 33, 17, ta, tb, DType::kBf16, DType::kFp32});
+      Check({7, 33, 17, ta, tb, DType::kFp32, DType::kBf16});
+    }
+  }
+}
+
+TEST_F(CpuGemmTest, BetaAccumulatesAndAlphaScales) {
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Check({33, 7, 33, ta, tb, DType::kBf16, DType::kBf16, DType::kFp32, 0.5f, 1.0f});
+      Check({7, 33, 7, ta, tb, DType::kBf16, DType::kBf16, DType::kFp32, -2.0f, 0.25f});
+    }
+  }
+}
+
+TEST_F(CpuGemmTest, BetaZeroDoesNotReadC) {
+  Check({7, 33, 33, false, true}, /*nan_c=*/true);
+  Check({7, 33, 33, true, false, DType::kBf16, DType::kBf16, DType::kBf16}, /*nan_c=*/true);
+}
+
+TEST_F(CpuGemmTest, Bf16Output) {
+  for (bool tb : {false, true}) {
+    Check({33, 33, 64, false, tb, DType::kBf16, DType::kBf16, DType::kBf16});
+    Check({7, 1, 33, true, tb, DType::kBf16, DType::kBf16, DType::kBf16, 1.0f, 1.0f});
+  }
+}
+
+TEST_F(CpuGemmTest, BatchedWithStridesAndBroadcastWeight) {
+  Check({7, 33, 17, false, false, DType::kBf16, DType::kBf16, DType::kFp32, 1.0f, 0.0f, 4});
+  Check({33, 7, 7, true, true, DType::kBf16, DType::kBf16, DType::kBf16, 1.0f, 0.5f, 3});
+  Case shared{16, 24, 32, false, true};  // x W^T with one W for every batch
+  shared.batch = 5;
+  shared.broadcast_b = true;
+  Check(shared);
+}
+
+TEST_F(CpuGemmTest, TransformerShapeAgainstReference) {
+  Check({64, 96, 768, false, true, DType::kBf16, DType::kBf16, DType::kFp32, 1.0f, 0.0f, 1, false, 0});
+}
+
+TEST_F(CpuGemmTest, EmptyDimensions) {
+  Check({0, 7, 7, false, false});
+  Check({7, 0, 7, false, false});
+  Check({7, 7, 0, false, false, DType::kBf16, DType::kBf16, DType::kFp32, 1.0f, 0.5f});  // C = beta C
+}
+
+// Two compute queues run GEMMs at the same time (OpenBLAS called from two threads at once).
+TEST_F(CpuGemmTest, ConcurrentQueuesGiveTheSameResult) {
+  constexpr int64_t kM = 48, kN = 40, kK = 96;
+  Operand a = Make(DType::kBf16, 1, kM, kK, 0, false);
+  Operand b = Make(DType::kBf16, 1, kK, kN, 0, false);
+  auto second = backend_->CreateQueue(QueueKind::kCompute, 0);
+  ASSERT_TRUE(second.ok());
+  std::vector<std::vector<float>> outs(16, std::vector<float>(kM * kN));
+  for (size_t i = 0; i < outs.size(); ++i) {
+    GemmParams p;
+    p.m = kM, p.n = kN, p.k = kK;
+    p.a_type = p.b_type = DType::kBf16;
+    p.a = a.buffer.data(), p.lda = kK;
+    p.b = b.buffer.data(), p.ldb = kN;
+    p.c = outs[i].data(), p.ldc = kN;  // CPU backend: host memory is device memory
+    ASSERT_TRUE(backend_->Gemm(i % 2 ? **second : *queue_, p).ok());
+  }
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  ASSERT_TRUE(backend_->Synchronize(**second).ok());
+  for (const auto& out : outs) EXPECT_EQ(out, outs[0]);
+}
+
+TEST_F(CpuGemmTest, InvalidArgumentsAreRejectedAtEnqueue) {
+  Operand a = Make(DType::kBf16, 1, 4, 4, 0, false);
+  GemmParams p;
+  p.m = p.n = p.k = 4;
+  p.a_type = p.b_type = DType::kBf16;
+  p.a = p.b = a.buffer.data();
+  p.c = a.buffer.data();
+  p.lda = 4, p.ldb = 3, p.ldc = 4;
+  absl::Status s = backend_->Gemm(*queue_, p);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), testing::HasSubstr("ldb = 3"));
+  p.ldb = 4;
+  p.batch = 2;
+  p.stride_c = 4;
+  EXPECT_THAT(backend_->Gemm(*queue_, p).message(), testing::HasSubstr("stride_c"));
+  p.batch = 0;
+  EXPECT_EQ(backend_->Gemm(*queue_, p).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(backend_->Synchronize(*queue_).ok());
+}
+
+}  // namespace
+}  // namespace mobius::backend

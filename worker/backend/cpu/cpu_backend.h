@@ -1,0 +1,120 @@
+// CpuBackend: the Backend on host memory and threads. Always built; the embedded default, the
+// oracle for CUDA ops, and what runs the swap/prefetch machinery in CI (architecture.md, seams).
+//
+//   device memory   host memory (64-byte aligned) counted against options.capacity_bytes
+//                   (0 = physical RAM); used/peak count the requested bytes
+//   pinned host     AllocateHost: 64-byte aligned host memory (counted in pinned_host_bytes);
+//                   RegisterHost: bookkeeping of ranges only (nothing to pin on a CPU)
+//   queues          one worker thread each (CpuQueue); priority is recorded, not enforced
+//   events          mutex/condvar (CpuEventState)
+//   copies          memcpy (memmove for device-to-device) per chunk, each chunk first passed to
+//                   options.link_model when set
+//   ops             kernels enqueued with Enqueue(); GEMM = bf16->fp32 + OpenBLAS sgemm (cpu_gemm.h)
+//
+// Destroying a queue drains its pending work (cpu_queue.h). REQUIRES: queues, events and buffers
+// are destroyed before the backend.
+//
+// BLAS threads: Create() calls openblas_set_num_threads(blas_threads), which is process-wide; with
+// several compute queues, each GEMM may use up to blas_threads cores, so queues x threads should not
+// exceed the cores given to this worker.
+//
+// Thread-safety: all methods are thread-safe.
+#ifndef MOBIUS_WORKER_BACKEND_CPU_CPU_BACKEND_H_
+#define MOBIUS_WORKER_BACKEND_CPU_CPU_BACKEND_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/backend/backend.h"
+#include "worker/backend/cpu/cpu_queue.h"
+
+namespace mobius::backend {
+
+struct CpuBackendOptions {
+  BackendOptions backend;
+  int blas_threads = 1;  // OpenBLAS threads per GEMM (process-wide setting, see above)
+};
+
+class CpuBackend final : public Backend {
+ public:
+  // INVALID_ARGUMENT for blas_threads < 1; copy_chunk_bytes == 0 becomes the 64 MiB default.
+  static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const CpuBackendOptions& options);
+  ~CpuBackend() override = default;
+
+  std::string name() const override { return "cpu"; }
+
+  absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, absl::string_view tag) override;
+  uint64_t used_bytes() const override;
+  uint64_t peak_bytes() const override;
+  uint64_t capacity_bytes() const override { return capacity_; }
+
+  absl::StatusOr<HostBuffer> AllocateHost(uint64_t bytes) override;
+  absl::Status RegisterHost(void* ptr, uint64_t bytes) override;
+  absl::Status UnregisterHost(void* ptr) override;
+  uint64_t registered_host_bytes() const override;
+  uint64_t pinned_host_bytes() const override;
+
+  absl::StatusOr<std::unique_ptr<Queue>> CreateQueue(QueueKind kind, int priority) override;
+  absl::StatusOr<std::unique_ptr<Event>> CreateEvent() override;
+  absl::Status Record(Queue& queue, Event& event) override;
+  absl::Status Wait(Queue& queue, Event& event) override;
+  absl::Status Synchronize(Queue& queue) override;
+  absl::Status Synchronize(Event& event) override;
+
+  absl::Status CopyToDevice(Queue& queue, const void* src_host, const DeviceBuffer& dst,
+                            uint64_t dst_offset, uint64_t bytes) override;
+  absl::Status CopyToHost(Queue& queue, const DeviceBuffer& src, uint64_t src_offset,
+                          void* dst_host, uint64_t bytes) override;
+  absl::Status CopyDeviceToDevice(Queue& queue, const DeviceBuffer& src, uint64_t src_offset,
+                                  const DeviceBuffer& dst, uint64_t dst_offset,
+                                  uint64_t bytes) override;
+
+  absl::Status Gemm(Queue& queue, const GemmParams& params) override;
+
+  // For CPU op implementations (worker/kernels/cpu): runs `task` on the queue's thread after the
+  // work enqueued before it; an error it returns is reported by Synchronize. The task must only
+  // touch memory that stays valid until it ran.
+  absl::Status Enqueue(Queue& queue, CpuTask task);
+
+  uint64_t copy_chunk_bytes() const { return chunk_bytes_; }
+
+ private:
+  // Frees device (or host) memory handed out by this backend and updates the counters.
+  class Owner final : public BufferOwner {
+   public:
+    Owner(CpuBackend* backend, bool device) : backend_(backend), device_(device) {}
+    void ReleaseBuffer(void* ptr, uint64_t bytes) override;
+
+   private:
+    CpuBackend* backend_;
+    bool device_;
+  };
+
+  CpuBackend(const CpuBackendOptions& options, uint64_t capacity);
+  absl::Status EnqueueCopy(Queue& queue, CopyDirection direction, const void* src, void* dst,
+                           uint64_t bytes);
+
+  const uint64_t capacity_;
+  const uint64_t chunk_bytes_;
+  LinkModel* const link_model_;  // not owned; may be null
+  Owner device_owner_{this, true};
+  Owner host_owner_{this, false};
+
+  mutable std::mutex mu_;
+  uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t registered_ ABSL_GUARDED_BY(mu_) = 0;
+  std::map<uintptr_t, uint64_t> registrations_ ABSL_GUARDED_BY(mu_);  // start -> bytes
+};
+
+}  // namespace mobius::backend
+
+#endif  // MOBIUS_WORKER_BACKEND_CPU_CPU_BACKEND_H_
