@@ -17,6 +17,8 @@ PACKAGES=(
   libhwloc-dev hwloc
   # metrics, persistence, planning solver, BLAS
   prometheus-cpp-dev libsqlite3-dev sqlite3 coinor-libcbc-dev libopenblas-dev
+  # oneDNN: only the CPU GEMM benchmark compares against it
+  libdnnl-dev
   # model configs and safetensors headers (JSON)
   nlohmann-json3-dev
   # tokenizers: Unicode-aware pre-tokenization regexes, NFC normalisation
