@@ -10,7 +10,7 @@ ABSL_FLAG(bool, xml, false, "topo: print the topology as hwloc XML (lstopo --inp
 ABSL_FLAG(std::string, topology_file, "",
           "topo: read this hwloc XML file instead of asking the daemon.");
 ABSL_FLAG(std::string, tokenizer, "", "tokenize: model directory or tokenizer.json to use.");
-ABSL_FLAG(std::string, format, "jsonl", "tokenize: jsonl | prompt_completion | text.");
+ABSL_FLAG(std::string, format, "jsonl", "tokenize: jsonl | prompt_completion | chat | text.");
 ABSL_FLAG(std::string, text_field, "text", "tokenize: JSON field holding a document.");
 ABSL_FLAG(std::string, prompt_field, "prompt", "tokenize: JSON field of the prompt.");
 ABSL_FLAG(std::string, completion_field, "completion", "tokenize: JSON field of the completion.");

@@ -17,7 +17,7 @@ int RunTokenize(const TokenizeOptions& o, std::ostream& out, std::ostream& err) 
     return ExitCodeFor(s);
   };
   if (o.input.empty() || o.output.empty() || o.tokenizer_dir.empty()) {
-    err << "usage: mobius tokenize IN OUT --tokenizer DIR [--format jsonl|prompt_completion|text]\n";
+    err << "usage: mobius tokenize IN OUT --tokenizer DIR [--format jsonl|prompt_completion|chat|text]\n";
     return kExitUsage;
   }
   auto start = std::chrono::steady_clock::now();

@@ -15,7 +15,7 @@ struct TokenizeOptions {
   std::string input;
   std::string output;
   std::string tokenizer_dir;       // model directory or tokenizer.json
-  std::string format = "jsonl";    // jsonl | prompt_completion | text
+  std::string format = "jsonl";    // jsonl | prompt_completion | chat | text
   std::string text_field = "text";
   std::string prompt_field = "prompt";
   std::string completion_field = "completion";

@@ -11,6 +11,36 @@
 namespace mobius::data {
 namespace {
 
+// Renders chat messages with the spec's template; assistant turns are the targets.
+absl::Status ParseChat(const nlohmann::json& j, const DatasetSpec& spec, RawDocument* doc) {
+  auto it = j.find(spec.messages_field);
+  if (it == j.end() || !it->is_array() || it->empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("field \"", spec.messages_field, "\" must be a non-empty list"));
+  }
+  const bool chatml = spec.chat_template == "chatml";
+  for (size_t i = 0; i < it->size(); ++i) {
+    const nlohmann::json& m = (*it)[i];
+    std::string where = absl::StrCat(spec.messages_field, "[", i, "]");
+    if (!m.is_object() || !m.contains("role") || !m["role"].is_string() || !m.contains("content") ||
+        !m["content"].is_string()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("\"", where, "\" needs string fields \"role\" and \"content\""));
+    }
+    std::string role = m["role"].get<std::string>();
+    if (role != "system" && role != "user" && role != "assistant") {
+      return absl::InvalidArgumentError(absl::StrCat("\"", where, ".role\": unknown role \"", role,
+                                                     "\" (system, user, assistant)"));
+    }
+    const bool target = role == "assistant";
+    std::string head = chatml ? absl::StrCat("<|im_start|>", role, "\n") : absl::StrCat(role, ": ");
+    std::string tail = chatml ? "<|im_end|>\n" : "\n";
+    doc->segments.push_back({std::move(head), false});
+    doc->segments.push_back({absl::StrCat(m["content"].get<std::string>(), tail), target});
+  }
+  return absl::OkStatus();
+}
+
 // Extracts a document from one JSONL line; the error says what is wrong (no location).
 absl::Status ParseLine(const std::string& line, const DatasetSpec& spec, RawDocument* doc) {
   if (FirstInvalidUtf8(line) >= 0) return absl::InvalidArgumentError("invalid UTF-8");
@@ -27,24 +57,43 @@ absl::Status ParseLine(const std::string& line, const DatasetSpec& spec, RawDocu
     return absl::OkStatus();
   };
   if (spec.format == DatasetFormat::kJsonlPromptCompletion) {
-    absl::Status s = field(spec.prompt_field, &doc->prompt);
+    std::string prompt, completion;
+    absl::Status s = field(spec.prompt_field, &prompt);
+    if (s.ok()) s = field(spec.completion_field, &completion);
     if (!s.ok()) return s;
-    return field(spec.completion_field, &doc->text);
+    doc->segments = {{std::move(prompt), false}, {std::move(completion), true}};
+    return absl::OkStatus();
   }
-  return field(spec.text_field, &doc->text);
+  if (spec.format == DatasetFormat::kJsonlChat) return ParseChat(j, spec, doc);
+  std::string text;
+  absl::Status s = field(spec.text_field, &text);
+  if (s.ok()) doc->segments = {{std::move(text), true}};
+  return s;
 }
 
 }  // namespace
 
+absl::StatusOr<RawDocument> ParseDocumentLine(const std::string& line, const DatasetSpec& spec) {
+  RawDocument doc;
+  absl::Status s = ParseLine(line, spec, &doc);
+  if (!s.ok()) return s;
+  return doc;
+}
+
 absl::StatusOr<DatasetFormat> ParseDatasetFormat(const std::string& name) {
   if (name == "jsonl") return DatasetFormat::kJsonlText;
   if (name == "prompt_completion") return DatasetFormat::kJsonlPromptCompletion;
+  if (name == "chat") return DatasetFormat::kJsonlChat;
   if (name == "text") return DatasetFormat::kPlainText;
   return absl::InvalidArgumentError(
-      absl::StrCat("unknown dataset format \"", name, "\" (jsonl, prompt_completion, text)"));
+      absl::StrCat("unknown dataset format \"", name, "\" (jsonl, prompt_completion, chat, text)"));
 }
 
 absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec) {
+  if (spec.chat_template != "chatml" && spec.chat_template != "plain") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown chat template \"", spec.chat_template, "\" (chatml, plain)"));
+  }
   std::ifstream in(spec.path, std::ios::binary);
   if (!in.good()) return MOBIUS_ERRNO_ERROR(absl::StrCat("dataset ", spec.path));
   ReadResult result;
@@ -56,7 +105,7 @@ absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec) {
       return absl::InvalidArgumentError(
           absl::StrCat("dataset ", spec.path, ": invalid UTF-8 at byte offset ", bad));
     }
-    if (!text.empty()) result.documents.push_back({"", std::move(text)});
+    if (!text.empty()) result.documents.push_back({{{std::move(text), true}}});
   } else {
     std::string line;
     int64_t line_no = 0;
@@ -89,30 +138,44 @@ absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec) {
 absl::StatusOr<std::vector<TokenizedDoc>> TokenizeDocuments(const Tokenizer& tokenizer,
                                                             const std::vector<RawDocument>& docs,
                                                             int32_t eos_id, int threads) {
-  std::vector<std::string> prompts, texts;
-  bool any_prompt = false;
-  for (const RawDocument& d : docs) {
-    prompts.push_back(d.prompt);
-    texts.push_back(d.text);
-    any_prompt |= !d.prompt.empty();
+  // Flatten every segment into one batch so all of them are encoded in parallel.
+  std::vector<std::string> pieces;
+  std::vector<size_t> first_piece(docs.size() + 1, 0);
+  for (size_t d = 0; d < docs.size(); ++d) {
+    first_piece[d] = pieces.size();
+    for (const Segment& s : docs[d].segments) pieces.push_back(s.text);
   }
-  // With prompts the special tokens (BOS) belong to the prompt; the completion follows directly.
-  auto text_ids = tokenizer.EncodeBatch(texts, /*add_special_tokens=*/!any_prompt, threads);
-  if (!text_ids.ok()) return text_ids.status();
-  std::vector<std::vector<int32_t>> prompt_ids(docs.size());
-  if (any_prompt) {
-    auto p = tokenizer.EncodeBatch(prompts, /*add_special_tokens=*/true, threads);
-    if (!p.ok()) return p.status();
-    prompt_ids = std::move(*p);
+  first_piece[docs.size()] = pieces.size();
+  // Special tokens (BOS) go before the first segment only: encode first segments separately.
+  std::vector<std::string> firsts, rests;
+  std::vector<bool> is_first(pieces.size(), false);
+  for (size_t d = 0; d < docs.size(); ++d) {
+    if (first_piece[d] < first_piece[d + 1]) is_first[first_piece[d]] = true;
   }
+  for (size_t i = 0; i < pieces.size(); ++i) (is_first[i] ? firsts : rests).push_back(pieces[i]);
+  auto first_ids = tokenizer.EncodeBatch(firsts, /*add_special_tokens=*/true, threads);
+  if (!first_ids.ok()) return first_ids.status();
+  auto rest_ids = tokenizer.EncodeBatch(rests, /*add_special_tokens=*/false, threads);
+  if (!rest_ids.ok()) return rest_ids.status();
+
   std::vector<TokenizedDoc> out(docs.size());
-  for (size_t i = 0; i < docs.size(); ++i) {
-    TokenizedDoc& d = out[i];
-    d.ids = std::move(prompt_ids[i]);
-    if (any_prompt) d.target.assign(d.ids.size(), 0);
-    d.ids.insert(d.ids.end(), (*text_ids)[i].begin(), (*text_ids)[i].end());
-    if (eos_id >= 0) d.ids.push_back(eos_id);
-    if (any_prompt) d.target.resize(d.ids.size(), 1);
+  size_t fi = 0, ri = 0;
+  for (size_t d = 0; d < docs.size(); ++d) {
+    TokenizedDoc& t = out[d];
+    bool masked = false;
+    for (size_t k = 0; k < docs[d].segments.size(); ++k) {
+      size_t i = first_piece[d] + k;
+      const std::vector<int32_t>& ids = is_first[i] ? (*first_ids)[fi++] : (*rest_ids)[ri++];
+      const bool target = docs[d].segments[k].target;
+      masked |= !target;
+      t.ids.insert(t.ids.end(), ids.begin(), ids.end());
+      t.target.insert(t.target.end(), ids.size(), target ? 1 : 0);
+    }
+    if (eos_id >= 0) {
+      t.ids.push_back(eos_id);
+      t.target.push_back(1);
+    }
+    if (!masked) t.target.clear();
   }
   return out;
 }

@@ -3,6 +3,11 @@
 // Formats:
 //   kJsonlText              one JSON object per line, text in `text_field` ("text")
 //   kJsonlPromptCompletion  `prompt_field` + `completion_field`; the loss is masked on the prompt
+//   kJsonlChat              `messages_field`: [{"role": "system"|"user"|"assistant", "content": ...}]
+//                           rendered with a simple template (chat_template "chatml":
+//                           "<|im_start|>{role}\n{content}<|im_end|>\n", or "plain":
+//                           "{role}: {content}\n"); the loss covers only the assistant turns
+//                           (their content and closing marker)
 //   kPlainText              the whole file is one document
 // Bad lines (invalid JSON, not an object, missing/non-string field, invalid UTF-8) are an
 // INVALID_ARGUMENT naming file and line number, or are skipped and counted when skip_bad_lines.
@@ -20,7 +25,7 @@
 
 namespace mobius::data {
 
-enum class DatasetFormat { kJsonlText, kJsonlPromptCompletion, kPlainText };
+enum class DatasetFormat { kJsonlText, kJsonlPromptCompletion, kJsonlChat, kPlainText };
 
 struct DatasetSpec {
   std::string path;
@@ -29,11 +34,18 @@ struct DatasetSpec {
   std::string prompt_field = "prompt";
   std::string completion_field = "completion";
   bool skip_bad_lines = false;
+  std::string messages_field = "messages";
+  std::string chat_template = "chatml";  // chatml | plain
+};
+
+// A document is a sequence of text segments, each either trained on (target) or context only.
+struct Segment {
+  std::string text;
+  bool target = true;
 };
 
 struct RawDocument {
-  std::string prompt;  // empty for plain documents
-  std::string text;    // the document, or the completion
+  std::vector<Segment> segments;
 };
 
 struct ReadResult {
@@ -43,11 +55,15 @@ struct ReadResult {
 
 absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec);
 
-// "jsonl" / "prompt_completion" / "text" -> format; INVALID_ARGUMENT otherwise.
+// One JSONL line of a kJsonl* format; the error says what is wrong (without file and line).
+absl::StatusOr<RawDocument> ParseDocumentLine(const std::string& line, const DatasetSpec& spec);
+
+// "jsonl" / "prompt_completion" / "chat" / "text" -> format; INVALID_ARGUMENT otherwise.
 absl::StatusOr<DatasetFormat> ParseDatasetFormat(const std::string& name);
 
-// Tokenizes every document (add_special_tokens on the prompt, or on the text when there is no
-// prompt), appends `eos_id` (when >= 0) and marks prompt tokens as non-targets.
+// Tokenizes every document segment by segment (the tokenizer's special tokens, e.g. BOS, only
+// before the first segment), appends `eos_id` (when >= 0, as a target) and marks the tokens of
+// non-target segments. Documents whose segments are all targets get no mask.
 absl::StatusOr<std::vector<TokenizedDoc>> TokenizeDocuments(const Tokenizer& tokenizer,
                                                             const std::vector<RawDocument>& docs,
                                                             int32_t eos_id, int threads);

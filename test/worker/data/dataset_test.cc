@@ -191,7 +191,7 @@ TEST(Documents, JsonlTextPromptCompletionAndBadLines) {
   auto r = ReadDocuments({.path = p});
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->documents.size(), 2u);
-  EXPECT_EQ(r->documents[1].text, "world");
+  EXPECT_EQ(r->documents[1].segments[0].text, "world");
 
   WriteText(p, "{\"text\": \"ok\"}\n{not json\n{\"txt\": 1}\n[1]\n{\"text\": 5}\n");
   auto bad = ReadDocuments({.path = p});
@@ -214,7 +214,7 @@ TEST(Documents, TokenizePromptCompletionMasksThePrompt) {
   ASSERT_TRUE(tok.ok());
   int32_t eos = (*tok)->TokenToId("<|end_of_text|>");
   int32_t bos = (*tok)->TokenToId("<|begin_of_text|>");
-  std::vector<RawDocument> docs = {{"Question: why?", " Because."}};
+  std::vector<RawDocument> docs = {{{{"Question: why?", false}, {" Because.", true}}}};
   auto t = TokenizeDocuments(**tok, docs, eos, 2);
   ASSERT_TRUE(t.ok());
   const TokenizedDoc& d = (*t)[0];
@@ -225,9 +225,59 @@ TEST(Documents, TokenizePromptCompletionMasksThePrompt) {
   EXPECT_EQ(d.ids.back(), eos);
   for (size_t i = 0; i < d.ids.size(); ++i) EXPECT_EQ(d.target[i], i >= prompt.size() ? 1 : 0) << i;
   // Plain documents: BOS + text + EOS, no mask.
-  auto plain = TokenizeDocuments(**tok, {{"", "hi"}}, eos, 1);
+  auto plain = TokenizeDocuments(**tok, {{{{"hi", true}}}}, eos, 1);
   EXPECT_TRUE((*plain)[0].target.empty());
   EXPECT_EQ((*plain)[0].ids.front(), bos);
+}
+
+TEST(Documents, ChatMessagesTrainOnAssistantTurnsOnly) {
+  std::string p = Temp("chat.jsonl");
+  WriteText(p, R"({"messages": [{"role": "system", "content": "Be brief."},
+ {"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]})"
+                   "\n");
+  // One JSON object per line: join the literal above onto one line.
+  std::string line;
+  {
+    std::ifstream in(p);
+    std::string part;
+    while (std::getline(in, part)) line += part;
+  }
+  WriteText(p, line + "\n");
+  auto r = ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat});
+  ASSERT_TRUE(r.ok()) << r.status();
+  const auto& segs = r->documents[0].segments;
+  ASSERT_EQ(segs.size(), 6u);
+  EXPECT_EQ(segs[0].text, "<|im_start|>system\n");
+  EXPECT_EQ(segs[5].text, "hello<|im_end|>\n");
+  EXPECT_TRUE(segs[5].target);
+  EXPECT_FALSE(segs[3].target);
+
+  auto tok = LoadHfTokenizer(mobius::testing::SourcePath("test/data/tokenizers/qwen2"));
+  ASSERT_TRUE(tok.ok());
+  int32_t im_end = (*tok)->TokenToId("<|im_end|>");
+  auto t = TokenizeDocuments(**tok, r->documents, (*tok)->TokenToId("<|endoftext|>"), 2);
+  ASSERT_TRUE(t.ok());
+  const TokenizedDoc& d = (*t)[0];
+  ASSERT_EQ(d.ids.size(), d.target.size());
+  // Targets: the assistant's content, its <|im_end|>, the newline and the EOS; nothing before.
+  std::string trained;
+  std::vector<int32_t> target_ids;
+  for (size_t i = 0; i < d.ids.size(); ++i) {
+    if (d.target[i]) target_ids.push_back(d.ids[i]);
+  }
+  EXPECT_EQ(target_ids[target_ids.size() - 3], im_end);
+  target_ids.pop_back();  // EOS
+  EXPECT_EQ(*(*tok)->Decode(target_ids, false), "hello<|im_end|>\n");
+  EXPECT_EQ(*(*tok)->Decode(d.ids, false),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n"
+            "<|im_start|>assistant\nhello<|im_end|>\n<|endoftext|>");
+
+  WriteText(p, R"({"messages": [{"role": "robot", "content": "x"}]})" "\n");
+  EXPECT_THAT(ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat}).status().message(),
+              HasSubstr("line 1: \"messages[0].role\": unknown role \"robot\""));
+  WriteText(p, R"({"messages": []})" "\n");
+  EXPECT_THAT(ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat}).status().message(),
+              HasSubstr("must be a non-empty list"));
 }
 
 }  // namespace
