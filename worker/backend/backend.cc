@@ -1,5 +1,7 @@
 #include "worker/backend/backend.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace mobius::backend {
 
 absl::string_view QueueKindName(QueueKind kind) {
@@ -19,5 +21,34 @@ absl::string_view CopyDirectionName(CopyDirection direction) {
   }
   return "unknown";
 }
+
+namespace {
+
+absl::Status NotImplemented(const Backend& backend, absl::string_view op) {
+  return absl::UnimplementedError(absl::StrCat(op, " is not implemented by backend ", backend.name()));
+}
+
+}  // namespace
+
+absl::Status Backend::Zero(Queue&, const ZeroParams&) { return NotImplemented(*this, "Zero"); }
+absl::Status Backend::Cast(Queue&, const CastParams&) { return NotImplemented(*this, "Cast"); }
+absl::Status Backend::EmbeddingForward(Queue&, const EmbeddingParams&) { return NotImplemented(*this, "EmbeddingForward"); }
+absl::Status Backend::EmbeddingBackward(Queue&, const EmbeddingBackwardParams&) { return NotImplemented(*this, "EmbeddingBackward"); }
+absl::Status Backend::NormForward(Queue&, const NormParams&) { return NotImplemented(*this, "NormForward"); }
+absl::Status Backend::NormBackward(Queue&, const NormBackwardParams&) { return NotImplemented(*this, "NormBackward"); }
+absl::Status Backend::GeluForward(Queue&, const GeluParams&) { return NotImplemented(*this, "GeluForward"); }
+absl::Status Backend::GeluBackward(Queue&, const GeluBackwardParams&) { return NotImplemented(*this, "GeluBackward"); }
+absl::Status Backend::SwiGluForward(Queue&, const SwiGluParams&) { return NotImplemented(*this, "SwiGluForward"); }
+absl::Status Backend::SwiGluBackward(Queue&, const SwiGluBackwardParams&) { return NotImplemented(*this, "SwiGluBackward"); }
+absl::Status Backend::RopeTables(Queue&, const RopeTablesParams&) { return NotImplemented(*this, "RopeTables"); }
+absl::Status Backend::RopeForward(Queue&, const RopeParams&) { return NotImplemented(*this, "RopeForward"); }
+absl::Status Backend::RopeBackward(Queue&, const RopeBackwardParams&) { return NotImplemented(*this, "RopeBackward"); }
+absl::Status Backend::AttentionForward(Queue&, const AttentionParams&) { return NotImplemented(*this, "AttentionForward"); }
+absl::Status Backend::AttentionBackward(Queue&, const AttentionBackwardParams&) { return NotImplemented(*this, "AttentionBackward"); }
+absl::Status Backend::CrossEntropyForward(Queue&, const CrossEntropyParams&) { return NotImplemented(*this, "CrossEntropyForward"); }
+absl::Status Backend::CrossEntropyBackward(Queue&, const CrossEntropyBackwardParams&) { return NotImplemented(*this, "CrossEntropyBackward"); }
+absl::Status Backend::ResidualAdd(Queue&, const ResidualParams&) { return NotImplemented(*this, "ResidualAdd"); }
+absl::Status Backend::BiasAdd(Queue&, const BiasAddParams&) { return NotImplemented(*this, "BiasAdd"); }
+absl::Status Backend::BiasBackward(Queue&, const BiasBackwardParams&) { return NotImplemented(*this, "BiasBackward"); }
 
 }  // namespace mobius::backend

@@ -6,7 +6,7 @@
 // Reset()ing one frees it). Allocation is counted against `capacity_bytes`; a request that would
 // exceed it fails with RESOURCE_EXHAUSTED ("device memory cap exceeded: requested X for <tag>, in use
 // Y of Z") and changes nothing, so the caller can evict and retry. Addresses handed to ops
-// (GemmParams) are device addresses: DeviceBuffer::data() plus an offset.
+// (GemmParams, op_params.h) are device addresses: DeviceBuffer::data() plus an offset.
 //
 // Execution model (CUDA's). Work enqueued on one Queue runs in enqueue order, one item at a time;
 // work on different queues runs concurrently unless ordered with events. Record(q, e) makes `e`
@@ -44,6 +44,7 @@
 #include "worker/backend/buffers.h"
 #include "worker/backend/gemm_params.h"
 #include "worker/backend/link_model.h"
+#include "worker/backend/op_params.h"
 
 namespace mobius::backend {
 
@@ -135,6 +136,31 @@ class Backend {
   // the CPU backend implements them by enqueueing a kernel from worker/kernels/cpu/.
   // C = alpha * op(A) * op(B) + beta * C on `queue` (see gemm_params.h).
   virtual absl::Status Gemm(Queue& queue, const GemmParams& params) = 0;
+
+  // The transformer ops (op_params.h): one method per kernel and direction, enqueued on `queue`,
+  // returning the Validate* result (the op's own errors, e.g. a token id out of range, are
+  // reported by Synchronize). A backend that lacks an op returns UNIMPLEMENTED (the defaults), so
+  // a new backend can grow op by op.
+  virtual absl::Status Zero(Queue& queue, const ZeroParams& params);
+  virtual absl::Status Cast(Queue& queue, const CastParams& params);
+  virtual absl::Status EmbeddingForward(Queue& queue, const EmbeddingParams& params);
+  virtual absl::Status EmbeddingBackward(Queue& queue, const EmbeddingBackwardParams& params);
+  virtual absl::Status NormForward(Queue& queue, const NormParams& params);
+  virtual absl::Status NormBackward(Queue& queue, const NormBackwardParams& params);
+  virtual absl::Status GeluForward(Queue& queue, const GeluParams& params);
+  virtual absl::Status GeluBackward(Queue& queue, const GeluBackwardParams& params);
+  virtual absl::Status SwiGluForward(Queue& queue, const SwiGluParams& params);
+  virtual absl::Status SwiGluBackward(Queue& queue, const SwiGluBackwardParams& params);
+  virtual absl::Status RopeTables(Queue& queue, const RopeTablesParams& params);
+  virtual absl::Status RopeForward(Queue& queue, const RopeParams& params);
+  virtual absl::Status RopeBackward(Queue& queue, const RopeBackwardParams& params);
+  virtual absl::Status AttentionForward(Queue& queue, const AttentionParams& params);
+  virtual absl::Status AttentionBackward(Queue& queue, const AttentionBackwardParams& params);
+  virtual absl::Status CrossEntropyForward(Queue& queue, const CrossEntropyParams& params);
+  virtual absl::Status CrossEntropyBackward(Queue& queue, const CrossEntropyBackwardParams& params);
+  virtual absl::Status ResidualAdd(Queue& queue, const ResidualParams& params);
+  virtual absl::Status BiasAdd(Queue& queue, const BiasAddParams& params);
+  virtual absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params);
 
  protected:
   Backend() = default;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/cpu_gemm.h"
+#include "worker/optim/thread_pool.h"
 
 namespace mobius::backend {
 namespace {
@@ -58,6 +59,10 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
     return absl::InvalidArgumentError(
         absl::StrCat("cpu backend: blas_threads = ", options.blas_threads, ", want >= 1"));
   }
+  if (options.op_threads < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cpu backend: op_threads = ", options.op_threads, ", want >= 1"));
+  }
   uint64_t capacity = options.backend.capacity_bytes;
   if (capacity == 0) capacity = PhysicalMemoryBytes();
   SetBlasThreads(options.blas_threads);
@@ -68,7 +73,10 @@ CpuBackend::CpuBackend(const CpuBackendOptions& options, uint64_t capacity)
     : capacity_(capacity),
       chunk_bytes_(options.backend.copy_chunk_bytes == 0 ? kDefaultChunkBytes
                                                          : options.backend.copy_chunk_bytes),
-      link_model_(options.backend.link_model) {}
+      link_model_(options.backend.link_model),
+      pool_(std::make_unique<optim::ThreadPool>(options.op_threads)) {}
+
+CpuBackend::~CpuBackend() = default;
 
 // ---- memory ----
 

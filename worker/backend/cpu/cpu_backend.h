@@ -23,6 +23,7 @@
 #define MOBIUS_WORKER_BACKEND_CPU_CPU_BACKEND_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -35,18 +36,25 @@
 #include "worker/backend/backend.h"
 #include "worker/backend/cpu/cpu_queue.h"
 
+namespace mobius::optim {
+class ThreadPool;
+}  // namespace mobius::optim
+
 namespace mobius::backend {
 
 struct CpuBackendOptions {
   BackendOptions backend;
   int blas_threads = 1;  // OpenBLAS threads per GEMM (process-wide setting, see above)
+  // Threads (the queue's own included) that run each non-GEMM op, from one pool owned by the
+  // backend. Ops on different queues take turns on the pool (one op at a time).
+  int op_threads = 1;
 };
 
 class CpuBackend final : public Backend {
  public:
-  // INVALID_ARGUMENT for blas_threads < 1; copy_chunk_bytes == 0 becomes the 64 MiB default.
+  // INVALID_ARGUMENT for blas_threads < 1 or op_threads < 1; copy_chunk_bytes == 0 becomes the 64 MiB default.
   static absl::StatusOr<std::unique_ptr<CpuBackend>> Create(const CpuBackendOptions& options);
-  ~CpuBackend() override = default;
+  ~CpuBackend() override;
 
   std::string name() const override { return "cpu"; }
 
@@ -77,6 +85,27 @@ class CpuBackend final : public Backend {
                                   uint64_t bytes) override;
 
   absl::Status Gemm(Queue& queue, const GemmParams& params) override;
+  // The transformer ops (op_params.h), implemented in cpu_ops.cc with worker/kernels/cpu/.
+  absl::Status Zero(Queue& queue, const ZeroParams& params) override;
+  absl::Status Cast(Queue& queue, const CastParams& params) override;
+  absl::Status EmbeddingForward(Queue& queue, const EmbeddingParams& params) override;
+  absl::Status EmbeddingBackward(Queue& queue, const EmbeddingBackwardParams& params) override;
+  absl::Status NormForward(Queue& queue, const NormParams& params) override;
+  absl::Status NormBackward(Queue& queue, const NormBackwardParams& params) override;
+  absl::Status GeluForward(Queue& queue, const GeluParams& params) override;
+  absl::Status GeluBackward(Queue& queue, const GeluBackwardParams& params) override;
+  absl::Status SwiGluForward(Queue& queue, const SwiGluParams& params) override;
+  absl::Status SwiGluBackward(Queue& queue, const SwiGluBackwardParams& params) override;
+  absl::Status RopeTables(Queue& queue, const RopeTablesParams& params) override;
+  absl::Status RopeForward(Queue& queue, const RopeParams& params) override;
+  absl::Status RopeBackward(Queue& queue, const RopeBackwardParams& params) override;
+  absl::Status AttentionForward(Queue& queue, const AttentionParams& params) override;
+  absl::Status AttentionBackward(Queue& queue, const AttentionBackwardParams& params) override;
+  absl::Status CrossEntropyForward(Queue& queue, const CrossEntropyParams& params) override;
+  absl::Status CrossEntropyBackward(Queue& queue, const CrossEntropyBackwardParams& params) override;
+  absl::Status ResidualAdd(Queue& queue, const ResidualParams& params) override;
+  absl::Status BiasAdd(Queue& queue, const BiasAddParams& params) override;
+  absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params) override;
 
   // For CPU op implementations (worker/kernels/cpu): runs `task` on the queue's thread after the
   // work enqueued before it; an error it returns is reported by Synchronize. The task must only
@@ -98,6 +127,8 @@ class CpuBackend final : public Backend {
   };
 
   CpuBackend(const CpuBackendOptions& options, uint64_t capacity);
+  // Enqueues `op` to run with the op pool held (cpu_ops.cc).
+  absl::Status EnqueueOp(Queue& queue, std::function<absl::Status(optim::ThreadPool*)> op);
   absl::Status EnqueueCopy(Queue& queue, CopyDirection direction, const void* src, void* dst,
                            uint64_t bytes);
 
@@ -106,6 +137,9 @@ class CpuBackend final : public Backend {
   LinkModel* const link_model_;  // not owned; may be null
   Owner device_owner_{this, true};
   Owner host_owner_{this, false};
+
+  std::mutex pool_mu_;  // held while an op uses pool_
+  std::unique_ptr<optim::ThreadPool> pool_ ABSL_GUARDED_BY(pool_mu_);
 
   mutable std::mutex mu_;
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;

@@ -1,0 +1,141 @@
+// The layer units on the CPU backend (bf16 weights and activations, fp32 accumulation) against the
+// fp32 reference model run on the same bf16-rounded weights, on every golden tiny model.
+//
+// Tolerances (bf16 activations and branch gradients on our side):
+//   loss                    |diff| <= 1e-2 * |ref|
+//   unit outputs (hidden)   max|diff| <= 3e-2 * max|ref| per unit
+//   parameter gradients     max|diff| <= 3e-2 * max|ref| + 1e-6 per tensor (worst printed);
+//                           6e-2 for Qwen3's q_norm/k_norm weights: [head_dim] tensors that sum
+//                           bf16-rounded dq/dk over every row and head (observed 0.99 of 3e-2)
+//   2 microbatches vs 1     max|diff| <= 1e-2 * max|one batch| + 1e-6 per tensor; loss 1e-3 rel
+//   recompute vs keep       bitwise (same ops, same order, deterministic kernels)
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "test/worker/model/units_test_util.h"
+#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/model/resident_model.h"
+#include "worker/reference/model.h"
+
+namespace mobius::units {
+namespace {
+
+using testing::Golden;
+using testing::MaxDiff;
+
+std::unique_ptr<backend::CpuBackend> MakeBackend(uint64_t capacity = 0) {
+  backend::CpuBackendOptions options;
+  options.backend.capacity_bytes = capacity;
+  options.op_threads = 2;
+  return *backend::CpuBackend::Create(options);
+}
+
+class UnitsGoldenTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    auto golden = testing::LoadGolden(GetParam());
+    ASSERT_TRUE(golden.ok()) << golden.status();
+    g_ = *std::move(golden);
+    backend_ = MakeBackend();
+  }
+
+  std::unique_ptr<ResidentModel> MakeModel(bool recompute) {
+    auto m = ResidentModel::Create(g_.config, backend_.get(), {.recompute = recompute});
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return nullptr;
+    const absl::Status s = (*m)->SetWeights(g_.bf16);
+    EXPECT_TRUE(s.ok()) << s;
+    return *std::move(m);
+  }
+
+  Golden g_;
+  std::unique_ptr<backend::CpuBackend> backend_;
+};
+
+TEST_P(UnitsGoldenTest, LossUnitOutputsAndGradientsMatchReference) {
+  auto ref = reference::ReferenceModel::Create(g_.config, g_.params);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  auto ref_loss = ref->Forward(g_.tokens.data(), g_.targets.data(), g_.b, g_.t);
+  ASSERT_TRUE(ref_loss.ok()) << ref_loss.status();
+  ASSERT_TRUE(ref->Backward().ok());
+
+  auto model = MakeModel(/*recompute=*/true);
+  ASSERT_NE(model, nullptr);
+  auto loss = model->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+  ASSERT_TRUE(loss.ok()) << loss.status();
+  std::printf("  loss %.6f reference %.6f golden(fp32 weights) %.6f\n", *loss, *ref_loss,
+              g_.outputs.at("loss").data[0]);
+  EXPECT_NEAR(*loss, *ref_loss, 1e-2 * std::fabs(*ref_loss));
+
+  for (int64_t u = 1; u < model->num_units(); ++u) {
+    auto got = model->UnitInput(u);
+    ASSERT_TRUE(got.ok()) << got.status();
+    const std::vector<float>& want = ref->activations().residual[u - 1];
+    const auto d = MaxDiff(*got, want);
+    std::printf("  output of unit %lld: max|diff| %.3g (max|ref| %.3g)\n",
+                static_cast<long long>(u - 1), d.max_abs, d.max_want);
+    EXPECT_LE(d.max_abs, 3e-2 * d.max_want) << "output of unit " << u - 1;
+  }
+
+  auto grads = model->Grads();
+  ASSERT_TRUE(grads.ok()) << grads.status();
+  ASSERT_EQ(grads->size(), ref->grads().tensors.size());
+  double worst_ratio = 0;
+  std::string worst;
+  for (const auto& [name, want] : ref->grads().tensors) {
+    ASSERT_TRUE(grads->contains(name)) << name;
+    const auto d = MaxDiff(grads->at(name), want.data);
+    const bool qk_norm = name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight");
+    const double bound = (qk_norm ? 6e-2 : 3e-2) * d.max_want + 1e-6;
+    std::printf("  grad %-48s max|diff| %.3g max|ref| %.3g (%.2f of bound)\n", name.c_str(),
+                d.max_abs, d.max_want, d.max_abs / bound);
+    EXPECT_LE(d.max_abs, bound) << name;
+    if (d.max_abs / bound > worst_ratio) worst_ratio = d.max_abs / bound, worst = name;
+  }
+  std::printf("  worst gradient: %s at %.2f of its bound\n", worst.c_str(), worst_ratio);
+}
+
+TEST_P(UnitsGoldenTest, RecomputeEqualsKeepingInternalsBitwise) {
+  auto with = MakeModel(true);
+  auto without = MakeModel(false);
+  ASSERT_NE(with, nullptr);
+  ASSERT_NE(without, nullptr);
+  auto l1 = with->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+  auto l2 = without->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+  ASSERT_TRUE(l1.ok() && l2.ok());
+  EXPECT_EQ(*l1, *l2);
+  auto g1 = with->Grads();
+  auto g2 = without->Grads();
+  ASSERT_TRUE(g1.ok() && g2.ok());
+  for (const auto& [name, v] : *g1) {
+    EXPECT_TRUE(v == g2->at(name)) << name << " differs between recompute and no recompute";
+  }
+}
+
+TEST_P(UnitsGoldenTest, TwoMicrobatchesMatchOneBatch) {
+  ASSERT_EQ(g_.b % 2, 0);
+  auto model = MakeModel(true);
+  ASSERT_NE(model, nullptr);
+  auto one = model->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+  ASSERT_TRUE(one.ok()) << one.status();
+  auto g_one = model->Grads();
+  auto two = model->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 2);
+  ASSERT_TRUE(two.ok()) << two.status();
+  auto g_two = model->Grads();
+  ASSERT_TRUE(g_one.ok() && g_two.ok());
+  EXPECT_NEAR(*two, *one, 1e-3 * std::fabs(*one));
+  for (const auto& [name, want] : *g_one) {
+    const auto d = MaxDiff(g_two->at(name), want);
+    EXPECT_LE(d.max_abs, 1e-2 * d.max_want + 1e-6) << name << " max|diff| " << d.max_abs;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Models, UnitsGoldenTest,
+                         ::testing::Values("gpt2", "llama_gqa", "qwen3", "llama3_rope",
+                                           "qwen2_linear_rope"));
+
+}  // namespace
+}  // namespace mobius::units

@@ -1,0 +1,217 @@
+#include "worker/backend/op_params.h"
+
+#include <string>
+
+#include "absl/strings/str_cat.h"
+
+namespace mobius::backend {
+namespace {
+
+// Collects the first violated rule of one op's arguments, so each Validate* reads as a list.
+class Check {
+ public:
+  explicit Check(absl::string_view op) : op_(op) {}
+  Check& AtLeast(absl::string_view field, int64_t value, int64_t min) {
+    if (status_.ok() && value < min) {
+      status_ = absl::InvalidArgumentError(
+          absl::StrCat(op_, ": ", field, " = ", value, ", want >= ", min));
+    }
+    return *this;
+  }
+  // `ptr` must be non-null when the op touches it (`used`).
+  Check& Ptr(absl::string_view field, const void* ptr, bool used = true) {
+    if (status_.ok() && used && ptr == nullptr) {
+      status_ = absl::InvalidArgumentError(absl::StrCat(op_, ": ", field, " is null"));
+    }
+    return *this;
+  }
+  Check& Rule(bool ok, absl::string_view what) {
+    if (status_.ok() && !ok) status_ = absl::InvalidArgumentError(absl::StrCat(op_, ": ", what));
+    return *this;
+  }
+  absl::Status status() const { return status_; }
+
+ private:
+  std::string op_;
+  absl::Status status_;
+};
+
+Check Elementwise(absl::string_view op, int64_t n) { return std::move(Check(op).AtLeast("n", n, 0)); }
+
+Check AttentionShape(absl::string_view op, const AttentionShapeParams& s) {
+  Check c(op);
+  c.AtLeast("b", s.b, 0).AtLeast("t", s.t, 0).AtLeast("heads", s.heads, 1);
+  c.AtLeast("kv_heads", s.kv_heads, 1).AtLeast("head_dim", s.head_dim, 1);
+  c.AtLeast("window", s.window, 0);
+  c.Rule(s.heads % s.kv_heads == 0, absl::StrCat("heads = ", s.heads,
+                                                  " is not a multiple of kv_heads = ", s.kv_heads));
+  return c;
+}
+
+}  // namespace
+
+absl::Status ValidateZero(const ZeroParams& p) {
+  return Check("zero").Ptr("dst", p.dst, p.bytes > 0).status();
+}
+
+absl::Status ValidateCast(const CastParams& p) {
+  return Elementwise("cast", p.n).Ptr("src", p.src, p.n > 0).Ptr("dst", p.dst, p.n > 0).status();
+}
+
+absl::Status ValidateEmbedding(const EmbeddingParams& p) {
+  const bool used = p.b > 0 && p.t > 0;
+  Check c("embedding");
+  c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("c", p.c, 1).AtLeast("vocab", p.vocab, 1);
+  c.Ptr("tokens", p.tokens, used).Ptr("wte", p.wte, used).Ptr("out", p.out, used);
+  c.Rule(p.wpe == nullptr || p.t <= p.positions,
+         absl::StrCat("t = ", p.t, " exceeds positions = ", p.positions));
+  return c.status();
+}
+
+absl::Status ValidateEmbeddingBackward(const EmbeddingBackwardParams& p) {
+  const bool used = p.b > 0 && p.t > 0;
+  Check c("embedding_backward");
+  c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("c", p.c, 1).AtLeast("vocab", p.vocab, 1);
+  c.Ptr("tokens", p.tokens, used).Ptr("dout", p.dout, used).Ptr("dwte", p.dwte, used);
+  c.Rule(p.dwpe == nullptr || p.t <= p.positions,
+         absl::StrCat("t = ", p.t, " exceeds positions = ", p.positions));
+  return c.status();
+}
+
+absl::Status ValidateNorm(const NormParams& p) {
+  const bool used = p.n > 0;
+  Check c("norm");
+  c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 1).Rule(p.eps >= 0.0f, "eps < 0");
+  c.Ptr("inp", p.inp, used).Ptr("weight", p.weight, used).Ptr("out", p.out, used);
+  c.Ptr("rstd", p.rstd, used).Ptr("mean", p.mean, used && p.op == NormOp::kLayerNorm);
+  c.Rule(p.op == NormOp::kLayerNorm || p.bias == nullptr, "rmsnorm takes no bias");
+  return c.status();
+}
+
+absl::Status ValidateNormBackward(const NormBackwardParams& p) {
+  const bool used = p.n > 0;
+  Check c("norm_backward");
+  c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 1);
+  c.Ptr("dout", p.dout, used).Ptr("inp", p.inp, used).Ptr("weight", p.weight, used);
+  c.Ptr("rstd", p.rstd, used).Ptr("mean", p.mean, used && p.op == NormOp::kLayerNorm);
+  c.Ptr("dinp", p.dinp, used).Ptr("dweight", p.dweight, used);
+  c.Rule(p.op == NormOp::kLayerNorm || p.dbias == nullptr, "rmsnorm takes no bias");
+  return c.status();
+}
+
+absl::Status ValidateGelu(const GeluParams& p) {
+  return Elementwise("gelu", p.n).Ptr("inp", p.inp, p.n > 0).Ptr("out", p.out, p.n > 0).status();
+}
+
+absl::Status ValidateGeluBackward(const GeluBackwardParams& p) {
+  const bool used = p.n > 0;
+  return Elementwise("gelu_backward", p.n)
+      .Ptr("dout", p.dout, used).Ptr("inp", p.inp, used).Ptr("dinp", p.dinp, used)
+      .Rule(p.dinp != p.dout && p.dinp != p.inp, "dinp aliases an input")
+      .status();
+}
+
+absl::Status ValidateSwiGlu(const SwiGluParams& p) {
+  const bool used = p.n > 0;
+  return Elementwise("swiglu", p.n)
+      .Ptr("gate", p.gate, used).Ptr("up", p.up, used).Ptr("out", p.out, used)
+      .status();
+}
+
+absl::Status ValidateSwiGluBackward(const SwiGluBackwardParams& p) {
+  const bool used = p.n > 0;
+  return Elementwise("swiglu_backward", p.n)
+      .Ptr("dout", p.dout, used).Ptr("gate", p.gate, used).Ptr("up", p.up, used)
+      .Ptr("dgate", p.dgate, used).Ptr("dup", p.dup, used)
+      .Rule(!used || p.dgate != p.dup, "dgate aliases dup")
+      .status();
+}
+
+absl::Status ValidateRopeTables(const RopeTablesParams& p) {
+  const bool used = p.t > 0 && p.half > 0;
+  Check c("rope_tables");
+  c.AtLeast("t", p.t, 0).AtLeast("half", p.half, 0);
+  c.Ptr("inv_freq", p.inv_freq, used).Ptr("cos", p.cos, used).Ptr("sin", p.sin, used);
+  return c.status();
+}
+
+absl::Status ValidateRope(const RopeParams& p) {
+  const bool used = p.b > 0 && p.t > 0 && p.nh > 0;
+  Check c("rope");
+  c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("nh", p.nh, 0);
+  c.AtLeast("head_dim", p.head_dim, 2).Rule(p.head_dim % 2 == 0, "head_dim is odd");
+  c.Ptr("cos", p.cos, used).Ptr("sin", p.sin, used).Ptr("inp", p.inp, used).Ptr("out", p.out, used);
+  return c.status();
+}
+
+absl::Status ValidateRopeBackward(const RopeBackwardParams& p) {
+  const bool used = p.b > 0 && p.t > 0 && p.nh > 0;
+  Check c("rope_backward");
+  c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("nh", p.nh, 0);
+  c.AtLeast("head_dim", p.head_dim, 2).Rule(p.head_dim % 2 == 0, "head_dim is odd");
+  c.Ptr("cos", p.cos, used).Ptr("sin", p.sin, used);
+  c.Ptr("dout", p.dout, used).Ptr("dinp", p.dinp, used);
+  c.Rule(!used || p.dinp != p.dout, "dinp aliases dout");
+  return c.status();
+}
+
+absl::Status ValidateAttention(const AttentionParams& p) {
+  const bool used = p.shape.b > 0 && p.shape.t > 0;
+  Check c = AttentionShape("attention", p.shape);
+  c.Ptr("q", p.q, used).Ptr("k", p.k, used).Ptr("v", p.v, used);
+  c.Ptr("out", p.out, used).Ptr("lse", p.lse, used);
+  c.Rule(!used || (p.out != p.q && p.out != p.k && p.out != p.v), "out aliases an input");
+  return c.status();
+}
+
+absl::Status ValidateAttentionBackward(const AttentionBackwardParams& p) {
+  const bool used = p.shape.b > 0 && p.shape.t > 0;
+  Check c = AttentionShape("attention_backward", p.shape);
+  c.Ptr("dout", p.dout, used).Ptr("q", p.q, used).Ptr("k", p.k, used).Ptr("v", p.v, used);
+  c.Ptr("out", p.out, used).Ptr("lse", p.lse, used);
+  c.Ptr("dq", p.dq, used).Ptr("dk", p.dk, used).Ptr("dv", p.dv, used);
+  return c.status();
+}
+
+absl::Status ValidateCrossEntropy(const CrossEntropyParams& p) {
+  const bool used = p.n > 0;
+  Check c("cross_entropy");
+  c.AtLeast("n", p.n, 0).AtLeast("v", p.v, 1);
+  c.Ptr("logits", p.logits, used).Ptr("targets", p.targets, used);
+  c.Ptr("losses", p.losses, used).Ptr("lse", p.lse, used).Ptr("mean_loss", p.mean_loss);
+  return c.status();
+}
+
+absl::Status ValidateCrossEntropyBackward(const CrossEntropyBackwardParams& p) {
+  const bool used = p.n > 0;
+  Check c("cross_entropy_backward");
+  c.AtLeast("n", p.n, 0).AtLeast("v", p.v, 1);
+  c.Ptr("logits", p.logits, used).Ptr("lse", p.lse, used).Ptr("targets", p.targets, used);
+  c.Ptr("dlogits", p.dlogits, used);
+  return c.status();
+}
+
+absl::Status ValidateResidual(const ResidualParams& p) {
+  const bool used = p.n > 0;
+  return Elementwise("residual", p.n)
+      .Ptr("a", p.a, used).Ptr("b", p.b, used).Ptr("out", p.out, used)
+      .status();
+}
+
+absl::Status ValidateBiasAdd(const BiasAddParams& p) {
+  const bool used = p.n > 0;
+  Check c("bias_add");
+  c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 1);
+  c.Ptr("inp", p.inp, used).Ptr("bias", p.bias, used).Ptr("out", p.out, used);
+  return c.status();
+}
+
+absl::Status ValidateBiasBackward(const BiasBackwardParams& p) {
+  const bool used = p.n > 0;
+  Check c("bias_backward");
+  c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 1);
+  c.Ptr("dout", p.dout, used).Ptr("dbias", p.dbias, used);
+  return c.status();
+}
+
+}  // namespace mobius::backend

@@ -1,0 +1,245 @@
+// Arguments of the transformer ops other than GEMM, shared by every backend (one struct per op and
+// direction, validated by one function each so that every backend rejects the same arguments).
+//
+// Conventions (those of worker/kernels/cpu/, which the CPU backend runs):
+//   - Pointers are device addresses (DeviceBuffer::at(offset)) that stay valid until the op ran.
+//   - Activations and weights are bf16 (raw bits, common/numeric/bf16.h), typed `void*` here so that
+//     no numeric header leaks into backend.h; statistics, lse, losses and parameter gradients fp32.
+//   - "+=" marks an output that is accumulated into: the caller zeroes it first (ZeroParams).
+//   - Shapes are row-major; N is a row count (B * T for token rows).
+// Data-dependent preconditions (token and target ids in range) cannot be checked when enqueueing;
+// a backend reports them as the op's error (Synchronize), never reads out of bounds.
+#ifndef MOBIUS_WORKER_BACKEND_OP_PARAMS_H_
+#define MOBIUS_WORKER_BACKEND_OP_PARAMS_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "worker/backend/gemm_params.h"
+
+namespace mobius::backend {
+
+inline constexpr int32_t kIgnoreIndex = -100;  // cross-entropy targets to skip (PyTorch's default)
+
+// dst[0 .. bytes) = 0.
+struct ZeroParams {
+  void* dst = nullptr;
+  uint64_t bytes = 0;
+};
+
+// dst[i] = src[i] converted (fp32 -> bf16 rounds to nearest even); src and dst must not overlap.
+struct CastParams {
+  int64_t n = 0;
+  DType src_type = DType::kFp32, dst_type = DType::kBf16;
+  const void* src = nullptr;
+  void* dst = nullptr;
+};
+
+// out [B, T, C] bf16 = wte[tokens] (+ wpe[t]); tokens [B, T] int32 in [0, vocab); wte [vocab, C];
+// wpe [positions, C] or nullptr (RoPE models), REQUIRES t <= positions when set.
+struct EmbeddingParams {
+  int64_t b = 0, t = 0, c = 0, vocab = 0, positions = 0;
+  const int32_t* tokens = nullptr;
+  const void* wte = nullptr;
+  const void* wpe = nullptr;
+  void* out = nullptr;
+};
+
+// dwte [vocab, C] fp32 += scatter of dout [B, T, C] bf16 by tokens; dwpe [positions, C] fp32 +=
+// (nullptr: none).
+struct EmbeddingBackwardParams {
+  int64_t b = 0, t = 0, c = 0, vocab = 0, positions = 0;
+  const int32_t* tokens = nullptr;
+  const void* dout = nullptr;
+  float* dwte = nullptr;
+  float* dwpe = nullptr;
+};
+
+enum class NormOp { kLayerNorm, kRmsNorm };
+
+// out, inp [N, C] bf16; weight, bias [C] bf16 (bias: LayerNorm only, may be null);
+// mean [N] fp32 (LayerNorm only), rstd [N] fp32, saved for the backward. out may alias inp.
+struct NormParams {
+  NormOp op = NormOp::kLayerNorm;
+  int64_t n = 0, c = 0;
+  float eps = 1e-5f;
+  const void* inp = nullptr;
+  const void* weight = nullptr;
+  const void* bias = nullptr;
+  void* out = nullptr;
+  float* mean = nullptr;
+  float* rstd = nullptr;
+};
+
+// dinp [N, C] (dinp_type: bf16 or fp32) +=; dweight, dbias [C] fp32 += (dbias may be null).
+struct NormBackwardParams {
+  NormOp op = NormOp::kLayerNorm;
+  int64_t n = 0, c = 0;
+  const void* dout = nullptr;  // [N, C] bf16
+  const void* inp = nullptr;
+  const void* weight = nullptr;
+  const float* mean = nullptr;  // LayerNorm only
+  const float* rstd = nullptr;
+  DType dinp_type = DType::kBf16;
+  void* dinp = nullptr;
+  float* dweight = nullptr;
+  float* dbias = nullptr;
+};
+
+// GELU (tanh): out [N] = gelu(inp [N]), bf16; out may alias inp.
+struct GeluParams {
+  int64_t n = 0;
+  const void* inp = nullptr;
+  void* out = nullptr;
+};
+// dinp [N] bf16 += gelu'(inp) * dout.
+struct GeluBackwardParams {
+  int64_t n = 0;
+  const void* dout = nullptr;
+  const void* inp = nullptr;
+  void* dinp = nullptr;
+};
+
+// out [N] = silu(gate) * up, bf16.
+struct SwiGluParams {
+  int64_t n = 0;
+  const void* gate = nullptr;
+  const void* up = nullptr;
+  void* out = nullptr;
+};
+// dgate, dup [N] bf16 +=.
+struct SwiGluBackwardParams {
+  int64_t n = 0;
+  const void* dout = nullptr;
+  const void* gate = nullptr;
+  const void* up = nullptr;
+  void* dgate = nullptr;
+  void* dup = nullptr;
+};
+
+// cos, sin [T, half] fp32 for positions 0 .. T-1 from inv_freq [half] fp32 (device memory).
+struct RopeTablesParams {
+  int64_t t = 0, half = 0;
+  const float* inv_freq = nullptr;
+  float* cos = nullptr;
+  float* sin = nullptr;
+};
+
+// out, inp [B, T, NH, head_dim] bf16 (out may alias inp); cos, sin [T, head_dim / 2] fp32.
+struct RopeParams {
+  int64_t b = 0, t = 0, nh = 0, head_dim = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  const void* inp = nullptr;
+  void* out = nullptr;
+};
+// dinp [B, T, NH, head_dim] bf16 += R^T dout.
+struct RopeBackwardParams {
+  int64_t b = 0, t = 0, nh = 0, head_dim = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+  const void* dout = nullptr;
+  void* dinp = nullptr;
+};
+
+// Causal GQA attention (worker/kernels/cpu/attention.h): q [B, T, H, hd], k, v [B, T, KV, hd],
+// out [B, T, H, hd] bf16; lse [B, H, T] fp32 (saved). REQUIRES: H % KV == 0; window 0 = full.
+struct AttentionShapeParams {
+  int64_t b = 0, t = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
+};
+struct AttentionParams {
+  AttentionShapeParams shape;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+};
+// dq, dk, dv bf16 += from dout, given the forward's inputs, out and lse.
+struct AttentionBackwardParams {
+  AttentionShapeParams shape;
+  const void* dout = nullptr;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* out = nullptr;
+  const float* lse = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+};
+
+// Softmax cross-entropy, mean over non-ignored rows: logits [N, V] (logits_type), targets [N]
+// int32 in [0, V) or kIgnoreIndex; losses [N], lse [N] fp32 (saved); mean_loss [1] fp32 (0 when
+// every row is ignored).
+struct CrossEntropyParams {
+  int64_t n = 0, v = 0;
+  DType logits_type = DType::kFp32;
+  const void* logits = nullptr;
+  const int32_t* targets = nullptr;
+  float* losses = nullptr;
+  float* lse = nullptr;
+  float* mean_loss = nullptr;
+};
+// dlogits [N, V] (logits_type) = (softmax - onehot) * dloss / count, written (not accumulated);
+// may alias logits.
+struct CrossEntropyBackwardParams {
+  int64_t n = 0, v = 0;
+  DType logits_type = DType::kFp32;
+  const void* logits = nullptr;
+  const float* lse = nullptr;
+  const int32_t* targets = nullptr;
+  float dloss = 1.0f;
+  void* dlogits = nullptr;
+};
+
+// out [N] = a + b, bf16 (out may alias a or b).
+struct ResidualParams {
+  int64_t n = 0;
+  const void* a = nullptr;
+  const void* b = nullptr;
+  void* out = nullptr;
+};
+
+// out [N, C] = inp + bias [C], bf16 (out may alias inp).
+struct BiasAddParams {
+  int64_t n = 0, c = 0;
+  const void* inp = nullptr;
+  const void* bias = nullptr;
+  void* out = nullptr;
+};
+// dbias [C] fp32 += column sums of dout [N, C] (dout_type).
+struct BiasBackwardParams {
+  int64_t n = 0, c = 0;
+  DType dout_type = DType::kBf16;
+  const void* dout = nullptr;
+  float* dbias = nullptr;
+};
+
+// Each returns INVALID_ARGUMENT naming the op and the field unless the sizes are >= 0 (heads,
+// head_dim, C and V > 0 where they divide or index), the pointers an op reads or writes for a
+// non-empty shape are non-null, and the shape rules above hold.
+absl::Status ValidateZero(const ZeroParams& p);
+absl::Status ValidateCast(const CastParams& p);
+absl::Status ValidateEmbedding(const EmbeddingParams& p);
+absl::Status ValidateEmbeddingBackward(const EmbeddingBackwardParams& p);
+absl::Status ValidateNorm(const NormParams& p);
+absl::Status ValidateNormBackward(const NormBackwardParams& p);
+absl::Status ValidateGelu(const GeluParams& p);
+absl::Status ValidateGeluBackward(const GeluBackwardParams& p);
+absl::Status ValidateSwiGlu(const SwiGluParams& p);
+absl::Status ValidateSwiGluBackward(const SwiGluBackwardParams& p);
+absl::Status ValidateRopeTables(const RopeTablesParams& p);
+absl::Status ValidateRope(const RopeParams& p);
+absl::Status ValidateRopeBackward(const RopeBackwardParams& p);
+absl::Status ValidateAttention(const AttentionParams& p);
+absl::Status ValidateAttentionBackward(const AttentionBackwardParams& p);
+absl::Status ValidateCrossEntropy(const CrossEntropyParams& p);
+absl::Status ValidateCrossEntropyBackward(const CrossEntropyBackwardParams& p);
+absl::Status ValidateResidual(const ResidualParams& p);
+absl::Status ValidateBiasAdd(const BiasAddParams& p);
+absl::Status ValidateBiasBackward(const BiasBackwardParams& p);
+
+}  // namespace mobius::backend
+
+#endif  // MOBIUS_WORKER_BACKEND_OP_PARAMS_H_

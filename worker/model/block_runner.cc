@@ -1,0 +1,229 @@
+// UnitRunner: the decoder block, forward and backward (the order of reference/model_forward.cc and
+// model_backward.cc): x -> norm1 -> q/k/v -> [qk_norm] -> [RoPE] -> attention -> o_proj -> + x = mid
+// -> norm2 -> MLP -> + mid. Parameter gradients are accumulated; the residual stream's gradient is
+// kept in fp32, branch gradients are bf16 (the activation type) where a kernel takes bf16.
+#include "common/status_macros.h"
+#include "worker/model/linear.h"
+#include "worker/model/unit_runner_internal.h"
+
+namespace mobius::units {
+
+using backend::DType;
+
+namespace {
+
+// The projections of one block read in both weight layouts. GPT-2's fused c_attn [C, Q + 2K] is
+// read as three column slices (q | k | v) of the same weight and bias: no copies.
+struct BlockWeights {
+  LinearWeight q, k, v, o, fc, proj, gate, up, down;
+};
+
+}  // namespace
+
+static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::LayerNames& ln,
+                                     const model::ModelConfig& cfg, bool in_out);
+
+absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
+  const model::ModelConfig& cfg = config_;
+  const reference::LayerNames& ln = names_.layers[unit_index() - 1];
+  const BlockWeights w = MakeBlockWeights(c, ln, cfg, names_.layout == reference::WeightLayout::kInOut);
+  const int64_t n = c.n, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
+  const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, Q = H * hd, K = KV * hd;
+  backend::Backend& be = *backend_;
+  backend::Queue& q = *c.queue;
+  const WorkspaceLayout& ws = c.ws;
+
+  MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm1_weight, ln.norm1_bias, c.mb.input, c.at(ws.norm1),
+                              c.f32(ws.norm1_mean), c.f32(ws.norm1_rstd), n));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.q, c.at(ws.norm1), c.at(ws.q_proj), DType::kBf16, n, C, Q));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.k, c.at(ws.norm1), c.at(ws.k_proj), DType::kBf16, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.v, c.at(ws.norm1), c.at(ws.v), DType::kBf16, n, C, K));
+  const void* q_src = c.at(ws.q_proj);
+  const void* k_src = c.at(ws.k_proj);
+  if (cfg.qk_norm) {  // Qwen3: RMSNorm over rows of head_dim, before RoPE
+    const float eps = static_cast<float>(cfg.norm_eps);
+    MOBIUS_RETURN_IF_ERROR(be.NormForward(
+        q, {.op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .eps = eps, .inp = q_src,
+            .weight = c.W(ln.q_norm), .out = c.at(ws.q_normed), .rstd = c.f32(ws.qn_rstd)}));
+    MOBIUS_RETURN_IF_ERROR(be.NormForward(
+        q, {.op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .eps = eps, .inp = k_src,
+            .weight = c.W(ln.k_norm), .out = c.at(ws.k_normed), .rstd = c.f32(ws.kn_rstd)}));
+    q_src = c.at(ws.q_normed);
+    k_src = c.at(ws.k_normed);
+  }
+  const void* q_att = q_src;
+  const void* k_att = k_src;
+  if (cfg.position == model::PositionKind::kRope) {
+    MOBIUS_RETURN_IF_ERROR(be.CopyToDevice(q, inv_freq_.data(), *c.workspace, ws.inv_freq,
+                                           4 * inv_freq_.size()));
+    MOBIUS_RETURN_IF_ERROR(be.RopeTables(q, {.t = c.mb.t, .half = hd / 2,
+                                             .inv_freq = c.f32(ws.inv_freq),
+                                             .cos = c.f32(ws.cos), .sin = c.f32(ws.sin)}));
+    MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
+                                              .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
+                                              .inp = q_src, .out = c.at(ws.q)}));
+    MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
+                                              .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
+                                              .inp = k_src, .out = c.at(ws.k)}));
+    q_att = c.at(ws.q);
+    k_att = c.at(ws.k);
+  }
+  const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd, cfg.sliding_window};
+  MOBIUS_RETURN_IF_ERROR(be.AttentionForward(q, {.shape = shape, .q = q_att, .k = k_att,
+                                                 .v = c.at(ws.v), .out = c.at(ws.att),
+                                                 .lse = c.f32(ws.lse)}));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.o, c.at(ws.att), c.at(ws.o), DType::kBf16, n, Q, C));
+  MOBIUS_RETURN_IF_ERROR(be.ResidualAdd(q, {.n = n * C, .a = c.mb.input, .b = c.at(ws.o),
+                                            .out = c.at(ws.mid)}));
+
+  MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm2_weight, ln.norm2_bias, c.at(ws.mid), c.at(ws.norm2),
+                              c.f32(ws.norm2_mean), c.f32(ws.norm2_rstd), n));
+  if (cfg.mlp == model::MlpKind::kGeluTanh) {
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.fc, c.at(ws.norm2), c.at(ws.mlp_in), DType::kBf16, n, C, I));
+    MOBIUS_RETURN_IF_ERROR(be.GeluForward(q, {.n = n * I, .inp = c.at(ws.mlp_in), .out = c.at(ws.mlp_act)}));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.proj, c.at(ws.mlp_act), c.at(ws.mlp_out), DType::kBf16, n, I, C));
+  } else {
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.gate, c.at(ws.norm2), c.at(ws.mlp_in), DType::kBf16, n, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.up, c.at(ws.norm2), c.at(ws.mlp_up), DType::kBf16, n, C, I));
+    MOBIUS_RETURN_IF_ERROR(be.SwiGluForward(q, {.n = n * I, .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
+                                                .out = c.at(ws.mlp_act)}));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.down, c.at(ws.mlp_act), c.at(ws.mlp_out), DType::kBf16, n, I, C));
+  }
+  if (out == nullptr) return absl::OkStatus();  // recompute: internals only
+  return be.ResidualAdd(q, {.n = n * C, .a = c.at(ws.mid), .b = c.at(ws.mlp_out), .out = out});
+}
+
+absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* dinp) const {
+  const model::ModelConfig& cfg = config_;
+  const reference::LayerNames& ln = names_.layers[unit_index() - 1];
+  const BlockWeights w = MakeBlockWeights(c, ln, cfg, names_.layout == reference::WeightLayout::kInOut);
+  const int64_t n = c.n, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
+  const int64_t H = cfg.num_heads, KV = cfg.num_kv_heads, Q = H * hd, K = KV * hd;
+  backend::Backend& be = *backend_;
+  backend::Queue& q = *c.queue;
+  const WorkspaceLayout& ws = c.ws;
+  auto zero = [&](uint64_t offset, int64_t bf16_elements) {
+    return be.Zero(q, {.dst = c.at(offset), .bytes = 2 * static_cast<uint64_t>(bf16_elements)});
+  };
+  auto to_bf16 = [&](const void* src, void* dst, int64_t elements) {
+    return be.Cast(q, {.n = elements, .src_type = DType::kFp32, .dst_type = DType::kBf16,
+                       .src = src, .dst = dst});
+  };
+
+  // MLP: dout flows to mlp_out and (residual) to mid.
+  const bool gelu = cfg.mlp == model::MlpKind::kGeluTanh;
+  const LinearWeight& w_out = gelu ? w.proj : w.down;
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w_out, c.at(ws.mlp_act), dout, DType::kFp32,
+                                        c.f32(ws.d_norm_f32), false, n, I, C));
+  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_act), n * I));
+  MOBIUS_RETURN_IF_ERROR(zero(ws.d_in, n * I));
+  if (gelu) {
+    MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.n = n * I, .dout = c.at(ws.d_act),
+                                               .inp = c.at(ws.mlp_in), .dinp = c.at(ws.d_in)}));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.fc, c.at(ws.norm2), c.at(ws.d_in), DType::kBf16,
+                                          c.f32(ws.d_norm_f32), false, n, C, I));
+  } else {
+    MOBIUS_RETURN_IF_ERROR(zero(ws.d_up, n * I));
+    MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.n = n * I, .dout = c.at(ws.d_act),
+                                                 .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
+                                                 .dgate = c.at(ws.d_in), .dup = c.at(ws.d_up)}));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.gate, c.at(ws.norm2), c.at(ws.d_in), DType::kBf16,
+                                          c.f32(ws.d_norm_f32), false, n, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.up, c.at(ws.norm2), c.at(ws.d_up), DType::kBf16,
+                                          c.f32(ws.d_norm_f32), true, n, C, I));
+  }
+  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_norm), n * C));
+  // dinp holds d(mid) = dout + norm2'(d_norm).
+  MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = n * C, .src_type = DType::kFp32,
+                                     .dst_type = DType::kFp32, .src = dout, .dst = dinp}));
+  MOBIUS_RETURN_IF_ERROR(NormBackward(c, ln.norm2_weight, ln.norm2_bias, c.at(ws.d_norm),
+                                      c.at(ws.mid), c.f32(ws.norm2_mean), c.f32(ws.norm2_rstd),
+                                      dinp, n));
+
+  // Attention: d(mid) flows to o_proj and (residual) to x.
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.o, c.at(ws.att), dinp, DType::kFp32,
+                                        c.f32(ws.d_norm_f32), false, n, Q, C));
+  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_att), n * Q));
+  MOBIUS_RETURN_IF_ERROR(zero(ws.dq, n * Q));
+  MOBIUS_RETURN_IF_ERROR(zero(ws.dk, n * K));
+  MOBIUS_RETURN_IF_ERROR(zero(ws.dv, n * K));
+  const bool rope = cfg.position == model::PositionKind::kRope;
+  const void* q_proj = c.at(ws.q_proj);
+  const void* k_proj = c.at(ws.k_proj);
+  const void* q_src = cfg.qk_norm ? c.at(ws.q_normed) : q_proj;  // RoPE inputs
+  const void* k_src = cfg.qk_norm ? c.at(ws.k_normed) : k_proj;
+  const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd, cfg.sliding_window};
+  MOBIUS_RETURN_IF_ERROR(be.AttentionBackward(
+      q, {.shape = shape, .dout = c.at(ws.d_att), .q = rope ? c.at(ws.q) : q_src,
+          .k = rope ? c.at(ws.k) : k_src, .v = c.at(ws.v), .out = c.at(ws.att),
+          .lse = c.f32(ws.lse), .dq = c.at(ws.dq), .dk = c.at(ws.dk), .dv = c.at(ws.dv)}));
+  uint64_t dq = ws.dq, dk = ws.dk;  // gradients w.r.t. the current stage's q and k
+  if (rope) {
+    MOBIUS_RETURN_IF_ERROR(zero(ws.dq_pre, n * Q));
+    MOBIUS_RETURN_IF_ERROR(zero(ws.dk_pre, n * K));
+    MOBIUS_RETURN_IF_ERROR(be.RopeBackward(q, {.b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
+                                               .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
+                                               .dout = c.at(dq), .dinp = c.at(ws.dq_pre)}));
+    MOBIUS_RETURN_IF_ERROR(be.RopeBackward(q, {.b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
+                                               .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
+                                               .dout = c.at(dk), .dinp = c.at(ws.dk_pre)}));
+    dq = ws.dq_pre, dk = ws.dk_pre;
+  }
+  if (cfg.qk_norm) {
+    MOBIUS_RETURN_IF_ERROR(zero(ws.dq_proj, n * Q));
+    MOBIUS_RETURN_IF_ERROR(zero(ws.dk_proj, n * K));
+    MOBIUS_RETURN_IF_ERROR(be.NormBackward(
+        q, {.op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .dout = c.at(dq), .inp = q_proj,
+            .weight = c.W(ln.q_norm), .rstd = c.f32(ws.qn_rstd), .dinp_type = DType::kBf16,
+            .dinp = c.at(ws.dq_proj), .dweight = c.G(ln.q_norm)}));
+    MOBIUS_RETURN_IF_ERROR(be.NormBackward(
+        q, {.op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .dout = c.at(dk), .inp = k_proj,
+            .weight = c.W(ln.k_norm), .rstd = c.f32(ws.kn_rstd), .dinp_type = DType::kBf16,
+            .dinp = c.at(ws.dk_proj), .dweight = c.G(ln.k_norm)}));
+    dq = ws.dq_proj, dk = ws.dk_proj;
+  }
+  float* d_norm1 = c.f32(ws.d_norm_f32);
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.q, c.at(ws.norm1), c.at(dq), DType::kBf16, d_norm1, false, n, C, Q));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.k, c.at(ws.norm1), c.at(dk), DType::kBf16, d_norm1, true, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.v, c.at(ws.norm1), c.at(ws.dv), DType::kBf16, d_norm1, true, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(to_bf16(d_norm1, c.at(ws.d_norm), n * C));
+  return NormBackward(c, ln.norm1_weight, ln.norm1_bias, c.at(ws.d_norm), c.mb.input,
+                      c.f32(ws.norm1_mean), c.f32(ws.norm1_rstd), dinp, n);
+}
+
+static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::LayerNames& ln,
+                                     const model::ModelConfig& cfg, bool in_out) {
+  const int64_t C = cfg.hidden_size, I = cfg.intermediate_size;
+  const int64_t Q = cfg.num_heads * cfg.head_dim, K = cfg.num_kv_heads * cfg.head_dim;
+  // One projection `name` of `out` columns reading `in` features.
+  auto linear = [&](const std::string& weight, const std::string& bias, int64_t in, int64_t out) {
+    return LinearWeight{.in_out = in_out, .w = c.W(weight), .ld = in_out ? out : in,
+                        .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias)};
+  };
+  BlockWeights w;
+  if (!ln.qkv_weight.empty()) {  // GPT-2 c_attn [C, Q + 2K]: column slices, row stride Q + 2K
+    const int64_t ld = Q + 2 * K;
+    auto slice = [&](int64_t col) {
+      return LinearWeight{.in_out = true, .w = c.W(ln.qkv_weight, col), .ld = ld,
+                          .bias = c.W(ln.qkv_bias, col), .dw = c.G(ln.qkv_weight, col),
+                          .dbias = c.G(ln.qkv_bias, col)};
+    };
+    w.q = slice(0), w.k = slice(Q), w.v = slice(Q + K);
+  } else {
+    w.q = linear(ln.q_weight, ln.q_bias, C, Q);
+    w.k = linear(ln.k_weight, ln.k_bias, C, K);
+    w.v = linear(ln.v_weight, ln.v_bias, C, K);
+  }
+  w.o = linear(ln.o_weight, ln.o_bias, Q, C);
+  if (cfg.mlp == model::MlpKind::kGeluTanh) {
+    w.fc = linear(ln.fc_weight, ln.fc_bias, C, I);
+    w.proj = linear(ln.proj_weight, ln.proj_bias, I, C);
+  } else {
+    w.gate = linear(ln.gate_weight, ln.gate_bias, C, I);
+    w.up = linear(ln.up_weight, ln.up_bias, C, I);
+    w.down = linear(ln.down_weight, ln.down_bias, I, C);
+  }
+  return w;
+}
+
+}  // namespace mobius::units

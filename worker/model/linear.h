@@ -1,0 +1,39 @@
+// Linear layers on Backend::Gemm for the unit runners: y = x W (+ b) in both weight layouts,
+// through transposes only. Rows are contiguous ([N, in] and [N, out]); the weight may be a column
+// slice of a wider one (GPT-2's fused c_attn [C, 3C]), hence its own row stride `ld`.
+//   kInOut (GPT-2 Conv1D): W stored [in, out], row stride ld >= out;
+//   kOutIn (nn.Linear):    W stored [out, in], ld == in.
+// Internal to worker/model.
+#ifndef MOBIUS_WORKER_MODEL_LINEAR_H_
+#define MOBIUS_WORKER_MODEL_LINEAR_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "worker/backend/backend.h"
+
+namespace mobius::units {
+
+struct LinearWeight {
+  bool in_out = false;       // kInOut (Conv1D) when true
+  const void* w = nullptr;   // bf16 device address
+  int64_t ld = 0;            // row stride in elements
+  const void* bias = nullptr;  // [out] bf16 or nullptr
+  float* dw = nullptr;       // fp32 gradient, same layout and ld as w (backward)
+  float* dbias = nullptr;    // [out] fp32 or nullptr (backward)
+};
+
+// y [N, out] (y_type) = x [N, in] bf16 * W (+ bias; bias only for a bf16 y).
+absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
+                           const void* x, void* y, backend::DType y_type, int64_t n, int64_t in,
+                           int64_t out);
+
+// dx [N, in] fp32 (= when !accumulate_dx, += otherwise; dx may be null: skipped);
+// dW += x^T dy (in W's layout); dbias += column sums of dy. dy [N, out] is dy_type.
+absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
+                            const void* x, const void* dy, backend::DType dy_type, float* dx,
+                            bool accumulate_dx, int64_t n, int64_t in, int64_t out);
+
+}  // namespace mobius::units
+
+#endif  // MOBIUS_WORKER_MODEL_LINEAR_H_

@@ -1,0 +1,195 @@
+#include "worker/model/resident_model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/numeric/bf16.h"
+#include "common/status_macros.h"
+
+namespace mobius::units {
+
+using backend::DeviceBuffer;
+
+absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
+    const model::ModelConfig& config, backend::Backend* backend, const Options& options) {
+  if (backend == nullptr) return absl::InvalidArgumentError("ResidentModel: null backend");
+  std::unique_ptr<ResidentModel> m(new ResidentModel(config, backend, options));
+  MOBIUS_ASSIGN_OR_RETURN(m->queue_, backend->CreateQueue(backend::QueueKind::kCompute, 0));
+  const int64_t units = config.num_layers + 2;
+  for (int64_t u = 0; u < units; ++u) {
+    MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<UnitRunner> runner,
+                            UnitRunner::Create(config, u, backend));
+    const UnitParamLayout& layout = runner->layout();
+    MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer w,
+                            backend->Allocate(layout.weight_bytes(), absl::StrCat("unit", u, ".weights")));
+    MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer g,
+                            backend->Allocate(layout.grad_bytes(), absl::StrCat("unit", u, ".grads")));
+    // Padding between tensors is never written by the ops; zero it once so it stays defined.
+    MOBIUS_RETURN_IF_ERROR(backend->Zero(*m->queue_, {.dst = w.data(), .bytes = w.size_bytes()}));
+    m->runners_.push_back(std::move(runner));
+    m->weights_.push_back(std::move(w));
+    m->grads_.push_back(std::move(g));
+  }
+  MOBIUS_RETURN_IF_ERROR(m->ZeroGrads());
+  return m;
+}
+
+ResidentModel::ResidentModel(const model::ModelConfig& config, backend::Backend* backend,
+                             const Options& options)
+    : config_(config), backend_(backend), options_(options) {}
+
+ResidentModel::~ResidentModel() {
+  // Queued work may still use the buffers; drain before they are freed (errors are moot here).
+  if (queue_ != nullptr) backend_->Synchronize(*queue_).IgnoreError();
+}
+
+absl::Status ResidentModel::SetWeights(const std::map<std::string, std::vector<uint16_t>>& bf16) {
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    for (const UnitParam& p : runners_[u]->layout().params) {
+      auto it = bf16.find(p.name);
+      if (it == bf16.end()) return absl::InvalidArgumentError("SetWeights: missing " + p.name);
+      if (static_cast<int64_t>(it->second.size()) != p.num_elements) {
+        return absl::InvalidArgumentError(absl::StrCat("SetWeights: ", p.name, " has ",
+                                                       it->second.size(), " elements, want ",
+                                                       p.num_elements));
+      }
+      MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, it->second.data(), weights_[u],
+                                                    2 * static_cast<uint64_t>(p.offset),
+                                                    2 * static_cast<uint64_t>(p.num_elements)));
+    }
+  }
+  return backend_->Synchronize(*queue_);
+}
+
+absl::Status ResidentModel::ZeroGrads() {
+  for (DeviceBuffer& g : grads_) {
+    MOBIUS_RETURN_IF_ERROR(backend_->Zero(*queue_, {.dst = g.data(), .bytes = g.size_bytes()}));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::Prepare(int64_t b, int64_t t) {
+  if (b == b_ && t == t_) return absl::OkStatus();
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));  // the old buffers may be in use
+  b_ = t_ = 0;
+  inputs_.clear();
+  workspaces_.clear();
+  for (DeviceBuffer& d : dhidden_) d.Reset();
+  const uint64_t n = b * t, hidden_bytes = 2 * n * config_.hidden_size;
+  MOBIUS_ASSIGN_OR_RETURN(tokens_, backend_->Allocate(4 * n, "resident.tokens"));
+  MOBIUS_ASSIGN_OR_RETURN(targets_, backend_->Allocate(4 * n, "resident.targets"));
+  MOBIUS_ASSIGN_OR_RETURN(loss_, backend_->Allocate(4, "resident.loss"));
+  inputs_.resize(runners_.size());
+  for (size_t u = 1; u < runners_.size(); ++u) {
+    MOBIUS_ASSIGN_OR_RETURN(inputs_[u],
+                            backend_->Allocate(hidden_bytes, absl::StrCat("unit", u, ".input")));
+  }
+  for (DeviceBuffer& d : dhidden_) {
+    MOBIUS_ASSIGN_OR_RETURN(d, backend_->Allocate(2 * hidden_bytes, "resident.dhidden"));
+  }
+  if (options_.recompute) {
+    uint64_t bytes = 0;
+    for (const auto& r : runners_) bytes = std::max(bytes, r->WorkspaceBytes(b, t));
+    MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer ws, backend_->Allocate(bytes, "resident.workspace"));
+    workspaces_.push_back(std::move(ws));
+  } else {
+    for (const auto& r : runners_) {
+      MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer ws, r->AllocateWorkspace(b, t));
+      workspaces_.push_back(std::move(ws));
+    }
+  }
+  b_ = b, t_ = t;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, const int32_t* targets,
+                                                     int64_t b, int64_t t, float loss_scale) {
+  if (b <= 0 || t <= 0) return absl::InvalidArgumentError("ForwardBackward: empty batch");
+  MOBIUS_RETURN_IF_ERROR(Prepare(b, t));
+  backend::Queue& q = *queue_;
+  const uint64_t n = b * t;
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(q, tokens, tokens_, 0, 4 * n));
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(q, targets, targets_, 0, 4 * n));
+  const int64_t units = num_units();
+  auto batch = [&](int64_t u) {
+    return MicroBatch{b, t, u == 0 ? tokens_.data() : inputs_[u].data(),
+                      u == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr};
+  };
+  auto workspace = [&](int64_t u) -> const DeviceBuffer& {
+    return workspaces_[options_.recompute ? 0 : u];
+  };
+  for (int64_t u = 0; u < units; ++u) {
+    void* out = u + 1 < units ? inputs_[u + 1].data() : loss_.data();
+    MOBIUS_RETURN_IF_ERROR(runners_[u]->Forward(q, batch(u), weights_[u], out, workspace(u)));
+  }
+  float loss = 0.0f;
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(q, loss_, 0, &loss, 4));
+  for (int64_t u = units - 1; u >= 0; --u) {
+    const float* dout = u + 1 < units ? static_cast<const float*>(dhidden_[(u + 1) % 2].data())
+                                      : nullptr;
+    float* dinp = u > 0 ? static_cast<float*>(dhidden_[u % 2].data()) : nullptr;
+    MOBIUS_RETURN_IF_ERROR(runners_[u]->Backward(q, batch(u), weights_[u], grads_[u], dout, dinp,
+                                                 loss_scale, workspace(u), options_.recompute));
+  }
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(q));
+  return loss;
+}
+
+absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* targets, int64_t b,
+                                          int64_t t, int64_t microbatches) {
+  if (microbatches < 1 || b % microbatches != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("Step: b = ", b, " is not a multiple of ",
+                                                   microbatches, " microbatches"));
+  }
+  const int64_t mb = b / microbatches, rows = mb * t;
+  std::vector<int64_t> counts(microbatches, 0);
+  int64_t total = 0;
+  for (int64_t i = 0; i < microbatches; ++i) {
+    for (int64_t j = 0; j < rows; ++j) counts[i] += targets[i * rows + j] != -100;
+    total += counts[i];
+  }
+  MOBIUS_RETURN_IF_ERROR(ZeroGrads());
+  double loss = 0.0;
+  for (int64_t i = 0; i < microbatches; ++i) {
+    const float share = total == 0 ? 0.0f : static_cast<float>(counts[i]) / total;
+    MOBIUS_ASSIGN_OR_RETURN(float l, ForwardBackward(tokens + i * rows, targets + i * rows, mb, t,
+                                                     share));
+    loss += double{share} * l;
+  }
+  return static_cast<float>(loss);
+}
+
+absl::StatusOr<std::map<std::string, std::vector<float>>> ResidentModel::Grads() {
+  std::vector<std::vector<float>> host(runners_.size());
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    host[u].resize(runners_[u]->layout().total_elements);
+    MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, grads_[u], 0, host[u].data(),
+                                                grads_[u].size_bytes()));
+  }
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+  std::map<std::string, std::vector<float>> out;
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    for (const UnitParam& p : runners_[u]->layout().params) {
+      std::vector<float>& g = out[p.name];
+      g.resize(p.num_elements, 0.0f);
+      for (int64_t i = 0; i < p.num_elements; ++i) g[i] += host[u][p.offset + i];
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> ResidentModel::UnitInput(int64_t unit) {
+  if (unit < 1 || unit >= num_units() || inputs_.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("UnitInput: no hidden input for unit ", unit));
+  }
+  std::vector<uint16_t> bits(inputs_[unit].size_bytes() / 2);
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, inputs_[unit], 0, bits.data(),
+                                              inputs_[unit].size_bytes()));
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+  std::vector<float> out(bits.size());
+  numeric::Bf16ToFp32(bits.data(), out.data(), bits.size());
+  return out;
+}
+
+}  // namespace mobius::units

@@ -1,0 +1,92 @@
+// ResidentModel: the whole model resident on one backend, every unit run in order by its
+// UnitRunner: the engine of the standalone trainer and the unsplit baseline the pipeline must match.
+//
+// Device memory (all against the backend's cap; RESOURCE_EXHAUSTED from Create/SetWeights/
+// ForwardBackward is the caller's to handle): per unit its bf16 weights and fp32 gradients (a tied
+// head holds its own copy of the token embedding, as a pipeline stage would), per microbatch shape
+// the boundary activations (tokens, every unit's input: the only activations kept), two fp32
+// boundary gradients and the workspace: one shared by all units with recompute (the point of
+// recompute), one per unit without.
+//
+//   auto m = *ResidentModel::Create(config, &backend, {});
+//   m->SetWeights(bf16_by_name);
+//   float loss = *m->Step(tokens, targets, B, T, /*microbatches=*/2);  // zeroes, accumulates
+//   auto grads = *m->Grads();                                        // fp32, by HF name
+//
+// Not thread-safe; one caller at a time.
+#ifndef MOBIUS_WORKER_MODEL_RESIDENT_MODEL_H_
+#define MOBIUS_WORKER_MODEL_RESIDENT_MODEL_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "worker/backend/backend.h"
+#include "worker/model/unit_runner.h"
+
+namespace mobius::units {
+
+class ResidentModel {
+ public:
+  struct Options {
+    bool recompute = true;  // false: each unit keeps its internals from forward to backward
+  };
+
+  // Allocates weights and gradients (zeroed). `backend` is not owned and must outlive the model.
+  static absl::StatusOr<std::unique_ptr<ResidentModel>> Create(const model::ModelConfig& config,
+                                                               backend::Backend* backend,
+                                                               const Options& options);
+  ~ResidentModel();
+
+  // Uploads every parameter from host bf16 bits keyed by HF name ([numel] each; missing or
+  // misshapen: INVALID_ARGUMENT). Returns after the copies completed.
+  absl::Status SetWeights(const std::map<std::string, std::vector<uint16_t>>& bf16);
+
+  absl::Status ZeroGrads();
+
+  // One microbatch [b, t] (host tokens and targets, targets -100 = ignored): forward through all
+  // units, then backward in reverse; gradients += loss_scale * d(mean loss) / d(param). Returns the
+  // microbatch's mean loss. INVALID_ARGUMENT for out-of-range ids (reported by the op).
+  absl::StatusOr<float> ForwardBackward(const int32_t* tokens, const int32_t* targets, int64_t b,
+                                        int64_t t, float loss_scale);
+
+  // ZeroGrads, then the batch [b, t] in `microbatches` equal row slices, each scaled by its share
+  // of the batch's non-ignored targets; returns the batch's mean loss.
+  // REQUIRES: b % microbatches == 0 (INVALID_ARGUMENT otherwise).
+  absl::StatusOr<float> Step(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
+                             int64_t microbatches);
+
+  // The accumulated gradients, fp32 on the host by HF name (a tied embedding's two parts summed).
+  absl::StatusOr<std::map<std::string, std::vector<float>>> Grads();
+
+  // The input of unit `unit` (>= 1) in the last ForwardBackward: hidden [b, t, C] widened to fp32.
+  absl::StatusOr<std::vector<float>> UnitInput(int64_t unit);
+
+  int64_t num_units() const { return static_cast<int64_t>(runners_.size()); }
+
+ private:
+  ResidentModel(const model::ModelConfig& config, backend::Backend* backend, const Options& options);
+  absl::Status Prepare(int64_t b, int64_t t);  // (re)allocates the per-shape buffers
+
+  model::ModelConfig config_;
+  backend::Backend* backend_;
+  Options options_;
+  std::unique_ptr<backend::Queue> queue_;
+  std::vector<std::unique_ptr<UnitRunner>> runners_;
+  std::vector<backend::DeviceBuffer> weights_, grads_;  // per unit
+
+  int64_t b_ = 0, t_ = 0;  // shape of the buffers below
+  backend::DeviceBuffer tokens_, targets_, loss_;
+  std::vector<backend::DeviceBuffer> inputs_;      // [unit] hidden input (unit >= 1)
+  backend::DeviceBuffer dhidden_[2];               // fp32 boundary gradients, ping-pong
+  std::vector<backend::DeviceBuffer> workspaces_;  // 1 (recompute) or one per unit
+};
+
+}  // namespace mobius::units
+
+#endif  // MOBIUS_WORKER_MODEL_RESIDENT_MODEL_H_

@@ -1,0 +1,288 @@
+// UnitRunner: creation, workspace layout, dispatch, and the embedding and head units.
+#include "worker/model/unit_runner.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/model/linear.h"
+#include "worker/model/unit_runner_internal.h"
+#include "worker/reference/ops_rope.h"
+
+namespace mobius::units {
+
+using backend::DType;
+using model::UnitKind;
+
+namespace {
+
+class Slots {
+ public:
+  uint64_t Add(uint64_t bytes) {
+    if (bytes == 0) return 0;
+    const uint64_t offset = (total_ + 63) / 64 * 64;
+    total_ = offset + bytes;
+    return offset;
+  }
+  uint64_t total() const { return total_; }
+
+ private:
+  uint64_t total_ = 0;
+};
+
+}  // namespace
+
+WorkspaceLayout MakeWorkspaceLayout(const model::ModelConfig& cfg, UnitKind kind, int64_t b,
+                                    int64_t t) {
+  const uint64_t n = b * t, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
+  const uint64_t Q = cfg.num_heads * hd, K = cfg.num_kv_heads * hd;
+  const bool qk = cfg.qk_norm, rope = cfg.position == model::PositionKind::kRope;
+  const bool swiglu = cfg.mlp == model::MlpKind::kSwiGlu;
+  const bool layer = cfg.norm == model::NormKind::kLayerNorm;
+  Slots s;
+  WorkspaceLayout w;
+  auto bf = [&](uint64_t elements) { return s.Add(2 * elements); };
+  auto f32 = [&](uint64_t elements) { return s.Add(4 * elements); };
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      w.d_norm = bf(n * C);
+      break;
+    case UnitKind::kHead:
+      w.norm1 = bf(n * C), w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
+      w.logits = f32(n * cfg.vocab_size), w.losses = f32(n), w.ce_lse = f32(n), w.loss = f32(1);
+      w.d_norm_f32 = f32(n * C), w.d_norm = bf(n * C);
+      break;
+    case UnitKind::kDecoderBlock:
+      w.norm1 = bf(n * C), w.q_proj = bf(n * Q), w.k_proj = bf(n * K);
+      w.q_normed = bf(qk ? n * Q : 0), w.k_normed = bf(qk ? n * K : 0);
+      w.q = bf(rope ? n * Q : 0), w.k = bf(rope ? n * K : 0), w.v = bf(n * K);
+      w.att = bf(n * Q), w.o = bf(n * C), w.mid = bf(n * C), w.norm2 = bf(n * C);
+      w.mlp_in = bf(n * I), w.mlp_up = bf(swiglu ? n * I : 0), w.mlp_act = bf(n * I);
+      w.mlp_out = bf(n * C);
+      w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
+      w.norm2_mean = f32(layer ? n : 0), w.norm2_rstd = f32(n);
+      w.qn_rstd = f32(qk ? n * cfg.num_heads : 0), w.kn_rstd = f32(qk ? n * cfg.num_kv_heads : 0);
+      w.lse = f32(b * cfg.num_heads * t);
+      w.inv_freq = f32(rope ? hd / 2 : 0), w.cos = f32(rope ? t * hd / 2 : 0);
+      w.sin = f32(rope ? t * hd / 2 : 0);
+      w.d_act = bf(n * I), w.d_in = bf(n * I), w.d_up = bf(swiglu ? n * I : 0);
+      w.d_att = bf(n * Q), w.dq = bf(n * Q), w.dk = bf(n * K), w.dv = bf(n * K);
+      w.dq_pre = bf(rope ? n * Q : 0), w.dk_pre = bf(rope ? n * K : 0);
+      w.dq_proj = bf(qk ? n * Q : 0), w.dk_proj = bf(qk ? n * K : 0);
+      w.d_norm_f32 = f32(n * std::max({C, I, Q})), w.d_norm = bf(n * C);
+      break;
+  }
+  w.total = s.total();
+  return w;
+}
+
+const void* UnitRunner::Ctx::W(const std::string& name, int64_t element_offset) const {
+  if (name.empty()) return nullptr;
+  const UnitParam* p = layout->Find(name);
+  if (p == nullptr) {  // a programmer error: the layout comes from the same config
+    std::fprintf(stderr, "unit %lld has no parameter %s\n",
+                 static_cast<long long>(layout->unit_index), name.c_str());
+    std::abort();
+  }
+  return weights->at(2 * static_cast<uint64_t>(p->offset + element_offset));
+}
+
+float* UnitRunner::Ctx::G(const std::string& name, int64_t element_offset) const {
+  if (name.empty() || grads == nullptr) return nullptr;
+  const void* w = W(name, element_offset);  // checks the name
+  const uint64_t elements = (static_cast<const char*>(w) -
+                             static_cast<const char*>(weights->data())) / 2;
+  return static_cast<float*>(grads->at(4 * elements));
+}
+
+absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::ModelConfig& config,
+                                                               int64_t unit_index,
+                                                               backend::Backend* backend) {
+  if (backend == nullptr) return absl::InvalidArgumentError("UnitRunner: null backend");
+  MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
+  MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
+  const UnitKind kind = model.units[unit_index].kind;
+  return std::unique_ptr<UnitRunner>(new UnitRunner(config, kind, std::move(layout),
+                                                    reference::ParameterNames(config), backend));
+}
+
+UnitRunner::UnitRunner(const model::ModelConfig& config, UnitKind kind, UnitParamLayout layout,
+                       reference::ModelNames names, backend::Backend* backend)
+    : config_(config), kind_(kind), layout_(std::move(layout)), names_(std::move(names)),
+      backend_(backend) {
+  if (kind_ == UnitKind::kDecoderBlock && config_.position == model::PositionKind::kRope) {
+    inv_freq_ = reference::RopeInverseFrequencies(config_.head_dim, config_.rope_theta,
+                                                  config_.rope_scaling);
+  }
+}
+
+uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
+  return MakeWorkspaceLayout(config_, kind_, b, t).total;
+}
+
+absl::StatusOr<backend::DeviceBuffer> UnitRunner::AllocateWorkspace(int64_t b, int64_t t) const {
+  return backend_->Allocate(WorkspaceBytes(b, t),
+                            absl::StrCat("unit", unit_index(), ".workspace"));
+}
+
+absl::Status UnitRunner::CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
+                                   const backend::DeviceBuffer* grads,
+                                   const backend::DeviceBuffer& workspace) const {
+  const std::string unit = absl::StrCat("unit ", unit_index(), ": ");
+  if (mb.b <= 0 || mb.t <= 0) return absl::InvalidArgumentError(unit + "empty microbatch");
+  if (config_.position == model::PositionKind::kLearned && mb.t > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, "T = ", mb.t, " exceeds ",
+                                                   config_.max_position_embeddings, " positions"));
+  }
+  if (mb.input == nullptr) return absl::InvalidArgumentError(unit + "null input");
+  if (kind_ == UnitKind::kHead && mb.targets == nullptr) {
+    return absl::InvalidArgumentError(unit + "the head needs targets");
+  }
+  if (weights.size_bytes() < layout_.weight_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, "weights buffer holds ",
+                                                   weights.size_bytes(), " bytes, want ",
+                                                   layout_.weight_bytes()));
+  }
+  if (grads != nullptr && grads->size_bytes() < layout_.grad_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, "grads buffer holds ", grads->size_bytes(),
+                                                   " bytes, want ", layout_.grad_bytes()));
+  }
+  if (workspace.size_bytes() < WorkspaceBytes(mb.b, mb.t)) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, "workspace holds ", workspace.size_bytes(),
+                                                   " bytes, want ", WorkspaceBytes(mb.b, mb.t)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status UnitRunner::Forward(backend::Queue& queue, const MicroBatch& mb,
+                                 const backend::DeviceBuffer& weights, void* out,
+                                 const backend::DeviceBuffer& workspace) const {
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, nullptr, workspace));
+  if (out == nullptr) return absl::InvalidArgumentError("unit forward: null output");
+  const Ctx c{&queue, mb, mb.b * mb.t, &weights, nullptr, &workspace,
+              MakeWorkspaceLayout(config_, kind_, mb.b, mb.t), &layout_};
+  switch (kind_) {
+    case UnitKind::kEmbedding: return EmbeddingForward(c, out);
+    case UnitKind::kDecoderBlock: return BlockForward(c, out);
+    case UnitKind::kHead: return HeadForward(c, static_cast<float*>(out));
+  }
+  return absl::InternalError("unknown unit kind");
+}
+
+absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
+                                  const backend::DeviceBuffer& weights,
+                                  const backend::DeviceBuffer& grads, const float* dout,
+                                  float* dinp, float loss_scale,
+                                  const backend::DeviceBuffer& workspace, bool recompute) const {
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, &grads, workspace));
+  if (kind_ != UnitKind::kHead && dout == nullptr) {
+    return absl::InvalidArgumentError("unit backward: null dout");
+  }
+  if (kind_ != UnitKind::kEmbedding && dinp == nullptr) {
+    return absl::InvalidArgumentError("unit backward: null dinp");
+  }
+  const Ctx c{&queue, mb, mb.b * mb.t, &weights, &grads, &workspace,
+              MakeWorkspaceLayout(config_, kind_, mb.b, mb.t), &layout_};
+  switch (kind_) {
+    case UnitKind::kEmbedding: return EmbeddingBackward(c, dout);
+    case UnitKind::kDecoderBlock:
+      if (recompute) MOBIUS_RETURN_IF_ERROR(BlockForward(c, nullptr));
+      return BlockBackward(c, dout, dinp);
+    case UnitKind::kHead:
+      if (recompute) MOBIUS_RETURN_IF_ERROR(HeadForward(c, c.f32(c.ws.loss)));
+      return HeadBackward(c, dinp, loss_scale);
+  }
+  return absl::InternalError("unknown unit kind");
+}
+
+// ---- norms (LayerNorm or RMSNorm per config) ----
+
+absl::Status UnitRunner::Norm(const Ctx& c, const std::string& weight, const std::string& bias,
+                              const void* inp, void* out, float* mean, float* rstd,
+                              int64_t n) const {
+  const bool layer = config_.norm == model::NormKind::kLayerNorm;
+  return backend_->NormForward(
+      *c.queue, {.op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
+                 .n = n, .c = config_.hidden_size, .eps = static_cast<float>(config_.norm_eps),
+                 .inp = inp, .weight = c.W(weight), .bias = layer ? c.W(bias) : nullptr,
+                 .out = out, .mean = layer ? mean : nullptr, .rstd = rstd});
+}
+
+absl::Status UnitRunner::NormBackward(const Ctx& c, const std::string& weight,
+                                      const std::string& bias, const void* dout, const void* inp,
+                                      const float* mean, const float* rstd, float* dinp,
+                                      int64_t n) const {
+  const bool layer = config_.norm == model::NormKind::kLayerNorm;
+  return backend_->NormBackward(
+      *c.queue, {.op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
+                 .n = n, .c = config_.hidden_size, .dout = dout, .inp = inp,
+                 .weight = c.W(weight), .mean = layer ? mean : nullptr, .rstd = rstd,
+                 .dinp_type = DType::kFp32, .dinp = dinp, .dweight = c.G(weight),
+                 .dbias = layer ? c.G(bias) : nullptr});
+}
+
+// ---- embedding ----
+
+absl::Status UnitRunner::EmbeddingForward(const Ctx& c, void* out) const {
+  return backend_->EmbeddingForward(
+      *c.queue, {.b = c.mb.b, .t = c.mb.t, .c = config_.hidden_size, .vocab = config_.vocab_size,
+                 .positions = config_.max_position_embeddings,
+                 .tokens = static_cast<const int32_t*>(c.mb.input),
+                 .wte = c.W(names_.token_embedding), .wpe = c.W(names_.position_embedding),
+                 .out = out});
+}
+
+absl::Status UnitRunner::EmbeddingBackward(const Ctx& c, const float* dout) const {
+  // The kernel scatters bf16 rows (the activation type); the fp32 boundary gradient is rounded once.
+  MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * config_.hidden_size,
+                                                   .src_type = DType::kFp32,
+                                                   .dst_type = DType::kBf16, .src = dout,
+                                                   .dst = c.at(c.ws.d_norm)}));
+  return backend_->EmbeddingBackward(
+      *c.queue, {.b = c.mb.b, .t = c.mb.t, .c = config_.hidden_size, .vocab = config_.vocab_size,
+                 .positions = config_.max_position_embeddings,
+                 .tokens = static_cast<const int32_t*>(c.mb.input), .dout = c.at(c.ws.d_norm),
+                 .dwte = c.G(names_.token_embedding), .dwpe = c.G(names_.position_embedding)});
+}
+
+// ---- head: final norm, LM head (fp32 logits), cross-entropy ----
+
+absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
+  const int64_t C = config_.hidden_size, V = config_.vocab_size;
+  MOBIUS_RETURN_IF_ERROR(Norm(c, names_.final_norm_weight, names_.final_norm_bias, c.mb.input,
+                              c.at(c.ws.norm1), c.f32(c.ws.norm1_mean), c.f32(c.ws.norm1_rstd),
+                              c.n));
+  const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C};
+  MOBIUS_RETURN_IF_ERROR(LinearForward(*backend_, *c.queue, head, c.at(c.ws.norm1),
+                                       c.at(c.ws.logits), DType::kFp32, c.n, C, V));
+  return backend_->CrossEntropyForward(
+      *c.queue, {.n = c.n, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
+                 .targets = c.mb.targets, .losses = c.f32(c.ws.losses), .lse = c.f32(c.ws.ce_lse),
+                 .mean_loss = loss});
+}
+
+absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale) const {
+  const int64_t C = config_.hidden_size, V = config_.vocab_size;
+  MOBIUS_RETURN_IF_ERROR(backend_->CrossEntropyBackward(
+      *c.queue, {.n = c.n, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
+                 .lse = c.f32(c.ws.ce_lse), .targets = c.mb.targets, .dloss = loss_scale,
+                 .dlogits = c.at(c.ws.logits)}));
+  const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C,
+                          .dw = c.G(names_.lm_head)};
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(*backend_, *c.queue, head, c.at(c.ws.norm1),
+                                        c.at(c.ws.logits), DType::kFp32, c.f32(c.ws.d_norm_f32),
+                                        false, c.n, C, V));
+  MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * C, .src_type = DType::kFp32,
+                                                   .dst_type = DType::kBf16,
+                                                   .src = c.at(c.ws.d_norm_f32),
+                                                   .dst = c.at(c.ws.d_norm)}));
+  MOBIUS_RETURN_IF_ERROR(backend_->Zero(*c.queue, {.dst = dinp, .bytes = 4 * uint64_t(c.n * C)}));
+  return NormBackward(c, names_.final_norm_weight, names_.final_norm_bias, c.at(c.ws.d_norm),
+                      c.mb.input, c.f32(c.ws.norm1_mean), c.f32(c.ws.norm1_rstd), dinp, c.n);
+}
+
+}  // namespace mobius::units

@@ -1,0 +1,111 @@
+// UnitRunner: forward and backward of one layer unit (embedding, decoder block or head,
+// layer_units.h) on a Backend, bf16 weights and activations, fp32 accumulation and gradients.
+//
+// Activation recompute: Forward keeps nothing but what the caller keeps (the unit's input); the
+// unit's internals go to a caller-owned workspace. Backward(recompute = true) re-runs the forward
+// internals from the saved input into the workspace, then runs the backward; with
+// recompute = false it trusts that the workspace still holds the internals of this unit's last
+// Forward on the same input (no other use of the workspace in between). The same ops run in the
+// same order either way, so on the CPU backend both give bitwise identical gradients.
+//
+//   auto runner = *UnitRunner::Create(config, unit, &backend);
+//   DeviceBuffer ws = *runner->AllocateWorkspace(b, t);        // RESOURCE_EXHAUSTED: evict, retry
+//   runner->Forward(queue, mb, weights, out, ws);
+//   runner->Backward(queue, mb, weights, grads, dout, dinp, loss_scale, ws, /*recompute=*/true);
+//
+// Tensors (N = B * T rows, C hidden):
+//   input   embedding: token ids [B, T] int32; block, head: hidden [B, T, C] bf16
+//   output  embedding, block: hidden [B, T, C] bf16; head: the mean loss [1] fp32
+//   dout    d(loss) / d(output) [B, T, C] fp32 (not for the head: its loss is the end)
+//   dinp    d(loss) / d(input) [B, T, C] fp32, written (not for the embedding)
+//   weights bf16 / grads fp32 device buffers in layout() (unit_params.h); grads are accumulated
+//           (+=), so microbatches accumulate; the head scales by loss_scale (its share of the
+//           batch), which then flows into every unit's gradients.
+// Everything is enqueued on `queue` (all calls return after enqueueing; Synchronize to see op
+// errors such as out-of-range token ids). Buffers must stay valid until the queue ran the work.
+//
+// Thread-safety: a runner is immutable after Create; calls on distinct workspaces may run
+// concurrently (on different queues).
+#ifndef MOBIUS_WORKER_MODEL_UNIT_RUNNER_H_
+#define MOBIUS_WORKER_MODEL_UNIT_RUNNER_H_
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/layer_units.h"
+#include "common/model/model_config.h"
+#include "worker/backend/backend.h"
+#include "worker/model/unit_params.h"
+#include "worker/reference/parameters.h"
+
+namespace mobius::units {
+
+struct MicroBatch {
+  int64_t b = 0, t = 0;
+  const void* input = nullptr;          // device address, see above
+  const int32_t* targets = nullptr;     // head only: [B, T] int32 device address (-100: ignore)
+};
+
+class UnitRunner {
+ public:
+  // INVALID_ARGUMENT / UNIMPLEMENTED for configs the reference model rejects or a bad index.
+  // `backend` is not owned and must outlive the runner.
+  static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
+                                                            int64_t unit_index,
+                                                            backend::Backend* backend);
+
+  const UnitParamLayout& layout() const { return layout_; }
+  model::UnitKind kind() const { return kind_; }
+  int64_t unit_index() const { return layout_.unit_index; }
+
+  // Bytes of workspace one [b, t] microbatch needs (forward internals + backward scratch).
+  uint64_t WorkspaceBytes(int64_t b, int64_t t) const;
+  // Allocates WorkspaceBytes(b, t) on the backend (RESOURCE_EXHAUSTED past the device cap).
+  absl::StatusOr<backend::DeviceBuffer> AllocateWorkspace(int64_t b, int64_t t) const;
+
+  absl::Status Forward(backend::Queue& queue, const MicroBatch& mb,
+                       const backend::DeviceBuffer& weights, void* out,
+                       const backend::DeviceBuffer& workspace) const;
+
+  absl::Status Backward(backend::Queue& queue, const MicroBatch& mb,
+                        const backend::DeviceBuffer& weights, const backend::DeviceBuffer& grads,
+                        const float* dout, float* dinp, float loss_scale,
+                        const backend::DeviceBuffer& workspace, bool recompute) const;
+
+  struct Ctx;  // one call's addresses; internal (unit_runner_internal.h)
+
+ private:
+
+  UnitRunner(const model::ModelConfig& config, model::UnitKind kind, UnitParamLayout layout,
+             reference::ModelNames names, backend::Backend* backend);
+  absl::Status CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
+                         const backend::DeviceBuffer* grads,
+                         const backend::DeviceBuffer& workspace) const;
+
+  // The three kinds (block_runner.cc holds the block's).
+  absl::Status EmbeddingForward(const Ctx& c, void* out) const;
+  absl::Status EmbeddingBackward(const Ctx& c, const float* dout) const;
+  absl::Status HeadForward(const Ctx& c, float* loss) const;
+  absl::Status HeadBackward(const Ctx& c, float* dinp, float loss_scale) const;
+  absl::Status BlockForward(const Ctx& c, void* out) const;  // out null: internals only
+  absl::Status BlockBackward(const Ctx& c, const float* dout, float* dinp) const;
+  absl::Status Norm(const Ctx& c, const std::string& weight, const std::string& bias,
+                    const void* inp, void* out, float* mean, float* rstd, int64_t n) const;
+  absl::Status NormBackward(const Ctx& c, const std::string& weight, const std::string& bias,
+                            const void* dout, const void* inp, const float* mean,
+                            const float* rstd, float* dinp, int64_t n) const;
+
+  const model::ModelConfig config_;
+  const model::UnitKind kind_;
+  const UnitParamLayout layout_;
+  const reference::ModelNames names_;
+  backend::Backend* const backend_;
+  std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
+};
+
+}  // namespace mobius::units
+
+#endif  // MOBIUS_WORKER_MODEL_UNIT_RUNNER_H_
