@@ -1,0 +1,364 @@
+#include "server/planner/sim/schedules.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace mobius::planner::sim {
+
+const char* ScheduleName(Schedule s) {
+  switch (s) {
+    case Schedule::kMobius: return "mobius";
+    case Schedule::kRoundRobin: return "roundrobin";
+    case Schedule::kResident: return "resident";
+    case Schedule::kZeroOffload: return "zero";
+  }
+  return "?";
+}
+
+absl::StatusOr<Schedule> ParseSchedule(const std::string& name) {
+  for (Schedule s : {Schedule::kMobius, Schedule::kRoundRobin, Schedule::kResident,
+                     Schedule::kZeroOffload}) {
+    if (name == ScheduleName(s)) return s;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown schedule '", name, "' (mobius, roundrobin, resident, zero)"));
+}
+
+namespace {
+
+std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<StageRange>& ranges) {
+  int64_t total_w = 0;
+  for (const UnitCost& u : p.units) total_w += u.weight_bytes;
+  std::vector<SimStage> out;
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    SimStage st;
+    for (int u = ranges[s].begin; u < ranges[s].end; ++u) {
+      st.forward_seconds += p.units[u].forward_seconds;
+      st.backward_seconds += p.units[u].backward_seconds;
+      st.weight_bytes += p.units[u].weight_bytes;
+      st.gradient_bytes += p.units[u].gradient_bytes;
+    }
+    st.overhead_seconds = p.stage_overhead_seconds / 2;
+    st.input_bytes = s == 0 ? 0 : p.boundary_bytes;
+    st.optimizer_seconds = total_w > 0 ? p.optimizer_seconds * static_cast<double>(st.weight_bytes) /
+                                             static_cast<double>(total_w)
+                                       : 0;
+    out.push_back(st);
+  }
+  return out;
+}
+
+constexpr int64_t kClassActivation = 0;
+constexpr int64_t kClassBulk = int64_t{1} << 40;
+
+class Builder {
+ public:
+  Builder(const SimMachine& m, const std::vector<SimStage>& st, const SimConfig& c,
+          std::vector<int> order)
+      : m_(m), st_(st), c_(c), order_(std::move(order)), n_(m.num_gpus()),
+        s_(static_cast<int>(st.size())), mb_(c.num_microbatches) {
+    for (int i = 0; i < n_; ++i) {
+      g_.AddStream({absl::StrCat("gpu", m.gpus[i].topology_gpu, ".compute"), StreamKind::kCompute, i, true, 1});
+      g_.AddStream({absl::StrCat("gpu", m.gpus[i].topology_gpu, ".h2d"), StreamKind::kH2D, i, false, 1});
+      g_.AddStream({absl::StrCat("gpu", m.gpus[i].topology_gpu, ".d2h"), StreamKind::kD2H, i, false, 1});
+    }
+    cpu_ = g_.AddStream({"cpu.optimizer", StreamKind::kCpu, -1, false, m.cpu_optimizer_threads});
+  }
+
+  TaskGraph Pipeline();
+  TaskGraph Zero();
+
+ private:
+  int Comp(int gpu) const { return 3 * gpu; }
+  int H2D(int gpu) const { return 3 * gpu + 1; }
+  int D2H(int gpu) const { return 3 * gpu + 2; }
+
+  int Add(Task t, int64_t cls) {
+    t.priority = cls + static_cast<int64_t>(g_.tasks.size());
+    return g_.Add(std::move(t));
+  }
+  Task Xfer(TaskKind kind, Direction dir, int gpu, int64_t bytes, std::vector<int> path,
+            std::vector<int> deps, int stage, int mb, bool bwd, std::string label) {
+    Task t;
+    t.kind = kind;
+    t.direction = dir;
+    t.stream = dir == Direction::kH2D ? H2D(gpu) : D2H(gpu);
+    t.bytes = bytes;
+    t.path = std::move(path);
+    t.deps = std::move(deps);
+    t.gpu = gpu;
+    t.stage = stage;
+    t.microbatch = mb;
+    t.backward = bwd;
+    t.label = std::move(label);
+    return t;
+  }
+  // Bulk copy (weights or gradients) in chunks; returns the chunk task ids.
+  std::vector<int> Bulk(TaskKind kind, Direction dir, int gpu, int64_t bytes,
+                        const std::vector<int>& path, const std::vector<int>& deps, int stage,
+                        bool bwd, const std::string& label) {
+    std::vector<int> ids;
+    const int64_t chunk = c_.chunk_bytes > 0 ? c_.chunk_bytes : std::max<int64_t>(bytes, 1);
+    int64_t left = bytes;
+    do {
+      const int64_t b = std::min(left, chunk);
+      ids.push_back(Add(Xfer(kind, dir, gpu, b, path, deps, stage, -1, bwd, label), kClassBulk));
+      left -= b;
+    } while (left > 0);
+    return ids;
+  }
+  // Moves `bytes` produced by task `src_task` on GPU a to GPU b; returns the task b waits for.
+  // Host-staged unless P2P; `host_copy` is an existing D2H copy of the data on a (or -1).
+  int Move(TaskKind kind, int a, int b, int64_t bytes, int src_task, int host_copy, int stage,
+           int mb, bool bwd, const std::string& what) {
+    if (bytes <= 0) return src_task;
+    if (a != b && m_.p2p[a][b]) {
+      return Add(Xfer(kind, Direction::kP2P, a, bytes, m_.P2pPath(a, b), {src_task}, stage, mb,
+                      bwd, what + " p2p"),
+                 kClassActivation);
+    }
+    if (host_copy < 0) {
+      host_copy = Add(Xfer(kind, Direction::kD2H, a, bytes, m_.gpus[a].d2h_path, {src_task},
+                           stage, mb, bwd, what + " d2h"),
+                      kClassActivation);
+    }
+    return Add(Xfer(kind, Direction::kH2D, b, bytes, m_.gpus[b].h2d_path, {host_copy}, stage, mb,
+                    bwd, what + " h2d"),
+               kClassActivation);
+  }
+  int Compute(int gpu, double seconds, std::vector<int> deps, int stage, int mb, bool bwd,
+              std::string label) {
+    Task t;
+    t.kind = TaskKind::kCompute;
+    t.stream = Comp(gpu);
+    t.seconds = seconds;
+    t.deps = std::move(deps);
+    t.gpu = gpu;
+    t.stage = stage;
+    t.microbatch = mb;
+    t.backward = bwd;
+    t.label = std::move(label);
+    return Add(std::move(t), 0);
+  }
+  int Optimizer(int stage, double seconds, std::vector<int> deps) {
+    Task t;
+    t.kind = TaskKind::kOptimizer;
+    t.stream = cpu_;
+    t.seconds = seconds;
+    t.deps = std::move(deps);
+    t.stage = stage;
+    t.backward = true;
+    t.label = absl::StrCat("adam s", stage);
+    return Add(std::move(t), 0);
+  }
+
+  const SimMachine& m_;
+  const std::vector<SimStage>& st_;
+  const SimConfig& c_;
+  std::vector<int> order_;
+  int n_, s_, mb_;
+  int cpu_ = 0;
+  TaskGraph g_;
+};
+
+TaskGraph Builder::Pipeline() {
+  const bool resident = c_.schedule == Schedule::kResident;
+  const bool rr = c_.schedule == Schedule::kRoundRobin;
+  auto gpu_of = [&](int stage, bool bwd) {
+    const int job = bwd && rr ? 2 * s_ - 1 - stage : stage;
+    return order_[job % static_cast<int>(order_.size())];
+  };
+  std::vector<std::vector<std::vector<int>>> releases(n_);  // per GPU, per slot
+  std::vector<std::vector<int>> fwd(s_, std::vector<int>(mb_, -1)), bwd = fwd, ckpt = fwd;
+
+  auto upload = [&](int gpu, int stage, bool back) -> std::vector<int> {
+    if (resident) return {};
+    std::vector<int> deps;
+    const auto& rel = releases[gpu];
+    if (rel.size() >= 2) deps = rel[rel.size() - 2];
+    return Bulk(TaskKind::kWeightUpload, Direction::kH2D, gpu, st_[stage].weight_bytes,
+                m_.gpus[gpu].h2d_path, deps, stage, back,
+                absl::StrCat(back ? "B" : "F", " weights s", stage));
+  };
+
+  for (int s = 0; s < s_; ++s) {  // forward
+    const int g = gpu_of(s, false);
+    std::vector<int> w = upload(g, s, false);
+    for (int mb = 0; mb < mb_; ++mb) {
+      std::vector<int> deps = w;
+      if (s == 0) {
+        if (!resident && st_[0].input_bytes > 0) {
+          deps.push_back(Add(Xfer(TaskKind::kCheckpoint, Direction::kH2D, g, st_[0].input_bytes,
+                                  m_.gpus[g].h2d_path, {}, 0, mb, false, "input h2d"),
+                             kClassActivation));
+        }
+      } else {
+        const int p = gpu_of(s - 1, false);
+        const int64_t h = st_[s].input_bytes;
+        if (resident && p == g) {
+          deps.push_back(fwd[s - 1][mb]);
+        } else {
+          deps.push_back(Move(TaskKind::kActivation, p, g, h, fwd[s - 1][mb],
+                              resident ? -1 : ckpt[s - 1][mb], s, mb, false,
+                              absl::StrCat("F act s", s - 1, "->", s)));
+        }
+      }
+      fwd[s][mb] = Compute(g, st_[s].forward_seconds + (mb == 0 ? st_[s].overhead_seconds : 0),
+                           deps, s, mb, false, absl::StrCat("F s", s, " mb", mb));
+      if (!resident && s + 1 < s_ && st_[s + 1].input_bytes > 0) {
+        ckpt[s][mb] = Add(Xfer(TaskKind::kCheckpoint, Direction::kD2H, g, st_[s + 1].input_bytes,
+                               m_.gpus[g].d2h_path, {fwd[s][mb]}, s, mb, false,
+                               absl::StrCat("F ckpt s", s, " mb", mb)),
+                          kClassActivation);
+      }
+    }
+    releases[g].push_back({fwd[s][mb_ - 1]});
+  }
+  std::vector<int> all_grads;
+  for (int s = s_ - 1; s >= 0; --s) {  // backward
+    const int g = gpu_of(s, true);
+    std::vector<int> w = upload(g, s, true);
+    for (int mb = 0; mb < mb_; ++mb) {
+      std::vector<int> deps = w;
+      deps.push_back(fwd[s][mb]);  // the forward happened (resident: its input is still here)
+      if (!resident && st_[s].input_bytes > 0) {
+        std::vector<int> src = s > 0 && ckpt[s - 1][mb] >= 0 ? std::vector<int>{ckpt[s - 1][mb]}
+                                                             : std::vector<int>{};
+        deps.push_back(Add(Xfer(TaskKind::kCheckpoint, Direction::kH2D, g, st_[s].input_bytes,
+                                m_.gpus[g].h2d_path, src, s, mb, true,
+                                absl::StrCat("B ckpt s", s, " mb", mb)),
+                           kClassActivation));
+      }
+      if (s + 1 < s_) {
+        const int q = gpu_of(s + 1, true);
+        if (resident && q == g) {
+          deps.push_back(bwd[s + 1][mb]);
+        } else {
+          deps.push_back(Move(TaskKind::kActivation, q, g, st_[s + 1].input_bytes, bwd[s + 1][mb],
+                              -1, s, mb, true, absl::StrCat("B grad s", s + 1, "->", s)));
+        }
+      }
+      bwd[s][mb] = Compute(g, st_[s].backward_seconds + (mb == 0 ? st_[s].overhead_seconds : 0),
+                           deps, s, mb, true, absl::StrCat("B s", s, " mb", mb));
+    }
+    std::vector<int> rel = {bwd[s][mb_ - 1]};
+    if (!resident) {
+      std::vector<int> gr =
+          Bulk(TaskKind::kGradientOffload, Direction::kD2H, g, st_[s].gradient_bytes,
+               m_.gpus[g].d2h_path, {bwd[s][mb_ - 1]}, s, true, absl::StrCat("grads s", s));
+      rel.insert(rel.end(), gr.begin(), gr.end());
+      all_grads.insert(all_grads.end(), gr.begin(), gr.end());
+      if (!c_.paper_barrier) Optimizer(s, st_[s].optimizer_seconds, gr);
+    }
+    releases[g].push_back(rel);
+  }
+  if (!resident && c_.paper_barrier) {
+    for (int s = s_ - 1; s >= 0; --s) Optimizer(s, st_[s].optimizer_seconds, all_grads);
+  }
+  return std::move(g_);
+}
+
+TaskGraph Builder::Zero() {
+  bool nvlink_all = n_ > 1;
+  for (int a = 0; a < n_; ++a) {
+    for (int b = 0; b < n_; ++b) {
+      if (a != b && (!m_.p2p[a][b] || m_.gpus[a].nvlink_in < 0)) nvlink_all = false;
+    }
+  }
+  std::vector<int> count(n_, 0);
+  for (int mb = 0; mb < mb_; ++mb) ++count[mb % n_];
+  std::vector<std::vector<std::vector<int>>> releases(n_);
+  std::vector<int> prev(n_, -1);
+  std::vector<int> all_grads;
+  auto pass = [&](int s, bool back) {
+    std::vector<std::vector<int>> shard(n_);
+    for (int g = 0; g < n_; ++g) {
+      std::vector<int> deps;
+      if (releases[g].size() >= 2) deps = releases[g][releases[g].size() - 2];
+      const int64_t w = nvlink_all ? st_[s].weight_bytes / n_ : st_[s].weight_bytes;
+      shard[g] = Bulk(TaskKind::kWeightUpload, Direction::kH2D, g, w, m_.gpus[g].h2d_path, deps,
+                      s, back, absl::StrCat(back ? "B" : "F", " weights s", s));
+    }
+    std::vector<int> grads_of_stage;
+    for (int g = 0; g < n_; ++g) {
+      std::vector<int> deps = shard[g];
+      if (nvlink_all) {
+        std::vector<int> all;
+        for (const auto& v : shard) all.insert(all.end(), v.begin(), v.end());
+        const int64_t rest = st_[s].weight_bytes - st_[s].weight_bytes / n_;
+        deps = {Add(Xfer(TaskKind::kWeightUpload, Direction::kP2P, g, rest,
+                         {m_.gpus[g].nvlink_in}, all, s, -1, back, "allgather"),
+                    kClassBulk)};
+      }
+      if (prev[g] >= 0) deps.push_back(prev[g]);
+      const double per = back ? st_[s].backward_seconds : st_[s].forward_seconds;
+      const int c = Compute(g, count[g] * per + (count[g] > 0 ? st_[s].overhead_seconds : 0),
+                            deps, s, -1, back, absl::StrCat(back ? "B" : "F", " s", s));
+      prev[g] = c;
+      std::vector<int> rel = {c};
+      if (back) {
+        int src = c;
+        int64_t g_bytes = st_[s].gradient_bytes;
+        if (nvlink_all) {
+          src = Add(Xfer(TaskKind::kGradientOffload, Direction::kP2P, g, g_bytes - g_bytes / n_,
+                         {m_.gpus[g].nvlink_out}, {c}, s, -1, true, "reduce-scatter"),
+                    kClassBulk);
+          g_bytes /= n_;
+        }
+        std::vector<int> gr = Bulk(TaskKind::kGradientOffload, Direction::kD2H, g, g_bytes,
+                                   m_.gpus[g].d2h_path, {src}, s, true, absl::StrCat("grads s", s));
+        rel.insert(rel.end(), gr.begin(), gr.end());
+        grads_of_stage.insert(grads_of_stage.end(), gr.begin(), gr.end());
+      }
+      releases[g].push_back(rel);
+    }
+    if (back) {
+      all_grads.insert(all_grads.end(), grads_of_stage.begin(), grads_of_stage.end());
+      if (!c_.zero_optimizer_barrier) Optimizer(s, st_[s].optimizer_seconds, grads_of_stage);
+    }
+  };
+  for (int s = 0; s < s_; ++s) pass(s, false);
+  for (int s = s_ - 1; s >= 0; --s) pass(s, true);
+  if (c_.zero_optimizer_barrier) {
+    for (int s = s_ - 1; s >= 0; --s) Optimizer(s, st_[s].optimizer_seconds, all_grads);
+  }
+  return std::move(g_);
+}
+
+}  // namespace
+
+std::vector<SimStage> MakeSimStages(const PartitionProblem& problem, const Partition& partition) {
+  return StagesOf(problem, partition.stages);
+}
+
+std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem) {
+  std::vector<StageRange> r;
+  for (int u = 0; u < problem.num_units(); ++u) r.push_back({u, u + 1});
+  return StagesOf(problem, r);
+}
+
+absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
+                                         const std::vector<SimStage>& stages,
+                                         const SimConfig& config) {
+  if (stages.empty()) return absl::InvalidArgumentError("no stages to simulate");
+  if (config.num_microbatches < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("num_microbatches must be >= 1 (got ", config.num_microbatches, ")"));
+  }
+  if (machine.num_gpus() < 1) return absl::InvalidArgumentError("the machine has no GPU");
+  std::vector<int> order;
+  if (config.gpu_order.empty()) {
+    for (int i = 0; i < machine.num_gpus(); ++i) order.push_back(i);
+  } else {
+    for (int g : config.gpu_order) {
+      const int pos = machine.PositionOf(g);
+      if (pos < 0) return absl::InvalidArgumentError(absl::StrCat("GPU ", g, " not in the machine"));
+      order.push_back(pos);
+    }
+  }
+  Builder b(machine, stages, config, std::move(order));
+  return config.schedule == Schedule::kZeroOffload ? b.Zero() : b.Pipeline();
+}
+
+}  // namespace mobius::planner::sim

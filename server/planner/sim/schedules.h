@@ -1,0 +1,85 @@
+// Schedules: one training step of a plan as a task graph (engine.h) on a SimMachine.
+//
+//   mobius      the paper's schedule. Stage s runs on gpu_order[s mod N] in both passes. Each GPU
+//               walks its "slots" (stage passes) in order: forward over its stages ascending, then
+//               backward descending. A slot's weights are uploaded (chunked, H2D) once slot k-2 of
+//               that GPU is released (its last compute, and for a backward slot its gradient
+//               offload), so a GPU holds at most two stages: the computing one and the prefetched
+//               next. All M microbatches of a stage run back to back (GPipe within the stage).
+//               Forward: a stage's output for each microbatch goes D2H to host memory (the
+//               checkpoint the backward needs) and from there H2D to the next stage's GPU; P2P
+//               pairs copy GPU-to-GPU directly (the checkpoint still goes D2H, off the critical
+//               path). Backward: reload the input checkpoint (H2D), receive the output gradient
+//               from stage s+1 (host-staged or P2P), compute (recompute included), and after the
+//               last microbatch offload the gradients (D2H); the CPU optimizer of the stage runs as
+//               soon as they are in host memory, or, with paper_barrier, all after the backward.
+//   roundrobin  RoundPipe: stages are not bound. The 2S stage passes (forward 0..S-1, backward
+//               S-1..0) form one stream assigned round-robin: pass j -> gpu_order[j mod N]
+//               (the next free GPU when passes cost the same); optimizer overlapped. Same
+//               partition for both passes (a separate backward partition is not modelled).
+//   resident    no swapping: weights stay on the GPUs (no uploads, no gradient offload, optimizer
+//               on the GPU, not modelled); checkpoints stay on the GPU; only boundary activations
+//               move between GPUs.
+//   zero        ZeRO-3-offload reference (data parallel): microbatch m on GPU m mod N; every GPU
+//               uploads every stage's weights in forward and in backward (~N x 4P bytes of H2D per
+//               step, double-buffered), computes its microbatches, offloads its gradients; the
+//               host reduces them and runs the optimizer (after the backward by default, like
+//               DeepSpeed). When every pair has NVLink, each GPU uploads 1/N and the rest is
+//               all-gathered over NVLink; gradients are reduce-scattered over NVLink and 1/N goes
+//               D2H. Activations stay on the GPU. Pass per-unit stages for layer granularity.
+//
+// Pure; thread-safe.
+#ifndef MOBIUS_SERVER_PLANNER_SIM_SCHEDULES_H_
+#define MOBIUS_SERVER_PLANNER_SIM_SCHEDULES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/planner/cost_model.h"
+#include "server/planner/partition.h"
+#include "server/planner/sim/engine.h"
+#include "server/planner/sim/machine.h"
+
+namespace mobius::planner::sim {
+
+enum class Schedule { kMobius, kRoundRobin, kResident, kZeroOffload };
+const char* ScheduleName(Schedule schedule);  // "mobius", "roundrobin", "resident", "zero"
+absl::StatusOr<Schedule> ParseSchedule(const std::string& name);
+
+// One stage, per microbatch where it says so.
+struct SimStage {
+  double forward_seconds = 0;   // per microbatch
+  double backward_seconds = 0;  // per microbatch, recompute included
+  double overhead_seconds = 0;  // per pass, added to the pass's first microbatch
+  int64_t weight_bytes = 0;     // bf16, uploaded once per pass
+  int64_t gradient_bytes = 0;   // bf16, offloaded once per step
+  int64_t input_bytes = 0;      // per microbatch: activation entering the stage (and its gradient)
+  double optimizer_seconds = 0; // CPU Adam for the stage's parameters
+};
+
+// Stages of a partition: sums over units; input_bytes = problem.boundary_bytes except stage 0
+// (token ids, taken as 0); overhead = stage_overhead_seconds / 2 per pass; optimizer time split in
+// proportion to weight bytes.
+std::vector<SimStage> MakeSimStages(const PartitionProblem& problem, const Partition& partition);
+// One stage per unit (the ZeRO model's layer granularity).
+std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem);
+
+struct SimConfig {
+  Schedule schedule = Schedule::kMobius;
+  int num_microbatches = 1;     // M
+  std::vector<int> gpu_order;   // topology GPU indices (Mapping::gpu_order); empty: machine order
+  bool paper_barrier = false;   // mobius/roundrobin: optimizer after the whole backward
+  bool zero_optimizer_barrier = true;  // zero: optimizer after the backward (DeepSpeed)
+  int64_t chunk_bytes = int64_t{256} << 20;  // weight/gradient copies in chunks; 0 = whole
+};
+
+// INVALID_ARGUMENT for no stages, M < 1, or a gpu_order entry not in the machine.
+absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
+                                         const std::vector<SimStage>& stages,
+                                         const SimConfig& config);
+
+}  // namespace mobius::planner::sim
+
+#endif  // MOBIUS_SERVER_PLANNER_SIM_SCHEDULES_H_

@@ -1,0 +1,83 @@
+// The pipeline simulator: builds a schedule's task graph (schedules.h), runs it on the machine
+// (engine.h) and reports what a plan does in one training step. docs/planner.md ("Simulator")
+// describes the model and its assumptions.
+//
+// Pure; thread-safe.
+#ifndef MOBIUS_SERVER_PLANNER_SIM_SIMULATOR_H_
+#define MOBIUS_SERVER_PLANNER_SIM_SIMULATOR_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/planner/sim/engine.h"
+#include "server/planner/sim/machine.h"
+#include "server/planner/sim/schedules.h"
+
+namespace mobius::planner::sim {
+
+struct GpuStats {
+  int gpu = -1;                   // topology GPU index
+  double busy_seconds = 0;        // compute stream busy
+  // Compute-stream idle time before a compute task, charged to the dependency that ended last:
+  double stall_prefetch_seconds = 0;    // waiting for its stage's weights
+  double stall_activation_seconds = 0;  // waiting for an activation / checkpoint / its gradient
+  double stall_other_seconds = 0;       // waiting for another GPU's compute (no transfer)
+  double idle_tail_seconds = 0;   // after its last compute until the last compute of the step
+  int64_t h2d_bytes = 0;          // copies on its H2D engine
+  int64_t d2h_bytes = 0;          // copies on its D2H engine (host-bound)
+  int64_t p2p_bytes = 0;          // direct copies it sent
+  int max_resident_stages = 0;    // most stage slots held at once (upload start .. release)
+};
+
+struct LinkStats {
+  std::string name;
+  double bytes_per_s = 0;
+  int64_t bytes = 0;
+  double busy_seconds = 0;
+};
+
+struct StageTiming {
+  int stage = 0;
+  int forward_gpu = -1, backward_gpu = -1;  // topology GPU indices
+  double forward_start = 0, forward_end = 0;
+  double backward_start = 0, backward_end = 0;
+  double optimizer_end = 0;                 // 0 without a CPU optimizer
+};
+
+struct Residency {  // one stage pass held on a GPU: first weight byte in .. slot released
+  int gpu = -1;     // machine position
+  int stage = 0;
+  bool backward = false;
+  double begin = 0, end = 0;
+};
+
+struct SimResult {
+  std::string schedule;
+  double step_seconds = 0;          // end of the last task (optimizer included)
+  double compute_end_seconds = 0;   // end of the last compute task
+  // Idle share of the GPUs' compute streams over [0, compute_end]: 1 - busy / (N x compute_end).
+  double bubble_fraction = 0;
+  std::vector<GpuStats> gpus;       // by machine position
+  std::vector<LinkStats> links;     // by link id
+  std::vector<StageTiming> stages;
+  std::vector<Residency> residencies;
+  int64_t h2d_bytes = 0, d2h_bytes = 0, p2p_bytes = 0;
+  int64_t weight_upload_bytes = 0;  // weights host -> GPU (the traffic argument's quantity)
+  TaskGraph graph;                  // what ran, with its timings (tests, traces)
+  EngineResult engine;
+};
+
+absl::StatusOr<SimResult> Simulate(const SimMachine& machine, const std::vector<SimStage>& stages,
+                                   const SimConfig& config);
+
+// Chrome trace-event JSON (open in Perfetto or chrome://tracing): "X" events with ts/dur in
+// microseconds; one process per GPU with threads compute / h2d / d2h, one process for the links
+// (a thread per link and lane, lanes so that events on a thread never overlap) and one for the CPU
+// optimizer; "M" metadata events name them.
+std::string ChromeTraceJson(const SimMachine& machine, const SimResult& result);
+
+}  // namespace mobius::planner::sim
+
+#endif  // MOBIUS_SERVER_PLANNER_SIM_SIMULATOR_H_

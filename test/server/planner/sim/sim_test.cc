@@ -1,0 +1,195 @@
+// Hand-computed timelines of the simulator (engine, machine links, schedules) and its invariants.
+#include <cmath>
+
+#include "gtest/gtest.h"
+#include "test/server/planner/sim/sim_test_util.h"
+
+namespace mobius::planner::sim {
+namespace {
+
+constexpr double kEps = 1e-9;
+
+SimConfig Config(Schedule s, int m) {
+  SimConfig c;
+  c.schedule = s;
+  c.num_microbatches = m;
+  c.chunk_bytes = 0;
+  return c;
+}
+
+// One GPU, link 1 GB/s, two stages. Slot order F0 F1 B1 B0; slot k's upload waits for slot k-2.
+//   h2d:  F0 w [0,2]  F1 w [2,3]  B1 w [3,4] (after F0 ends at 3)  B0 w [5,7] (after F1 ends at 5)
+//   comp: F0 [2,3]    F1 [3,5]    B1 [5,7]                          B0 [7,10]
+//   d2h:  grads s1 [7,8], grads s0 [10,11];  cpu: adam s1 [8,8.5], adam s0 [11,12]  -> step 12
+// Serially the same work takes 6 (uploads) + 8 (compute) + 2 (grads) + 1.5 (adam) = 17.5.
+std::vector<SimStage> TwoStages() {
+  SimStage s0{1, 3, 0, int64_t{2'000'000'000}, int64_t{1'000'000'000}, 0, 1.0};
+  SimStage s1{2, 2, 0, int64_t{1'000'000'000}, int64_t{1'000'000'000}, 0, 0.5};
+  return {s0, s1};
+}
+
+TEST(Simulator, OneGpuTwoStagesPrefetchOverlapsCompute) {
+  const SimMachine m = HandMachine(1, 1e9);
+  absl::StatusOr<SimResult> r = Simulate(m, TwoStages(), Config(Schedule::kMobius, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectInvariants(*r);
+  EXPECT_NEAR(r->step_seconds, 12, kEps);
+  EXPECT_NEAR(r->compute_end_seconds, 10, kEps);
+  const auto& st = r->stages;
+  EXPECT_NEAR(st[0].forward_start, 2, kEps);
+  EXPECT_NEAR(st[1].forward_end, 5, kEps);
+  EXPECT_NEAR(st[1].backward_start, 5, kEps);
+  EXPECT_NEAR(st[0].backward_start, 7, kEps);
+  EXPECT_NEAR(st[1].optimizer_end, 8.5, kEps);
+  EXPECT_NEAR(st[0].optimizer_end, 12, kEps);
+  EXPECT_NEAR(r->gpus[0].busy_seconds, 8, kEps);
+  EXPECT_NEAR(r->gpus[0].stall_prefetch_seconds, 2, kEps);  // only the first upload is exposed
+  EXPECT_NEAR(r->bubble_fraction, 0.2, kEps);
+  EXPECT_EQ(r->gpus[0].max_resident_stages, 2);
+  EXPECT_EQ(r->weight_upload_bytes, int64_t{6'000'000'000});
+  EXPECT_EQ(r->d2h_bytes, int64_t{2'000'000'000});
+  EXPECT_NEAR(r->links[0].busy_seconds, 6, kEps);  // gpu0.h2d: 2 + 1 + 1 + 2
+
+  SimConfig barrier = Config(Schedule::kMobius, 1);
+  barrier.paper_barrier = true;  // adam s1 [11,11.5], adam s0 [11.5,12.5]
+  absl::StatusOr<SimResult> b = Simulate(m, TwoStages(), barrier);
+  ASSERT_TRUE(b.ok());
+  ExpectInvariants(*b);
+  EXPECT_NEAR(b->step_seconds, 12.5, kEps);
+}
+
+TEST(Engine, FairSharingOfAnUplinkHalvesTheRate) {
+  // Two GPUs under one 2 GB/s uplink, own links 2 GB/s. 1 GB and 3 GB start together: 1 GB/s
+  // each until t=1, then the 3 GB copy has the uplink alone: 2 GB left at 2 GB/s -> t=2.
+  const SimMachine m = HandMachine(2, 2e9, 2e9);
+  TaskGraph g;
+  const int h0 = g.AddStream({"h2d0", StreamKind::kH2D, 0, false, 1});
+  const int h1 = g.AddStream({"h2d1", StreamKind::kH2D, 1, false, 1});
+  Task a;
+  a.stream = h0;
+  a.bytes = 1'000'000'000;
+  a.path = m.gpus[0].h2d_path;
+  Task b = a;
+  b.stream = h1;
+  b.bytes = 3'000'000'000;
+  b.path = m.gpus[1].h2d_path;
+  g.Add(a);
+  g.Add(b);
+  absl::StatusOr<EngineResult> r = RunEngine(g, m.links, 1.0);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_NEAR(r->timings[0].end, 1.0, kEps);
+  EXPECT_NEAR(r->timings[1].end, 2.0, kEps);
+  EXPECT_EQ(r->links[0].bytes, int64_t{4'000'000'000});  // uplink.h2d
+  EXPECT_NEAR(r->links[0].busy_seconds, 2.0, kEps);
+}
+
+TEST(Simulator, TwoGpusSharingAnUplinkExactTimes) {
+  // N = 2, M = 1, W = 2 GB per stage, uplink 2 GB/s shared, own links 2 GB/s.
+  //   h2d: F w s0 (gpu0) and F w s1 (gpu1) share the uplink: [0,2]; then B w s0 / B w s1: [2,4]
+  //   comp gpu0: F s0 [2,3];  gpu1: F s1 [3,4], B s1 [4,5];  gpu0: B s0 [5,6]
+  //   d2h: grads s1 (1 GB alone at 2 GB/s) [5,5.5]; grads s0 [6,6.5]  -> step 6.5
+  const SimMachine m = HandMachine(2, 2e9, 2e9);
+  SimStage s{1, 1, 0, int64_t{2'000'000'000}, int64_t{1'000'000'000}, 0, 0};
+  absl::StatusOr<SimResult> r = Simulate(m, {s, s}, Config(Schedule::kMobius, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectInvariants(*r);
+  EXPECT_NEAR(r->stages[0].forward_start, 2, kEps);
+  EXPECT_NEAR(r->stages[1].forward_start, 3, kEps);
+  EXPECT_NEAR(r->stages[1].backward_start, 4, kEps);
+  EXPECT_NEAR(r->stages[0].backward_end, 6, kEps);
+  EXPECT_NEAR(r->step_seconds, 6.5, kEps);
+  // Without the shared uplink each upload alone takes 1 s: F s0 [1,2], F s1 [2,3], B s1 [3,4],
+  // B s0 [4,5], grads s0 [5,5.5].
+  absl::StatusOr<SimResult> own = Simulate(HandMachine(2, 2e9), {s, s}, Config(Schedule::kMobius, 1));
+  ASSERT_TRUE(own.ok());
+  EXPECT_NEAR(own->step_seconds, 5.5, kEps);
+}
+
+TEST(Engine, FullDuplexDegradation) {
+  // One link of 1 GB/s per direction, factor 0.6: H2D 1.2 GB and D2H 0.6 GB together run at
+  // 0.6 GB/s each; D2H ends at 1.0, then H2D has 0.6 GB left at 1 GB/s -> 1.6.
+  for (double factor : {0.6, 1.0}) {
+    const SimMachine m = HandMachine(1, 1e9, 0, factor);
+    TaskGraph g;
+    Task up;
+    up.stream = g.AddStream({"h2d", StreamKind::kH2D, 0, false, 1});
+    up.bytes = 1'200'000'000;
+    up.path = m.gpus[0].h2d_path;
+    Task down;
+    down.stream = g.AddStream({"d2h", StreamKind::kD2H, 0, false, 1});
+    down.bytes = 600'000'000;
+    down.path = m.gpus[0].d2h_path;
+    g.Add(up);
+    g.Add(down);
+    absl::StatusOr<EngineResult> r = RunEngine(g, m.links, m.duplex_factor);
+    ASSERT_TRUE(r.ok());
+    EXPECT_NEAR(r->timings[1].end, factor == 1.0 ? 0.6 : 1.0, kEps);
+    EXPECT_NEAR(r->timings[0].end, factor == 1.0 ? 1.2 : 1.6, kEps);
+  }
+}
+
+TEST(Simulator, BubbleMatchesTheFormula) {
+  // Compute only: N GPUs, S = 2N stages, M >= N microbatches, forward t = 1, backward 3. Idle per
+  // GPU is (N-1)(t+b), so bubble = N(N-1) / (M S + N(N-1)) and step = (S M / N + N - 1)(t + b).
+  for (auto [n, m] : {std::pair{4, 8}, std::pair{2, 2}, std::pair{3, 5}}) {
+    const int s_count = 2 * n;
+    std::vector<SimStage> st(s_count, SimStage{1, 3, 0, 0, 0, 0, 0});
+    absl::StatusOr<SimResult> r = Simulate(HandMachine(n, 1e9), st, Config(Schedule::kMobius, m));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectInvariants(*r);
+    const double formula = double(n * (n - 1)) / (m * s_count + n * (n - 1));
+    EXPECT_NEAR(r->bubble_fraction, formula, 1e-9) << n << " " << m;
+    EXPECT_NEAR(r->step_seconds, (double(s_count) * m / n + n - 1) * 4, 1e-9);
+  }
+}
+
+TEST(Simulator, ResidentMovesOnlyActivations) {
+  SimStage s{1, 3, 0, int64_t{1} << 30, int64_t{1} << 30, 1'000'000, 0.1};
+  const SimMachine m = HandMachine(2, 1e9);
+  absl::StatusOr<SimResult> r = Simulate(m, {s, s}, Config(Schedule::kResident, 2));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectInvariants(*r);
+  EXPECT_EQ(r->weight_upload_bytes, 0);
+  // Forward s0 -> s1 and backward s1 -> s0 for 2 microbatches, host-staged: 4 x 1 MB each way.
+  EXPECT_EQ(r->h2d_bytes, 4'000'000);
+  EXPECT_EQ(r->d2h_bytes, 4'000'000);
+}
+
+TEST(Simulator, MobiusNeverHoldsMoreThanTwoStagesAndTracesParse) {
+  const SimMachine m = HandMachine(4, 12.6e9, 12.6e9, 0.6);
+  std::vector<SimStage> st;
+  for (int s = 0; s < 13; ++s) {
+    st.push_back({0.01 * (1 + s % 3), 0.03, 0.001, int64_t{600} << 20, int64_t{600} << 20,
+                  s == 0 ? 0 : int64_t{8} << 20, 0.05});
+  }
+  for (Schedule sched : {Schedule::kMobius, Schedule::kRoundRobin, Schedule::kResident,
+                         Schedule::kZeroOffload}) {
+    for (int mb : {1, 3, 8}) {
+      SimConfig c;
+      c.schedule = sched;
+      c.num_microbatches = mb;
+      absl::StatusOr<SimResult> r = Simulate(m, st, c);
+      ASSERT_TRUE(r.ok()) << r.status();
+      ExpectInvariants(*r);
+      for (const GpuStats& g : r->gpus) EXPECT_LE(g.max_resident_stages, 2) << ScheduleName(sched);
+      EXPECT_GT(r->step_seconds, 0);
+      ExpectValidTrace(ChromeTraceJson(m, *r), r->graph.tasks.size());
+    }
+  }
+}
+
+TEST(Simulator, BadInput) {
+  const SimMachine m = HandMachine(1, 1e9);
+  EXPECT_EQ(Simulate(m, {}, {}).status().code(), absl::StatusCode::kInvalidArgument);
+  SimConfig c;
+  c.num_microbatches = 0;
+  EXPECT_EQ(Simulate(m, TwoStages(), c).status().code(), absl::StatusCode::kInvalidArgument);
+  c.num_microbatches = 1;
+  c.gpu_order = {5};
+  EXPECT_EQ(Simulate(m, TwoStages(), c).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseSchedule("gpipe").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(*ParseSchedule("roundrobin"), Schedule::kRoundRobin);
+}
+
+}  // namespace
+}  // namespace mobius::planner::sim

@@ -1,0 +1,93 @@
+// Helpers for the simulator tests: hand-built machines and the invariants every run must satisfy.
+#ifndef MOBIUS_TEST_SERVER_PLANNER_SIM_SIM_TEST_UTIL_H_
+#define MOBIUS_TEST_SERVER_PLANNER_SIM_SIM_TEST_UTIL_H_
+
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "server/planner/sim/simulator.h"
+
+namespace mobius::planner::sim {
+
+// n GPUs, each with its own link of `own` bytes/s per direction; with uplink > 0 all share one
+// uplink of that capacity. No P2P.
+inline SimMachine HandMachine(int n, double own, double uplink = 0, double duplex = 1.0) {
+  SimMachine m;
+  m.duplex_factor = duplex;
+  const int up = uplink > 0 ? m.AddDuplexLink("uplink", uplink) : -1;
+  for (int i = 0; i < n; ++i) {
+    SimGpu g;
+    g.topology_gpu = i;
+    g.name = "hand";
+    const int own_link = m.AddDuplexLink("gpu" + std::to_string(i), own);
+    g.h2d_path = up >= 0 ? std::vector<int>{up, own_link} : std::vector<int>{own_link};
+    g.d2h_path = up >= 0 ? std::vector<int>{own_link + 1, up + 1} : std::vector<int>{own_link + 1};
+    m.gpus.push_back(g);
+  }
+  m.p2p.assign(n, std::vector<bool>(n, false));
+  return m;
+}
+
+// No overlap on a capacity-1 stream; every task starts after its dependencies end; bytes per link
+// = sum over the transfers crossing it; a host-staged copy lands as many bytes as it left.
+inline void ExpectInvariants(const SimResult& r) {
+  const TaskGraph& g = r.graph;
+  const auto& t = r.engine.timings;
+  ASSERT_EQ(t.size(), g.tasks.size());
+  std::vector<std::vector<int>> by_stream(g.streams.size());
+  std::vector<int64_t> link_bytes(r.links.size(), 0);
+  for (size_t i = 0; i < g.tasks.size(); ++i) {
+    const Task& k = g.tasks[i];
+    EXPECT_LE(t[i].start, t[i].end);
+    for (int d : k.deps) EXPECT_GE(t[i].start, t[d].end - 1e-9) << k.label << " after " << g.tasks[d].label;
+    if (g.streams[k.stream].capacity == 1) by_stream[k.stream].push_back(static_cast<int>(i));
+    for (int l : k.path) link_bytes[l] += k.bytes;
+    if (k.direction == Direction::kH2D && (k.kind == TaskKind::kActivation) && !k.deps.empty()) {
+      const Task& src = g.tasks[k.deps[0]];
+      if (src.direction == Direction::kD2H) EXPECT_EQ(src.bytes, k.bytes) << k.label;
+    }
+    if (!k.is_transfer()) EXPECT_NEAR(t[i].end - t[i].start, k.seconds, 1e-9) << k.label;
+  }
+  for (auto& v : by_stream) {
+    std::sort(v.begin(), v.end(), [&](int a, int b) { return t[a].start < t[b].start; });
+    for (size_t j = 1; j < v.size(); ++j) {
+      EXPECT_GE(t[v[j]].start, t[v[j - 1]].end - 1e-9)
+          << g.tasks[v[j]].label << " overlaps " << g.tasks[v[j - 1]].label;
+    }
+  }
+  int64_t sum_links = 0, sum_paths = 0;
+  for (size_t l = 0; l < r.links.size(); ++l) {
+    EXPECT_EQ(r.links[l].bytes, link_bytes[l]) << r.links[l].name;
+    sum_links += r.links[l].bytes;
+  }
+  for (const Task& k : g.tasks) sum_paths += k.bytes * static_cast<int64_t>(k.path.size());
+  EXPECT_EQ(sum_links, sum_paths);
+  EXPECT_EQ(r.h2d_bytes + r.d2h_bytes + r.p2p_bytes, [&] {
+    int64_t s = 0;
+    for (const Task& k : g.tasks) s += k.bytes;
+    return s;
+  }());
+}
+
+// Parses the trace and checks the keys Perfetto needs.
+inline void ExpectValidTrace(const std::string& json, size_t num_tasks) {
+  nlohmann::json j = nlohmann::json::parse(json);  // throws on malformed JSON
+  ASSERT_TRUE(j.contains("traceEvents"));
+  size_t slices = 0;
+  for (const auto& e : j["traceEvents"]) {
+    ASSERT_TRUE(e.contains("ph") && e.contains("pid") && e.contains("tid") && e.contains("name"));
+    if (e["ph"] == "X") {
+      ASSERT_TRUE(e.contains("ts") && e.contains("dur"));
+      EXPECT_GE(e["dur"].get<double>(), 0);
+      ++slices;
+    }
+  }
+  EXPECT_GE(slices, num_tasks);
+}
+
+}  // namespace mobius::planner::sim
+
+#endif  // MOBIUS_TEST_SERVER_PLANNER_SIM_SIM_TEST_UTIL_H_
