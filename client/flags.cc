@@ -8,7 +8,7 @@ ABSL_FLAG(double, timeout_seconds, 10, "Deadline of each call to the daemon, in 
 ABSL_FLAG(bool, json, false, "Print machine-readable JSON instead of text.");
 ABSL_FLAG(bool, xml, false, "topo: print the topology as hwloc XML (lstopo --input can read it).");
 ABSL_FLAG(std::string, topology_file, "",
-          "topo: read this hwloc XML file instead of asking the daemon.");
+          "topo, plan: read this hwloc XML file instead of asking the daemon.");
 ABSL_FLAG(std::string, tokenizer, "", "tokenize: model directory or tokenizer.json to use.");
 ABSL_FLAG(std::string, format, "jsonl", "tokenize: jsonl | prompt_completion | chat | text.");
 ABSL_FLAG(std::string, text_field, "text", "tokenize: JSON field holding a document.");
@@ -17,3 +17,19 @@ ABSL_FLAG(std::string, completion_field, "completion", "tokenize: JSON field of 
 ABSL_FLAG(bool, skip_bad_lines, false, "tokenize: skip (and count) malformed lines.");
 ABSL_FLAG(int, eos_id, -1, "tokenize: end-of-document token id (default: from the model).");
 ABSL_FLAG(int, threads, 0, "tokenize: threads (0: all cores).");
+ABSL_FLAG(std::string, model, "", "plan: model directory or config.json.");
+ABSL_FLAG(int64_t, batch, 8, "plan: global batch (sequences per optimizer step).");
+ABSL_FLAG(int64_t, microbatch, 1, "plan: sequences per microbatch (must divide --batch).");
+ABSL_FLAG(int64_t, seq, 1024, "plan: tokens per sequence.");
+ABSL_FLAG(std::string, schedule, "mobius", "plan: mobius | roundrobin | resident | zero.");
+ABSL_FLAG(std::string, partitioner, "exact", "plan: exact | mip | uniform.");
+ABSL_FLAG(std::string, mapper, "cross", "plan: cross | sequential.");
+ABSL_FLAG(std::string, gpus, "", "plan: granted GPU subset, e.g. 0,1,2 (default: all).");
+ABSL_FLAG(std::string, trace, "", "plan: write the simulated step as a Chrome trace (JSON).");
+ABSL_FLAG(double, gpu_memory_gib, 0, "plan: cap per-GPU memory at this many GiB (0: as reported).");
+ABSL_FLAG(double, host_memory_gib, 0,
+          "plan: host RAM in GiB (0: the topology's NUMA nodes together).");
+ABSL_FLAG(double, efficiency, 0.5, "plan: fraction of peak FLOP/s a layer reaches.");
+ABSL_FLAG(double, peak_tflops, 0,
+          "plan: the GPU's dense bf16 peak TFLOP/s (0: preset from the GPU name).");
+ABSL_FLAG(double, mip_time_limit_seconds, 10, "plan: wall-clock limit of the mip partitioner.");

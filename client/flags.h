@@ -3,6 +3,7 @@
 #ifndef MOBIUS_CLIENT_FLAGS_H_
 #define MOBIUS_CLIENT_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -20,5 +21,19 @@ ABSL_DECLARE_FLAG(std::string, completion_field);
 ABSL_DECLARE_FLAG(bool, skip_bad_lines);
 ABSL_DECLARE_FLAG(int, eos_id);
 ABSL_DECLARE_FLAG(int, threads);
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(int64_t, microbatch);
+ABSL_DECLARE_FLAG(int64_t, seq);
+ABSL_DECLARE_FLAG(std::string, schedule);
+ABSL_DECLARE_FLAG(std::string, partitioner);
+ABSL_DECLARE_FLAG(std::string, mapper);
+ABSL_DECLARE_FLAG(std::string, gpus);
+ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(double, gpu_memory_gib);
+ABSL_DECLARE_FLAG(double, host_memory_gib);
+ABSL_DECLARE_FLAG(double, efficiency);
+ABSL_DECLARE_FLAG(double, peak_tflops);
+ABSL_DECLARE_FLAG(double, mip_time_limit_seconds);
 
 #endif  // MOBIUS_CLIENT_FLAGS_H_

@@ -1,6 +1,8 @@
 // mobius: the command-line client of mobiusd.
 //
 //   mobius topo [--topology-file FILE] [--json | --xml]   the server's GPU/PCIe/NUMA topology
+//   mobius plan --model DIR [--topology-file FILE] [--batch --microbatch --seq --schedule
+//               --partitioner --mapper --gpus 0,1] [--json] [--trace out.json]
 //   mobius health                                         is the daemon serving?
 //
 // Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error.
@@ -13,6 +15,7 @@
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
 #include "client/flags.h"
+#include "client/plan_command.h"
 #include "client/tokenize_command.h"
 #include "client/topo_command.h"
 #include "common/init.h"
@@ -24,6 +27,9 @@ constexpr char kUsage[] =
     "Usage: mobius [flags] COMMAND\n"
     "Commands:\n"
     "  topo     show the server's GPU/PCIe/NUMA topology (--topology-file, --json, --xml)\n"
+    "  plan     plan a fine-tuning job: stages, mapping, memory, step time, alternatives\n"
+    "           (--model DIR|config.json, --topology-file or the daemon, --batch, --microbatch,\n"
+    "           --seq, --schedule, --partitioner, --mapper, --gpus 0,1, --json, --trace FILE)\n"
     "  health   check that the daemon is serving\n"
     "  tokenize IN OUT --tokenizer DIR   tokenize a dataset into a token file (no daemon)\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
@@ -41,6 +47,29 @@ int RunHealth() {
   }
   std::cout << *status << "\n";
   return *status == "SERVING" ? mobius::cli::kExitOk : mobius::cli::kExitServerError;
+}
+
+int RunPlanCommand() {
+  mobius::cli::PlanCommandOptions o;
+  o.model = absl::GetFlag(FLAGS_model);
+  o.topology_file = absl::GetFlag(FLAGS_topology_file);
+  o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+  o.timeout = Timeout();
+  o.batch = absl::GetFlag(FLAGS_batch);
+  o.microbatch = absl::GetFlag(FLAGS_microbatch);
+  o.seq = absl::GetFlag(FLAGS_seq);
+  o.schedule = absl::GetFlag(FLAGS_schedule);
+  o.partitioner = absl::GetFlag(FLAGS_partitioner);
+  o.mapper = absl::GetFlag(FLAGS_mapper);
+  o.gpus = absl::GetFlag(FLAGS_gpus);
+  o.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
+  o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
+  o.efficiency = absl::GetFlag(FLAGS_efficiency);
+  o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
+  o.mip_time_limit_seconds = absl::GetFlag(FLAGS_mip_time_limit_seconds);
+  o.json = absl::GetFlag(FLAGS_json);
+  o.trace = absl::GetFlag(FLAGS_trace);
+  return mobius::cli::RunPlan(o, std::cout, std::cerr);
 }
 
 }  // namespace
@@ -75,6 +104,7 @@ int main(int argc, char** argv) {
     o.xml = absl::GetFlag(FLAGS_xml);
     return mobius::cli::RunTopo(o, std::cout, std::cerr);
   }
+  if (command == "plan") return RunPlanCommand();
   if (command == "health") return RunHealth();
   std::cerr << "mobius: unknown command '" << command << "'\n" << kUsage << "\n";
   return mobius::cli::kExitUsage;

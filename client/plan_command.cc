@@ -1,0 +1,312 @@
+#include "client/plan_command.h"
+
+#include <fstream>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "client/daemon_client.h"
+#include "client/exit_codes.h"
+#include "common/model/model_config_parse.h"
+#include "nlohmann/json.hpp"
+#include "server/planner/api/make_plan.h"
+#include "server/rpc/topology_convert.h"
+#include "server/topology/analysis.h"
+#include "server/topology/hwloc_source.h"
+
+namespace mobius::cli {
+namespace {
+
+using planner::PlanReport;
+
+constexpr double kGiB = double(int64_t{1} << 30);
+
+struct Server {
+  topology::Topology topology;
+  topology::TopologyFacts facts;
+};
+
+absl::StatusOr<Server> LoadServer(const PlanCommandOptions& o) {
+  Server s;
+  if (!o.topology_file.empty()) {
+    auto loaded = topology::MakeHwlocXmlFileSource(o.topology_file)->Load();
+    if (!loaded.ok()) return loaded.status();
+    s.topology = std::move(loaded->topology);
+  } else {
+    auto resp = DaemonClient::ForSocket(o.socket_path, o.timeout)->GetTopology(false);
+    if (!resp.ok()) return resp.status();
+    auto t = TopologyFromProto(resp->topology());
+    if (!t.ok()) {
+      return absl::InternalError(
+          absl::StrCat("the daemon sent an inconsistent topology: ", t.status().message()));
+    }
+    s.topology = *std::move(t);
+  }
+  s.facts = topology::Analyze(s.topology);
+  return s;
+}
+
+absl::StatusOr<std::vector<int>> ParseGpus(const std::string& text) {
+  std::vector<int> gpus;
+  if (text.empty()) return gpus;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    int g = 0;
+    if (!absl::SimpleAtoi(part, &g)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--gpus: '", std::string(part), "' is not a GPU index (expected e.g. --gpus 0,1,2)"));
+    }
+    gpus.push_back(g);
+  }
+  return gpus;
+}
+
+absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
+  planner::PlanOptions p;
+  p.schedule = o.schedule;
+  p.partitioner = o.partitioner;
+  p.mapper = o.mapper;
+  auto gpus = ParseGpus(o.gpus);
+  if (!gpus.ok()) return gpus.status();
+  p.gpus = *gpus;
+  p.gpu_memory_bytes = static_cast<int64_t>(o.gpu_memory_gib * kGiB);
+  p.host_memory_bytes = static_cast<int64_t>(o.host_memory_gib * kGiB);
+  p.efficiency = o.efficiency;
+  if (o.peak_tflops > 0) {
+    planner::DeviceSpec d;
+    d.name = absl::StrFormat("custom %.1f TFLOPS", o.peak_tflops);
+    d.peak_flops_per_s = o.peak_tflops * 1e12;
+    d.memory_bytes = p.gpu_memory_bytes;
+    p.device = d;
+  }
+  p.mip_time_limit_seconds = o.mip_time_limit_seconds;
+  p.trace = !o.trace.empty();
+  return p;
+}
+
+std::string Gib(int64_t bytes) { return absl::StrFormat("%.2f GiB", bytes / kGiB); }
+
+std::string UnitLabel(const model::ModelDescription& m, int unit) {
+  const model::LayerUnit& u = m.units[unit];
+  if (u.kind == model::UnitKind::kDecoderBlock) return absl::StrCat("block ", u.layer);
+  return model::UnitKindName(u.kind);
+}
+
+std::string Join(const std::vector<int>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) absl::StrAppend(&s, i ? "," : "", v[i]);
+  return s;
+}
+
+void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, const PlanReport& r,
+               std::ostream& out) {
+  const planner::Plan& p = r.plan;
+  const planner::MemoryEstimate& mem = p.memory;
+  out << absl::StrFormat("Model: %s (%s), %.2fB parameters\n", m.config.model_type, o.model,
+                         r.parameters / 1e9);
+  out << absl::StrFormat(
+      "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s)\n",
+      o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device);
+  out << absl::StrFormat("Plan: schedule %s, partitioner %s, mapper %s (%s)%s\n\n", p.schedule,
+                         p.partitioner, p.mapper, p.mapping.method,
+                         r.partitioner_note.empty() ? "" : "; " + r.partitioner_note);
+
+  out << "Stages (" << p.num_stages() << "):\n";
+  out << absl::StrFormat("  %-5s %-9s %-28s %12s %5s\n", "stage", "units", "", "parameters", "GPU");
+  for (int s = 0; s < p.num_stages(); ++s) {
+    const planner::StageRange& st = p.partition.stages[s];
+    out << absl::StrFormat("  %-5d %-9s %-28s %12s %5d\n", s,
+                           absl::StrCat(st.begin, "-", st.end - 1),
+                           st.end - st.begin == 1
+                               ? UnitLabel(m, st.begin)
+                               : UnitLabel(m, st.begin) + " .. " + UnitLabel(m, st.end - 1),
+                           Gib(r.stage_parameter_bytes[s]), p.GpuOfStage(s));
+  }
+  out << "\nMapping (stage s runs on position s mod N):\n";
+  out << absl::StrFormat("  %-3s %-4s %-26s %-5s %-7s %-6s %-12s %s\n", "pos", "GPU", "name",
+                         "root", "socket", "group", "GPU memory", "stages");
+  for (size_t i = 0; i < r.placements.size(); ++i) {
+    const planner::GpuPlacement& g = r.placements[i];
+    out << absl::StrFormat("  %-3d %-4d %-26s %-5d %-7d %-6d %-12s %s\n", i, g.gpu, g.name,
+                           g.root_complex, g.package, g.contention_group, Gib(g.memory_bytes),
+                           Join(g.stages));
+  }
+  out << absl::StrFormat(
+      "\nMemory: GPU max %s of %s; host RAM %s (model state %s + checkpoints %s) of %s; pinned "
+      "%s\n",
+      Gib(mem.max_gpu_bytes), Gib(mem.gpu_capacity_bytes), Gib(mem.host_bytes),
+      Gib(mem.host_model_state_bytes), Gib(mem.host_activation_bytes),
+      r.host_memory_available_bytes > 0 ? Gib(r.host_memory_available_bytes) : "unknown",
+      Gib(mem.pinned_bytes));
+  out << absl::StrFormat(
+      "Predicted step: %.3f s simulated (cost model J %.3f s), %.0f tokens/s, bubble %.1f%%\n",
+      r.step_seconds, r.objective_seconds, r.tokens_per_second, 100 * r.bubble_fraction);
+  out << absl::StrFormat("Traffic per step: H2D %s (weights %s), D2H %s, P2P %s\n\n",
+                         Gib(r.h2d_bytes), Gib(r.weight_upload_bytes), Gib(r.d2h_bytes),
+                         Gib(r.p2p_bytes));
+
+  out << "Links:\n";
+  out << absl::StrFormat("  %-22s %10s %12s %8s %6s\n", "link", "GB/s", "bytes", "busy s", "busy");
+  for (const planner::LinkTraffic& l : r.links) {
+    if (l.bytes == 0) continue;
+    out << absl::StrFormat("  %-22s %10.2f %12s %8.3f %5.0f%%\n", l.name,
+                           l.capacity_bytes_per_s / 1e9, Gib(l.bytes), l.busy_seconds,
+                           r.step_seconds > 0 ? 100 * l.busy_seconds / r.step_seconds : 0.0);
+  }
+  if (r.alternatives.empty()) return;
+  out << "\nAlternatives (same cost model; * = this plan):\n";
+  out << absl::StrFormat("  %-12s %-11s %6s %9s %9s %10s %11s %12s  %s\n", "dimension", "name",
+                         "stages", "J s", "step s", "tokens/s", "contention", "H2D", "note");
+  for (const planner::Alternative& a : r.alternatives) {
+    const std::string name = absl::StrCat(a.chosen ? "*" : " ", a.name);
+    if (!a.available) {
+      out << absl::StrFormat("  %-12s %-11s %6s %9s %9s %10s %11s %12s  %s\n", a.dimension, name,
+                             "-", "-", "-", "-", "-", "-", a.note);
+      continue;
+    }
+    out << absl::StrFormat("  %-12s %-11s %6d %9s %9.3f %10.0f %11s %12s  %s\n", a.dimension, name,
+                           a.num_stages,
+                           a.objective_seconds > 0 ? absl::StrFormat("%.3f", a.objective_seconds)
+                                                   : "-",
+                           a.step_seconds, a.tokens_per_second,
+                           a.dimension == "schedule" ? "-"
+                                                     : absl::StrFormat("%.2f", a.contention_score),
+                           Gib(a.h2d_bytes), a.note);
+  }
+}
+
+nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDescription& m,
+                              const PlanReport& r) {
+  using nlohmann::ordered_json;
+  const planner::Plan& p = r.plan;
+  ordered_json j;
+  j["model"] = {{"path", o.model}, {"model_type", m.config.model_type},
+                {"parameters", r.parameters}, {"units", m.num_units()}};
+  j["job"] = {{"global_batch", o.batch}, {"microbatch", p.shape.microbatch_size},
+              {"seq_len", p.shape.seq_len}, {"num_microbatches", p.num_microbatches}};
+  j["device"] = r.device;
+  j["schedule"] = p.schedule;
+  j["partitioner"] = p.partitioner;
+  j["partitioner_note"] = r.partitioner_note;
+  j["mapper"] = p.mapper;
+  j["mapping_method"] = p.mapping.method;
+  j["contention_score"] = p.mapping.contention_score;
+  j["gpu_order"] = p.mapping.gpu_order;
+  ordered_json stages = ordered_json::array();
+  for (int s = 0; s < p.num_stages(); ++s) {
+    stages.push_back({{"stage", s}, {"unit_begin", p.partition.stages[s].begin},
+                      {"unit_end", p.partition.stages[s].end},
+                      {"parameter_bytes", r.stage_parameter_bytes[s]}, {"gpu", p.GpuOfStage(s)},
+                      {"slot_seconds", p.partition.costs[s].slot_seconds}});
+  }
+  j["stages"] = stages;
+  ordered_json gpus = ordered_json::array();
+  for (const planner::GpuPlacement& g : r.placements) {
+    gpus.push_back({{"gpu", g.gpu}, {"name", g.name}, {"root_complex", g.root_complex},
+                    {"package", g.package}, {"numa_node", g.numa_node},
+                    {"contention_group", g.contention_group}, {"stages", g.stages},
+                    {"memory_bytes", g.memory_bytes}});
+  }
+  j["gpus"] = gpus;
+  const planner::MemoryEstimate& mem = p.memory;
+  j["memory"] = {{"max_gpu_bytes", mem.max_gpu_bytes},
+                 {"gpu_capacity_bytes", mem.gpu_capacity_bytes},
+                 {"host_bytes", mem.host_bytes},
+                 {"host_model_state_bytes", mem.host_model_state_bytes},
+                 {"host_activation_bytes", mem.host_activation_bytes},
+                 {"pinned_bytes", mem.pinned_bytes},
+                 {"host_available_bytes", r.host_memory_available_bytes}};
+  j["predicted"] = {{"step_seconds", r.step_seconds},
+                    {"objective_seconds", r.objective_seconds},
+                    {"tokens_per_second", r.tokens_per_second},
+                    {"bubble_fraction", r.bubble_fraction}};
+  j["traffic"] = {{"h2d_bytes", r.h2d_bytes}, {"d2h_bytes", r.d2h_bytes},
+                  {"p2p_bytes", r.p2p_bytes}, {"weight_upload_bytes", r.weight_upload_bytes}};
+  ordered_json links = ordered_json::array();
+  for (const planner::LinkTraffic& l : r.links) {
+    links.push_back({{"name", l.name}, {"capacity_bytes_per_s", l.capacity_bytes_per_s},
+                     {"bytes", l.bytes}, {"busy_seconds", l.busy_seconds}});
+  }
+  j["links"] = links;
+  ordered_json alts = ordered_json::array();
+  for (const planner::Alternative& a : r.alternatives) {
+    alts.push_back({{"dimension", a.dimension}, {"name", a.name}, {"chosen", a.chosen},
+                    {"available", a.available}, {"note", a.note}, {"num_stages", a.num_stages},
+                    {"objective_seconds", a.objective_seconds},
+                    {"contention_score", a.contention_score}, {"step_seconds", a.step_seconds},
+                    {"tokens_per_second", a.tokens_per_second}, {"h2d_bytes", a.h2d_bytes},
+                    {"d2h_bytes", a.d2h_bytes}, {"weight_upload_bytes", a.weight_upload_bytes}});
+  }
+  j["alternatives"] = alts;
+  return j;
+}
+
+// Planning is local: every error MakePlan returns is about the input (or a job that does not fit).
+int PlanExitCode(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+      return kExitUsage;
+    default:
+      return ExitCodeFor(s);
+  }
+}
+
+}  // namespace
+
+int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
+  if (o.model.empty()) {
+    err << "mobius plan: --model DIR|config.json is required\n";
+    return kExitUsage;
+  }
+  auto config = model::LoadModelConfig(o.model);
+  if (!config.ok()) {
+    err << "mobius plan: " << config.status().message() << "\n";
+    return ExitCodeFor(config.status());
+  }
+  auto model = model::DescribeModel(*config);
+  if (!model.ok()) {
+    err << "mobius plan: " << model.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto options = MakeOptions(o);
+  if (!options.ok()) {
+    err << "mobius plan: " << options.status().message() << "\n";
+    return kExitUsage;
+  }
+  auto server = LoadServer(o);
+  if (!server.ok()) {
+    err << "mobius plan: " << server.status().message() << "\n";
+    return ExitCodeFor(server.status());
+  }
+  planner::JobShape job;
+  job.global_batch = o.batch;
+  job.microbatch = o.microbatch;
+  job.seq_len = o.seq;
+  auto report = planner::MakePlan(*model, server->topology, server->facts, job, *options);
+  if (!report.ok()) {
+    err << "mobius plan: " << report.status().message() << "\n";
+    return PlanExitCode(report.status());
+  }
+  if (!o.trace.empty()) {
+    std::ofstream f(o.trace, std::ios::binary | std::ios::trunc);
+    f << report->chrome_trace_json;
+    f.close();
+    if (!f) {
+      err << "mobius plan: cannot write the trace to " << o.trace << "\n";
+      return kExitUsage;
+    }
+  }
+  if (o.json) {
+    out << ToJson(o, *model, *report).dump(2) << "\n";
+  } else {
+    PrintText(o, *model, *report, out);
+    if (!o.trace.empty()) out << "\nTrace: " << o.trace << " (open in https://ui.perfetto.dev)\n";
+  }
+  return kExitOk;
+}
+
+}  // namespace mobius::cli

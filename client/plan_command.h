@@ -1,0 +1,47 @@
+// `mobius plan`: what a fine-tuning job would do on a server, before anything runs. Reads the
+// model's config.json, takes the topology from an hwloc XML file (or the daemon's GetTopology when
+// no file is given), runs planner::MakePlan (server/planner/api/make_plan.h) and prints the stages,
+// the stage -> GPU mapping with root complexes and contention groups, per-GPU memory, host and
+// pinned RAM, the predicted step time and tokens/s, traffic per link and the comparison table.
+//
+// Output: readable text (default) or one JSON object (--json); --trace FILE also writes the
+// simulated step as a Chrome trace (open in Perfetto). Errors are one line on `err`; the return
+// value is an exit code (client/exit_codes.h): 2 for bad input, including a job that does not fit
+// (the message has the numbers and what would make it fit), 3/4 when the daemon cannot be asked.
+#ifndef MOBIUS_CLIENT_PLAN_COMMAND_H_
+#define MOBIUS_CLIENT_PLAN_COMMAND_H_
+
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "absl/time/time.h"
+
+namespace mobius::cli {
+
+struct PlanCommandOptions {
+  std::string model;          // model directory or config.json (required)
+  std::string topology_file;  // hwloc XML; empty: ask the daemon
+  std::string socket_path;
+  absl::Duration timeout = absl::Seconds(10);
+  int64_t batch = 8;          // global batch, sequences per optimizer step
+  int64_t microbatch = 1;     // sequences per microbatch
+  int64_t seq = 1024;         // tokens per sequence
+  std::string schedule = "mobius";    // mobius | roundrobin | resident | zero
+  std::string partitioner = "exact";  // exact | mip | uniform
+  std::string mapper = "cross";       // cross | sequential
+  std::string gpus;           // "0,1,2": the granted subset; empty: all
+  double gpu_memory_gib = 0;  // > 0: cap per-GPU memory
+  double host_memory_gib = 0; // > 0: host RAM instead of the topology's NUMA total
+  double efficiency = 0.5;    // fraction of peak FLOP/s
+  double peak_tflops = 0;     // > 0: device peak instead of the GPU-name preset
+  double mip_time_limit_seconds = 10;
+  bool json = false;
+  std::string trace;          // write the Chrome trace here
+};
+
+int RunPlan(const PlanCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace mobius::cli
+
+#endif  // MOBIUS_CLIENT_PLAN_COMMAND_H_

@@ -1,0 +1,220 @@
+// The steps MakePlan shares with the comparison table, and the table itself. Every row runs on the
+// same PartitionProblem (profile, link rates, memory budget) and the same simulated machine, so the
+// rows differ only in the one dimension they swap.
+#include <algorithm>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "common/status_macros.h"
+#include "server/planner/api/plan_context.h"
+#include "server/planner/mapping.h"
+#include "server/planner/partition.h"
+#ifdef MOBIUS_HAVE_MIP
+#include "server/planner/mip/mip_partition.h"
+#endif
+
+namespace mobius::planner::internal {
+namespace {
+
+// A fixed set of ranges scored without the two-slot memory check (resident and per-unit stages
+// have their own memory rules).
+Partition ScoreRanges(const PartitionProblem& p, std::vector<StageRange> ranges) {
+  Partition out;
+  out.stages = std::move(ranges);
+  for (const StageRange& s : out.stages) {
+    out.costs.push_back(EvaluateStage(p, s.begin, s.end));
+    out.max_slot_seconds = std::max(out.max_slot_seconds, out.costs.back().slot_seconds);
+  }
+  out.objective_seconds = Objective(p, out.num_stages(), out.max_slot_seconds);
+  return out;
+}
+
+Alternative RowFromSim(const PlanContext& ctx, const std::string& dimension,
+                       const std::string& name, const sim::SimResult& r) {
+  Alternative a;
+  a.dimension = dimension;
+  a.name = name;
+  a.step_seconds = r.step_seconds;
+  a.tokens_per_second = TokensPerSecond(ctx, r.step_seconds);
+  a.h2d_bytes = r.h2d_bytes;
+  a.d2h_bytes = r.d2h_bytes;
+  a.weight_upload_bytes = r.weight_upload_bytes;
+  return a;
+}
+
+Alternative Unavailable(const std::string& dimension, const std::string& name,
+                        const absl::Status& why) {
+  Alternative a;
+  a.dimension = dimension;
+  a.name = name;
+  a.available = false;
+  a.note = std::string(why.message());
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const std::string& name) {
+  PartitionOutcome out;
+  if (name == "exact") {
+    MOBIUS_ASSIGN_OR_RETURN(out.partition, ExactPartition(ctx.problem));
+  } else if (name == "uniform") {
+    MOBIUS_ASSIGN_OR_RETURN(out.partition, UniformPartition(ctx.problem));
+  } else if (name == "mip") {
+#ifdef MOBIUS_HAVE_MIP
+    MipOptions mo;
+    mo.time_limit_seconds = ctx.options.mip_time_limit_seconds;
+    mo.time_limit_per_solve_seconds = ctx.options.mip_time_limit_seconds;
+    MOBIUS_ASSIGN_OR_RETURN(MipResult mip, MipPartition(ctx.problem, mo));
+    out.partition = std::move(mip.partition);
+    out.note = absl::StrFormat("CBC %s, gap %.2f%%, %d solves, %d nodes, %.2f s",
+                               MipStatusName(mip.status), 100 * mip.relative_gap, mip.solves,
+                               mip.nodes, mip.wall_seconds);
+#else
+    return absl::FailedPreconditionError(
+        "mip not available in this build (COIN-OR CBC was not found at configure time)");
+#endif
+  } else {
+    return absl::InvalidArgumentError(absl::StrCat("unknown partitioner '", name, "'"));
+  }
+  return out;
+}
+
+absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& name,
+                                  int num_stages) {
+  if (name == "cross") return CrossMapping(*ctx.facts, ctx.gpus, num_stages);
+  if (name == "sequential") return SequentialMapping(*ctx.facts, ctx.gpus, num_stages);
+  return absl::InvalidArgumentError(absl::StrCat("unknown mapper '", name, "'"));
+}
+
+absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx) {
+  const PartitionProblem& p = ctx.problem;
+  const int units = p.num_units();
+  const int stages = std::min(p.num_gpus, units);
+  std::vector<StageRange> ranges;
+  for (int s = 0, begin = 0; s < stages; ++s) {
+    const int size = units / stages + (s < units % stages ? 1 : 0);
+    ranges.push_back({begin, begin + size});
+    begin += size;
+  }
+  const int64_t budget = p.gpu_memory_bytes - p.reserved_bytes;
+  int64_t total_weights = 0;
+  for (const UnitCost& u : p.units) total_weights += u.weight_bytes;
+  // bf16 weights are 2 bytes/parameter; resident full fine-tuning keeps 16 bytes/parameter.
+  const int64_t gpus_needed = budget > 0 ? (8 * total_weights + budget - 1) / budget : 0;
+  for (int s = 0; s < stages; ++s) {
+    int64_t weights = 0, activations = 0;
+    for (int u = ranges[s].begin; u < ranges[s].end; ++u) {
+      weights += p.units[u].weight_bytes;
+      activations += p.units[u].activation_bytes;
+    }
+    const int64_t state = 8 * weights;
+    const int64_t checkpoints = p.num_microbatches * p.boundary_bytes;
+    const int64_t need = state + activations + checkpoints;
+    if (need > budget) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resident schedule does not fit: stage ", s, " (units ", ranges[s].begin, "..",
+          ranges[s].end - 1, ") needs ", GiB(need + p.reserved_bytes), " (weights, gradients and "
+          "Adam state ", GiB(state), " + activations ", GiB(activations), " + checkpoints ",
+          GiB(checkpoints), " + reserved ", GiB(p.reserved_bytes), ") but the GPU has ",
+          GiB(p.gpu_memory_bytes), "; to fit: at least ", gpus_needed,
+          " GPUs of this size (model state alone), or the mobius schedule (swaps stages "
+          "through host memory)"));
+    }
+  }
+  return ScoreRanges(p, std::move(ranges));
+}
+
+Partition UnitPartition(const PlanContext& ctx) {
+  std::vector<StageRange> ranges;
+  for (int u = 0; u < ctx.problem.num_units(); ++u) ranges.push_back({u, u + 1});
+  return ScoreRanges(ctx.problem, std::move(ranges));
+}
+
+absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,
+                                                const Partition& partition,
+                                                const Mapping& mapping) {
+  sim::SimConfig c;
+  c.schedule = schedule;
+  c.num_microbatches = ctx.num_microbatches;
+  if (schedule == sim::Schedule::kZeroOffload) {
+    c.gpu_order = ctx.gpus;
+    return sim::Simulate(ctx.machine, sim::MakeUnitSimStages(ctx.problem), c);
+  }
+  c.gpu_order = mapping.gpu_order;
+  return sim::Simulate(ctx.machine, sim::MakeSimStages(ctx.problem, partition), c);
+}
+
+absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& ctx,
+                                                             const PartitionOutcome& base) {
+  std::vector<Alternative> rows;
+  const PlanOptions& o = ctx.options;
+  MOBIUS_ASSIGN_OR_RETURN(sim::Schedule chosen_schedule, sim::ParseSchedule(o.schedule));
+  // Partitioner and mapper rows run a stage-bound pipeline: the chosen one, or mobius.
+  const sim::Schedule pipeline = chosen_schedule == sim::Schedule::kRoundRobin
+                                     ? sim::Schedule::kRoundRobin
+                                     : sim::Schedule::kMobius;
+  MOBIUS_ASSIGN_OR_RETURN(Mapping base_mapping,
+                          RunMapper(ctx, o.mapper, base.partition.num_stages()));
+
+  for (const std::string name : {"exact", "mip", "uniform"}) {
+    absl::StatusOr<PartitionOutcome> part =
+        name == o.partitioner ? absl::StatusOr<PartitionOutcome>(base) : RunPartitioner(ctx, name);
+    if (!part.ok()) {
+      rows.push_back(Unavailable("partitioner", name, part.status()));
+      continue;
+    }
+    MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, o.mapper, part->partition.num_stages()));
+    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
+                            SimulateSchedule(ctx, pipeline, part->partition, map));
+    Alternative a = RowFromSim(ctx, "partitioner", name, r);
+    a.chosen = name == o.partitioner;
+    a.note = part->note;
+    a.num_stages = part->partition.num_stages();
+    a.objective_seconds = part->partition.objective_seconds;
+    a.contention_score = map.contention_score;
+    rows.push_back(std::move(a));
+  }
+
+  for (const std::string name : {"cross", "sequential"}) {
+    MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, name, base.partition.num_stages()));
+    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
+                            SimulateSchedule(ctx, pipeline, base.partition, map));
+    Alternative a = RowFromSim(ctx, "mapper", name, r);
+    a.chosen = name == o.mapper;
+    a.num_stages = base.partition.num_stages();
+    a.objective_seconds = base.partition.objective_seconds;
+    a.contention_score = map.contention_score;
+    a.note = map.method;
+    rows.push_back(std::move(a));
+  }
+
+  for (sim::Schedule s : {sim::Schedule::kMobius, sim::Schedule::kRoundRobin,
+                          sim::Schedule::kResident, sim::Schedule::kZeroOffload}) {
+    const std::string name = sim::ScheduleName(s);
+    Partition part = base.partition;
+    Mapping map = base_mapping;
+    if (s == sim::Schedule::kResident) {
+      absl::StatusOr<Partition> res = ResidentPartition(ctx);
+      if (!res.ok()) {
+        rows.push_back(Unavailable("schedule", name, res.status()));
+        continue;
+      }
+      part = *std::move(res);
+      MOBIUS_ASSIGN_OR_RETURN(map, RunMapper(ctx, o.mapper, part.num_stages()));
+    } else if (s == sim::Schedule::kZeroOffload) {
+      part = UnitPartition(ctx);
+    }
+    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r, SimulateSchedule(ctx, s, part, map));
+    Alternative a = RowFromSim(ctx, "schedule", name, r);
+    a.chosen = s == chosen_schedule;
+    a.num_stages = part.num_stages();
+    if (s == sim::Schedule::kZeroOffload) a.note = "reference model, layer granularity";
+    if (s == sim::Schedule::kResident) a.note = "no swapping, optimizer state on the GPUs";
+    rows.push_back(std::move(a));
+  }
+  return rows;
+}
+
+}  // namespace mobius::planner::internal

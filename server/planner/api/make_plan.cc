@@ -1,0 +1,290 @@
+#include "server/planner/api/make_plan.h"
+
+#include <algorithm>
+#include <limits>
+#include <set>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "common/status_macros.h"
+#include "server/planner/api/plan_context.h"
+#include "server/planner/estimator.h"
+#include "server/planner/sim/simulator.h"
+
+namespace mobius::planner {
+namespace {
+
+using internal::GiB;
+using internal::PlanContext;
+
+// Returns M = global batch / microbatch.
+absl::StatusOr<int> ValidateJob(const model::ModelDescription& model, const JobShape& job) {
+  if (job.global_batch < 1 || job.microbatch < 1 || job.seq_len < 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "batch, microbatch and sequence length must be >= 1 (got batch ", job.global_batch,
+        ", microbatch ", job.microbatch, ", seq ", job.seq_len, ")"));
+  }
+  if (job.global_batch % job.microbatch != 0) {
+    const int64_t lo = job.global_batch / job.microbatch * job.microbatch;
+    return absl::InvalidArgumentError(absl::StrCat(
+        "global batch ", job.global_batch, " is not a multiple of the microbatch ", job.microbatch,
+        "; use batch ", lo > 0 ? absl::StrCat(lo, " or ") : "", lo + job.microbatch,
+        ", or a microbatch that divides ", job.global_batch));
+  }
+  const int64_t m = job.global_batch / job.microbatch;
+  if (m > 1 << 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("global batch / microbatch = ", m, " microbatches per step (at most 65536)"));
+  }
+  if (job.seq_len > model.config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "sequence length ", job.seq_len, " exceeds the model's max_position_embeddings ",
+        model.config.max_position_embeddings, "; use seq <= ",
+        model.config.max_position_embeddings));
+  }
+  if (job.dtype != "bf16") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("dtype '", job.dtype, "' is not planned (only bf16)"));
+  }
+  return static_cast<int>(m);
+}
+
+absl::StatusOr<std::vector<int>> ResolveGpus(const topology::Topology& t,
+                                             const PlanOptions& options) {
+  const int n = static_cast<int>(t.gpus.size());
+  if (n == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "topology (", t.source.empty() ? "unnamed" : t.source,
+        ") has 0 NVIDIA GPUs; a GPU plan needs at least 1: plan against a GPU server's "
+        "topology (--topology-file)"));
+  }
+  if (options.gpus.empty()) {
+    std::vector<int> all(n);
+    for (int g = 0; g < n; ++g) all[g] = g;
+    return all;
+  }
+  std::set<int> seen;
+  for (int g : options.gpus) {
+    if (g < 0 || g >= n) {
+      return absl::InvalidArgumentError(absl::StrCat("granted GPU ", g, " does not exist (the server has ",
+                                                     n, " GPUs: 0..", n - 1, ")"));
+    }
+    if (!seen.insert(g).second) {
+      return absl::InvalidArgumentError(absl::StrCat("GPU ", g, " granted twice"));
+    }
+  }
+  return std::vector<int>(seen.begin(), seen.end());
+}
+
+// The slowest granted GPU's spec (the pipeline runs at its pace), unless overridden.
+absl::StatusOr<DeviceSpec> ResolveDevice(const topology::Topology& t, const std::vector<int>& gpus,
+                                         const PlanOptions& options) {
+  DeviceSpec spec;
+  if (options.device.has_value()) {
+    spec = *options.device;
+  } else {
+    bool found = false;
+    for (int g : gpus) {
+      std::optional<DeviceSpec> s = DeviceSpecForGpuName(t.gpus[g].name, t.gpus[g].memory_bytes);
+      if (!s.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "no device spec for GPU ", g, " '", t.gpus[g].name,
+            "' (known: RTX 3090, RTX 4090, RTX A6000, H100, H200); give its peak bf16 TFLOP/s "
+            "(--peak-tflops)"));
+      }
+      if (!found || s->peak_flops_per_s < spec.peak_flops_per_s) spec = *s;
+      found = true;
+    }
+  }
+  if (!(options.efficiency > 0 && options.efficiency <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("efficiency must be in (0, 1] (got ", options.efficiency, ")"));
+  }
+  spec.efficiency = options.efficiency;
+  return spec;
+}
+
+absl::Status CheckChoices(const PlanOptions& o) {
+  MOBIUS_RETURN_IF_ERROR(sim::ParseSchedule(o.schedule).status());
+  if (o.partitioner != "exact" && o.partitioner != "mip" && o.partitioner != "uniform") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown partitioner '", o.partitioner, "' (exact, mip, uniform)"));
+  }
+  if (o.mapper != "cross" && o.mapper != "sequential") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("unknown mapper '", o.mapper, "' (cross, sequential)"));
+  }
+  if (o.partitioner == "mip" && !MipAvailable()) {
+    return absl::FailedPreconditionError(
+        "partitioner 'mip': mip not available in this build (COIN-OR CBC was not found); use "
+        "--partitioner exact (same optimum)");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
+                                        const topology::Topology& topology,
+                                        const topology::TopologyFacts& facts, const JobShape& job,
+                                        const PlanOptions& options) {
+  PlanContext ctx;
+  ctx.model = &model;
+  ctx.topology = &topology;
+  ctx.facts = &facts;
+  ctx.job = job;
+  ctx.options = options;
+  MOBIUS_RETURN_IF_ERROR(CheckChoices(options));
+  MOBIUS_ASSIGN_OR_RETURN(ctx.num_microbatches, ValidateJob(model, job));
+  MOBIUS_ASSIGN_OR_RETURN(ctx.gpus, ResolveGpus(topology, options));
+  MOBIUS_ASSIGN_OR_RETURN(ctx.device, ResolveDevice(topology, ctx.gpus, options));
+  MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
+                          AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device));
+  MOBIUS_ASSIGN_OR_RETURN(
+      ctx.problem, MakePartitionProblem(ctx.profile, model, topology, facts, ctx.gpus,
+                                        ctx.num_microbatches, ctx.device.memory_bytes,
+                                        options.cost));
+  if (options.gpu_memory_bytes > 0) {
+    ctx.problem.gpu_memory_bytes = std::min(ctx.problem.gpu_memory_bytes, options.gpu_memory_bytes);
+  }
+  sim::MachineOptions mo;
+  mo.dma_efficiency = options.cost.dma_efficiency;
+  mo.duplex_factor = options.duplex_factor;
+  MOBIUS_ASSIGN_OR_RETURN(ctx.machine, sim::MakeMachine(topology, facts, ctx.gpus, mo));
+  MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(ctx.problem));
+  return ctx;
+}
+
+int64_t HostMemoryAvailable(const topology::Topology& t, const PlanOptions& o) {
+  if (o.host_memory_bytes > 0) return o.host_memory_bytes;
+  int64_t sum = 0;
+  for (const topology::NumaNode& n : t.numa_nodes) sum += static_cast<int64_t>(n.memory_bytes);
+  return sum;
+}
+
+absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, int64_t available) {
+  if (available <= 0 || m.host_bytes <= available) return absl::OkStatus();
+  const int64_t params = model::TotalParameters(*ctx.model);
+  // The checkpoints scale with the batch: the largest global batch whose checkpoints still fit.
+  const int64_t per_microbatch = m.host_activation_bytes / ctx.num_microbatches;
+  const int64_t spare = available - m.host_model_state_bytes;
+  std::string fix = "a server with more RAM or a smaller model";
+  if (spare > 0 && per_microbatch > 0) {
+    fix = absl::StrCat("a global batch <= ", spare / per_microbatch * ctx.job.microbatch,
+                       " sequences, a shorter sequence, ", fix);
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "host RAM too small: the plan needs ", GiB(m.host_bytes), " (model state ",
+      GiB(m.host_model_state_bytes), " = 16 bytes x ", params, " parameters + activation "
+      "checkpoints ", GiB(m.host_activation_bytes), ") but the server has ", GiB(available),
+      " (", ctx.topology->numa_nodes.size(), " NUMA nodes); to fit: ", fix));
+}
+
+void FillPlacements(const PlanContext& ctx, PlanReport& r) {
+  const Mapping& map = r.plan.mapping;
+  const int n = static_cast<int>(map.gpu_order.size());
+  for (int i = 0; i < n; ++i) {
+    const int g = map.gpu_order[i];
+    const topology::GpuFacts& f = ctx.facts->gpus[g];
+    GpuPlacement p{g, ctx.topology->gpus[g].name, f.root_complex, f.package, f.numa_node,
+                   f.contention_group, {}, 0};
+    for (int s = i; s < r.plan.num_stages(); s += n) p.stages.push_back(s);
+    if (i < static_cast<int>(r.plan.memory.gpu_bytes.size())) p.memory_bytes = r.plan.memory.gpu_bytes[i];
+    r.placements.push_back(std::move(p));
+  }
+}
+
+void FillSimulation(const PlanContext& ctx, const sim::SimResult& sr, PlanReport& r) {
+  r.step_seconds = sr.step_seconds;
+  r.plan.predicted_step_seconds = sr.step_seconds;
+  r.tokens_per_second = internal::TokensPerSecond(ctx, sr.step_seconds);
+  r.bubble_fraction = sr.bubble_fraction;
+  r.h2d_bytes = sr.h2d_bytes;
+  r.d2h_bytes = sr.d2h_bytes;
+  r.p2p_bytes = sr.p2p_bytes;
+  r.weight_upload_bytes = sr.weight_upload_bytes;
+  for (const sim::LinkStats& l : sr.links) {
+    r.links.push_back({l.name, l.bytes_per_s, l.bytes, l.busy_seconds});
+  }
+  if (ctx.options.trace) r.chrome_trace_json = sim::ChromeTraceJson(ctx.machine, sr);
+}
+
+}  // namespace
+
+bool MipAvailable() {
+#ifdef MOBIUS_HAVE_MIP
+  return true;
+#else
+  return false;
+#endif
+}
+
+absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
+                                    const topology::Topology& topology,
+                                    const topology::TopologyFacts& facts, const JobShape& job,
+                                    const PlanOptions& options) {
+  MOBIUS_ASSIGN_OR_RETURN(PlanContext ctx, MakeContext(model, topology, facts, job, options));
+  MOBIUS_ASSIGN_OR_RETURN(sim::Schedule schedule, sim::ParseSchedule(options.schedule));
+
+  // The partitioner's and mapper's choice (also the base of the comparison table).
+  MOBIUS_ASSIGN_OR_RETURN(internal::PartitionOutcome base,
+                          internal::RunPartitioner(ctx, options.partitioner));
+  PlanReport r;
+  r.partitioner_note = base.note;
+  Plan& plan = r.plan;
+  plan.shape = {job.microbatch, job.seq_len};
+  plan.num_microbatches = ctx.num_microbatches;
+  plan.partitioner = options.partitioner;
+  plan.mapper = options.mapper;
+  plan.schedule = options.schedule;
+  plan.partition = base.partition;
+  if (schedule == sim::Schedule::kResident) {
+    MOBIUS_ASSIGN_OR_RETURN(plan.partition, internal::ResidentPartition(ctx));
+    plan.partitioner = "uniform";
+  } else if (schedule == sim::Schedule::kZeroOffload) {
+    plan.partition = internal::UnitPartition(ctx);
+    plan.partitioner = "per-unit";
+  }
+  MOBIUS_ASSIGN_OR_RETURN(plan.mapping,
+                          internal::RunMapper(ctx, options.mapper, plan.num_stages()));
+  if (schedule == sim::Schedule::kZeroOffload) {
+    plan.mapper = "data-parallel";
+    plan.mapping.method = "data-parallel";
+  }
+  plan.memory = EstimateMemory(model, ctx.profile, ctx.problem, plan.partition, plan.mapping,
+                               ctx.num_microbatches);
+  r.host_memory_available_bytes = HostMemoryAvailable(topology, options);
+  if (schedule != sim::Schedule::kResident) {
+    MOBIUS_RETURN_IF_ERROR(CheckHostMemory(ctx, plan.memory, r.host_memory_available_bytes));
+  }
+
+  MOBIUS_ASSIGN_OR_RETURN(sim::SimResult sr,
+                          internal::SimulateSchedule(ctx, schedule, plan.partition, plan.mapping));
+  r.device = ctx.device.name;
+  r.parameters = model::TotalParameters(model);
+  r.num_gpus = static_cast<int>(ctx.gpus.size());
+  r.objective_seconds = plan.partition.objective_seconds;
+  for (const StageRange& s : plan.partition.stages) {
+    r.stage_parameter_bytes.push_back(ctx.profile.ParameterBytes(s.begin, s.end));
+  }
+  FillPlacements(ctx, r);
+  FillSimulation(ctx, sr, r);
+  if (options.compare) {
+    MOBIUS_ASSIGN_OR_RETURN(r.alternatives, internal::CompareAlternatives(ctx, base));
+  }
+  return r;
+}
+
+namespace internal {
+
+double TokensPerSecond(const PlanContext& ctx, double step_seconds) {
+  return step_seconds > 0
+             ? static_cast<double>(ctx.job.global_batch * ctx.job.seq_len) / step_seconds
+             : 0;
+}
+
+std::string GiB(int64_t bytes) {
+  return absl::StrFormat("%.2f GiB", static_cast<double>(bytes) / (int64_t{1} << 30));
+}
+
+}  // namespace internal
+}  // namespace mobius::planner

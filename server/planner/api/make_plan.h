@@ -1,0 +1,135 @@
+// MakePlan: the planner's front door. Turns a model, a server topology and a job shape into a Plan
+// (stages, stage -> GPU mapping, predicted step time, memory) plus everything `mobius plan` shows:
+// the simulated step (server/planner/sim), traffic per link, and a comparison table of the
+// alternatives on the same cost model. The daemon will serve the same call as a dry-run RPC.
+//
+//   ModelDescription + Topology/Facts + JobShape + PlanOptions
+//     -> AnalyticProfile (device spec from the GPU name, or PlanOptions::device)
+//     -> MakePartitionProblem (granted GPUs; memory cap override)
+//     -> partitioner (exact | mip | uniform) -> mapper (cross | sequential)
+//     -> Simulate(schedule) -> EstimateMemory -> host RAM check -> alternatives
+//
+// Schedules and their stages: mobius and roundrobin use the partitioner's stages and the mapper's
+// GPU order; resident uses min(N, L) uniform stages, one per GPU, and must fit with the optimizer
+// state on the GPU (16 bytes/parameter + activations); zero (ZeRO-3-offload reference) runs at
+// layer-unit granularity, microbatch m on GPU m mod N.
+//
+// Errors (one line each, with the numbers and what would make it fit):
+//   INVALID_ARGUMENT     non-positive shape, global batch not a multiple of the microbatch, sequence
+//                        longer than the model's positions, unknown dtype/partitioner/mapper,
+//                        granted GPU out of range or duplicated, GPU without a known device spec;
+//   FAILED_PRECONDITION  no GPUs in the topology (a GPU plan needs one), a unit that does not fit
+//                        one GPU alone, host RAM (sum of the NUMA nodes, or the override) smaller
+//                        than the plan needs, `resident` chosen but the model does not fit, `mip`
+//                        chosen in a build without COIN-OR CBC.
+//
+// Pure (no I/O); thread-safe.
+#ifndef MOBIUS_SERVER_PLANNER_API_MAKE_PLAN_H_
+#define MOBIUS_SERVER_PLANNER_API_MAKE_PLAN_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model/layer_units.h"
+#include "server/planner/cost_model.h"
+#include "server/planner/plan.h"
+#include "server/planner/profile.h"
+#include "server/planner/sim/machine.h"
+#include "server/planner/sim/schedules.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+
+namespace mobius::planner {
+
+struct JobShape {
+  int64_t global_batch = 8;  // sequences per optimizer step (= M x microbatch)
+  int64_t microbatch = 1;    // sequences per microbatch
+  int64_t seq_len = 1024;    // tokens per sequence
+  std::string dtype = "bf16";  // weights/activations; only bf16 is planned today
+};
+
+struct PlanOptions {
+  std::string schedule = "mobius";     // mobius | roundrobin | resident | zero
+  std::string partitioner = "exact";   // exact | mip | uniform
+  std::string mapper = "cross";        // cross | sequential
+  std::vector<int> gpus;               // granted subset (Topology::gpus indices); empty: all
+  int64_t gpu_memory_bytes = 0;        // > 0: cap every GPU at this (else topology / spec)
+  int64_t host_memory_bytes = 0;       // > 0: host RAM available (else sum of NUMA nodes)
+  double efficiency = 0.5;             // fraction of peak FLOP/s (analytic profile)
+  std::optional<DeviceSpec> device;    // overrides the spec looked up from the GPU name
+  CostOptions cost;
+  double duplex_factor = 1.0;          // simulator: full-duplex degradation (sim/engine.h)
+  double mip_time_limit_seconds = 10;  // all MIP solves together (the plan still comes back)
+  bool compare = true;                 // fill PlanReport::alternatives
+  bool trace = false;                  // fill PlanReport::chrome_trace_json
+};
+
+// True when this build links the COIN-OR CBC partitioner (server/planner/mip).
+bool MipAvailable();
+
+// One row of the comparison table: the chosen plan with one dimension swapped.
+struct Alternative {
+  std::string dimension;  // "partitioner", "mapper", "schedule"
+  std::string name;       // "exact", "cross", "zero", ...
+  bool chosen = false;    // the plan's own choice
+  bool available = true;  // false: not built (mip) or does not fit (resident); see note
+  std::string note;       // why unavailable, MIP status and gap, ...
+  int num_stages = 0;
+  double objective_seconds = 0;  // the cost model's J (partitioners, mappers; 0 for others)
+  double contention_score = 0;   // mappers
+  double step_seconds = 0;       // simulated
+  double tokens_per_second = 0;
+  int64_t h2d_bytes = 0;         // host -> GPU per step, all GPUs
+  int64_t d2h_bytes = 0;
+  int64_t weight_upload_bytes = 0;
+};
+
+// Where the plan's stages run, per entry of Mapping::gpu_order.
+struct GpuPlacement {
+  int gpu = -1;               // Topology::gpus index
+  std::string name;
+  int root_complex = -1;      // TopologyFacts::root_complexes index
+  int package = -1;
+  int numa_node = -1;
+  int contention_group = -1;  // TopologyFacts::contention_groups index
+  std::vector<int> stages;    // stage indices it runs
+  int64_t memory_bytes = 0;   // estimator's GPU memory
+};
+
+struct LinkTraffic {
+  std::string name;  // simulator link name, e.g. "uplink0.h2d"
+  double capacity_bytes_per_s = 0;
+  int64_t bytes = 0;  // one step
+  double busy_seconds = 0;
+};
+
+struct PlanReport {
+  Plan plan;  // predicted_step_seconds = the simulated step; partition.objective_seconds = J
+  std::string device;               // DeviceSpec name the profile used
+  int64_t parameters = 0;
+  int num_gpus = 0;
+  std::vector<int64_t> stage_parameter_bytes;  // bf16, per stage
+  std::vector<GpuPlacement> placements;
+  double objective_seconds = 0;     // J of cost_model.h
+  double step_seconds = 0;          // simulated
+  double tokens_per_second = 0;     // global_batch x seq_len / step
+  double bubble_fraction = 0;
+  int64_t h2d_bytes = 0, d2h_bytes = 0, p2p_bytes = 0, weight_upload_bytes = 0;
+  int64_t host_memory_available_bytes = 0;  // 0: unknown (check skipped)
+  std::vector<LinkTraffic> links;
+  std::vector<Alternative> alternatives;
+  std::string partitioner_note;     // MIP status/gap
+  std::string chrome_trace_json;    // when PlanOptions::trace
+};
+
+absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
+                                    const topology::Topology& topology,
+                                    const topology::TopologyFacts& facts, const JobShape& job,
+                                    const PlanOptions& options = {});
+
+}  // namespace mobius::planner
+
+#endif  // MOBIUS_SERVER_PLANNER_API_MAKE_PLAN_H_

@@ -1,0 +1,65 @@
+// Internal to mobius::planner_api: the resolved inputs of one MakePlan call and the steps that
+// make_plan.cc (the chosen plan) and alternatives.cc (the comparison table) share. Not installed
+// for other components; include make_plan.h instead.
+#ifndef MOBIUS_SERVER_PLANNER_API_PLAN_CONTEXT_H_
+#define MOBIUS_SERVER_PLANNER_API_PLAN_CONTEXT_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/planner/api/make_plan.h"
+#include "server/planner/sim/simulator.h"
+
+namespace mobius::planner::internal {
+
+struct PlanContext {
+  const model::ModelDescription* model = nullptr;
+  const topology::Topology* topology = nullptr;
+  const topology::TopologyFacts* facts = nullptr;
+  JobShape job;
+  PlanOptions options;
+  std::vector<int> gpus;  // granted, ascending
+  int num_microbatches = 1;
+  DeviceSpec device;
+  Profile profile;
+  PartitionProblem problem;
+  sim::SimMachine machine;
+};
+
+struct PartitionOutcome {
+  Partition partition;
+  std::string note;  // MIP status and gap
+};
+
+// "exact" | "mip" | "uniform". FAILED_PRECONDITION for mip without CBC in the build.
+absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const std::string& name);
+
+// "cross" | "sequential" over ctx.gpus.
+absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& name,
+                                  int num_stages);
+
+// min(N, L) stages of equal unit counts, one per GPU, scored on ctx.problem; FAILED_PRECONDITION
+// (with the numbers) when a stage with its optimizer state (16 bytes/parameter), one microbatch's
+// activations and M checkpoints does not fit the GPU.
+absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx);
+
+// One stage per unit (the ZeRO model's granularity), scored on ctx.problem.
+Partition UnitPartition(const PlanContext& ctx);
+
+// Simulates one step. zero: unit stages, machine order; others: the partition's stages.
+absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,
+                                                const Partition& partition,
+                                                const Mapping& mapping);
+
+double TokensPerSecond(const PlanContext& ctx, double step_seconds);
+
+// The comparison table (partitioners, mappers, schedules) around the chosen plan.
+absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& ctx,
+                                                             const PartitionOutcome& base);
+
+std::string GiB(int64_t bytes);  // "12.34 GiB"
+
+}  // namespace mobius::planner::internal
+
+#endif  // MOBIUS_SERVER_PLANNER_API_PLAN_CONTEXT_H_

@@ -1,0 +1,138 @@
+// `mobius plan --topology-file`: text and JSON outputs, the Chrome trace, and bad input (exit 2,
+// one line naming the problem).
+#include "client/plan_command.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "client/exit_codes.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
+#include "test/testing/paths.h"
+
+namespace mobius::cli {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Result {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+Result RunCommand(const PlanCommandOptions& o) {
+  std::ostringstream out, err;
+  int code = RunPlan(o, out, err);
+  return {code, out.str(), err.str()};
+}
+
+PlanCommandOptions Options(const std::string& model, const std::string& topology) {
+  PlanCommandOptions o;
+  o.model = mobius::testing::SourcePath("test/data/models/" + model);
+  o.topology_file = mobius::testing::TopologyFixture(topology);
+  o.batch = 4;
+  o.microbatch = 1;
+  o.seq = 512;
+  o.mip_time_limit_seconds = 0.3;
+  return o;
+}
+
+constexpr char kPaper[] = "paper_testbed_2s_2sw_8x3090.xml";
+
+int Lines(const std::string& s) { return static_cast<int>(std::count(s.begin(), s.end(), '\n')); }
+
+TEST(PlanCommand, TextShowsEverySection) {
+  Result r = RunCommand(Options("llama-2-7b.json", kPaper));
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(r.err.empty());
+  for (const char* s : {"Stages (", "Mapping (", "Memory: GPU max", "host RAM", "pinned",
+                        "Predicted step:", "tokens/s", "Traffic per step", "Links:", "uplink",
+                        "Alternatives", "*exact", "uniform", "*cross", "sequential", "*mobius",
+                        "roundrobin", "resident", "zero", "block 0"}) {
+    EXPECT_THAT(r.out, HasSubstr(s)) << s;
+  }
+}
+
+TEST(PlanCommand, JsonIsMachineReadable) {
+  PlanCommandOptions o = Options("gpt2.json", kPaper);
+  o.json = true;
+  o.gpus = "0,4,1,5";
+  o.mapper = "sequential";
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedule"], "mobius");
+  EXPECT_EQ(j["mapper"], "sequential");
+  EXPECT_EQ(j["gpu_order"], nlohmann::json({0, 1, 4, 5}));
+  EXPECT_EQ(j["gpus"].size(), 4u);
+  EXPECT_GT(j["predicted"]["step_seconds"].get<double>(), 0);
+  EXPECT_GT(j["predicted"]["tokens_per_second"].get<double>(), 0);
+  EXPECT_GT(j["memory"]["host_bytes"].get<int64_t>(), 0);
+  EXPECT_FALSE(j["stages"].empty());
+  EXPECT_EQ(j["stages"][0]["unit_begin"], 0);
+  EXPECT_EQ(j["alternatives"].size(), 9u);
+  EXPECT_FALSE(j["links"].empty());
+}
+
+TEST(PlanCommand, TraceIsWrittenAndParses) {
+  PlanCommandOptions o = Options("gpt2.json", kPaper);
+  o.trace = ::testing::TempDir() + "/plan_trace.json";
+  o.gpus = "0,1";
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Trace: "));
+  std::ifstream f(o.trace);
+  ASSERT_TRUE(f.good());
+  nlohmann::json j = nlohmann::json::parse(f);
+  ASSERT_TRUE(j.contains("traceEvents"));
+  EXPECT_FALSE(j["traceEvents"].empty());
+  std::remove(o.trace.c_str());
+}
+
+struct BadCase {
+  const char* name;
+  const char* model;
+  const char* topology;
+  void (*edit)(PlanCommandOptions&);
+  const char* message;
+};
+
+TEST(PlanCommand, BadInputExits2WithOneLine) {
+  const BadCase cases[] = {
+      {"no model", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.model.clear(); },
+       "--model DIR|config.json is required"},
+      {"missing model", "nope.json", kPaper, nullptr, "nope.json"},
+      {"batch", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.batch = 10, o.microbatch = 4; },
+       "global batch 10 is not a multiple of the microbatch 4"},
+      {"no gpus", "gpt2.json", "cpu_only_1s.xml", nullptr, "0 NVIDIA GPUs"},
+      {"gpu list", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.gpus = "0,x"; },
+       "--gpus: 'x' is not a GPU index"},
+      {"gpu range", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.gpus = "0,8"; },
+       "granted GPU 8 does not exist"},
+      {"schedule", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.schedule = "gpipe"; },
+       "unknown schedule 'gpipe'"},
+      {"unit fit", "llama-2-7b.json", kPaper,
+       [](PlanCommandOptions& o) { o.gpu_memory_gib = 1.5; }, "does not fit on a GPU even alone"},
+      {"host ram", "llama-2-7b.json", kPaper,
+       [](PlanCommandOptions& o) { o.host_memory_gib = 32; }, "host RAM too small"},
+      {"topology", "gpt2.json", "does-not-exist.xml", nullptr, "does-not-exist.xml"},
+  };
+  for (const BadCase& c : cases) {
+    PlanCommandOptions o = Options(c.model, c.topology);
+    if (c.edit) c.edit(o);
+    Result r = RunCommand(o);
+    EXPECT_EQ(r.code, kExitUsage) << c.name << ": " << r.err;
+    EXPECT_TRUE(r.out.empty()) << c.name;
+    EXPECT_EQ(Lines(r.err), 1) << c.name << ": " << r.err;
+    EXPECT_THAT(r.err, HasSubstr(c.message)) << c.name;
+    EXPECT_THAT(r.err, HasSubstr("mobius plan: ")) << c.name;
+  }
+}
+
+}  // namespace
+}  // namespace mobius::cli

@@ -1,0 +1,259 @@
+// MakePlan on the hwloc fixtures and real config.json files: the paper's claims hold end to end,
+// the comparison table is complete, and bad input fails with numbers and a fix.
+#include "server/planner/api/make_plan.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/model/model_config_parse.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "server/topology/hwloc_source.h"
+#include "test/testing/paths.h"
+
+namespace mobius::planner {
+namespace {
+
+using ::testing::HasSubstr;
+
+struct Fixture {
+  topology::Topology topology;
+  topology::TopologyFacts facts;
+};
+
+Fixture LoadTopology(const std::string& name) {
+  auto loaded = topology::MakeHwlocXmlFileSource(testing::TopologyFixture(name))->Load();
+  EXPECT_TRUE(loaded.ok()) << loaded.status();
+  Fixture f;
+  if (loaded.ok()) {
+    f.topology = loaded->topology;
+    f.facts = topology::Analyze(f.topology);
+  }
+  return f;
+}
+
+model::ModelDescription LoadModel(const std::string& name) {
+  auto config = model::LoadModelConfig(testing::SourcePath("test/data/models/" + name));
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto m = model::DescribeModel(*config);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+JobShape Job(int64_t batch, int64_t microbatch, int64_t seq) {
+  JobShape j;
+  j.global_batch = batch;
+  j.microbatch = microbatch;
+  j.seq_len = seq;
+  return j;
+}
+
+const Alternative* Row(const PlanReport& r, const std::string& dim, const std::string& name) {
+  for (const Alternative& a : r.alternatives) {
+    if (a.dimension == dim && a.name == name) return &a;
+  }
+  return nullptr;
+}
+
+TEST(MakePlan, PaperTestbedLlama7bMobius) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("llama-2-7b.json");
+  PlanOptions o;
+  o.mip_time_limit_seconds = 0.5;
+  auto r = MakePlan(m, f.topology, f.facts, Job(8, 1, 1024), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->plan.schedule, "mobius");
+  EXPECT_EQ(r->num_gpus, 8);
+  EXPECT_EQ(r->plan.num_microbatches, 8);
+  EXPECT_GE(r->plan.num_stages(), 8);
+  EXPECT_GT(r->step_seconds, 0);
+  EXPECT_EQ(r->plan.predicted_step_seconds, r->step_seconds);
+  EXPECT_GT(r->objective_seconds, 0);
+  EXPECT_NEAR(r->tokens_per_second, 8 * 1024 / r->step_seconds, 1e-6);
+  EXPECT_GT(r->bubble_fraction, 0);
+  EXPECT_LT(r->bubble_fraction, 1);
+  EXPECT_FALSE(r->links.empty());
+  EXPECT_EQ(r->device, "RTX 3090");
+
+  // Cross mapping alternates root complexes (paper testbed: one switch per socket).
+  ASSERT_EQ(r->placements.size(), 8u);
+  for (size_t i = 0; i + 1 < r->placements.size(); ++i) {
+    EXPECT_NE(r->placements[i].root_complex, r->placements[i + 1].root_complex) << i;
+  }
+  // Stages cover the model; memory fits the GPUs and the host.
+  int64_t stage_bytes = 0;
+  for (int64_t b : r->stage_parameter_bytes) stage_bytes += b;
+  EXPECT_GE(stage_bytes, 2 * r->parameters);
+  EXPECT_GT(r->plan.memory.max_gpu_bytes, 0);
+  EXPECT_LE(r->plan.memory.max_gpu_bytes, r->plan.memory.gpu_capacity_bytes);
+  EXPECT_EQ(r->plan.memory.host_model_state_bytes, 16 * r->parameters);
+  EXPECT_GT(r->plan.memory.pinned_bytes, 0);
+  EXPECT_EQ(r->host_memory_available_bytes, int64_t{2} * 824633720832);
+
+  // Traffic: Mobius uploads each weight once per pass, ZeRO-offload once per GPU: ~1/N.
+  const Alternative* zero = Row(*r, "schedule", "zero");
+  ASSERT_NE(zero, nullptr);
+  const double ratio = double(r->weight_upload_bytes) / zero->weight_upload_bytes;
+  EXPECT_NEAR(ratio, 1.0 / 8, 0.02);
+  EXPECT_LT(r->step_seconds, zero->step_seconds);
+}
+
+TEST(MakePlan, ComparisonTableHasEveryAlternative) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("llama-2-7b.json");
+  PlanOptions o;
+  o.mip_time_limit_seconds = 0.5;
+  auto r = MakePlan(m, f.topology, f.facts, Job(4, 1, 512), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::vector<std::pair<std::string, std::string>> expected = {
+      {"partitioner", "exact"}, {"partitioner", "mip"},       {"partitioner", "uniform"},
+      {"mapper", "cross"},      {"mapper", "sequential"},     {"schedule", "mobius"},
+      {"schedule", "roundrobin"}, {"schedule", "resident"}, {"schedule", "zero"}};
+  EXPECT_EQ(r->alternatives.size(), expected.size());
+  for (const auto& [dim, name] : expected) {
+    const Alternative* a = Row(*r, dim, name);
+    ASSERT_NE(a, nullptr) << dim << " " << name;
+    if (!a->available) {
+      EXPECT_FALSE(a->note.empty());
+      continue;
+    }
+    EXPECT_GT(a->step_seconds, 0) << name;
+    EXPECT_GT(a->tokens_per_second, 0) << name;
+  }
+  EXPECT_TRUE(Row(*r, "partitioner", "exact")->chosen);
+  EXPECT_TRUE(Row(*r, "mapper", "cross")->chosen);
+  EXPECT_TRUE(Row(*r, "schedule", "mobius")->chosen);
+  EXPECT_EQ(Row(*r, "partitioner", "mip")->available, MipAvailable());
+  // exact is optimal for J: uniform is never better; mip (when it finished) matches it.
+  const double exact = Row(*r, "partitioner", "exact")->objective_seconds;
+  EXPECT_LE(exact, Row(*r, "partitioner", "uniform")->objective_seconds + 1e-9);
+  const Alternative* mip = Row(*r, "partitioner", "mip");
+  if (mip->available && mip->note.find("optimal") != std::string::npos) {
+    EXPECT_NEAR(mip->objective_seconds, exact, 1e-9 * exact);
+  }
+  EXPECT_LE(Row(*r, "mapper", "cross")->contention_score,
+            Row(*r, "mapper", "sequential")->contention_score);
+}
+
+TEST(MakePlan, ResidentIsUnavailableWhenItDoesNotFitAndAnErrorWhenChosen) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("llama-2-7b.json");
+  PlanOptions o;
+  o.partitioner = "uniform";
+  o.mip_time_limit_seconds = 0.3;  // the table's mip row; the test is not about it
+  o.gpu_memory_bytes = int64_t{8} << 30;
+  auto r = MakePlan(m, f.topology, f.facts, Job(2, 1, 256), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Alternative* res = Row(*r, "schedule", "resident");
+  ASSERT_NE(res, nullptr);
+  EXPECT_FALSE(res->available);
+  EXPECT_THAT(res->note, HasSubstr("does not fit"));
+  o.schedule = "resident";
+  auto bad = MakePlan(m, f.topology, f.facts, Job(2, 1, 256), o);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bad.status().message(), HasSubstr("GPUs of this size"));
+}
+
+TEST(MakePlan, SmallModelOtherSchedulesSubsetAndTrace) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("gpt2.json");
+  PlanOptions o;
+  o.gpus = {5, 0, 4, 1};
+  o.compare = false;
+  o.trace = true;
+  for (const char* schedule : {"mobius", "roundrobin", "resident", "zero"}) {
+    o.schedule = schedule;
+    auto r = MakePlan(m, f.topology, f.facts, Job(8, 2, 512), o);
+    ASSERT_TRUE(r.ok()) << schedule << ": " << r.status();
+    EXPECT_EQ(r->num_gpus, 4);
+    EXPECT_GT(r->step_seconds, 0) << schedule;
+    EXPECT_TRUE(r->alternatives.empty());
+    ASSERT_FALSE(r->chrome_trace_json.empty());
+    EXPECT_EQ(r->chrome_trace_json.front(), '{');
+    for (const GpuPlacement& p : r->placements) {
+      EXPECT_TRUE(p.gpu == 0 || p.gpu == 1 || p.gpu == 4 || p.gpu == 5) << p.gpu;
+    }
+  }
+}
+
+TEST(MakePlan, CrossEqualsSequentialWithoutSharedUplinks) {
+  const Fixture f = LoadTopology("root_ports_1s_4gpu.xml");
+  const model::ModelDescription m = LoadModel("qwen3-0.6b.json");
+  PlanOptions o;
+  o.partitioner = "uniform";
+  o.mip_time_limit_seconds = 0.3;  // the table's mip row; the test is not about it
+  auto r = MakePlan(m, f.topology, f.facts, Job(4, 1, 512), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Alternative* cross = Row(*r, "mapper", "cross");
+  const Alternative* seq = Row(*r, "mapper", "sequential");
+  ASSERT_TRUE(cross && seq);
+  EXPECT_DOUBLE_EQ(cross->step_seconds, seq->step_seconds);
+  EXPECT_EQ(r->plan.mapping.gpu_order, (std::vector<int>{0, 1, 2, 3}));
+}
+
+// ---- Bad input -----------------------------------------------------------------------------
+
+TEST(MakePlanBadInput, UnitDoesNotFit) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  PlanOptions o;
+  o.gpu_memory_bytes = int64_t{3} << 29;  // 1.5 GiB: the 1 GiB margin leaves too little
+  auto r = MakePlan(LoadModel("llama-2-7b.json"), f.topology, f.facts, Job(8, 1, 1024), o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("does not fit on a GPU even alone"));
+  EXPECT_THAT(r.status().message(), HasSubstr("GiB"));
+}
+
+TEST(MakePlanBadInput, HostRamTooSmall) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  PlanOptions o;
+  o.host_memory_bytes = int64_t{64} << 30;
+  auto r = MakePlan(LoadModel("llama-2-7b.json"), f.topology, f.facts, Job(8, 1, 1024), o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("host RAM too small"));
+  EXPECT_THAT(r.status().message(), HasSubstr("64.00 GiB"));
+  EXPECT_THAT(r.status().message(), HasSubstr("to fit"));
+}
+
+TEST(MakePlanBadInput, NoGpus) {
+  const Fixture f = LoadTopology("cpu_only_1s.xml");
+  auto r = MakePlan(LoadModel("gpt2.json"), f.topology, f.facts, Job(8, 1, 512));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(r.status().message(), HasSubstr("0 NVIDIA GPUs"));
+}
+
+TEST(MakePlanBadInput, BatchNotMultipleOfMicrobatch) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  auto r = MakePlan(LoadModel("gpt2.json"), f.topology, f.facts, Job(10, 4, 512));
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(r.status().message(), HasSubstr("global batch 10 is not a multiple of the microbatch 4"));
+  EXPECT_THAT(r.status().message(), HasSubstr("use batch 8 or 12"));
+}
+
+TEST(MakePlanBadInput, OtherInvalidArguments) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("gpt2.json");
+  PlanOptions o;
+  o.gpus = {0, 9};
+  EXPECT_THAT(MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o).status().message(),
+              HasSubstr("granted GPU 9 does not exist"));
+  o.gpus = {};
+  o.schedule = "pipedream";
+  EXPECT_EQ(MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.schedule = "mobius";
+  EXPECT_THAT(MakePlan(m, f.topology, f.facts, Job(8, 1, 4096), o).status().message(),
+              HasSubstr("exceeds the model's max_position_embeddings 1024"));
+  EXPECT_EQ(MakePlan(m, f.topology, f.facts, Job(0, 1, 512), o).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  o.partitioner = "mip";
+  auto mip = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o);
+  if (!MipAvailable()) {
+    EXPECT_THAT(mip.status().message(), HasSubstr("mip not available in this build"));
+  } else {
+    EXPECT_TRUE(mip.ok()) << mip.status();
+  }
+}
+
+}  // namespace
+}  // namespace mobius::planner
