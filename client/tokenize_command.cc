@@ -6,7 +6,7 @@
 #include "client/exit_codes.h"
 #include "common/model/model_config_parse.h"
 #include "worker/data/documents.h"
-#include "worker/data/sp_tokenizer.h"
+#include "worker/data/hf_tokenizer.h"
 #include "worker/data/token_file.h"
 
 namespace mobius::cli {
@@ -23,7 +23,8 @@ int RunTokenize(const TokenizeOptions& o, std::ostream& out, std::ostream& err) 
   auto start = std::chrono::steady_clock::now();
   auto format = data::ParseDatasetFormat(o.format);
   if (!format.ok()) return fail(format.status());
-  auto tokenizer = data::LoadTokenizer(o.tokenizer_dir);
+  // SentencePiece (tokenizer.model) cannot be loaded in this process: see worker/data/CMakeLists.
+  auto tokenizer = data::LoadHfTokenizer(o.tokenizer_dir);
   if (!tokenizer.ok()) return fail(tokenizer.status());
 
   int32_t eos = o.eos_id;

@@ -1,6 +1,8 @@
 // `mobius tokenize IN OUT --tokenizer DIR`: tokenizes a dataset once into the flat token file
 // (worker/data/token_file.h) that training jobs memory-map. Runs locally, no daemon.
 //
+// Tokenizers: Hugging Face tokenizer.json (byte-level BPE). SentencePiece tokenizer.model files are
+// not supported here (Debian's libsentencepiece cannot share a process with gRPC's protobuf).
 // EOS after each document: --eos_id when given, else the model directory's config.json
 // eos_token_id, else the tokenizer's <|endoftext|> / <|end_of_text|> / </s>; none is an error.
 #ifndef MOBIUS_CLIENT_TOKENIZE_COMMAND_H_

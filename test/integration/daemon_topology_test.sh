@@ -38,6 +38,13 @@ start_daemon() {  # args: log file, extra flags...
   fail "daemon did not become healthy within 10 s"
 }
 
+# 0. Binaries that link gRPC's protobuf must not load Debian's libsentencepiece (it embeds an
+#    incompatible protobuf; see worker/data/CMakeLists.txt).
+for b in mobius mobiusd; do
+  if ldd "$BIN/$b" | grep -q sentencepiece; then fail "$b links libsentencepiece"; fi
+done
+"$BIN/mobius" --help >/dev/null 2>&1 || [ $? -eq 1 ] || fail "mobius --help crashed"
+
 # 1. Start and check health.
 start_daemon "$TMP/d1.log" --topology-file "$FIXTURE"
 [ "$("$BIN/mobius" --socket "$SOCK" health)" = "SERVING" ] || fail "health is not SERVING"

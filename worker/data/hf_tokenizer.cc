@@ -1,5 +1,6 @@
 #include "worker/data/hf_tokenizer.h"
 
+#include <sys/stat.h>
 #include <utf8proc.h>
 
 #include <cstdlib>
@@ -249,8 +250,17 @@ absl::StatusOr<std::unique_ptr<Tokenizer>> ParseHfTokenizer(absl::string_view js
 
 absl::StatusOr<std::unique_ptr<Tokenizer>> LoadHfTokenizer(const std::string& path) {
   std::string file = path;
-  std::ifstream probe(file + "/tokenizer.json");
-  if (probe.good()) file += "/tokenizer.json";
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+    file += "/tokenizer.json";
+    if (stat(file.c_str(), &st) != 0) {
+      std::string sp = path + "/tokenizer.model";
+      bool has_sp = stat(sp.c_str(), &st) == 0;
+      return absl::NotFoundError(absl::StrCat(
+          "no tokenizer.json in ", path,
+          has_sp ? " (it has a SentencePiece tokenizer.model, which this program cannot load)" : ""));
+    }
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in.good()) return MOBIUS_ERRNO_ERROR(absl::StrCat("tokenizer file ", file));
   std::stringstream ss;
