@@ -1,6 +1,6 @@
 // libFuzzer entry point for the tokenizer.json loader (and encode/decode with whatever parses).
-// Built as a libFuzzer binary with -DMOBIUS_FUZZ=ON under clang; tokenizer_fuzz_smoke.cc drives
-// the same parser in every ctest run.
+// Built as a libFuzzer binary with -DMOBIUS_FUZZ=ON under clang; tokenizer_fuzz_smoke runs it
+// over mutated fixtures in every ctest run.
 #include <cstddef>
 #include <cstdint>
 #include <string>
