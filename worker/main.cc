@@ -2,6 +2,9 @@
 //   mobius-worker devices      lists the compute devices and the backend it would use.
 //   mobius-worker init-model   writes a seeded, randomly initialised Hugging Face model directory
 //                              (worker/checkpoint/init_model_command.h; flags in worker_flags.cc).
+//   mobius-worker train --standalone
+//                              trains a model directory on a token file in this process, whole
+//                              model resident on the CPU backend (worker/train/train_command.h).
 // Exit codes: 0 ok, 1 failure, 2 usage.
 #include <iostream>
 #include <string>
@@ -11,6 +14,9 @@
 #include "glog/logging.h"
 #include "worker/backend/device_probe.h"
 #include "worker/checkpoint/init_model_command.h"
+#ifdef MOBIUS_WORKER_HAVE_TRAIN
+#include "worker/train/train_command.h"
+#endif
 
 namespace {
 
@@ -37,13 +43,22 @@ int RunDevices() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::string usage = std::string(kUsage) + mobius::checkpoint::kInitModelUsage;
+  std::string usage = std::string(kUsage) + mobius::checkpoint::kInitModelUsage;
+#ifdef MOBIUS_WORKER_HAVE_TRAIN
+  usage += std::string("\n  ") + mobius::train::kTrainUsage;
+#endif
   std::vector<std::string> args = mobius::InitProcess(argc, argv, usage);
   if (args.size() == 2 && args[1] == "devices") return RunDevices();
   if (args.size() >= 2 && args[1] == "init-model") {
     return mobius::checkpoint::RunInitModelCommand(args);
   }
+#ifdef MOBIUS_WORKER_HAVE_TRAIN
+  if (args.size() >= 2 && args[1] == "train") return mobius::train::RunTrainCommand(args);
+#endif
   std::cerr << "usage: mobius-worker devices\n       " << mobius::checkpoint::kInitModelUsage
             << "\n";
+#ifdef MOBIUS_WORKER_HAVE_TRAIN
+  std::cerr << "       " << mobius::train::kTrainUsage << "\n";
+#endif
   return 2;
 }

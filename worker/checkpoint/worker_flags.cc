@@ -16,9 +16,38 @@ ABSL_FLAG(int64_t, intermediate, 0, "init-model: MLP width (0: the preset's).");
 ABSL_FLAG(int64_t, vocab, 0,
           "init-model: vocabulary size; match the tokenizer you will use (0: the preset's).");
 ABSL_FLAG(int64_t, max_positions, 0, "init-model: max_position_embeddings (0: the preset's).");
-ABSL_FLAG(uint64_t, seed, 0, "init-model: initialisation seed; same seed, same bytes.");
+ABSL_FLAG(uint64_t, seed, 0,
+          "init-model: initialisation seed; same seed, same bytes. train: data shuffle seed.");
 ABSL_FLAG(std::string, dtype, "bf16", "init-model: dtype of model.safetensors, bf16 or fp32.");
 ABSL_FLAG(std::string, out, "", "init-model: output directory (created if missing).");
 ABSL_FLAG(bool, force, false,
           "init-model: write into a non-empty --out directory, replacing the model files.");
 ABSL_FLAG(bool, generation_config, true, "init-model: also write generation_config.json.");
+
+// train --standalone: one process, the whole model resident on the CPU backend.
+ABSL_FLAG(bool, standalone, false, "train: single process, whole model resident (required today).");
+ABSL_FLAG(std::string, model, "", "train: Hugging Face model directory (bf16 or fp32 safetensors).");
+ABSL_FLAG(std::string, data, "", "train: token file (mobius-worker's format, or see --data_raw_bytes).");
+ABSL_FLAG(int32_t, data_raw_bytes, 0,
+          "train: 2 or 4 for a headerless llm.c-style file of u16/u32 ids; 0: our header format.");
+ABSL_FLAG(int64_t, steps, 0, "train: optimizer steps in total (including resumed ones).");
+ABSL_FLAG(int64_t, batch, 8, "train: sequences per optimizer step (B).");
+ABSL_FLAG(int64_t, microbatch, 0,
+          "train: sequences per forward/backward (MB); B must be a multiple; 0: = --batch.");
+ABSL_FLAG(int64_t, seq, 256, "train: tokens per sequence (T).");
+ABSL_FLAG(double, lr, 3e-4, "train: peak learning rate.");
+ABSL_FLAG(double, min_lr, 0.0, "train: final learning rate of the cosine schedule.");
+ABSL_FLAG(int64_t, warmup, 0, "train: linear warmup steps.");
+ABSL_FLAG(std::string, schedule, "cosine", "train: cosine | constant (after the warmup).");
+ABSL_FLAG(double, weight_decay, 0.0,
+          "train: AdamW decoupled weight decay (matmul weights and embeddings; never norms/biases).");
+ABSL_FLAG(double, grad_clip, 1.0, "train: max global gradient norm; 0: no clipping.");
+ABSL_FLAG(int64_t, eval_every, 0, "train: eval loss every K steps and at the end; 0: never.");
+ABSL_FLAG(double, eval_fraction, 0.0, "train: share of the sequences held out for eval, [0, 0.5].");
+ABSL_FLAG(std::string, checkpoint_dir, "", "train: checkpoint root; empty: no checkpoints.");
+ABSL_FLAG(int64_t, checkpoint_every, 0,
+          "train: checkpoint every K steps (and always at the end when --checkpoint_dir is set).");
+ABSL_FLAG(bool, resume, false,
+          "train: continue from the latest complete checkpoint in --checkpoint_dir (bit-exact).");
+ABSL_FLAG(uint64_t, device_memory_bytes, 0, "train: cap of the CPU backend's memory; 0: RAM.");
+ABSL_FLAG(int32_t, threads, 0, "train: op, BLAS and optimizer threads; 0: all cores.");

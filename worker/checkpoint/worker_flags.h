@@ -1,5 +1,6 @@
 // mobius-worker's knobs, all in one place (defined in worker_flags.cc with help text and
-// defaults). Today they are the `init-model` subcommand's; `devices` takes none.
+// defaults): the `init-model` and `train` subcommands'; `devices` takes none. --seed is shared
+// (init-model: initialisation; train: data shuffle).
 #ifndef MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
 #define MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
 
@@ -23,5 +24,28 @@ ABSL_DECLARE_FLAG(std::string, dtype);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(bool, force);
 ABSL_DECLARE_FLAG(bool, generation_config);
+
+// train --standalone (worker/train/train_command.h).
+ABSL_DECLARE_FLAG(bool, standalone);
+ABSL_DECLARE_FLAG(std::string, model);
+ABSL_DECLARE_FLAG(std::string, data);
+ABSL_DECLARE_FLAG(int32_t, data_raw_bytes);
+ABSL_DECLARE_FLAG(int64_t, steps);
+ABSL_DECLARE_FLAG(int64_t, batch);
+ABSL_DECLARE_FLAG(int64_t, microbatch);
+ABSL_DECLARE_FLAG(int64_t, seq);
+ABSL_DECLARE_FLAG(double, lr);
+ABSL_DECLARE_FLAG(double, min_lr);
+ABSL_DECLARE_FLAG(int64_t, warmup);
+ABSL_DECLARE_FLAG(std::string, schedule);
+ABSL_DECLARE_FLAG(double, weight_decay);
+ABSL_DECLARE_FLAG(double, grad_clip);
+ABSL_DECLARE_FLAG(int64_t, eval_every);
+ABSL_DECLARE_FLAG(double, eval_fraction);
+ABSL_DECLARE_FLAG(std::string, checkpoint_dir);
+ABSL_DECLARE_FLAG(int64_t, checkpoint_every);
+ABSL_DECLARE_FLAG(bool, resume);
+ABSL_DECLARE_FLAG(uint64_t, device_memory_bytes);
+ABSL_DECLARE_FLAG(int32_t, threads);
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_

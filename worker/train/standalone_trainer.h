@@ -1,0 +1,125 @@
+// StandaloneTrainer: single-process training with the whole model resident on one CPU backend
+// (`mobius-worker train --standalone`): the baseline the pipeline runtime must reproduce.
+//
+// Pieces (each documented in its own header):
+//   model directory   ReadModelDirectory (bf16 or fp32 safetensors) -> fp32 master weights
+//   engine            CpuBackend (capped "device" memory) + units::ResidentModel, recompute on;
+//                     bf16 weights uploaded from the bf16 copy AdamW writes
+//   data              data::TokenLoader over a token file (or a headerless llm.c file): packed
+//                     sequences, seeded per-epoch shuffle, eval split, resumable position
+//   optimizer         optim::CpuAdamW over the masters; weight decay only where the model
+//                     description says so (not on norms and biases, layer_units.h); global-norm
+//                     clipping (PyTorch's clip_grad_norm_); LrSchedule (warmup + cosine/constant)
+//   checkpoints       checkpoint::SaveCheckpoint (bf16 model + fp32 master + Adam m/v + state)
+//
+// One step: the next batch of B sequences, split into B/MB microbatches, each scaled by its share
+// of the batch's non-ignored targets (ResidentModel::Step); grad norm; clip; AdamW at the
+// schedule's lr. Every piece is deterministic on the CPU backend for any thread count, so a run
+// resumed from a checkpoint continues bit-exactly (same losses, same weights).
+//
+// Checkpoint state: TrainingState.step/lr_step = steps done; data_position holds the loader
+// position ("epoch", "batch_in_epoch") and the run's shape ("seed", "seq", "batch"), which a resume
+// must match; rng_state is the data seed (the loader's shuffle is the trainer's only randomness).
+//
+//   auto trainer = *StandaloneTrainer::Create(options);   // validates everything, loads, resumes
+//   while (!trainer->done()) { StepStats s = *trainer->Step(); puts(FormatStepLine(s).c_str()); }
+//
+// Not thread-safe; one caller.
+#ifndef MOBIUS_WORKER_TRAIN_STANDALONE_TRAINER_H_
+#define MOBIUS_WORKER_TRAIN_STANDALONE_TRAINER_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "worker/reference/parameters.h"
+
+namespace mobius::train {
+
+struct TrainerOptions {
+  std::string model_dir;         // HF model directory (config.json + safetensors)
+  std::string data_path;         // token file (token_file.h)
+  int data_raw_bytes = 0;        // 2 or 4: headerless llm.c file of u16/u32 ids; 0: our format
+  int64_t steps = 0;             // optimizer steps in total (a resumed run counts the done ones)
+  int64_t batch = 0;             // B: sequences per optimizer step
+  int64_t microbatch = 0;        // MB: sequences per forward/backward; B % MB == 0; 0: = B
+  int64_t seq = 0;               // T: tokens per sequence
+  double lr = 3e-4;              // peak learning rate
+  double min_lr = 0.0;           // cosine floor
+  int64_t warmup = 0;            // warmup steps
+  std::string schedule = "cosine";  // "cosine" | "constant"
+  double weight_decay = 0.0;     // decoupled; on matmul weights and embeddings only
+  double grad_clip = 1.0;        // max global grad norm; 0: no clipping
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  uint64_t seed = 0;             // data shuffle
+  int64_t eval_every = 0;        // eval loss every K steps (and at the last); 0: never
+  double eval_fraction = 0.0;    // held-out share of the sequences, [0, 0.5]
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // also at the end; 0: only at the end (when checkpoint_dir)
+  bool resume = false;           // continue from LatestCheckpoint(checkpoint_dir)
+  uint64_t device_memory_bytes = 0;  // CPU backend cap; 0: physical RAM
+  int threads = 0;               // op, BLAS and optimizer threads; 0: hardware concurrency
+};
+
+struct StepStats {
+  int64_t step = 0;              // 1-based, steps done after this one
+  int64_t total_steps = 0;
+  float loss = 0;                // the batch's mean loss (before the update)
+  double lr = 0;
+  double grad_norm = 0;          // global norm before clipping
+  double tokens_per_second = 0;  // B * T / step time
+  double milliseconds = 0;       // step wall time (batch, forward/backward, optimizer)
+  std::optional<float> eval_loss;  // after this step's update, when an eval ran
+  std::string checkpoint;          // directory saved after this step, if any
+};
+
+// "step 12/100 | loss 3.4521 | lr 3.00e-04 | grad_norm 1.234 | tok/s 1234 | 456 ms"
+// [+ " | eval loss 3.3000"].
+std::string FormatStepLine(const StepStats& stats);
+
+class StandaloneTrainer {
+ public:
+  // Validates the options and inputs, loads the model (and the checkpoint when resuming) and
+  // allocates everything a step needs, so that bad input fails here, before any step:
+  //   INVALID_ARGUMENT  bad option values, B % MB != 0, data shorter than one batch, a token id
+  //                     >= the model's vocabulary (with its position), a checkpoint of another run
+  //   NOT_FOUND         missing model directory, data file, or (resume) checkpoint
+  //   RESOURCE_EXHAUSTED  the device cap cannot hold the model and one microbatch
+  static absl::StatusOr<std::unique_ptr<StandaloneTrainer>> Create(const TrainerOptions& options);
+  ~StandaloneTrainer();
+
+  // One optimizer step (plus the eval and checkpoint that fall on it).
+  // FAILED_PRECONDITION when done(); INTERNAL for a non-finite gradient norm (the update is
+  // skipped: the run diverged).
+  absl::StatusOr<StepStats> Step();
+
+  // Saves a checkpoint of the current state into checkpoint_dir; returns its directory.
+  absl::StatusOr<std::string> SaveCheckpointNow();
+
+  // Mean loss over the eval split (forward/backward per microbatch; gradients discarded).
+  absl::StatusOr<float> EvalLoss();
+
+  bool done() const;
+  int64_t step() const;
+  const model::ModelConfig& config() const;
+  const reference::Parameters& master() const;  // fp32 master weights
+  // Gradients of the last step (fp32, by HF name, before clipping); empty before the first.
+  const std::map<std::string, std::vector<float>>& last_grads() const;
+  std::string Describe() const;  // one line: model, parameters, data, shapes (for the log)
+
+  struct State;  // internal
+
+ private:
+  explicit StandaloneTrainer(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace mobius::train
+
+#endif  // MOBIUS_WORKER_TRAIN_STANDALONE_TRAINER_H_
