@@ -5,6 +5,7 @@
 
 #include "worker/kernels/cpu/attention.h"
 #include "worker/kernels/cpu/attention_tile.h"
+#include "worker/kernels/cpu/fast_math.h"
 
 namespace mobius::kernels::cpu {
 namespace {
@@ -28,7 +29,7 @@ struct RowGrad {
     tile.Dots(tile.kt, qrow, j0, j1, p);
     tile.Dots(tile.vt, dorow, j0, j1, dp);
     for (int64_t j = j0; j < j1; ++j) {
-      p[j] = std::exp(p[j] * scale - lse);
+      p[j] = FastExp(p[j] * scale - lse);
       ds[j] = p[j] * (dp[j] - d) * scale;
     }
   }
@@ -59,82 +60,100 @@ std::vector<float> RowDotDoutOut(const uint16_t* dout, const uint16_t* out, cons
   return d;
 }
 
+// dK, dV of one key tile: work item `item` of KeyValuePass.
+MOBIUS_KERNEL_CLONES
+void KeyValueItem(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* q,
+                  const uint16_t* k, const uint16_t* v, const float* lse, const float* dvec,
+                  const AttentionShape& s, float scale, int64_t item) {
+  const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
+  const int64_t k_tiles = (s.t + kKeyTile - 1) / kKeyTile;
+  const int64_t b = item / (s.kv_heads * k_tiles), kvh = item / k_tiles % s.kv_heads;
+  const int64_t k0 = item % k_tiles * kKeyTile, len = std::min(kKeyTile, s.t - k0);
+  KvTile tile(hd);
+  tile.Load(k, v, s, b, kvh, k0, len);
+  std::vector<float> dkt(len * hd, 0.0f), dvt(len * hd, 0.0f), qrow(hd), dorow(hd);
+  RowGrad g;
+  const int64_t last_query = LastQuery(s, k0 + len - 1);
+  for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
+    for (int64_t t = k0; t <= last_query; ++t) {
+      int64_t j0, j1;
+      tile.Visible(s, t, &j0, &j1);
+      if (j0 >= j1) continue;
+      const int64_t off = Row(s, b, t, s.heads, h);
+      LoadRow(qrow.data(), q + off, hd);
+      LoadRow(dorow.data(), dout + off, hd);
+      const int64_t li = LseIndex(s, b, h, t);
+      g.Compute(tile, qrow.data(), dorow.data(), lse[li], dvec[li], scale, j0, j1);
+      for (int64_t j = j0; j < j1; ++j) {
+        const float pj = g.p[j], dsj = g.ds[j];
+        float* dvj = &dvt[j * hd];
+        float* dkj = &dkt[j * hd];
+        for (int64_t d = 0; d < hd; ++d) dvj[d] += pj * dorow[d];
+        for (int64_t d = 0; d < hd; ++d) dkj[d] += dsj * qrow[d];
+      }
+    }
+  }
+  for (int64_t j = 0; j < len; ++j) {
+    const int64_t off = Row(s, b, k0 + j, s.kv_heads, kvh);
+    AccumulateRow(dk + off, &dkt[j * hd], hd);
+    AccumulateRow(dv + off, &dvt[j * hd], hd);
+  }
+}
+
 void KeyValuePass(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* q,
                   const uint16_t* k, const uint16_t* v, const float* lse, const float* dvec,
                   const AttentionShape& s, float scale, ThreadPool* pool) {
-  const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
   const int64_t k_tiles = (s.t + kKeyTile - 1) / kKeyTile;
   ParallelFor(pool, s.b * s.kv_heads * k_tiles, [&](int64_t item) {
-    const int64_t b = item / (s.kv_heads * k_tiles), kvh = item / k_tiles % s.kv_heads;
-    const int64_t k0 = item % k_tiles * kKeyTile, len = std::min(kKeyTile, s.t - k0);
-    KvTile tile(hd);
-    tile.Load(k, v, s, b, kvh, k0, len);
-    std::vector<float> dkt(len * hd, 0.0f), dvt(len * hd, 0.0f), qrow(hd), dorow(hd);
-    RowGrad g;
-    const int64_t last_query = LastQuery(s, k0 + len - 1);
-    for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-      for (int64_t t = k0; t <= last_query; ++t) {
-        int64_t j0, j1;
-        tile.Visible(s, t, &j0, &j1);
-        if (j0 >= j1) continue;
-        const int64_t off = Row(s, b, t, s.heads, h);
-        LoadRow(qrow.data(), q + off, hd);
-        LoadRow(dorow.data(), dout + off, hd);
-        const int64_t li = LseIndex(s, b, h, t);
-        g.Compute(tile, qrow.data(), dorow.data(), lse[li], dvec[li], scale, j0, j1);
-        for (int64_t j = j0; j < j1; ++j) {
-          const float pj = g.p[j], dsj = g.ds[j];
-          float* dvj = &dvt[j * hd];
-          float* dkj = &dkt[j * hd];
-          for (int64_t d = 0; d < hd; ++d) dvj[d] += pj * dorow[d];
-          for (int64_t d = 0; d < hd; ++d) dkj[d] += dsj * qrow[d];
-        }
+    KeyValueItem(dk, dv, dout, q, k, v, lse, dvec, s, scale, item);
+  });
+}
+
+// dQ of one query tile: work item `item` of QueryPass.
+MOBIUS_KERNEL_CLONES
+void QueryItem(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint16_t* k,
+               const uint16_t* v, const float* lse, const float* dvec, const AttentionShape& s,
+               float scale, int64_t item) {
+  const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
+  const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
+  const int64_t b = item / (s.heads * q_tiles), h = item / q_tiles % s.heads;
+  const int64_t t0 = item % q_tiles * kQueryTile, t1 = std::min(s.t, t0 + kQueryTile);
+  const int64_t rows = t1 - t0, kvh = h / group;
+  std::vector<float> qs(rows * hd), dos(rows * hd), dqt(rows * hd, 0.0f);
+  for (int64_t i = 0; i < rows; ++i) {
+    const int64_t off = Row(s, b, t0 + i, s.heads, h);
+    LoadRow(&qs[i * hd], q + off, hd);
+    LoadRow(&dos[i * hd], dout + off, hd);
+  }
+  KvTile tile(hd);
+  RowGrad g;
+  for (int64_t k0 = FirstKey(s, t0); k0 < t1; k0 += kKeyTile) {
+    tile.Load(k, v, s, b, kvh, k0, std::min(kKeyTile, t1 - k0));
+    for (int64_t i = 0; i < rows; ++i) {
+      int64_t j0, j1;
+      tile.Visible(s, t0 + i, &j0, &j1);
+      if (j0 >= j1) continue;
+      const int64_t li = LseIndex(s, b, h, t0 + i);
+      g.Compute(tile, &qs[i * hd], &dos[i * hd], lse[li], dvec[li], scale, j0, j1);
+      float* dqi = &dqt[i * hd];
+      for (int64_t j = j0; j < j1; ++j) {
+        const float dsj = g.ds[j];
+        const float* kj = &tile.k[j * hd];
+        for (int64_t d = 0; d < hd; ++d) dqi[d] += dsj * kj[d];
       }
     }
-    for (int64_t j = 0; j < len; ++j) {
-      const int64_t off = Row(s, b, k0 + j, s.kv_heads, kvh);
-      AccumulateRow(dk + off, &dkt[j * hd], hd);
-      AccumulateRow(dv + off, &dvt[j * hd], hd);
-    }
-  });
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    AccumulateRow(dq + Row(s, b, t0 + i, s.heads, h), &dqt[i * hd], hd);
+  }
 }
 
 void QueryPass(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint16_t* k,
                const uint16_t* v, const float* lse, const float* dvec, const AttentionShape& s,
                float scale, ThreadPool* pool) {
-  const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
   const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
   ParallelFor(pool, s.b * s.heads * q_tiles, [&](int64_t item) {
-    const int64_t b = item / (s.heads * q_tiles), h = item / q_tiles % s.heads;
-    const int64_t t0 = item % q_tiles * kQueryTile, t1 = std::min(s.t, t0 + kQueryTile);
-    const int64_t rows = t1 - t0, kvh = h / group;
-    std::vector<float> qs(rows * hd), dos(rows * hd), dqt(rows * hd, 0.0f);
-    for (int64_t i = 0; i < rows; ++i) {
-      const int64_t off = Row(s, b, t0 + i, s.heads, h);
-      LoadRow(&qs[i * hd], q + off, hd);
-      LoadRow(&dos[i * hd], dout + off, hd);
-    }
-    KvTile tile(hd);
-    RowGrad g;
-    for (int64_t k0 = FirstKey(s, t0); k0 < t1; k0 += kKeyTile) {
-      tile.Load(k, v, s, b, kvh, k0, std::min(kKeyTile, t1 - k0));
-      for (int64_t i = 0; i < rows; ++i) {
-        int64_t j0, j1;
-        tile.Visible(s, t0 + i, &j0, &j1);
-        if (j0 >= j1) continue;
-        const int64_t li = LseIndex(s, b, h, t0 + i);
-        g.Compute(tile, &qs[i * hd], &dos[i * hd], lse[li], dvec[li], scale, j0, j1);
-        float* dqi = &dqt[i * hd];
-        for (int64_t j = j0; j < j1; ++j) {
-          const float dsj = g.ds[j];
-          const float* kj = &tile.k[j * hd];
-          for (int64_t d = 0; d < hd; ++d) dqi[d] += dsj * kj[d];
-        }
-      }
-    }
-    for (int64_t i = 0; i < rows; ++i) {
-      AccumulateRow(dq + Row(s, b, t0 + i, s.heads, h), &dqt[i * hd], hd);
-    }
+    QueryItem(dq, dout, q, k, v, lse, dvec, s, scale, item);
   });
 }
 

@@ -3,25 +3,67 @@
 #include <cmath>
 #include <vector>
 
+#include "worker/kernels/cpu/fast_math.h"
+
 namespace mobius::kernels::cpu {
 namespace {
 
 constexpr int64_t kBlock = 512;  // fp32 staging block for the exp loops
+// A single running fp32 max or sum does not vectorise (without -ffast-math the compiler may not
+// reorder it), so each block reduces into kLanes interleaved partials combined in a fixed order.
+constexpr int64_t kLanes = 8;
+
+MOBIUS_KERNEL_CLONES
+float BlockMax(const float* x, int64_t n, float init) {
+  float lane[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) lane[l] = init;
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] = lane[l] < x[i + l] ? x[i + l] : lane[l];
+  }
+  float m = init;
+  for (int64_t l = 0; l < kLanes; ++l) m = std::max(m, lane[l]);
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+// sum over i of exp(x[i] - shift).
+MOBIUS_KERNEL_CLONES
+float BlockExpSum(float* x, int64_t n, float shift) {
+  for (int64_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - shift);
+  float lane[kLanes] = {};
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[i + l];
+  }
+  float sum = 0.0f;
+  for (int64_t l = 0; l < kLanes; ++l) sum += lane[l];
+  for (; i < n; ++i) sum += x[i];
+  return sum;
+}
+
+// x[i] = exp(x[i] - shift) * scale.
+MOBIUS_KERNEL_CLONES
+void BlockScaledExp(float* x, int64_t n, float shift, float scale) {
+  for (int64_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - shift) * scale;
+}
 
 template <typename T>
 float RowLogSumExp(const T* z, int64_t v) {
-  float max_z = -INFINITY;
-  for (int64_t i = 0; i < v; ++i) max_z = std::max(max_z, Load(z, i));
-  // fp32 sums per block, blocks summed in double: a running fp32 sum over a 50k vocabulary would
-  // lose ~1e-5 relative.
-  double sum = 0.0;
   float buf[kBlock];
+  float max_z = -INFINITY;
   for (int64_t b0 = 0; b0 < v; b0 += kBlock) {
     const int64_t len = std::min(kBlock, v - b0);
     LoadRow(buf, z + b0, len);
-    float block_sum = 0.0f;
-    for (int64_t i = 0; i < len; ++i) block_sum += std::exp(buf[i] - max_z);
-    sum += block_sum;
+    max_z = BlockMax(buf, len, max_z);
+  }
+  // fp32 sums per block, blocks summed in double: a running fp32 sum over a 50k vocabulary would
+  // lose ~1e-5 relative.
+  double sum = 0.0;
+  for (int64_t b0 = 0; b0 < v; b0 += kBlock) {
+    const int64_t len = std::min(kBlock, v - b0);
+    LoadRow(buf, z + b0, len);
+    sum += BlockExpSum(buf, len, max_z);
   }
   return max_z + static_cast<float>(std::log(sum));
 }
@@ -67,11 +109,11 @@ void Backward(T* dlogits, const T* logits, const float* lse, const int32_t* targ
     for (int64_t b0 = 0; b0 < v; b0 += kBlock) {
       const int64_t len = std::min(kBlock, v - b0);
       LoadRow(buf, z + b0, len);
-      for (int64_t i = 0; i < len; ++i) buf[i] = std::exp(buf[i] - m) * scale;
+      BlockScaledExp(buf, len, m, scale);
       for (int64_t i = 0; i < len; ++i) Store(dz + b0, i, buf[i]);
     }
     // The target's entry again with the one-hot term, subtracted in fp32 before rounding.
-    Store(dz, tgt, (std::exp(z_target - m) - 1.0f) * scale);
+    Store(dz, tgt, (FastExp(z_target - m) - 1.0f) * scale);
   });
 }
 

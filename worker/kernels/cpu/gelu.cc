@@ -1,6 +1,6 @@
 #include "worker/kernels/cpu/gelu.h"
 
-#include <cmath>
+#include "worker/kernels/cpu/fast_math.h"
 
 namespace mobius::kernels::cpu {
 namespace {
@@ -9,40 +9,53 @@ constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float kCubic = 0.044715f;
 constexpr int64_t kBlock = 256;  // fp32 staging block: conversion and math in separate loops
 
+// 0.5 (1 + tanh u) == sigmoid(2u): one FastExp, no cancellation in 1 + tanh for negative u, and
+// 0.5 (1 - tanh^2 u) == 2 sigmoid(2u) (1 - sigmoid(2u)) for the gradient.
+inline float SigmoidTwoU(float x) {
+  const float u = kGeluScale * (x + kCubic * x * x * x);
+  return 1.0f / (1.0f + FastExp(-2.0f * u));
+}
+
+MOBIUS_KERNEL_CLONES
+void GeluFwdRange(uint16_t* out, const uint16_t* inp, int64_t begin, int64_t end) {
+  float x[kBlock];
+  for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+    const int64_t len = std::min(kBlock, end - b0);
+    LoadRow(x, inp + b0, len);
+    for (int64_t i = 0; i < len; ++i) x[i] *= SigmoidTwoU(x[i]);
+    for (int64_t i = 0; i < len; ++i) out[b0 + i] = numeric::Fp32ToBf16(x[i]);
+  }
+}
+
+MOBIUS_KERNEL_CLONES
+void GeluBwdRange(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t begin,
+                  int64_t end) {
+  float x[kBlock], dy[kBlock];
+  for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
+    const int64_t len = std::min(kBlock, end - b0);
+    LoadRow(x, inp + b0, len);
+    LoadRow(dy, dout + b0, len);
+    for (int64_t i = 0; i < len; ++i) {
+      const float sig = SigmoidTwoU(x[i]);
+      const float du_dx = kGeluScale * (1.0f + 3.0f * kCubic * x[i] * x[i]);
+      const float grad = sig + 2.0f * x[i] * sig * (1.0f - sig) * du_dx;
+      dy[i] = numeric::Bf16ToFp32(dinp[b0 + i]) + grad * dy[i];
+    }
+    for (int64_t i = 0; i < len; ++i) dinp[b0 + i] = numeric::Fp32ToBf16(dy[i]);
+  }
+}
+
 }  // namespace
 
 void gelu_fwd(uint16_t* out, const uint16_t* inp, int64_t n, ThreadPool* pool) {
-  ParallelForRange(pool, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    float x[kBlock];
-    for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
-      const int64_t len = std::min(kBlock, end - b0);
-      LoadRow(x, inp + b0, len);
-      for (int64_t i = 0; i < len; ++i) {
-        const float u = kGeluScale * (x[i] + kCubic * x[i] * x[i] * x[i]);
-        x[i] = 0.5f * x[i] * (1.0f + std::tanh(u));
-      }
-      for (int64_t i = 0; i < len; ++i) out[b0 + i] = numeric::Fp32ToBf16(x[i]);
-    }
-  });
+  ParallelForRange(pool, n, kElementwiseGrain,
+                   [&](int64_t begin, int64_t end) { GeluFwdRange(out, inp, begin, end); });
 }
 
 void gelu_bwd(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
               ThreadPool* pool) {
   ParallelForRange(pool, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    float x[kBlock], dy[kBlock];
-    for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
-      const int64_t len = std::min(kBlock, end - b0);
-      LoadRow(x, inp + b0, len);
-      LoadRow(dy, dout + b0, len);
-      for (int64_t i = 0; i < len; ++i) {
-        const float u = kGeluScale * (x[i] + kCubic * x[i] * x[i] * x[i]);
-        const float th = std::tanh(u);
-        const float du_dx = kGeluScale * (1.0f + 3.0f * kCubic * x[i] * x[i]);
-        const float grad = 0.5f * (1.0f + th) + 0.5f * x[i] * (1.0f - th * th) * du_dx;
-        dy[i] = numeric::Bf16ToFp32(dinp[b0 + i]) + grad * dy[i];
-      }
-      for (int64_t i = 0; i < len; ++i) dinp[b0 + i] = numeric::Fp32ToBf16(dy[i]);
-    }
+    GeluBwdRange(dinp, dout, inp, begin, end);
   });
 }
 
