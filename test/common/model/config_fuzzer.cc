@@ -1,6 +1,6 @@
 // libFuzzer entry point for the config.json parser, and the arithmetic run on what it accepts.
 // Built as a libFuzzer binary with -DMOBIUS_FUZZ=ON (clang); config_fuzz_smoke runs it in every
-// ctest over deterministic mutations of test/data/models/.
+// ctest over deterministic mutations of test/data/models/ (test/testing/fuzz_smoke_main.cc).
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
