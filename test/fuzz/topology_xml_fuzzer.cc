@@ -4,8 +4,7 @@
 //   ninja -C build-fuzz topology_xml_fuzzer
 //   build-fuzz/bin/topology_xml_fuzzer test/data/topology -max_total_time=60
 // Without clang the same entry point is driven by test/testing/fuzz_smoke_main.cc as a ctest
-// (mutations of the
-// committed fixtures, deterministic seed).
+// (mutations of the committed fixtures, deterministic seed).
 #include <cstddef>
 #include <cstdint>
 #include <string>
