@@ -5,6 +5,9 @@
 //   mobius-worker train --standalone
 //                              trains a model directory on a token file in this process, whole
 //                              model resident on the CPU backend (worker/train/train_command.h).
+//   mobius-worker run CONFIG RANK
+//                              one rank of a pipeline run, started by the launcher
+//                              (worker/runtime/run_command.h).
 // Exit codes: 0 ok, 1 failure, 2 usage.
 #include <iostream>
 #include <string>
@@ -16,6 +19,9 @@
 #include "worker/checkpoint/init_model_command.h"
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
 #include "worker/train/train_command.h"
+#endif
+#ifdef MOBIUS_WORKER_HAVE_RUN
+#include "worker/runtime/run_command.h"
 #endif
 
 namespace {
@@ -54,6 +60,9 @@ int main(int argc, char** argv) {
   }
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
   if (args.size() >= 2 && args[1] == "train") return mobius::train::RunTrainCommand(args);
+#endif
+#ifdef MOBIUS_WORKER_HAVE_RUN
+  if (args.size() >= 2 && args[1] == "run") return mobius::runtime::RunWorkerCommand(args);
 #endif
   std::cerr << "usage: mobius-worker devices\n       " << mobius::checkpoint::kInitModelUsage
             << "\n";

@@ -72,6 +72,13 @@ class DeviceBuffer : public OwnedBuffer {
   using OwnedBuffer::OwnedBuffer;
 };
 
+// A non-owning DeviceBuffer over [offset, offset + bytes) of `parent` (a unit's weights inside a
+// stage slot): Reset() on it frees nothing. REQUIRES: the range lies inside `parent`, which must
+// outlive the view.
+inline DeviceBuffer DeviceView(const DeviceBuffer& parent, uint64_t offset, uint64_t bytes) {
+  return DeviceBuffer(nullptr, parent.at(offset), bytes, parent.tag() + ".view");
+}
+
 // Page-locked host memory (the "pinned host buffer type" paired with each device).
 class HostBuffer : public OwnedBuffer {
   using OwnedBuffer::OwnedBuffer;

@@ -1,0 +1,60 @@
+// Helpers for the pipeline runtime tests: a tiny model with a chosen depth, a token file, a run
+// config over them, and the standalone trainer's results for the same options (the oracle).
+#ifndef MOBIUS_TEST_WORKER_RUNTIME_RUNTIME_TEST_UTIL_H_
+#define MOBIUS_TEST_WORKER_RUNTIME_RUNTIME_TEST_UTIL_H_
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "test/testing/paths.h"
+#include "test/worker/train/train_test_util.h"
+#include "worker/checkpoint/model_init.h"
+#include "worker/runtime/launcher.h"
+#include "worker/runtime/run_config.h"
+#include "worker/train/standalone_trainer.h"
+
+namespace mobius::runtime::testing {
+
+using train::testing::TempDir;
+
+inline std::string WriteModel(const std::string& dir, const std::string& family, int layers,
+                              int64_t vocab = 256) {
+  std::filesystem::create_directories(dir);
+  auto fam = checkpoint::ParseFamily(family);
+  EXPECT_TRUE(fam.ok());
+  auto config = checkpoint::PresetConfig(*fam, "tiny", {.layers = layers, .vocab = vocab});
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto params = checkpoint::InitModelParameters(*config, 3);
+  absl::Status s = checkpoint::WriteModelDirectory(dir, *config, params, {});
+  EXPECT_TRUE(s.ok()) << s;
+  return dir;
+}
+
+// Stages given as unit boundaries, e.g. {0, 2, 3, 6} -> [0,2) [2,3) [3,6); ranks cycle over
+// `workers` (the Mobius mapping) unless `ranks` is given.
+inline RunConfig MakeRun(const train::TrainerOptions& training, const std::vector<int64_t>& cuts,
+                         int workers, std::vector<int> ranks = {}) {
+  RunConfig run;
+  run.job_id = "test";
+  run.training = training;
+  run.num_workers = workers;
+  for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+    run.stages.push_back({cuts[i], cuts[i + 1]});
+    run.stage_rank.push_back(ranks.empty() ? static_cast<int>(i % workers) : ranks[i]);
+  }
+  return run;
+}
+
+inline LaunchOptions MakeLaunch(const RunConfig& run, const std::string& run_dir) {
+  LaunchOptions o;
+  o.run = run;
+  o.worker_binary = mobius::testing::BinaryPath("bin/mobius-worker");
+  o.run_dir = run_dir;
+  return o;
+}
+
+}  // namespace mobius::runtime::testing
+
+#endif  // MOBIUS_TEST_WORKER_RUNTIME_RUNTIME_TEST_UTIL_H_

@@ -1,0 +1,82 @@
+// HostStore: one job's shared host model store, a file under /dev/shm mapped by the launcher and
+// by every worker of the job (layout: store_layout.h). It holds the model (bf16 upload copy, fp32
+// master, Adam moments, gradient accumulators), the activations crossing stage boundaries
+// (host-staged transport) and the control words the workers synchronise on.
+//
+// Synchronisation. Control words are uint32 step counters in shared memory: a producer Publish()es
+// `value` (release store + FUTEX_WAKE), a consumer WaitAtLeast()s it (acquire load, FUTEX_WAIT on the
+// shared mapping). Every wait also watches the abort word, which the launcher or any failing worker
+// sets, so no worker blocks forever on a dead peer: waits return ABORTED once it is set.
+//
+// Lifetime. The launcher Create()s the file (O_EXCL, mode 0600, its pid in the header) and
+// Remove()s it when the job ends; CleanOrphanStores() at daemon start removes files of launchers
+// that are gone. Workers Open() it. Pages are first touched by the worker that owns the stage
+// (NUMA first-touch policy puts them on that worker's node).
+//
+// Thread-safety: all methods may be called from any thread; the data regions are coordinated by the
+// protocol above (pipeline_worker.h), not by this class.
+#ifndef MOBIUS_WORKER_RUNTIME_HOST_STORE_H_
+#define MOBIUS_WORKER_RUNTIME_HOST_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace mobius::runtime {
+
+inline constexpr char kStorePrefix[] = "mobius-store-";
+
+class HostStore {
+ public:
+  // Creates `path` of `bytes` (sparse until touched) and maps it. ALREADY_EXISTS if present.
+  static absl::StatusOr<std::unique_ptr<HostStore>> Create(const std::string& path, uint64_t bytes);
+  // Maps an existing store; FAILED_PRECONDITION if it is not one (bad magic) or smaller than
+  // `expected_bytes`.
+  static absl::StatusOr<std::unique_ptr<HostStore>> Open(const std::string& path,
+                                                         uint64_t expected_bytes);
+  ~HostStore();  // unmaps (does not remove the file)
+
+  // Unlinks the file (the mapping stays valid until destruction). OK if already gone.
+  absl::Status Remove();
+
+  uint8_t* base() const { return base_; }
+  uint64_t size_bytes() const { return bytes_; }
+  const std::string& path() const { return path_; }
+  template <typename T>
+  T* at(uint64_t offset) const { return reinterpret_cast<T*>(base_ + offset); }
+
+  // ---- control words (indices as StoreLayout::*_word) ----
+  std::atomic<uint32_t>& word(int64_t index) const;
+  uint32_t Load(int64_t index) const;
+  void Publish(int64_t index, uint32_t value);  // release store + wake all waiters
+  // Blocks until word(index) >= value. ABORTED when the abort word is set (with its reason
+  // code), DEADLINE_EXCEEDED after `timeout`.
+  absl::Status WaitAtLeast(int64_t index, uint32_t value,
+                           absl::Duration timeout = absl::InfiniteDuration()) const;
+
+  // Sets the abort word (first caller's code wins) and wakes every waiter.
+  void Abort(uint32_t code);
+  uint32_t aborted() const;  // 0: not aborted
+
+  // A reusable barrier over `parties` processes (generation-counted). ABORTED as WaitAtLeast.
+  absl::Status Barrier(int parties);
+
+ private:
+  HostStore(std::string path, uint8_t* base, uint64_t bytes)
+      : path_(std::move(path)), base_(base), bytes_(bytes) {}
+  std::string path_;
+  uint8_t* base_;
+  uint64_t bytes_;
+};
+
+// Removes `dir`/mobius-store-* files whose creating process no longer exists. Returns how many.
+absl::StatusOr<int> CleanOrphanStores(const std::string& dir);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_HOST_STORE_H_

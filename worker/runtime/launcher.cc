@@ -1,0 +1,387 @@
+#include "worker/runtime/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <map>
+#include <mutex>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/errors.h"
+#include "common/model/model_config_parse.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/data/loader.h"
+#include "worker/data/token_file.h"
+#include "worker/runtime/host_store.h"
+#include "worker/runtime/link_emulator.h"
+#include "worker/runtime/store_layout.h"
+
+extern char** environ;
+
+namespace mobius::runtime {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+constexpr size_t kTailLines = 20;
+
+struct Worker {
+  int rank = 0;
+  pid_t pid = -1;
+  int out_fd = -1, err_fd = -1;
+  std::string out_buf, err_buf;
+  std::deque<std::string> tail;  // last stderr lines
+  bool exited = false;
+  int wait_status = 0;
+};
+
+std::string DescribeExit(int status) {
+  if (WIFEXITED(status)) return absl::StrCat("exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    const char* name = sigabbrev_np(sig);
+    return absl::StrCat("was killed by signal ", sig, " (SIG", name != nullptr ? name : "?", ")");
+  }
+  return absl::StrCat("ended with wait status ", status);
+}
+
+}  // namespace
+
+struct Launcher::State {
+  LaunchOptions options;
+  StoreLayout layout;
+  std::unique_ptr<HostStore> store;
+  std::vector<Worker> workers;
+  std::atomic<bool> cancel{false};
+  std::atomic<int64_t> cancel_at_ns{0};
+  std::map<int64_t, std::vector<WorkerStepReport>> pending;  // step -> reports so far
+  Clock::time_point last_step_end;
+  bool store_removed = false;
+};
+
+absl::Status ValidateLaunch(const RunConfig& run) {
+  const train::TrainerOptions& o = run.training;
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(o.model_dir + "/config.json", ec)) {
+    return absl::NotFoundError(absl::StrCat("training.model_dir: ", o.model_dir,
+                                            " has no config.json"));
+  }
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(o.model_dir));
+  RunConfig probe = run;
+  if (probe.store_path.empty()) probe.store_path.push_back('-');  // any non-empty value
+  train::TrainerOptions& po = probe.training;
+  if (po.microbatch == 0) po.microbatch = po.batch;
+  MOBIUS_ASSIGN_OR_RETURN(StoreLayout layout, MakeStoreLayout(config, probe));
+  (void)layout;
+  if (!std::filesystem::is_regular_file(o.data_path, ec)) {
+    return absl::NotFoundError(absl::StrCat("training.data_path: ", o.data_path,
+                                            " does not exist"));
+  }
+  std::unique_ptr<data::TokenFile> file;
+  if (o.data_raw_bytes != 0) {
+    MOBIUS_ASSIGN_OR_RETURN(file, data::TokenFile::OpenRaw(o.data_path, o.data_raw_bytes,
+                                                           config.vocab_size));
+  } else {
+    MOBIUS_ASSIGN_OR_RETURN(file, data::TokenFile::Open(o.data_path));
+  }
+  auto loader = data::TokenLoader::Create(
+      std::shared_ptr<const data::TokenFile>(std::move(file)),
+      {.seq_len = o.seq, .batch_size = o.batch, .seed = o.seed, .eval_fraction = o.eval_fraction});
+  if (!loader.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("training.data_path: ", o.data_path, ": ",
+                                                   loader.status().message()));
+  }
+  if (o.resume && !checkpoint::LatestCheckpoint(o.checkpoint_dir).ok()) {
+    return absl::NotFoundError(absl::StrCat("resume: no complete checkpoint in ",
+                                            o.checkpoint_dir));
+  }
+  return absl::OkStatus();
+}
+
+namespace {
+
+absl::Status Spawn(Launcher::State& s, Worker& w, const std::string& config_path) {
+  int out[2], err[2];
+  if (pipe2(out, O_CLOEXEC) != 0) return MOBIUS_ERRNO_ERROR("pipe");
+  if (pipe2(err, O_CLOEXEC) != 0) {
+    close(out[0]);
+    close(out[1]);
+    return MOBIUS_ERRNO_ERROR("pipe");
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
+  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  const std::string rank = absl::StrCat(w.rank);
+  std::vector<std::string> argv_s = {s.options.worker_binary, "run", config_path, rank};
+  std::vector<char*> argv;
+  for (std::string& a : argv_s) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid = -1;
+  const int rc = posix_spawn(&pid, s.options.worker_binary.c_str(), &actions, nullptr, argv.data(),
+                             environ);
+  posix_spawn_file_actions_destroy(&actions);
+  close(out[1]);
+  close(err[1]);
+  if (rc != 0) {
+    close(out[0]);
+    close(err[0]);
+    errno = rc;
+    return MOBIUS_ERRNO_ERROR(absl::StrCat("spawn ", s.options.worker_binary));
+  }
+  w.pid = pid;
+  w.out_fd = out[0];
+  w.err_fd = err[0];
+  return absl::OkStatus();
+}
+
+void KillAll(Launcher::State& s, int sig) {
+  for (Worker& w : s.workers) {
+    if (!w.exited && w.pid > 0) kill(w.pid, sig);
+  }
+}
+
+void ReapAll(Launcher::State& s) {
+  for (Worker& w : s.workers) {
+    if (w.exited || w.pid <= 0) continue;
+    if (waitpid(w.pid, &w.wait_status, 0) == w.pid) w.exited = true;
+  }
+  for (Worker& w : s.workers) {
+    for (int* fd : {&w.out_fd, &w.err_fd}) {
+      if (*fd >= 0) close(*fd);
+      *fd = -1;
+    }
+  }
+}
+
+void RemoveStore(Launcher::State& s) {
+  if (s.store != nullptr && !s.store_removed) {
+    absl::Status st = s.store->Remove();
+    if (!st.ok()) LOG(WARNING) << st;
+    s.store_removed = true;
+  }
+}
+
+}  // namespace
+
+Launcher::Launcher(std::unique_ptr<State> state) : s_(std::move(state)) {}
+
+Launcher::~Launcher() {
+  if (s_ == nullptr) return;
+  KillAll(*s_, SIGKILL);
+  ReapAll(*s_);
+  RemoveStore(*s_);
+}
+
+absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options) {
+  MOBIUS_RETURN_IF_ERROR(ValidateLaunch(options.run));
+  auto s = std::make_unique<State>();
+  RunConfig& run = options.run;
+  if (run.training.microbatch == 0) run.training.microbatch = run.training.batch;
+  if (run.store_path.empty()) {
+    std::string job = run.job_id.empty() ? "job" : run.job_id;
+    for (char& c : job) {
+      if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+    }
+    run.store_path = absl::StrCat(options.shm_dir, "/", kStorePrefix, job, "-", getpid());
+  }
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(run.training.model_dir));
+  MOBIUS_ASSIGN_OR_RETURN(s->layout, MakeStoreLayout(config, run));
+  std::error_code ec;
+  std::filesystem::create_directories(options.run_dir, ec);
+  if (ec) {
+    return absl::InvalidArgumentError(absl::StrCat("run directory ", options.run_dir, ": ",
+                                                   ec.message()));
+  }
+  if (access(options.worker_binary.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat("worker binary ", options.worker_binary,
+                                                      " is not executable"));
+  }
+  const std::string config_path = options.run_dir + "/run.json";
+  MOBIUS_RETURN_IF_ERROR(WriteRunConfig(config_path, run));
+  MOBIUS_ASSIGN_OR_RETURN(s->store, HostStore::Create(run.store_path, s->layout.total_bytes));
+  s->options = std::move(options);
+  s->workers.resize(s->options.run.num_workers);
+  for (int r = 0; r < s->options.run.num_workers; ++r) {
+    s->workers[r].rank = r;
+    absl::Status st = Spawn(*s, s->workers[r], config_path);
+    if (!st.ok()) {
+      KillAll(*s, SIGKILL);
+      ReapAll(*s);
+      RemoveStore(*s);
+      return absl::InternalError(absl::StrCat("rank ", r, ": ", st.message()));
+    }
+  }
+  s->last_step_end = Clock::now();
+  return std::unique_ptr<Launcher>(new Launcher(std::move(s)));
+}
+
+void Launcher::Cancel() {
+  if (s_->cancel.exchange(true)) return;
+  s_->cancel_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                         Clock::now().time_since_epoch()).count() +
+                     absl::ToInt64Nanoseconds(s_->options.kill_grace);
+  s_->store->Abort(4);  // wakes every waiting worker; they exit with ABORTED
+  KillAll(*s_, SIGTERM);
+}
+
+std::vector<pid_t> Launcher::worker_pids() const {
+  std::vector<pid_t> pids;
+  for (const Worker& w : s_->workers) pids.push_back(w.pid);
+  return pids;
+}
+
+const std::string& Launcher::store_path() const { return s_->options.run.store_path; }
+
+namespace {
+
+// Splits complete lines off `buf`.
+std::vector<std::string> TakeLines(std::string& buf) {
+  std::vector<std::string> lines;
+  size_t start = 0;
+  for (size_t nl; (nl = buf.find('\n', start)) != std::string::npos; start = nl + 1) {
+    lines.push_back(buf.substr(start, nl - start));
+  }
+  buf.erase(0, start);
+  return lines;
+}
+
+void OnStdoutLine(Launcher::State& s, LaunchResult& result, const std::string& line) {
+  absl::StatusOr<WorkerStepReport> rep = ParseWorkerReportLine(line);
+  if (!rep.ok()) return;
+  std::vector<WorkerStepReport>& got = s.pending[rep->step];
+  got.push_back(*rep);
+  if (static_cast<int>(got.size()) < s.options.run.num_workers) return;
+  const Clock::time_point now = Clock::now();
+  const double seconds = std::chrono::duration<double>(now - s.last_step_end).count();
+  s.last_step_end = now;
+  StepReport agg = AggregateStep(got, seconds, !s.options.run.links.empty());
+  s.pending.erase(rep->step);
+  result.steps.push_back(agg);
+  if (s.options.on_step) s.options.on_step(agg);
+}
+
+void OnStderrLine(Launcher::State& s, Worker& w, const std::string& line) {
+  w.tail.push_back(line);
+  if (w.tail.size() > kTailLines) w.tail.pop_front();
+  if (s.options.on_log) s.options.on_log(w.rank, line);
+}
+
+}  // namespace
+
+LaunchResult Launcher::Wait() {
+  State& s = *s_;
+  LaunchResult result;
+  std::vector<std::string> failures;  // in the order the workers ended
+  int live = static_cast<int>(s.workers.size());
+  bool killed_rest = false;
+  char buf[65536];
+  while (live > 0) {
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Worker*, bool>> owners;  // (worker, is stdout)
+    for (Worker& w : s.workers) {
+      if (w.out_fd >= 0) fds.push_back({w.out_fd, POLLIN, 0}), owners.push_back({&w, true});
+      if (w.err_fd >= 0) fds.push_back({w.err_fd, POLLIN, 0}), owners.push_back({&w, false});
+    }
+    if (!fds.empty()) poll(fds.data(), fds.size(), 100);
+    for (size_t i = 0; i < fds.size(); ++i) {
+      if ((fds[i].revents & (POLLIN | POLLHUP | POLLERR)) == 0) continue;
+      auto [w, is_out] = owners[i];
+      int& fd = is_out ? w->out_fd : w->err_fd;
+      const ssize_t n = read(fd, buf, sizeof(buf));
+      if (n <= 0) {
+        if (n < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        close(fd);
+        fd = -1;
+        continue;
+      }
+      std::string& pending = is_out ? w->out_buf : w->err_buf;
+      pending.append(buf, n);
+      for (const std::string& line : TakeLines(pending)) {
+        if (is_out) {
+          OnStdoutLine(s, result, line);
+        } else {
+          OnStderrLine(s, *w, line);
+        }
+      }
+    }
+    if (fds.empty()) usleep(20000);
+    // Reap; the first failure takes the others down.
+    for (Worker& w : s.workers) {
+      if (w.exited) continue;
+      const pid_t p = waitpid(w.pid, &w.wait_status, WNOHANG);
+      if (p != w.pid) continue;
+      w.exited = true;
+      --live;
+      const bool ok = WIFEXITED(w.wait_status) && WEXITSTATUS(w.wait_status) == 0;
+      if (!ok && !s.cancel) {
+        // Let the pipes drain a moment for the last lines before describing the failure.
+        for (int* fd : {&w.err_fd}) {
+          while (*fd >= 0) {
+            const ssize_t n = read(*fd, buf, sizeof(buf));
+            if (n <= 0) break;
+            w.err_buf.append(buf, n);
+            for (const std::string& line : TakeLines(w.err_buf)) OnStderrLine(s, w, line);
+          }
+        }
+        std::string failure = absl::StrCat("rank ", w.rank, " (pid ", w.pid, ") ", DescribeExit(w.wait_status));
+        if (!w.tail.empty()) {
+          failure += absl::StrCat("; last lines:\n  ",
+                                  absl::StrJoin(w.tail.begin(), w.tail.end(), "\n  "));
+        }
+        failures.push_back(std::move(failure));
+      }
+      if (!ok && !killed_rest) {
+        killed_rest = true;
+        s.store->Abort(5);
+        KillAll(s, SIGKILL);
+      }
+    }
+    if (s.cancel && !killed_rest) {
+      const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              Clock::now().time_since_epoch()).count();
+      if (now >= s.cancel_at_ns) {
+        killed_rest = true;
+        KillAll(s, SIGKILL);
+      }
+    }
+  }
+  ReapAll(s);
+  for (size_t l = 0; l < s.options.run.links.size(); ++l) {
+    result.links.push_back({s.options.run.links[l].name,
+                            LinkEmulator::LinkBytes(s.layout, *s.store, static_cast<int>(l), 0),
+                            LinkEmulator::LinkBytes(s.layout, *s.store, static_cast<int>(l), 1)});
+  }
+  RemoveStore(s);
+  result.cancelled = s.cancel;
+  if (s.cancel) {
+    result.status = absl::CancelledError("the job was cancelled");
+  } else if (!failures.empty()) {
+    // A rank that stopped because another aborted the job is a consequence, not the cause: report
+    // the first failure that is not one of those.
+    std::string failure = failures.front();
+    for (const std::string& f : failures) {
+      if (f.find("the job was aborted") == std::string::npos) {
+        failure = f;
+        break;
+      }
+    }
+    // Exit code 2 is the worker's "bad input before any step" (run_command.h).
+    const bool input_error = failure.find("exited with code 2") != std::string::npos;
+    result.status = input_error ? absl::InvalidArgumentError(failure) : absl::InternalError(failure);
+  }
+  return result;
+}
+
+}  // namespace mobius::runtime

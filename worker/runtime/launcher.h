@@ -1,0 +1,90 @@
+// Launcher: runs one pipeline job: checks the run config against the model and data, creates the
+// job's host store, spawns one `mobius-worker run` process per rank, relays their logs and step
+// reports, and tears everything down when the job ends or any worker fails. Used by the daemon's
+// supervisor and by the one-shot `mobius run`.
+//
+// Guarantees:
+//   - bad input (a plan that does not cover the model, wrong GPU count, missing model or data, a
+//     token file shorter than one batch, a device cap that cannot hold two stages) is reported by
+//     Start(), before any worker exists, with the field and the numbers;
+//   - when a worker exits with an error or is killed, the launcher reports which rank and why (exit
+//     code or signal, and its last log lines) within a poll interval, sets the store's abort word,
+//     kills every other worker (SIGKILL after the grace period) and reaps them;
+//   - the store file is removed when Wait() returns, whatever happened; workers die with the
+//     launcher process (PR_SET_PDEATHSIG), so not even a SIGKILLed launcher leaves one behind, and
+//     CleanOrphanStores removes its store at the next daemon start.
+//
+// Thread-safety: Start, then Wait from one thread; Cancel may be called from any thread at any time.
+// The callbacks run on the thread that called Wait.
+#ifndef MOBIUS_WORKER_RUNTIME_LAUNCHER_H_
+#define MOBIUS_WORKER_RUNTIME_LAUNCHER_H_
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/runtime/run_config.h"
+#include "worker/runtime/step_report.h"
+
+namespace mobius::runtime {
+
+struct LaunchOptions {
+  RunConfig run;                    // store_path: chosen by the launcher when empty
+  std::string worker_binary;        // mobius-worker
+  std::string run_dir;              // the job's directory: run.json and worker logs go here
+  std::string shm_dir = "/dev/shm";
+  absl::Duration kill_grace = absl::Seconds(5);  // SIGTERM -> SIGKILL on Cancel
+  std::function<void(const StepReport&)> on_step;
+  std::function<void(int rank, const std::string& line)> on_log;  // worker stderr lines
+};
+
+struct LinkTraffic {
+  std::string name;
+  uint64_t h2d_bytes = 0, d2h_bytes = 0;
+};
+
+struct LaunchResult {
+  absl::Status status;              // OK, or why the job failed (rank, exit code/signal, last lines)
+  std::vector<StepReport> steps;    // one per completed step
+  std::vector<LinkTraffic> links;   // bytes per emulated link (empty without emulation)
+  bool cancelled = false;
+};
+
+class Launcher {
+ public:
+  // Validates, creates the store, spawns the workers. Errors: INVALID_ARGUMENT / NOT_FOUND /
+  // RESOURCE_EXHAUSTED for bad input (nothing is left behind), INTERNAL for spawn failures.
+  static absl::StatusOr<std::unique_ptr<Launcher>> Start(LaunchOptions options);
+  ~Launcher();  // kills and reaps any worker still running, removes the store
+
+  // Relays reports and logs until every worker exited; then removes the store.
+  LaunchResult Wait();
+
+  // Asks the workers to stop: SIGTERM now, SIGKILL after kill_grace. Wait() then returns
+  // CANCELLED.
+  void Cancel();
+
+  std::vector<pid_t> worker_pids() const;
+  const std::string& store_path() const;
+
+  struct State;
+
+ private:
+  explicit Launcher(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+// The checks Start() runs before anything is created (exposed for the daemon's submit path).
+absl::Status ValidateLaunch(const RunConfig& run);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_LAUNCHER_H_

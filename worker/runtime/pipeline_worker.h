@@ -1,0 +1,84 @@
+// PipelineWorker: one rank of a pipeline run (`mobius-worker run`): executes its stages of the
+// plan, step after step, against the job's shared host store (host_store.h, store_layout.h).
+//
+// Per step r (run-local, 1-based), a rank runs its tasks in order: forward of its stages
+// ascending, then backward of its stages descending (the Mobius schedule: stage s runs on rank
+// stage_rank[s], stages cycling over the GPUs).
+//   forward   the stage's weights come from the store into one of two device slots (the next
+//             task's stage is prefetched into the other slot on the H2D queue while this one
+//             computes); for every microbatch the input (token ids for stage 0, otherwise the
+//             previous stage's bf16 boundary activation, waited for in the store) runs through the
+//             stage's units; the output activation goes to the store for the next stage (and stays
+//             there as the activation checkpoint: offloaded, not kept on the device).
+//   backward  per microbatch: the stage input again, the stage interior recomputed, the output
+//             gradient from the store, backward through the units (each unit recomputes its own
+//             internals too), the input gradient to the store; the stage's fp32 gradients,
+//             accumulated over microbatches on the device, go to the store in one D2H copy.
+//   optimizer a per-rank thread takes each stage as soon as its gradients are in the store: its
+//             share of the global gradient norm, then (after every stage's share is in, when
+//             clipping needs the global norm) AdamW over the stage's tensors, writing the bf16 copy
+//             the next step uploads; the next step's upload of that stage waits only for it.
+// The arithmetic is the standalone trainer's, op for op and in the same order per unit and
+// microbatch, so on the CPU backend a pipeline run reproduces it bit-exactly (losses, gradient norm,
+// weights); see docs/runtime.md.
+//
+// Activations are never queued behind weight copies: weights move on the H2D queue, activations on
+// the compute queue.
+//
+// Thread-safety: one caller; Run() starts and joins the optimizer thread itself.
+#ifndef MOBIUS_WORKER_RUNTIME_PIPELINE_WORKER_H_
+#define MOBIUS_WORKER_RUNTIME_PIPELINE_WORKER_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/runtime/run_config.h"
+
+namespace mobius::runtime {
+
+// One rank's account of one step (the launcher aggregates them; step_report.h).
+struct WorkerStepReport {
+  int rank = 0;
+  int64_t step = 0;            // global step number (resumed runs continue the count)
+  int64_t total_steps = 0;
+  std::optional<float> loss;   // from the rank that runs the head
+  double lr = 0;
+  double grad_norm = 0;
+  int64_t tokens = 0;          // B * T (the same on every rank)
+  double step_seconds = 0;     // this rank's wall time for the step
+  double compute_seconds = 0;  // waiting for its own compute queue
+  double stall_seconds = 0;    // waiting for weights (prefetch), activations, gradients, updates
+  double optimizer_seconds = 0;
+  uint64_t h2d_bytes = 0, d2h_bytes = 0;
+  std::string checkpoint;      // directory written after this step (rank 0), if any
+};
+
+class PipelineWorker {
+ public:
+  // Loads the model (or the checkpoint when resuming), validates the config against it, maps the
+  // store, creates the backend (CPU; with link emulation when the config has links) and allocates
+  // both slots and the activation buffers, so a device cap that cannot hold two stages fails here
+  // with RESOURCE_EXHAUSTED, before any step.
+  static absl::StatusOr<std::unique_ptr<PipelineWorker>> Create(const RunConfig& run, int rank);
+  ~PipelineWorker();
+
+  // Fills this rank's part of the store, meets the other ranks, then runs every remaining step,
+  // calling `on_step` after each. On an error the store's abort word is set so the other ranks stop
+  // too; ABORTED when another rank aborted first.
+  absl::Status Run(const std::function<void(const WorkerStepReport&)>& on_step);
+
+  struct State;
+
+ private:
+  explicit PipelineWorker(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_PIPELINE_WORKER_H_

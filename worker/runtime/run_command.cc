@@ -1,0 +1,47 @@
+#include "worker/runtime/run_command.h"
+
+#include <signal.h>
+#include <sys/prctl.h>
+#include <unistd.h>
+
+#include <iostream>
+
+#include "absl/strings/numbers.h"
+#include "glog/logging.h"
+#include "worker/runtime/pipeline_worker.h"
+#include "worker/runtime/run_config.h"
+#include "worker/runtime/step_report.h"
+
+namespace mobius::runtime {
+
+int RunWorkerCommand(const std::vector<std::string>& args) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (getppid() == 1) return 1;  // the launcher died before the line above took effect
+  int rank = -1;
+  if (args.size() != 4 || !absl::SimpleAtoi(args[3], &rank)) {
+    std::cerr << "usage: " << kRunUsage << "\n";
+    return 2;
+  }
+  absl::StatusOr<RunConfig> config = ReadRunConfig(args[2]);
+  if (!config.ok()) {
+    std::cerr << "error: " << config.status() << "\n";
+    return 2;
+  }
+  absl::StatusOr<std::unique_ptr<PipelineWorker>> worker = PipelineWorker::Create(*config, rank);
+  if (!worker.ok()) {
+    std::cerr << "error: rank " << rank << ": " << worker.status() << "\n";
+    return 2;
+  }
+  LOG(INFO) << "rank " << rank << " of job " << config->job_id << " ready (CPU backend"
+            << (config->links.empty() ? "" : ", emulated PCIe links") << ")";
+  absl::Status st = (*worker)->Run([](const WorkerStepReport& report) {
+    std::cout << WorkerReportToLine(report) << std::endl;
+  });
+  if (!st.ok()) {
+    std::cerr << "error: rank " << rank << ": " << st << "\n";
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace mobius::runtime

@@ -1,0 +1,54 @@
+// Step reports: how a worker tells its launcher what a step did, and what the launcher makes of
+// all ranks' reports for one step.
+//
+// Wire format: a worker writes one line per step on stdout, "@report " + a JSON object
+// (WorkerReportToLine); everything else a worker prints is log. The launcher parses the lines
+// (ParseWorkerReportLine) and, once every rank reported step k, aggregates them (AggregateStep):
+// loss and grad norm from the ranks that know them, compute / stall / optimizer seconds as the
+// maximum over ranks (the slowest rank sets the pace), bytes summed.
+//
+// Value types; pure functions.
+#ifndef MOBIUS_WORKER_RUNTIME_STEP_REPORT_H_
+#define MOBIUS_WORKER_RUNTIME_STEP_REPORT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "worker/runtime/pipeline_worker.h"
+
+namespace mobius::runtime {
+
+inline constexpr char kReportPrefix[] = "@report ";
+
+std::string WorkerReportToLine(const WorkerStepReport& report);
+// INVALID_ARGUMENT unless `line` is kReportPrefix + a report's JSON.
+absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line);
+
+struct StepReport {
+  int64_t step = 0, total_steps = 0;
+  float loss = 0;
+  double lr = 0, grad_norm = 0;
+  int64_t tokens = 0;
+  double step_seconds = 0;       // launcher wall time between consecutive completed steps
+  double tokens_per_second = 0;
+  double compute_seconds = 0, stall_seconds = 0, optimizer_seconds = 0;  // max over ranks
+  uint64_t h2d_bytes = 0, d2h_bytes = 0;                                 // all ranks
+  std::string checkpoint;
+  bool emulated = false;         // link emulation was on
+};
+
+// REQUIRES: `ranks` holds one report per rank for the same step.
+StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step_seconds,
+                         bool emulated);
+
+// "step 12/100 | loss 3.4521 | lr 3.00e-04 | grad_norm 1.234 | tok/s 1234 | 456 ms |
+//  stall 12 ms | h2d 1.2 GB"
+std::string FormatStepReport(const StepReport& report);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_STEP_REPORT_H_

@@ -1,0 +1,91 @@
+// StoreLayout: where everything lives in a job's shared host model store (host_store.h). Computed
+// deterministically from the model and the run config, so the launcher (which sizes the file) and
+// every worker (which map it) agree on every offset without exchanging anything.
+//
+// Regions, in order, each 4 KiB aligned:
+//   header + control   magic, version, the launcher's pid, the abort word, barrier, and the
+//                      per-stage / per-microbatch progress words (uint32 step counters, futex-able)
+//   unit weights       per layer unit in unit order, its bf16 weights in the device layout
+//                      (unit_params.h): a stage's weights are one contiguous range, uploaded with
+//                      one chunked copy
+//   unit grads         per unit, fp32 gradients in the same layout: one D2H copy per stage
+//   optimizer state    per owned tensor (grouped by owning unit): fp32 master, Adam m, Adam v
+//   boundaries         per stage boundary s (between stage s and s+1) and microbatch m: the bf16
+//                      activation [mb, T, C] and the fp32 gradient [mb, T, C] crossing it
+//   link words         per emulated link: next free time (ns) per direction and bytes per direction
+//   norm partials      one double per 64 Ki-element chunk of every tensor, in HF-name order: the
+//                      exact partial sums CpuAdamW::GlobalGradNorm adds, so a pipeline's global
+//                      gradient norm is bit-identical to the standalone trainer's
+//
+// Value type; immutable after Make.
+#ifndef MOBIUS_WORKER_RUNTIME_STORE_LAYOUT_H_
+#define MOBIUS_WORKER_RUNTIME_STORE_LAYOUT_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/model/layer_units.h"
+#include "worker/model/unit_params.h"
+#include "worker/runtime/run_config.h"
+
+namespace mobius::runtime {
+
+struct TensorSlot {
+  std::string name;
+  int64_t owner_unit = 0;
+  int64_t num_elements = 0;
+  uint64_t master = 0, m = 0, v = 0;  // byte offsets of the fp32 arrays
+  int64_t first_chunk = 0;            // index of its first norm partial
+  int64_t num_chunks = 0;
+  bool decay = false;
+};
+
+struct StoreLayout {
+  int num_stages = 0, num_workers = 0, num_microbatches = 0;
+  std::vector<units::UnitParamLayout> units;  // [unit]
+  std::vector<uint64_t> unit_weights;         // [unit] byte offset of the bf16 weights
+  std::vector<uint64_t> unit_grads;           // [unit] byte offset of the fp32 grads
+  std::map<std::string, TensorSlot> tensors;  // by HF name (owned tensors)
+  uint64_t boundary_elements = 0;             // mb * T * C
+  uint64_t boundaries = 0;                    // offset of boundary 0, microbatch 0
+  uint64_t norm_partials = 0;                 // offset of the doubles
+  uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h)
+  int64_t num_chunks = 0;
+  uint64_t total_bytes = 0;
+
+  // Control words (uint32), as word indices into the control area at offset kControlOffset.
+  int64_t grads_ready_word(int stage) const { return kFirstStageWord + stage; }
+  int64_t norm_ready_word(int stage) const { return kFirstStageWord + num_stages + stage; }
+  int64_t updated_word(int stage) const { return kFirstStageWord + 2 * num_stages + stage; }
+  int64_t act_ready_word(int boundary, int mb) const {
+    return kFirstStageWord + 3 * num_stages + boundary * num_microbatches + mb;
+  }
+  int64_t dgrad_ready_word(int boundary, int mb) const {
+    return act_ready_word(boundary, mb) + num_stages * num_microbatches;
+  }
+  int64_t loss_word(int mb) const {  // float bits of the head's loss of microbatch mb
+    return kFirstStageWord + 3 * num_stages + 2 * num_stages * num_microbatches + mb;
+  }
+  int64_t num_control_words() const { return loss_word(num_microbatches); }
+
+  uint64_t activation_offset(int boundary, int mb) const;  // bf16 [mb, T, C]
+  uint64_t dgrad_offset(int boundary, int mb) const;       // fp32 [mb, T, C]
+  // Bytes of a stage's weights (bf16) and grads (fp32): contiguous ranges starting at
+  // unit_weights[begin] / unit_grads[begin].
+  uint64_t stage_weight_bytes(const StageRange& r) const;
+  uint64_t stage_grad_bytes(const StageRange& r) const;
+
+  static constexpr uint64_t kControlOffset = 4096;
+  static constexpr int64_t kFirstStageWord = 8;  // words 0..7: abort, barrier count, generation..
+};
+
+// INVALID_ARGUMENT for a config that does not fit the model (ValidateRunConfig).
+absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
+                                            const RunConfig& run);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_STORE_LAYOUT_H_

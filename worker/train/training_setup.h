@@ -1,0 +1,66 @@
+// The pieces of a training run that do not depend on where the model executes, shared by the
+// standalone trainer (standalone_trainer.h) and the pipeline workers (worker/runtime/): option
+// validation, loading the model directory (or a checkpoint) into fp32 master + Adam moments, the
+// data loader at its position, the optimizer and LR schedule, and checkpoint writing. Both
+// executors use exactly these functions, so a pipeline run and a standalone run of the same options
+// see the same data, the same schedule and the same checkpoints.
+//
+// Not thread-safe; plain functions over the caller's objects.
+#ifndef MOBIUS_WORKER_TRAIN_TRAINING_SETUP_H_
+#define MOBIUS_WORKER_TRAIN_TRAINING_SETUP_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "worker/data/loader.h"
+#include "worker/data/token_file.h"
+#include "worker/optim/adamw.h"
+#include "worker/optim/lr_schedule.h"
+#include "worker/reference/parameters.h"
+#include "worker/train/standalone_trainer.h"
+
+namespace mobius::train {
+
+// Checks the options (INVALID_ARGUMENT naming the flag) and fills defaults (microbatch = batch,
+// threads = hardware concurrency).
+absl::Status ValidateTrainerOptions(TrainerOptions& options);
+
+// Everything a run starts from.
+struct TrainingStart {
+  model::ModelConfig config;
+  std::string config_json;                    // config.json verbatim, kept in checkpoints
+  reference::Parameters master, adam_m, adam_v;  // fp32; moments zero unless resumed
+  std::map<std::string, bool> decay;          // weight decay by HF name (layer_units.h)
+  std::shared_ptr<const data::TokenFile> file;
+  std::unique_ptr<data::TokenLoader> loader;  // at the resume position
+  int64_t step = 0;                           // optimizer steps done (resume: the checkpoint's)
+};
+
+// Loads the model directory, checks seq against the model, opens and checks the data (every token
+// id < vocab), and with options.resume continues from LatestCheckpoint(checkpoint_dir).
+// NOT_FOUND for a missing model directory, data file or checkpoint; INVALID_ARGUMENT for data or a
+// checkpoint that does not fit the run.
+// REQUIRES: ValidateTrainerOptions(options) returned OK.
+absl::StatusOr<TrainingStart> LoadTrainingStart(const TrainerOptions& options);
+
+absl::StatusOr<std::unique_ptr<optim::CpuAdamW>> MakeAdamW(const TrainerOptions& options);
+absl::StatusOr<optim::LrSchedule> MakeLrSchedule(const TrainerOptions& options);
+
+// Writes a checkpoint of `step` completed steps with the loader's position; returns its directory.
+// Moments are saved when step > 0.
+absl::StatusOr<std::string> SaveTrainingCheckpoint(const TrainerOptions& options,
+                                                   const model::ModelConfig& config,
+                                                   const std::string& config_json,
+                                                   const reference::Parameters& master,
+                                                   const reference::Parameters& adam_m,
+                                                   const reference::Parameters& adam_v,
+                                                   int64_t step, data::LoaderPosition position);
+
+}  // namespace mobius::train
+
+#endif  // MOBIUS_WORKER_TRAIN_TRAINING_SETUP_H_
