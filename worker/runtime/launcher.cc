@@ -379,7 +379,11 @@ LaunchResult Launcher::Wait() {
     }
     // Exit code 2 is the worker's "bad input before any step" (run_command.h).
     const bool input_error = failure.find("exited with code 2") != std::string::npos;
-    result.status = input_error ? absl::InvalidArgumentError(failure) : absl::InternalError(failure);
+    if (failure.find("RESOURCE_EXHAUSTED") != std::string::npos) {
+      result.status = absl::ResourceExhaustedError(failure);
+    } else {
+      result.status = input_error ? absl::InvalidArgumentError(failure) : absl::InternalError(failure);
+    }
   }
   return result;
 }

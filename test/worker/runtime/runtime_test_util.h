@@ -20,11 +20,15 @@ namespace mobius::runtime::testing {
 using train::testing::TempDir;
 
 inline std::string WriteModel(const std::string& dir, const std::string& family, int layers,
-                              int64_t vocab = 256) {
+                              int64_t vocab = 256, int64_t intermediate = 0) {
   std::filesystem::create_directories(dir);
   auto fam = checkpoint::ParseFamily(family);
   EXPECT_TRUE(fam.ok());
-  auto config = checkpoint::PresetConfig(*fam, "tiny", {.layers = layers, .vocab = vocab});
+  auto config = checkpoint::PresetConfig(*fam, "tiny", {.layers = layers,
+                                                               .intermediate = intermediate > 0
+                                                                   ? std::optional(intermediate)
+                                                                   : std::nullopt,
+                                                               .vocab = vocab});
   EXPECT_TRUE(config.ok()) << config.status();
   auto params = checkpoint::InitModelParameters(*config, 3);
   absl::Status s = checkpoint::WriteModelDirectory(dir, *config, params, {});

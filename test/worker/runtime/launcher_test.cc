@@ -1,0 +1,174 @@
+// The launcher's guarantees (launcher.h): bad input refused before any worker exists, a killed
+// worker reported with its rank and signal while every other worker is taken down and the shared
+// store removed, a device cap that cannot hold two stages refused before any step, and one that
+// fits two stages but not three runs to the end.
+#include <signal.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <thread>
+
+#include "test/worker/runtime/runtime_test_util.h"
+#include "common/model/model_config_parse.h"
+#include "worker/runtime/host_store.h"
+#include "worker/runtime/store_layout.h"
+
+namespace mobius::runtime {
+namespace {
+
+using testing::MakeLaunch;
+using testing::MakeRun;
+using testing::TempDir;
+using testing::WriteModel;
+
+class LauncherTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    o_.model_dir = WriteModel(dir_ / "model", "llama", 4);
+    o_.data_path = train::testing::WriteCountingTokens(dir_ / "data.tok", 256, 24, 70);
+    o_.steps = 2;
+    o_.batch = 4;
+    o_.microbatch = 2;
+    o_.seq = 16;
+    o_.threads = 1;
+  }
+  bool Alive(pid_t pid) { return kill(pid, 0) == 0; }
+  TempDir dir_;
+  train::TrainerOptions o_;
+};
+
+TEST_F(LauncherTest, RefusesPlansThatDoNotCoverTheModel) {
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o_, {0, 2, 4}, 2), dir_ / "run"));  // 6 units
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("has 6 layer units"), std::string::npos) << l.status();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/run.json"));
+}
+
+TEST_F(LauncherTest, RefusesAGpuWithoutAStage) {
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o_, {0, 3, 6}, 3), dir_ / "run"));
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("rank 2 runs no stage"), std::string::npos) << l.status();
+}
+
+TEST_F(LauncherTest, RefusesMissingModelAndShortData) {
+  train::TrainerOptions o = o_;
+  o.model_dir = dir_ / "nope";
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o, {0, 3, 6}, 2), dir_ / "run"));
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(l.status().message().find("training.model_dir"), std::string::npos) << l.status();
+
+  o = o_;
+  o.data_path = train::testing::WriteCountingTokens(dir_ / "short.tok", 256, 1, 20);
+  l = Launcher::Start(MakeLaunch(MakeRun(o, {0, 3, 6}, 2), dir_ / "run"));
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("training.data_path"), std::string::npos) << l.status();
+}
+
+TEST_F(LauncherTest, KilledWorkerTakesTheJobDownCleanly) {
+  train::TrainerOptions o = o_;
+  o.steps = 100000;  // runs until killed
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o, {0, 1, 2, 3, 4, 5, 6}, 3), dir_ / "run"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  const std::vector<pid_t> pids = (*l)->worker_pids();
+  const std::string store = (*l)->store_path();
+  ASSERT_EQ(pids.size(), 3u);
+  std::thread killer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    kill(pids[1], SIGKILL);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  LaunchResult r = (*l)->Wait();
+  killer.join();
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_FALSE(r.status.ok());
+  EXPECT_NE(r.status.message().find("rank 1"), std::string::npos) << r.status;
+  EXPECT_NE(r.status.message().find("signal 9 (SIGKILL)"), std::string::npos) << r.status;
+  EXPECT_LT(seconds, 10.0);
+  for (pid_t p : pids) EXPECT_FALSE(Alive(p)) << "worker " << p << " survived";
+  EXPECT_FALSE(std::filesystem::exists(store)) << store;
+}
+
+TEST_F(LauncherTest, CancelStopsEveryWorker) {
+  train::TrainerOptions o = o_;
+  o.steps = 100000;
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o, {0, 2, 4, 6}, 2), dir_ / "run"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  const std::vector<pid_t> pids = (*l)->worker_pids();
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));
+    (*l)->Cancel();
+  });
+  LaunchResult r = (*l)->Wait();
+  canceller.join();
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kCancelled) << r.status;
+  EXPECT_TRUE(r.cancelled);
+  for (pid_t p : pids) EXPECT_FALSE(Alive(p));
+}
+
+TEST_F(LauncherTest, DeviceCapBelowTwoStagesIsRefusedBeforeAnyStep) {
+  train::TrainerOptions o = o_;
+  o.device_memory_bytes = 64 << 10;  // far below two stage slots
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o, {0, 1, 2, 3, 4, 5, 6}, 2), dir_ / "run"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  LaunchResult r = (*l)->Wait();
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kResourceExhausted) << r.status;
+  EXPECT_NE(r.status.message().find("cannot hold two stage slots"), std::string::npos) << r.status;
+  EXPECT_TRUE(r.steps.empty());
+}
+
+TEST_F(LauncherTest, CapForTwoStagesButNotThreeRuns) {
+  // Rank 0 runs three decoder blocks (stages 1, 2, 3), rank 1 the embedding, a block and the head.
+  // Wide MLPs make a block's weights dominate the activations.
+  o_.model_dir = WriteModel(dir_ / "wide", "llama", 4, 256, 1024);
+  RunConfig run = MakeRun(o_, {0, 1, 2, 3, 4, 5, 6}, 2, {1, 0, 0, 0, 1, 1});
+  run.store_path = "unused";
+  auto config = model::LoadModelConfig(o_.model_dir);
+  ASSERT_TRUE(config.ok());
+  auto layout = MakeStoreLayout(*config, run);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  auto stage_bytes = [&](int s) {
+    return layout->stage_weight_bytes(run.stages[s]) + layout->stage_grad_bytes(run.stages[s]);
+  };
+  const uint64_t two = 2 * std::max({stage_bytes(1), stage_bytes(2), stage_bytes(3)});
+  const uint64_t three = stage_bytes(1) + stage_bytes(2) + stage_bytes(3);
+  const uint64_t cap = two + 900 * 1024;  // + one microbatch's activations and workspace
+  ASSERT_LT(cap, three) << "the model is too small to tell two stages from three";
+  run.store_path.clear();
+  run.training.device_memory_bytes = cap;
+  auto l = Launcher::Start(MakeLaunch(run, dir_ / "run"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  LaunchResult r = (*l)->Wait();
+  ASSERT_TRUE(r.status.ok()) << r.status;
+  EXPECT_EQ(r.steps.size(), 2u);
+}
+
+TEST(HostStoreTest, CleansOrphansOnly) {
+  TempDir dir;
+  const std::string live = dir / (std::string(kStorePrefix) + "live");
+  auto store = HostStore::Create(live, 1 << 16);
+  ASSERT_TRUE(store.ok()) << store.status();
+  // An orphan: a store whose creator is gone (a child that exits right away).
+  const std::string orphan = dir / (std::string(kStorePrefix) + "orphan");
+  const pid_t child = fork();
+  if (child == 0) {
+    auto s = HostStore::Create(orphan, 1 << 16);
+    _exit(s.ok() ? 0 : 1);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  auto removed = CleanOrphanStores(dir / "");
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  EXPECT_EQ(*removed, 1);
+  EXPECT_TRUE(std::filesystem::exists(live));
+  EXPECT_FALSE(std::filesystem::exists(orphan));
+}
+
+}  // namespace
+}  // namespace mobius::runtime
