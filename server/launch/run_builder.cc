@@ -1,0 +1,57 @@
+#include "server/launch/run_builder.h"
+
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "common/status_macros.h"
+#include "server/planner/sim/machine.h"
+
+namespace mobius::launch {
+
+absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
+                                                  const train::TrainerOptions& training,
+                                                  const planner::Plan& plan,
+                                                  const topology::Topology& topology,
+                                                  const topology::TopologyFacts& facts,
+                                                  const EmulationOptions& emulation) {
+  if (!(emulation.link_scale > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("link scale must be positive (got ",
+                                                   emulation.link_scale, ")"));
+  }
+  const std::vector<int>& order = plan.mapping.gpu_order;
+  if (order.empty()) return absl::InvalidArgumentError("the plan maps its stages to no GPU");
+  runtime::RunConfig run;
+  run.job_id = job_id;
+  run.training = training;
+  run.training.microbatch = plan.shape.microbatch_size;
+  run.num_workers = static_cast<int>(order.size());
+  run.schedule = plan.schedule;
+  run.rank_gpu = order;
+  for (int s = 0; s < plan.num_stages(); ++s) {
+    run.stages.push_back({plan.partition.stages[s].begin, plan.partition.stages[s].end});
+    run.stage_rank.push_back(s % run.num_workers);
+  }
+  if (!emulation.enabled) return run;
+  planner::sim::MachineOptions mo;
+  mo.dma_efficiency = emulation.dma_efficiency;
+  MOBIUS_ASSIGN_OR_RETURN(planner::sim::SimMachine machine,
+                          planner::sim::MakeMachine(topology, facts, order, mo));
+  std::map<int, int> link_of;  // simulator h2d link id -> emulated link index
+  run.rank_links.resize(run.num_workers);
+  for (int pos = 0; pos < machine.num_gpus(); ++pos) {
+    for (int id : machine.gpus[pos].h2d_path) {
+      auto [it, added] = link_of.emplace(id, static_cast<int>(run.links.size()));
+      if (added) {
+        const planner::sim::SimLink& l = machine.links[id];
+        run.links.push_back({std::string(absl::StripSuffix(l.name, ".h2d")),
+                             l.bytes_per_s * emulation.link_scale});
+      }
+      run.rank_links[pos].push_back(it->second);
+    }
+  }
+  run.link_scale = emulation.link_scale;
+  return run;
+}
+
+}  // namespace mobius::launch

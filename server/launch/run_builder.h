@@ -1,0 +1,41 @@
+// BuildRunConfig: turns a plan (server/planner) into the runtime's RunConfig
+// (worker/runtime/run_config.h): the plan's stages, its stage -> GPU mapping as stage -> rank
+// (rank = position in Mapping::gpu_order), and, for the CPU backend's link emulation, the PCIe links
+// of those GPUs taken from the simulator's machine model (sim/machine.h): each GPU's own link and
+// each shared uplink, at the simulator's effective DMA bandwidth times `link_scale`. Emulated run
+// and simulator therefore describe the same links, which is what makes measured and predicted step
+// times comparable.
+//
+// Used by the daemon's supervisor and by `mobius run`. Pure; thread-safe.
+#ifndef MOBIUS_SERVER_LAUNCH_RUN_BUILDER_H_
+#define MOBIUS_SERVER_LAUNCH_RUN_BUILDER_H_
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "server/planner/plan.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+#include "worker/runtime/run_config.h"
+#include "worker/train/standalone_trainer.h"
+
+namespace mobius::launch {
+
+struct EmulationOptions {
+  bool enabled = true;      // CPU backend: emulate the plan's GPUs' links
+  double link_scale = 1.0;  // multiplies every link's bandwidth (< 1: slower, to emulate a
+                            // PCIe-bound server with a small model on a small machine)
+  double dma_efficiency = 0.8;  // as the simulator (sim::MachineOptions)
+};
+
+// INVALID_ARGUMENT when the plan's GPUs are not in the topology or the scale is not positive.
+absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
+                                                  const train::TrainerOptions& training,
+                                                  const planner::Plan& plan,
+                                                  const topology::Topology& topology,
+                                                  const topology::TopologyFacts& facts,
+                                                  const EmulationOptions& emulation);
+
+}  // namespace mobius::launch
+
+#endif  // MOBIUS_SERVER_LAUNCH_RUN_BUILDER_H_
