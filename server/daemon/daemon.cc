@@ -15,6 +15,7 @@
 #include "grpcpp/server_builder.h"
 #include "server/daemon/socket_claim.h"
 #include "server/rpc/node_service.h"
+#include "server/rpc/peer_listener.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
 #include "worker/backend/device_probe.h"
@@ -32,18 +33,14 @@ class DaemonImpl : public Daemon {
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     node_service_ = std::make_unique<NodeServiceImpl>(&snapshot_);
+    // The socket is ours, not gRPC's: each accepted connection's SO_PEERCRED identifies the
+    // caller (peer_listener.h). Created with no access for others; SetMode() opens it up.
+    MOBIUS_ASSIGN_OR_RETURN(listener_, PeerListener::Listen(options.socket_path));
     grpc::ServerBuilder builder;
-    builder.AddListeningPort(absl::StrCat("unix:", options.socket_path),
-                             grpc::InsecureServerCredentials());
     builder.RegisterService(node_service_.get());
-    // Create the socket with no access for others; SetMode() then opens it up as configured.
-    mode_t old_umask = umask(0077);
     server_ = builder.BuildAndStart();
-    umask(old_umask);
-    if (server_ == nullptr) {
-      return absl::UnavailableError(
-          absl::StrCat("gRPC could not listen on unix:", options.socket_path));
-    }
+    if (server_ == nullptr) return absl::UnavailableError("gRPC server failed to start");
+    listener_->Start(server_.get());
     MOBIUS_RETURN_IF_ERROR(claim_->SetMode(options.socket_mode));
     LOG(INFO) << "serving gRPC (NodeService, grpc.health.v1, reflection) on unix:"
               << options.socket_path;
@@ -51,6 +48,7 @@ class DaemonImpl : public Daemon {
   }
 
   void Shutdown(absl::Duration grace) override {
+    if (listener_ != nullptr) listener_->Stop();
     if (server_ != nullptr) {
       server_->GetHealthCheckService()->Shutdown();
       server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
@@ -88,6 +86,7 @@ class DaemonImpl : public Daemon {
   TopologySnapshot snapshot_;
   std::unique_ptr<SocketClaim> claim_;
   std::unique_ptr<NodeServiceImpl> node_service_;
+  std::unique_ptr<PeerListener> listener_;
   std::unique_ptr<grpc::Server> server_;
 };
 
