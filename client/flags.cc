@@ -33,3 +33,15 @@ ABSL_FLAG(double, efficiency, 0.5, "plan: fraction of peak FLOP/s a layer reache
 ABSL_FLAG(double, peak_tflops, 0,
           "plan: the GPU's dense bf16 peak TFLOP/s (0: preset from the GPU name).");
 ABSL_FLAG(double, mip_time_limit_seconds, 10, "plan: wall-clock limit of the mip partitioner.");
+ABSL_FLAG(bool, wait, false,
+          "submit: follow the job with a live progress bar until it ends (Ctrl-C detaches; the "
+          "job keeps running). Exit code 1 unless it succeeded.");
+ABSL_FLAG(bool, follow, false, "logs: keep streaming until the job ends.");
+ABSL_FLAG(bool, f, false, "logs: short for --follow.");
+ABSL_FLAG(std::string, submission_id, "",
+          "submit: idempotency key; submitting the same spec again with it returns the same job "
+          "(a different spec is refused). Empty: a random one.");
+ABSL_FLAG(std::string, state, "", "ls: only jobs in this state (queued, running, succeeded, "
+                                  "failed, cancelled).");
+ABSL_FLAG(int32_t, max_gpus, 0, "quota set: GPUs the user's running jobs may hold; 0: no limit.");
+ABSL_FLAG(int32_t, max_running_jobs, 0, "quota set: running jobs of the user; 0: no limit.");

@@ -35,5 +35,12 @@ ABSL_DECLARE_FLAG(double, host_memory_gib);
 ABSL_DECLARE_FLAG(double, efficiency);
 ABSL_DECLARE_FLAG(double, peak_tflops);
 ABSL_DECLARE_FLAG(double, mip_time_limit_seconds);
+ABSL_DECLARE_FLAG(bool, wait);
+ABSL_DECLARE_FLAG(bool, follow);
+ABSL_DECLARE_FLAG(bool, f);
+ABSL_DECLARE_FLAG(std::string, submission_id);
+ABSL_DECLARE_FLAG(std::string, state);
+ABSL_DECLARE_FLAG(int32_t, max_gpus);
+ABSL_DECLARE_FLAG(int32_t, max_running_jobs);
 
 #endif  // MOBIUS_CLIENT_FLAGS_H_

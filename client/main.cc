@@ -4,6 +4,8 @@
 //   mobius plan --model DIR [--topology-file FILE] [--batch --microbatch --seq --schedule
 //               --partitioner --mapper --gpus 0,1] [--json] [--trace out.json]
 //   mobius health                                         is the daemon serving?
+//   mobius submit|ls|describe|logs|watch|cancel|queue|node|drain|undrain|quota   jobs
+//                                                         (client/job_commands.h)
 //
 // Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error.
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "absl/time/time.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
+#include "client/job_commands.h"
 #include "client/flags.h"
 #include "client/plan_command.h"
 #include "client/tokenize_command.h"
@@ -31,6 +34,12 @@ constexpr char kUsage[] =
     "           (--model DIR|config.json, --topology-file or the daemon, --batch, --microbatch,\n"
     "           --seq, --schedule, --partitioner, --mapper, --gpus 0,1, --json, --trace FILE)\n"
     "  health   check that the daemon is serving\n"
+    "  submit JOB.yaml [--wait]   queue a fine-tuning job (docs/job-spec.md); --wait: progress bar\n"
+    "  ls [--state S]             your jobs (admins: everyone's)\n"
+    "  describe JOB | logs [-f] JOB | watch JOB | cancel JOB\n"
+    "  queue                      queued and running jobs and why they wait\n"
+    "  node                       GPUs (free / used by which job), memory budgets\n"
+    "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
     "  tokenize IN OUT --tokenizer DIR   tokenize a dataset into a token file (no daemon)\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
     "4 daemon error.";
@@ -89,6 +98,19 @@ int main(int argc, char** argv) {
     o.eos_id = absl::GetFlag(FLAGS_eos_id);
     o.threads = absl::GetFlag(FLAGS_threads);
     return mobius::cli::RunTokenize(o, std::cout, std::cerr);
+  }
+  if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {
+    mobius::cli::JobCommandOptions o;
+    o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+    o.timeout = Timeout();
+    o.json = absl::GetFlag(FLAGS_json);
+    o.wait = absl::GetFlag(FLAGS_wait);
+    o.follow = absl::GetFlag(FLAGS_follow) || absl::GetFlag(FLAGS_f);
+    o.submission_id = absl::GetFlag(FLAGS_submission_id);
+    o.state = absl::GetFlag(FLAGS_state);
+    o.max_gpus = absl::GetFlag(FLAGS_max_gpus);
+    o.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+    return mobius::cli::RunJobCommand({args.begin() + 1, args.end()}, o, std::cout, std::cerr);
   }
   if (args.size() != 2) {
     std::cerr << kUsage << "\n";

@@ -30,6 +30,9 @@ if(MOBIUS_SERVICE)
   find_package(gRPC CONFIG REQUIRED)
   find_package(PkgConfig REQUIRED)
   pkg_check_modules(HWLOC REQUIRED IMPORTED_TARGET hwloc>=2.0)
+  # Job spec YAML (common/jobspec); Debian 12 ships yaml-cpp 0.7.
+  pkg_check_modules(YAML_CPP REQUIRED IMPORTED_TARGET yaml-cpp>=0.6)
+  find_package(SQLite3 REQUIRED)  # the job store (server/jobs/store/), target SQLite::SQLite3
   find_program(MOBIUS_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 endif()
 

@@ -19,8 +19,8 @@ PACKAGES=(
   prometheus-cpp-dev libsqlite3-dev sqlite3 coinor-libcbc-dev libopenblas-dev
   # oneDNN: only the CPU GEMM benchmark compares against it
   libdnnl-dev
-  # model configs and safetensors headers (JSON)
-  nlohmann-json3-dev
+  # model configs and safetensors headers (JSON); job specs (YAML)
+  nlohmann-json3-dev libyaml-cpp-dev
   # tokenizers: Unicode-aware pre-tokenization regexes, NFC normalisation
   libpcre2-dev libutf8proc-dev libsentencepiece-dev sentencepiece
   # tests and benchmarks (PyTorch on the CPU: golden data and side-by-side baselines)

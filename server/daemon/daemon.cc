@@ -14,6 +14,9 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/daemon/socket_claim.h"
+#include "server/jobs/scheduler/node_resources.h"
+#include "server/jobs/service/job_manager.h"
+#include "server/rpc/job_service.h"
 #include "server/rpc/node_service.h"
 #include "server/rpc/peer_listener.h"
 #include "server/topology/analysis.h"
@@ -30,25 +33,37 @@ class DaemonImpl : public Daemon {
     LogDevices();
     MOBIUS_ASSIGN_OR_RETURN(claim_, SocketClaim::Acquire(options.socket_path));
 
+    MOBIUS_RETURN_IF_ERROR(StartJobs(options));
+
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     node_service_ = std::make_unique<NodeServiceImpl>(&snapshot_);
+    node_service_->SetStatusProvider([this] { return NodeStatusProto(); });
     // The socket is ours, not gRPC's: each accepted connection's SO_PEERCRED identifies the
     // caller (peer_listener.h). Created with no access for others; SetMode() opens it up.
     MOBIUS_ASSIGN_OR_RETURN(listener_, PeerListener::Listen(options.socket_path));
+    AccessConfig access{options.admin_uids, options.admin_gid};
+    job_service_ = std::make_unique<JobServiceImpl>(jobs_.get(), listener_.get(), access);
+    admin_service_ = std::make_unique<AdminServiceImpl>(jobs_.get(), listener_.get(), access);
     grpc::ServerBuilder builder;
     builder.RegisterService(node_service_.get());
+    builder.RegisterService(job_service_.get());
+    builder.RegisterService(admin_service_.get());
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) return absl::UnavailableError("gRPC server failed to start");
     listener_->Start(server_.get());
     MOBIUS_RETURN_IF_ERROR(claim_->SetMode(options.socket_mode));
-    LOG(INFO) << "serving gRPC (NodeService, grpc.health.v1, reflection) on unix:"
+    LOG(INFO) << "serving gRPC (NodeService, JobService, AdminService, grpc.health.v1, "
+                 "reflection) on unix:"
               << options.socket_path;
     return absl::OkStatus();
   }
 
   void Shutdown(absl::Duration grace) override {
     if (listener_ != nullptr) listener_->Stop();
+    // Running jobs stop and are requeued (they resume from their checkpoint at the next start);
+    // watch and log streams end with UNAVAILABLE.
+    if (jobs_ != nullptr) jobs_->Shutdown();
     if (server_ != nullptr) {
       server_->GetHealthCheckService()->Shutdown();
       server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoSeconds(grace));
@@ -80,12 +95,73 @@ class DaemonImpl : public Daemon {
 
   void LogDevices() {
     DeviceProbe probe = ProbeDevices();
+    has_cuda_ = !probe.cuda_devices.empty();
     LOG(INFO) << "compute devices on this machine: " << DescribeBackendChoice(probe);
+  }
+
+  absl::Status StartJobs(const DaemonOptions& options) {
+    jobs::NodeConfig node;
+    node.gpu_allow_list = options.gpu_allow_list;
+    int64_t numa = 0;
+    for (const auto& n : snapshot_.topology.numa_nodes) numa += n.memory_bytes;
+    node.host_bytes = options.host_memory_bytes > 0 ? options.host_memory_bytes : numa / 10 * 9;
+    node.pinned_bytes =
+        options.pinned_budget_bytes > 0 ? options.pinned_budget_bytes : node.host_bytes / 2;
+    jobs::JobManagerOptions jo;
+    MOBIUS_ASSIGN_OR_RETURN(jo.node,
+                            jobs::MakeNodeResources(snapshot_.topology, snapshot_.facts, node));
+    jo.state_dir = options.state_dir;
+    jo.worker_binary = options.worker_binary;
+    jo.topology = snapshot_.topology;
+    jo.facts = snapshot_.facts;
+    jo.default_quota = {options.max_gpus_per_user, options.max_running_jobs_per_user};
+    jo.emulate_links = options.emulate_links == "on" ||
+                       (options.emulate_links == "auto" && !has_cuda_);
+    jo.link_scale = options.link_scale;
+    jo.kill_grace = options.kill_grace;
+    LOG(INFO) << "jobs: state in " << jo.state_dir << ", workers " << jo.worker_binary << ", "
+              << jo.node.allowed_gpus.size() << " usable GPU(s), host budget "
+              << (node.host_bytes >> 20) << " MiB, pinned budget " << (node.pinned_bytes >> 20)
+              << " MiB; "
+              << (jo.emulate_links ? absl::StrCat("CPU backend with emulated PCIe links (x",
+                                                  jo.link_scale, ")")
+                                   : std::string("no link emulation"));
+    MOBIUS_ASSIGN_OR_RETURN(jobs_, jobs::JobManager::Create(std::move(jo)));
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<v1::GetNodeStatusResponse> NodeStatusProto() {
+    jobs::NodeStatus st = jobs_->Status();
+    v1::GetNodeStatusResponse r;
+    for (const auto& g : st.gpus) {
+      v1::GpuStatus* p = r.add_gpus();
+      p->set_index(g.index);
+      p->set_name(g.name);
+      p->set_memory_bytes(g.memory_bytes);
+      p->set_allowed(g.allowed);
+      p->set_job_id(g.job_id);
+    }
+    r.set_host_memory_total_bytes(st.host_bytes);
+    r.set_host_memory_available_bytes(st.host_bytes - st.host_used_bytes);
+    r.set_pinned_budget_bytes(st.pinned_bytes);
+    r.set_pinned_used_bytes(st.pinned_used_bytes);
+    r.set_draining(st.draining);
+    v1::JobStateCount* q = r.add_jobs();
+    q->set_state(v1::JOB_STATE_QUEUED);
+    q->set_count(st.queued);
+    v1::JobStateCount* run = r.add_jobs();
+    run->set_state(v1::JOB_STATE_RUNNING);
+    run->set_count(st.running);
+    return r;
   }
 
   TopologySnapshot snapshot_;
   std::unique_ptr<SocketClaim> claim_;
   std::unique_ptr<NodeServiceImpl> node_service_;
+  bool has_cuda_ = false;
+  std::unique_ptr<jobs::JobManager> jobs_;
+  std::unique_ptr<JobServiceImpl> job_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<PeerListener> listener_;
   std::unique_ptr<grpc::Server> server_;
 };

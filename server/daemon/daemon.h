@@ -1,15 +1,22 @@
-// mobiusd's server object: owns the topology snapshot, the claimed socket and the gRPC server.
+// mobiusd's server object: owns the topology snapshot, the claimed socket, the job manager and the
+// gRPC server (NodeService, JobService, AdminService, health, reflection).
 //
 //   auto d = Daemon::Create(options);   // loads topology, claims the socket, starts serving
 //   d->Shutdown(grace);                 // stops serving, removes the socket
 //
-// Create() errors: INVALID_ARGUMENT / NOT_FOUND for a bad topology file, FAILED_PRECONDITION /
+// Create() errors: INVALID_ARGUMENT / NOT_FOUND for a bad topology file or allow-list, the job
+// store's errors for an unusable state directory, FAILED_PRECONDITION /
 // PERMISSION_DENIED for a socket that is taken or whose directory is unusable. Shutdown() may be
 // called from any one thread, once.
 #ifndef MOBIUS_SERVER_DAEMON_DAEMON_H_
 #define MOBIUS_SERVER_DAEMON_DAEMON_H_
 
+#include <sys/types.h>
+
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +28,18 @@ struct DaemonOptions {
   std::string socket_path;
   unsigned socket_mode = 0660;
   std::string topology_file;  // empty: live hwloc discovery
+  // The job service (server/jobs/service/job_manager.h).
+  std::string state_dir;               // jobs.db and per-job directories
+  std::string worker_binary;           // mobius-worker
+  std::optional<std::string> gpu_allow_list;  // CUDA_VISIBLE_DEVICES syntax; nullopt: all GPUs
+  std::string emulate_links = "auto";  // auto | on | off
+  double link_scale = 1.0;
+  int64_t host_memory_bytes = 0;       // 0: 90% of the topology's NUMA memory
+  int64_t pinned_budget_bytes = 0;     // 0: half the host budget
+  std::set<uid_t> admin_uids;
+  gid_t admin_gid = static_cast<gid_t>(-1);
+  int32_t max_gpus_per_user = 0, max_running_jobs_per_user = 0;
+  absl::Duration kill_grace = absl::Seconds(5);
 };
 
 class Daemon {

@@ -12,3 +12,31 @@ ABSL_FLAG(std::string, topology_file, "",
           "(emulate a server you do not have).");
 ABSL_FLAG(double, shutdown_grace_seconds, 5.0,
           "On SIGTERM/SIGINT, how long in-flight RPCs may take before they are cancelled.");
+ABSL_FLAG(std::string, state_dir, "/var/lib/mobius",
+          "Directory of the durable job store (jobs.db, SQLite) and of every job's runs, logs and "
+          "default checkpoints. Created if missing.");
+ABSL_FLAG(std::string, worker_binary, "",
+          "The mobius-worker executable; empty: the one next to mobiusd.");
+ABSL_FLAG(std::string, gpus, "",
+          "GPU allow-list in CUDA_VISIBLE_DEVICES syntax (indices or UUIDs): the only GPUs jobs may "
+          "get. Empty: $CUDA_VISIBLE_DEVICES when set, else every GPU of the topology.");
+ABSL_FLAG(std::string, emulate_links, "auto",
+          "auto | on | off. Emulate the topology's PCIe links (token buckets) for jobs on the CPU "
+          "backend; auto: on when this machine has no usable CUDA device.");
+ABSL_FLAG(double, link_scale, 1.0,
+          "Multiplies every emulated link's bandwidth (e.g. 0.01 to make a small model "
+          "PCIe-bound on a small machine). Outputs say 'emulated' wherever these links count.");
+ABSL_FLAG(int64_t, host_memory_bytes, 0,
+          "Host RAM jobs may use together; 0: 90% of the topology's NUMA memory.");
+ABSL_FLAG(int64_t, pinned_budget_bytes, 0,
+          "Page-locked host memory jobs may use together; 0: half of --host_memory_bytes.");
+ABSL_FLAG(std::string, admin_uids, "",
+          "Comma-separated uids that may act on every job, drain and set quotas (root always).");
+ABSL_FLAG(std::string, admin_group, "",
+          "Members of this group are admins too; empty: none.");
+ABSL_FLAG(int32_t, max_gpus_per_user, 0,
+          "Default quota: GPUs one user's running jobs may hold together; 0: no limit.");
+ABSL_FLAG(int32_t, max_running_jobs_per_user, 0,
+          "Default quota: running jobs per user; 0: no limit.");
+ABSL_FLAG(double, kill_grace_seconds, 5.0,
+          "Cancel: SIGTERM to a job's workers, SIGKILL after this many seconds.");

@@ -2,6 +2,7 @@
 #ifndef MOBIUS_SERVER_DAEMON_FLAGS_H_
 #define MOBIUS_SERVER_DAEMON_FLAGS_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/flags/declare.h"
@@ -10,5 +11,17 @@ ABSL_DECLARE_FLAG(std::string, socket);
 ABSL_DECLARE_FLAG(std::string, socket_mode);
 ABSL_DECLARE_FLAG(std::string, topology_file);
 ABSL_DECLARE_FLAG(double, shutdown_grace_seconds);
+ABSL_DECLARE_FLAG(std::string, state_dir);
+ABSL_DECLARE_FLAG(std::string, worker_binary);
+ABSL_DECLARE_FLAG(std::string, gpus);
+ABSL_DECLARE_FLAG(std::string, emulate_links);
+ABSL_DECLARE_FLAG(double, link_scale);
+ABSL_DECLARE_FLAG(int64_t, host_memory_bytes);
+ABSL_DECLARE_FLAG(int64_t, pinned_budget_bytes);
+ABSL_DECLARE_FLAG(std::string, admin_uids);
+ABSL_DECLARE_FLAG(std::string, admin_group);
+ABSL_DECLARE_FLAG(int32_t, max_gpus_per_user);
+ABSL_DECLARE_FLAG(int32_t, max_running_jobs_per_user);
+ABSL_DECLARE_FLAG(double, kill_grace_seconds);
 
 #endif  // MOBIUS_SERVER_DAEMON_FLAGS_H_

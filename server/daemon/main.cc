@@ -3,13 +3,17 @@
 //
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration (flags, topology file,
 // socket taken or unusable).
+#include <grp.h>
 #include <pthread.h>
 #include <signal.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/time.h"
 #include "common/init.h"
 #include "glog/logging.h"
@@ -39,6 +43,52 @@ int main(int argc, char** argv) {
                << "' is not an octal permission mode such as 0660";
     return 2;
   }
+
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  options.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+  if (options.worker_binary.empty()) {
+    std::error_code ec;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    options.worker_binary = (self.parent_path() / "mobius-worker").string();
+  }
+  if (!absl::GetFlag(FLAGS_gpus).empty()) {
+    options.gpu_allow_list = absl::GetFlag(FLAGS_gpus);
+  } else if (const char* env = std::getenv("CUDA_VISIBLE_DEVICES"); env != nullptr) {
+    options.gpu_allow_list = std::string(env);
+  }
+  options.emulate_links = absl::GetFlag(FLAGS_emulate_links);
+  if (options.emulate_links != "auto" && options.emulate_links != "on" &&
+      options.emulate_links != "off") {
+    LOG(ERROR) << "--emulate_links must be auto, on or off (got '" << options.emulate_links << "')";
+    return 2;
+  }
+  options.link_scale = absl::GetFlag(FLAGS_link_scale);
+  if (!(options.link_scale > 0)) {
+    LOG(ERROR) << "--link_scale must be positive (got " << options.link_scale << ")";
+    return 2;
+  }
+  options.host_memory_bytes = absl::GetFlag(FLAGS_host_memory_bytes);
+  options.pinned_budget_bytes = absl::GetFlag(FLAGS_pinned_budget_bytes);
+  for (absl::string_view part : absl::StrSplit(absl::GetFlag(FLAGS_admin_uids), ',',
+                                               absl::SkipWhitespace())) {
+    uint32_t uid = 0;
+    if (!absl::SimpleAtoi(part, &uid)) {
+      LOG(ERROR) << "--admin_uids: '" << part << "' is not a uid";
+      return 2;
+    }
+    options.admin_uids.insert(uid);
+  }
+  if (const std::string group = absl::GetFlag(FLAGS_admin_group); !group.empty()) {
+    struct group* g = getgrnam(group.c_str());
+    if (g == nullptr) {
+      LOG(ERROR) << "--admin_group: no group named '" << group << "'";
+      return 2;
+    }
+    options.admin_gid = g->gr_gid;
+  }
+  options.max_gpus_per_user = absl::GetFlag(FLAGS_max_gpus_per_user);
+  options.max_running_jobs_per_user = absl::GetFlag(FLAGS_max_running_jobs_per_user);
+  options.kill_grace = absl::Seconds(absl::GetFlag(FLAGS_kill_grace_seconds));
 
   // Block the stop signals in every thread (gRPC's included) and wait for them here.
   sigset_t stop_signals;

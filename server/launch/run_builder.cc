@@ -19,8 +19,10 @@ absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
     return absl::InvalidArgumentError(absl::StrCat("link scale must be positive (got ",
                                                    emulation.link_scale, ")"));
   }
-  const std::vector<int>& order = plan.mapping.gpu_order;
+  std::vector<int> order = plan.mapping.gpu_order;
   if (order.empty()) return absl::InvalidArgumentError("the plan maps its stages to no GPU");
+  // Fewer stages than GPUs (a small model): the GPUs without a stage get no worker.
+  if (plan.num_stages() < static_cast<int>(order.size())) order.resize(plan.num_stages());
   runtime::RunConfig run;
   run.job_id = job_id;
   run.training = training;

@@ -6,6 +6,9 @@
 // and simulator therefore describe the same links, which is what makes measured and predicted step
 // times comparable.
 //
+// A plan with fewer stages than GPUs (a model small enough for fewer GPUs) runs on the first
+// num_stages GPUs of its mapping only.
+//
 // Used by the daemon's supervisor and by `mobius run`. Pure; thread-safe.
 #ifndef MOBIUS_SERVER_LAUNCH_RUN_BUILDER_H_
 #define MOBIUS_SERVER_LAUNCH_RUN_BUILDER_H_

@@ -1,5 +1,6 @@
 #include "server/rpc/node_service.h"
 
+#include "common/rpc/grpc_status.h"
 #include "server/rpc/topology_convert.h"
 
 namespace mobius {
@@ -9,6 +10,16 @@ grpc::Status NodeServiceImpl::GetTopology(grpc::ServerContext* context,
                                           v1::GetTopologyResponse* response) {
   *response->mutable_topology() = TopologyToProto(snapshot_->topology, snapshot_->facts);
   if (request->include_hwloc_xml()) response->set_hwloc_xml(snapshot_->hwloc_xml);
+  return grpc::Status::OK;
+}
+
+grpc::Status NodeServiceImpl::GetNodeStatus(grpc::ServerContext* context,
+                                            const v1::GetNodeStatusRequest* request,
+                                            v1::GetNodeStatusResponse* response) {
+  if (!status_provider_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no job service");
+  absl::StatusOr<v1::GetNodeStatusResponse> r = status_provider_();
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = *r;
   return grpc::Status::OK;
 }
 

@@ -6,8 +6,10 @@
 #ifndef MOBIUS_SERVER_RPC_NODE_SERVICE_H_
 #define MOBIUS_SERVER_RPC_NODE_SERVICE_H_
 
+#include <functional>
 #include <string>
 
+#include "absl/status/statusor.h"
 #include "mobius/v1/node.grpc.pb.h"
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
@@ -28,9 +30,16 @@ class NodeServiceImpl final : public v1::NodeService::Service {
 
   grpc::Status GetTopology(grpc::ServerContext* context, const v1::GetTopologyRequest* request,
                            v1::GetTopologyResponse* response) override;
+  // UNIMPLEMENTED until a provider is set (the daemon's job manager knows the answer).
+  grpc::Status GetNodeStatus(grpc::ServerContext* context, const v1::GetNodeStatusRequest* request,
+                             v1::GetNodeStatusResponse* response) override;
+  void SetStatusProvider(std::function<absl::StatusOr<v1::GetNodeStatusResponse>()> provider) {
+    status_provider_ = std::move(provider);
+  }
 
  private:
   const TopologySnapshot* snapshot_;
+  std::function<absl::StatusOr<v1::GetNodeStatusResponse>()> status_provider_;
 };
 
 }  // namespace mobius

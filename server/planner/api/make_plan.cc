@@ -237,6 +237,11 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   plan.mapper = options.mapper;
   plan.schedule = options.schedule;
   plan.partition = base.partition;
+  if (options.num_stages > 0 && schedule != sim::Schedule::kResident &&
+      schedule != sim::Schedule::kZeroOffload) {
+    MOBIUS_ASSIGN_OR_RETURN(plan.partition, UniformPartition(ctx.problem, options.num_stages));
+    plan.partitioner = "uniform";
+  }
   if (schedule == sim::Schedule::kResident) {
     MOBIUS_ASSIGN_OR_RETURN(plan.partition, internal::ResidentPartition(ctx));
     plan.partitioner = "uniform";

@@ -56,6 +56,8 @@ struct PlanOptions {
   std::string partitioner = "exact";   // exact | mip | uniform
   std::string mapper = "cross";        // cross | sequential
   std::vector<int> gpus;               // granted subset (Topology::gpus indices); empty: all
+  int num_stages = 0;                  // > 0: exactly this many uniform stages (a user's override;
+                                       // the partitioner is then "uniform")
   int64_t gpu_memory_bytes = 0;        // > 0: cap every GPU at this (else topology / spec)
   int64_t host_memory_bytes = 0;       // > 0: host RAM available (else sum of NUMA nodes)
   double efficiency = 0.5;             // fraction of peak FLOP/s (analytic profile)

@@ -1,0 +1,127 @@
+#include "bench/pipeline/bench_predict.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "server/planner/cost_model.h"
+#include "server/planner/partition.h"
+#include "server/planner/profile.h"
+
+namespace mobius::bench {
+namespace {
+
+planner::DeviceSpec CalibratedDevice(const PredictOptions& o) {
+  planner::DeviceSpec d;
+  d.name = "calibrated CPU core";
+  d.peak_flops_per_s = o.effective_flops_per_s;
+  d.efficiency = 1.0;
+  d.memory_bytes = int64_t{24} << 30;  // the testbed's RTX 3090 (the cap below is what binds)
+  return d;
+}
+
+planner::CostOptions Cost(const PredictOptions& o) {
+  planner::CostOptions c;
+  c.dma_efficiency = o.dma_efficiency * o.link_scale;
+  c.optimizer_seconds_per_billion_params = o.optimizer_seconds_per_billion_params;
+  return c;
+}
+
+std::vector<int> AllGpus(const topology::Topology& t) {
+  std::vector<int> g(t.gpus.size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<int>(i);
+  return g;
+}
+
+// The same problem MakePlan builds internally (same profile, GPUs, microbatches, cost options).
+absl::StatusOr<planner::PartitionProblem> Problem(const model::ModelDescription& model,
+                                                  const topology::Topology& topology,
+                                                  const topology::TopologyFacts& facts,
+                                                  const planner::JobShape& job,
+                                                  const PredictOptions& o) {
+  MOBIUS_ASSIGN_OR_RETURN(planner::Profile profile,
+                          planner::AnalyticProfile(model, {job.microbatch, job.seq_len},
+                                                   CalibratedDevice(o)));
+  return planner::MakePartitionProblem(profile, model, topology, facts, AllGpus(topology),
+                                       static_cast<int>(job.global_batch / job.microbatch),
+                                       CalibratedDevice(o).memory_bytes, Cost(o));
+}
+
+// Reserved bytes + the two-slot memory of the largest window of `k` consecutive units.
+int64_t CapFor(const planner::PartitionProblem& p, int k) {
+  int64_t worst = 0;
+  for (int b = 0; b + k <= p.num_units(); ++b) {
+    planner::StageAccumulator acc(p);
+    for (int u = b; u < b + k; ++u) acc.Add(u);
+    worst = std::max(worst, acc.MemoryBytes());
+  }
+  return p.reserved_bytes + worst;
+}
+
+// What the runtime does that the planner's stages do not say (see the header).
+std::vector<planner::sim::SimStage> RuntimeStages(const planner::PartitionProblem& p,
+                                                  const planner::Partition& partition) {
+  std::vector<planner::sim::SimStage> stages = planner::sim::MakeSimStages(p, partition);
+  for (int s = 0; s < partition.num_stages(); ++s) {
+    planner::sim::SimStage& st = stages[s];
+    st.gradient_bytes *= 2;  // fp32 gradient accumulators go to the store, not bf16
+    for (int u = partition.stages[s].begin; u + 1 < partition.stages[s].end; ++u) {
+      st.backward_seconds += p.units[u].forward_seconds;  // interior inputs recomputed
+    }
+  }
+  return stages;
+}
+
+}  // namespace
+
+absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
+                                   const topology::Topology& topology,
+                                   const topology::TopologyFacts& facts,
+                                   const planner::JobShape& job, const PredictOptions& o,
+                                   const std::string& mapper) {
+  if (!(o.effective_flops_per_s > 0) || !(o.link_scale > 0)) {
+    return absl::InvalidArgumentError(absl::StrCat("effective FLOP/s (", o.effective_flops_per_s,
+                                                   ") and link scale (", o.link_scale,
+                                                   ") must be positive"));
+  }
+  Prediction pr;
+  pr.mapper = mapper;
+  MOBIUS_ASSIGN_OR_RETURN(planner::PartitionProblem problem,
+                          Problem(model, topology, facts, job, o));
+  planner::PlanOptions po;
+  po.schedule = "mobius";
+  po.partitioner = o.partitioner;
+  po.mapper = mapper;
+  po.efficiency = 1.0;
+  po.device = CalibratedDevice(o);
+  po.cost = Cost(o);
+  po.compare = false;
+  if (o.units_per_stage > 0) {
+    pr.gpu_memory_cap_bytes = CapFor(problem, std::min(o.units_per_stage, problem.num_units()));
+    po.gpu_memory_bytes = pr.gpu_memory_cap_bytes;
+  }
+  absl::StatusOr<planner::PlanReport> report =
+      planner::MakePlan(model, topology, facts, job, po);
+  if (!report.ok()) {
+    return absl::Status(report.status().code(),
+                        absl::StrCat("plan (mapper ", mapper, "): ", report.status().message()));
+  }
+  pr.report = *std::move(report);
+
+  planner::sim::MachineOptions mo;
+  mo.dma_efficiency = o.dma_efficiency * o.link_scale;
+  mo.cpu_optimizer_threads = static_cast<int>(pr.report.plan.mapping.gpu_order.size());
+  MOBIUS_ASSIGN_OR_RETURN(planner::sim::SimMachine machine,
+                          planner::sim::MakeMachine(topology, facts, AllGpus(topology), mo));
+  planner::sim::SimConfig sc;
+  sc.schedule = planner::sim::Schedule::kMobius;
+  sc.num_microbatches = pr.report.plan.num_microbatches;
+  sc.gpu_order = pr.report.plan.mapping.gpu_order;
+  sc.chunk_bytes = int64_t{4} << 20;  // the CPU backend's copy chunk under emulation
+  MOBIUS_ASSIGN_OR_RETURN(
+      pr.runtime_sim,
+      planner::sim::Simulate(machine, RuntimeStages(problem, pr.report.plan.partition), sc));
+  return pr;
+}
+
+}  // namespace mobius::bench

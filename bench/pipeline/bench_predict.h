@@ -1,0 +1,63 @@
+// Predictions of the pipeline benchmark (pipeline_bench.cc): the plan the runtime will execute and
+// the simulator's step time for the same emulated machine.
+//
+// Both predictions use the calibrated DeviceSpec (bench_setup.h; efficiency 1, so the analytic
+// profile's seconds are FLOPs / the measured FLOP/s) and the emulation's link scale:
+//   plan         MakePlan (server/planner/api/make_plan.h) with cost.dma_efficiency = DMA
+//                efficiency x link scale, so every simulator link runs at exactly the bandwidth
+//                BuildRunConfig gives the emulated link; its predicted_step_seconds is what
+//                `mobius plan` would print for that machine.
+//   runtime sim  the same partition and mapping simulated again with what the runtime actually
+//                moves and computes (pipeline_worker.h): fp32 gradients (the planner counts bf16),
+//                the stage interior recomputed once more in backward (the planner counts one
+//                recompute per unit), 4 MiB copy chunks, one CPU optimizer thread per rank.
+// The difference between the two is model mismatch between planner and runtime; the difference
+// between either and the measurement is the emulation's (and this machine's) doing.
+//
+// Memory cap: with units_per_stage > 0 the GPUs are capped (PlanOptions::gpu_memory_bytes) so
+// that two stage slots of units_per_stage consecutive units fit, the largest such window
+// included; the model then needs more stages than GPUs, as on the paper's testbed. The exact
+// partitioner picks the stages under that cap, identically for both mappers.
+//
+// Pure; thread-safe.
+#ifndef MOBIUS_BENCH_PIPELINE_BENCH_PREDICT_H_
+#define MOBIUS_BENCH_PIPELINE_BENCH_PREDICT_H_
+
+#include <cstdint>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "common/model/layer_units.h"
+#include "server/planner/api/make_plan.h"
+#include "server/planner/sim/simulator.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+
+namespace mobius::bench {
+
+struct PredictOptions {
+  std::string partitioner = "exact";
+  int units_per_stage = 1;          // memory cap as above; 0: the GPUs' own memory
+  double link_scale = 1e-3;
+  double dma_efficiency = 0.8;      // launch::EmulationOptions' and the simulator's default
+  double effective_flops_per_s = 0; // calibrated
+  double optimizer_seconds_per_billion_params = 0.3;
+};
+
+struct Prediction {
+  std::string mapper;
+  int64_t gpu_memory_cap_bytes = 0;  // 0: none
+  planner::PlanReport report;        // the plan and its simulated step (links scaled)
+  planner::sim::SimResult runtime_sim;
+};
+
+// INVALID_ARGUMENT / FAILED_PRECONDITION from MakePlan, with its message.
+absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
+                                   const topology::Topology& topology,
+                                   const topology::TopologyFacts& facts,
+                                   const planner::JobShape& job, const PredictOptions& options,
+                                   const std::string& mapper);
+
+}  // namespace mobius::bench
+
+#endif  // MOBIUS_BENCH_PIPELINE_BENCH_PREDICT_H_

@@ -1,0 +1,344 @@
+#include "bench/pipeline/bench_report.h"
+
+#include <algorithm>
+#include <cstring>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "nlohmann/json.hpp"
+
+namespace mobius::bench {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+double MB(double bytes) { return bytes / 1e6; }
+
+bool SameBits(float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0; }
+
+std::map<std::string, const planner::LinkTraffic*> PlanLinks(const planner::PlanReport& r) {
+  std::map<std::string, const planner::LinkTraffic*> m;
+  for (const planner::LinkTraffic& l : r.links) m[l.name] = &l;
+  return m;
+}
+
+std::map<std::string, const planner::sim::LinkStats*> SimLinks(const planner::sim::SimResult& r) {
+  std::map<std::string, const planner::sim::LinkStats*> m;
+  for (const planner::sim::LinkStats& l : r.links) m[l.name] = &l;
+  return m;
+}
+
+// Measured bytes per step (averaged over runs) next to both simulations, per emulated link.
+std::vector<LinkRow> Links(const Prediction& p, const std::vector<const MappingRun*>& runs) {
+  std::vector<LinkRow> rows;
+  const auto plan = PlanLinks(p.report);
+  const auto sim = SimLinks(p.runtime_sim);
+  auto bytes = [](const auto& m, const std::string& name) -> double {
+    auto it = m.find(name);
+    return it == m.end() ? 0.0 : static_cast<double>(it->second->bytes);
+  };
+  if (runs.empty()) {  // --plan_only: the simulator's links, by name
+    for (const auto& [name, l] : plan) {
+      if (name.size() < 4 || name.substr(name.size() - 4) != ".h2d") continue;
+      const std::string base = name.substr(0, name.size() - 4);
+      rows.push_back({base, l->capacity_bytes_per_s, 0, 0, bytes(plan, name),
+                      bytes(plan, base + ".d2h"), bytes(sim, name), bytes(sim, base + ".d2h")});
+    }
+    return rows;
+  }
+  const MappingRun& first = *runs.front();
+  for (size_t i = 0; i < first.links.size(); ++i) {
+    LinkRow row;
+    row.name = first.links[i].name;
+    row.capacity_bytes_per_s = i < first.link_capacity.size() ? first.link_capacity[i] : 0;
+    for (const MappingRun* r : runs) {
+      const double steps = std::max<size_t>(1, r->steps.size());
+      row.h2d_measured += r->links[i].h2d_bytes / steps / runs.size();
+      row.d2h_measured += r->links[i].d2h_bytes / steps / runs.size();
+    }
+    row.h2d_plan = bytes(plan, row.name + ".h2d");
+    row.d2h_plan = bytes(plan, row.name + ".d2h");
+    row.h2d_sim = bytes(sim, row.name + ".h2d");
+    row.d2h_sim = bytes(sim, row.name + ".d2h");
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const MappingRun*>& runs) {
+  MappingSummary m;
+  m.mapper = p.mapper;
+  const planner::Plan& plan = p.report.plan;
+  m.gpu_order = plan.mapping.gpu_order;
+  for (const planner::StageRange& s : plan.partition.stages) m.stages.push_back({s.begin, s.end});
+  m.contention_score = plan.mapping.contention_score;
+  m.gpu_memory_cap_bytes = p.gpu_memory_cap_bytes;
+  m.predicted_plan_seconds = plan.predicted_step_seconds;
+  m.predicted_sim_seconds = p.runtime_sim.step_seconds;
+  for (const planner::sim::GpuStats& g : p.runtime_sim.gpus) {
+    m.predicted_sim_busy_seconds = std::max(m.predicted_sim_busy_seconds, g.busy_seconds);
+    m.predicted_sim_stall_seconds =
+        std::max(m.predicted_sim_stall_seconds,
+                 g.stall_prefetch_seconds + g.stall_activation_seconds + g.stall_other_seconds);
+  }
+  std::vector<double> compute, stall, opt;
+  for (const MappingRun* r : runs) {
+    std::vector<double> rep;
+    for (size_t i = 1; i < r->steps.size(); ++i) {  // the first step includes start-up
+      rep.push_back(r->steps[i].step_seconds);
+      compute.push_back(r->steps[i].compute_seconds);
+      stall.push_back(r->steps[i].stall_seconds);
+      opt.push_back(r->steps[i].optimizer_seconds);
+    }
+    m.measured_seconds.insert(m.measured_seconds.end(), rep.begin(), rep.end());
+    m.rep_medians.push_back(Median(rep));
+    m.wall_seconds += r->wall_seconds;
+  }
+  if (!m.measured_seconds.empty()) {
+    m.measured_median = Median(m.measured_seconds);
+    m.measured_min = *std::min_element(m.measured_seconds.begin(), m.measured_seconds.end());
+    m.measured_max = *std::max_element(m.measured_seconds.begin(), m.measured_seconds.end());
+  }
+  m.compute_median = Median(compute);
+  m.stall_median = Median(stall);
+  m.optimizer_median = Median(opt);
+  if (!runs.empty()) {
+    for (const runtime::StepReport& s : runs.front()->steps) m.losses.push_back(s.loss);
+  }
+  m.links = Links(p, runs);
+  return m;
+}
+
+}  // namespace
+
+BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
+                      const std::vector<Prediction>& predictions,
+                      const std::vector<MappingRun>& runs) {
+  BenchResult r;
+  r.setup = setup;
+  r.calibration = calibration;
+  r.runs = !runs.empty();
+  for (const Prediction& p : predictions) {
+    std::vector<const MappingRun*> mine;
+    for (const MappingRun& run : runs) {
+      if (run.mapper == p.mapper) mine.push_back(&run);
+    }
+    r.mappings.push_back(SummarizeMapping(p, mine));
+  }
+  // Every run trains the same model on the same batches with the same arithmetic: the losses must
+  // agree bit for bit, across mappings and with the standalone trainer.
+  std::vector<float> first;
+  for (const MappingRun& run : runs) {
+    std::vector<float> l;
+    for (const runtime::StepReport& s : run.steps) l.push_back(s.loss);
+    if (first.empty()) {
+      first = l;
+      continue;
+    }
+    if (l.size() != first.size()) r.losses_identical = false;
+    for (size_t i = 0; i < std::min(l.size(), first.size()); ++i) {
+      if (!SameBits(l[i], first[i])) r.losses_identical = false;
+    }
+  }
+  if (!first.empty() && calibration.large_batch == setup.batch) {
+    const size_t n = std::min(first.size(), calibration.large_losses.size());
+    r.losses_checked_vs_standalone = static_cast<int>(n);
+    for (size_t i = 0; i < n; ++i) {
+      if (!SameBits(first[i], calibration.large_losses[i])) r.losses_match_standalone = false;
+    }
+  }
+  return r;
+}
+
+namespace {
+
+std::string Order(const std::vector<int>& v) { return absl::StrJoin(v, ","); }
+
+std::string Stages(const std::vector<std::pair<int, int>>& s) {
+  std::vector<std::string> parts;
+  for (const auto& [b, e] : s) {
+    parts.push_back(e - b == 1 ? absl::StrCat(b) : absl::StrCat(b, "-", e - 1));
+  }
+  return absl::StrJoin(parts, " ");
+}
+
+const MappingSummary* Find(const BenchResult& r, const std::string& mapper) {
+  for (const MappingSummary& m : r.mappings) {
+    if (m.mapper == mapper) return &m;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+void PrintReport(const BenchResult& r, std::FILE* out) {
+  const BenchSetup& s = r.setup;
+  const Calibration& c = r.calibration;
+  std::fprintf(out,
+               "EMULATED 8-GPU paper testbed (%s): CPU worker processes behind token-bucket PCIe "
+               "links scaled by %g; %d CPU cores\n",
+               s.topology.c_str(), s.link_scale, s.cores);
+  std::fprintf(out,
+               "model %s (%.2fM params), seq %lld, batch %lld, microbatch %lld (M = %lld), %lld "
+               "steps x %d reps, threads %d per worker, grad_clip %g, partitioner %s, units per "
+               "stage <= %d\n",
+               s.model.c_str(), s.parameters / 1e6, static_cast<long long>(s.seq),
+               static_cast<long long>(s.batch), static_cast<long long>(s.microbatch),
+               static_cast<long long>(s.batch / s.microbatch), static_cast<long long>(s.steps),
+               s.reps, s.threads, s.grad_clip, s.partitioner.c_str(), s.units_per_stage);
+  std::fprintf(out,
+               "calibration (standalone, %zu + %zu timed steps): step %.3f s at M=1, %.3f s at "
+               "M=%lld -> %.4f s per microbatch (%.2f GFLOP/s effective), %.4f s fixed per step "
+               "(%.2f s per billion params)\n\n",
+               c.small_step_seconds.size(), c.large_step_seconds.size(),
+               Median(c.small_step_seconds), Median(c.large_step_seconds),
+               static_cast<long long>(c.large_microbatches), c.microbatch_seconds,
+               c.effective_flops_per_s / 1e9, c.fixed_seconds,
+               c.fixed_seconds_per_billion_params);
+  std::fprintf(out,
+               "| mapping | S | GPU order | contention | predicted plan s | "
+               "predicted runtime-sim s | measured s median (min-max) | measured / plan | "
+               "measured / runtime-sim | "
+               "compute s | stall s | sim busy s | sim stall s |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (const MappingSummary& m : r.mappings) {
+    std::string measured = "-", ratio_plan = "-", ratio_sim = "-";
+    if (r.runs) {
+      measured = absl::StrFormat("%.3f (%.3f-%.3f)", m.measured_median, m.measured_min,
+                                 m.measured_max);
+      ratio_plan = absl::StrFormat("%.2f", m.measured_median / m.predicted_plan_seconds);
+      ratio_sim = absl::StrFormat("%.2f", m.measured_median / m.predicted_sim_seconds);
+    }
+    std::fprintf(out,
+                 "| %s | %zu | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f | "
+                 "%.3f |\n",
+                 m.mapper.c_str(), m.stages.size(), Order(m.gpu_order).c_str(),
+                 m.contention_score, m.predicted_plan_seconds, m.predicted_sim_seconds,
+                 measured.c_str(), ratio_plan.c_str(), ratio_sim.c_str(), m.compute_median,
+                 m.stall_median, m.predicted_sim_busy_seconds, m.predicted_sim_stall_seconds);
+  }
+  if (!r.mappings.empty()) {
+    std::fprintf(out, "\nstages (units): %s\n", Stages(r.mappings.front().stages).c_str());
+  }
+  const MappingSummary* seq = Find(r, "sequential");
+  const MappingSummary* cross = Find(r, "cross");
+  if (seq != nullptr && cross != nullptr) {
+    std::fprintf(out, "speedup sequential / cross: predicted plan %.3fx, predicted runtime-sim "
+                 "%.3fx",
+                 seq->predicted_plan_seconds / cross->predicted_plan_seconds,
+                 seq->predicted_sim_seconds / cross->predicted_sim_seconds);
+    if (r.runs) {
+      std::fprintf(out, ", measured %.3fx (per rep:",
+                   seq->measured_median / cross->measured_median);
+      for (size_t i = 0; i < std::min(seq->rep_medians.size(), cross->rep_medians.size()); ++i) {
+        std::fprintf(out, " %.3f", seq->rep_medians[i] / cross->rep_medians[i]);
+      }
+      std::fprintf(out, ")");
+    }
+    std::fprintf(out, "\n");
+  }
+  if (r.runs) {
+    std::fprintf(out, "losses bit-identical across mappings and reps: %s; equal to the standalone "
+                 "trainer's for the first %d steps: %s\n",
+                 r.losses_identical ? "yes" : "NO", r.losses_checked_vs_standalone,
+                 r.losses_checked_vs_standalone == 0 ? "n/a"
+                 : r.losses_match_standalone        ? "yes"
+                                                    : "NO");
+  }
+  for (const MappingSummary& m : r.mappings) {
+    std::fprintf(out,
+                 "\n%s: MB per step per emulated link (h2d / d2h): measured, plan sim, "
+                 "runtime sim\n| link | MB/s | h2d meas | h2d plan | h2d rt-sim | d2h meas | "
+                 "d2h plan | d2h rt-sim |\n|---|---|---|---|---|---|---|---|\n",
+                 m.mapper.c_str());
+    for (const LinkRow& l : m.links) {
+      std::fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
+                   l.name.c_str(), MB(l.capacity_bytes_per_s), MB(l.h2d_measured),
+                   MB(l.h2d_plan), MB(l.h2d_sim), MB(l.d2h_measured), MB(l.d2h_plan),
+                   MB(l.d2h_sim));
+    }
+  }
+}
+
+std::string ResultJson(const BenchResult& r) {
+  const BenchSetup& s = r.setup;
+  const Calibration& c = r.calibration;
+  Json j;
+  j["emulated"] = true;
+  j["setup"] = {{"topology", s.topology},     {"model", s.model},
+                {"parameters", s.parameters}, {"seq", s.seq},
+                {"batch", s.batch},           {"microbatch", s.microbatch},
+                {"steps", s.steps},           {"reps", s.reps},
+                {"threads_per_worker", s.threads}, {"cores", s.cores},
+                {"link_scale", s.link_scale}, {"grad_clip", s.grad_clip},
+                {"partitioner", s.partitioner}, {"units_per_stage", s.units_per_stage}};
+  j["calibration"] = {{"small_batch", c.small_batch},
+                      {"large_batch", c.large_batch},
+                      {"small_step_seconds", c.small_step_seconds},
+                      {"large_step_seconds", c.large_step_seconds},
+                      {"microbatch_seconds", c.microbatch_seconds},
+                      {"fixed_seconds", c.fixed_seconds},
+                      {"flops_per_microbatch", c.flops_per_microbatch},
+                      {"effective_flops_per_s", c.effective_flops_per_s},
+                      {"fixed_seconds_per_billion_params", c.fixed_seconds_per_billion_params}};
+  Json maps = Json::array();
+  for (const MappingSummary& m : r.mappings) {
+    Json links = Json::array();
+    for (const LinkRow& l : m.links) {
+      links.push_back({{"name", l.name},
+                       {"bytes_per_second", l.capacity_bytes_per_s},
+                       {"h2d_bytes_per_step", {{"measured", l.h2d_measured},
+                                               {"plan_sim", l.h2d_plan},
+                                               {"runtime_sim", l.h2d_sim}}},
+                       {"d2h_bytes_per_step", {{"measured", l.d2h_measured},
+                                               {"plan_sim", l.d2h_plan},
+                                               {"runtime_sim", l.d2h_sim}}}});
+    }
+    Json stages = Json::array();
+    for (const auto& [b, e] : m.stages) stages.push_back({b, e});
+    Json jm = {{"mapper", m.mapper},
+               {"gpu_order", m.gpu_order},
+               {"stages", stages},
+               {"contention_score", m.contention_score},
+               {"gpu_memory_cap_bytes", m.gpu_memory_cap_bytes},
+               {"predicted_plan_seconds", m.predicted_plan_seconds},
+               {"predicted_runtime_sim_seconds", m.predicted_sim_seconds},
+               {"runtime_sim_max_busy_seconds", m.predicted_sim_busy_seconds},
+               {"runtime_sim_max_stall_seconds", m.predicted_sim_stall_seconds}};
+    if (r.runs) {
+      jm["measured"] = {{"step_seconds", m.measured_seconds},
+                        {"rep_medians", m.rep_medians},
+                        {"median", m.measured_median},
+                        {"min", m.measured_min},
+                        {"max", m.measured_max},
+                        {"compute_seconds_median", m.compute_median},
+                        {"stall_seconds_median", m.stall_median},
+                        {"optimizer_seconds_median", m.optimizer_median},
+                        {"wall_seconds", m.wall_seconds},
+                        {"losses", m.losses}};
+      jm["measured_over_plan"] = m.measured_median / m.predicted_plan_seconds;
+      jm["measured_over_runtime_sim"] = m.measured_median / m.predicted_sim_seconds;
+    }
+    jm["links"] = links;
+    maps.push_back(jm);
+  }
+  j["mappings"] = maps;
+  const MappingSummary* seq = Find(r, "sequential");
+  const MappingSummary* cross = Find(r, "cross");
+  if (seq != nullptr && cross != nullptr) {
+    Json sp = {{"plan", seq->predicted_plan_seconds / cross->predicted_plan_seconds},
+               {"runtime_sim", seq->predicted_sim_seconds / cross->predicted_sim_seconds}};
+    if (r.runs) sp["measured"] = seq->measured_median / cross->measured_median;
+    j["speedup_sequential_over_cross"] = sp;
+  }
+  if (r.runs) {
+    j["losses_identical_across_runs"] = r.losses_identical;
+    j["losses_checked_vs_standalone"] = r.losses_checked_vs_standalone;
+    j["losses_match_standalone"] = r.losses_match_standalone;
+  }
+  return j.dump(2);
+}
+
+}  // namespace mobius::bench

@@ -1,0 +1,130 @@
+#include "bench/pipeline/bench_setup.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <random>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "worker/checkpoint/model_init.h"
+#include "worker/data/token_file.h"
+
+namespace mobius::bench {
+
+double Median(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const ModelShape& shape,
+                                             int64_t seq_len, int64_t num_tokens) {
+  BenchInputs in;
+  in.model_dir = dir + "/model";
+  in.data_path = dir + "/data.tok";
+  std::error_code ec;
+  std::filesystem::create_directories(in.model_dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(in.model_dir, ": ", ec.message()));
+  checkpoint::SizeOverrides o;
+  o.layers = shape.layers;
+  o.hidden = shape.hidden;
+  o.heads = shape.heads;
+  o.kv_heads = shape.kv_heads;
+  o.intermediate = shape.intermediate;
+  o.vocab = shape.vocab;
+  o.max_positions = std::max<int64_t>(256, seq_len);
+  MOBIUS_ASSIGN_OR_RETURN(in.config, checkpoint::PresetConfig(model::Family::kLlama, "tiny", o));
+  const reference::Parameters params = checkpoint::InitModelParameters(in.config, /*seed=*/1);
+  MOBIUS_RETURN_IF_ERROR(checkpoint::WriteModelDirectory(in.model_dir, in.config, params, {}));
+  MOBIUS_ASSIGN_OR_RETURN(in.description, model::DescribeModel(in.config));
+  in.parameters = model::TotalParameters(in.description);
+
+  // Random ids: the benchmark measures time, not learning; seeded so runs see the same batches.
+  std::mt19937_64 rng(7);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(shape.vocab) - 1);
+  std::vector<data::TokenizedDoc> docs;
+  constexpr int64_t kDocTokens = 4096;
+  for (int64_t left = num_tokens; left > 0; left -= kDocTokens) {
+    data::TokenizedDoc d;
+    d.ids.resize(static_cast<size_t>(std::min(left, kDocTokens)));
+    for (int32_t& t : d.ids) t = id(rng);
+    docs.push_back(std::move(d));
+  }
+  MOBIUS_RETURN_IF_ERROR(data::WriteTokenFile(in.data_path, docs, shape.vocab));
+  in.num_tokens = num_tokens;
+  return in;
+}
+
+namespace {
+
+struct StandaloneRun {
+  std::vector<double> timed_seconds;  // steps after the first
+  std::vector<float> losses;          // every step
+};
+
+absl::StatusOr<StandaloneRun> RunStandalone(train::TrainerOptions o) {
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<train::StandaloneTrainer> trainer,
+                          train::StandaloneTrainer::Create(o));
+  StandaloneRun run;
+  while (!trainer->done()) {
+    MOBIUS_ASSIGN_OR_RETURN(train::StepStats s, trainer->Step());
+    if (s.step > 1) run.timed_seconds.push_back(s.milliseconds / 1e3);
+    run.losses.push_back(s.loss);
+  }
+  return run;
+}
+
+}  // namespace
+
+absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
+                                                const train::TrainerOptions& base, int steps,
+                                                int reps) {
+  Calibration c;
+  const int64_t mb = base.microbatch > 0 ? base.microbatch : base.batch;
+  c.small_batch = mb;
+  c.large_batch = base.batch > mb ? base.batch : 2 * mb;
+  c.small_microbatches = 1;
+  c.large_microbatches = c.large_batch / mb;
+  train::TrainerOptions o = base;
+  o.model_dir = inputs.model_dir;
+  o.data_path = inputs.data_path;
+  o.microbatch = mb;
+  o.steps = steps + 1;
+  o.checkpoint_dir.clear();
+  o.eval_every = 0;
+  for (int r = 0; r < reps; ++r) {
+    for (const bool large : {false, true}) {
+      o.batch = large ? c.large_batch : c.small_batch;
+      absl::StatusOr<StandaloneRun> run = RunStandalone(o);
+      if (!run.ok()) {
+        return absl::Status(run.status().code(),
+                            absl::StrCat("standalone calibration (batch ", o.batch,
+                                         "): ", run.status().message()));
+      }
+      std::vector<double>& dst = large ? c.large_step_seconds : c.small_step_seconds;
+      dst.insert(dst.end(), run->timed_seconds.begin(), run->timed_seconds.end());
+      if (large && c.large_losses.empty()) c.large_losses = run->losses;
+    }
+  }
+  const double small = Median(c.small_step_seconds), large = Median(c.large_step_seconds);
+  c.microbatch_seconds = (large - small) / static_cast<double>(c.large_microbatches - 1);
+  if (!(c.microbatch_seconds > 0)) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "calibration: a step with ", c.large_microbatches, " microbatches (median ", large,
+        " s) was not slower than one with 1 (", small,
+        " s); the machine is too noisy, rerun with more --calib_steps"));
+  }
+  c.fixed_seconds = std::max(0.0, small - c.microbatch_seconds);
+  const model::UnitFlopsPerToken f =
+      model::ModelFlops(inputs.description, base.seq);
+  c.flops_per_microbatch =
+      (2 * f.forward_flops + f.backward_flops) * static_cast<double>(mb * base.seq);
+  c.effective_flops_per_s = c.flops_per_microbatch / c.microbatch_seconds;
+  c.fixed_seconds_per_billion_params =
+      c.fixed_seconds / static_cast<double>(inputs.parameters) * 1e9;
+  return c;
+}
+
+}  // namespace mobius::bench

@@ -1,0 +1,307 @@
+// The pipeline runtime on the emulated 8-GPU paper testbed, PCIe-bound (issue 5, Verification):
+// measured step time with cross vs sequential mapping, and measured vs the simulator's prediction
+// for the same emulated machine.
+//
+//   1. a seeded Llama-style model whose weights are large relative to one microbatch's compute
+//      (bench_setup.h), and a token file;
+//   2. calibration: standalone training steps of that model on this machine give the effective
+//      FLOP/s and the per-step fixed cost the planner's analytic model is fed (bench_setup.h);
+//   3. plans for mapper sequential and cross on the fixture, same partition (exact, GPU memory
+//      capped so stages outnumber GPUs), links scaled by --link_scale in the simulator
+//      (bench_predict.h);
+//   4. BuildRunConfig (server/launch/run_builder.h) with the same link scale, and a Launcher run of
+//      8 `mobius-worker run` processes (threads 1 each), mappings alternating over --reps;
+//   5. per mapping: measured step time (median over the steps after each run's first), the two
+//      predictions, their ratios, bytes per emulated link per step (measured and simulated), and
+//      the sequential / cross speedup measured vs predicted. A table on stdout, JSON with --out.
+// Everything it reports is EMULATED: CPU processes behind token-bucket links, not GPUs.
+//
+//   pipeline_bench [--layers=16 --hidden=256 --heads=4 --kv_heads=2 --intermediate=688
+//                   --vocab=512 --seq=32 --batch=4 --microbatch=1 --steps=6 --reps=1
+//                   --link_scale=1e-3 --units_per_stage=1 --partitioner=exact
+//                   --mappers=sequential,cross --grad_clip=0 --threads=1 --calib_steps=3
+//                   --calib_reps=2 --plan_only --out=FILE --work_dir=DIR --keep
+//                   --worker=PATH --topology=FILE]
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "bench/pipeline/bench_predict.h"
+#include "bench/pipeline/bench_report.h"
+#include "bench/pipeline/bench_setup.h"
+#include "server/launch/run_builder.h"
+#include "server/topology/hwloc_source.h"
+#include "worker/runtime/launcher.h"
+
+namespace mobius::bench {
+namespace {
+
+struct Args {
+  ModelShape shape;
+  int64_t seq = 32, batch = 4, microbatch = 1, steps = 6;
+  int reps = 1, calib_steps = 3, calib_reps = 2, threads = 1, units_per_stage = 1;
+  double link_scale = 1e-3, grad_clip = 0;
+  std::string partitioner = "exact";
+  std::vector<std::string> mappers = {"sequential", "cross"};
+  bool plan_only = false, keep = false;
+  std::string out, work_dir, worker, topology;
+};
+
+[[noreturn]] void Usage(const std::string& why) {
+  std::fprintf(stderr, "pipeline_bench: %s\n(see the comment at the top of "
+               "bench/pipeline/pipeline_bench.cc for the arguments)\n", why.c_str());
+  std::exit(2);
+}
+
+int64_t Int(const std::string& key, const std::string& v) {
+  int64_t x = 0;
+  if (!absl::SimpleAtoi(v, &x) || x < 0) Usage(absl::StrCat(key, ": not a count: '", v, "'"));
+  return x;
+}
+
+double Real(const std::string& key, const std::string& v) {
+  double x = 0;
+  if (!absl::SimpleAtod(v, &x) || !std::isfinite(x) || x < 0) {
+    Usage(absl::StrCat(key, ": not a non-negative number: '", v, "'"));
+  }
+  return x;
+}
+
+Args Parse(int argc, char** argv) {
+  Args a;
+  a.topology = std::string(MOBIUS_SOURCE_DIR) +
+               "/test/data/topology/paper_testbed_2s_2sw_8x3090.xml";
+  std::error_code ec;
+  a.worker = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker";
+  std::map<std::string, int64_t*> ints = {
+      {"--layers", &a.shape.layers}, {"--hidden", &a.shape.hidden},
+      {"--heads", &a.shape.heads}, {"--kv_heads", &a.shape.kv_heads},
+      {"--intermediate", &a.shape.intermediate}, {"--vocab", &a.shape.vocab},
+      {"--seq", &a.seq}, {"--batch", &a.batch}, {"--microbatch", &a.microbatch},
+      {"--steps", &a.steps}};
+  std::map<std::string, int*> small = {{"--reps", &a.reps}, {"--calib_steps", &a.calib_steps},
+                                       {"--calib_reps", &a.calib_reps}, {"--threads", &a.threads},
+                                       {"--units_per_stage", &a.units_per_stage}};
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    const size_t eq = arg.find('=');
+    const std::string key = arg.substr(0, eq);
+    const std::string value = eq == std::string::npos ? "" : arg.substr(eq + 1);
+    if (auto it = ints.find(key); it != ints.end()) {
+      *it->second = Int(key, value);
+    } else if (auto s = small.find(key); s != small.end()) {
+      *s->second = static_cast<int>(std::min<int64_t>(Int(key, value), 1 << 20));
+    } else if (key == "--link_scale") {
+      a.link_scale = Real(key, value);
+    } else if (key == "--grad_clip") {
+      a.grad_clip = Real(key, value);
+    } else if (key == "--partitioner") {
+      a.partitioner = value;
+    } else if (key == "--mappers") {
+      a.mappers = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (key == "--plan_only") {
+      a.plan_only = true;
+    } else if (key == "--keep") {
+      a.keep = true;
+    } else if (key == "--out") {
+      a.out = value;
+    } else if (key == "--work_dir") {
+      a.work_dir = value;
+    } else if (key == "--worker") {
+      a.worker = value;
+    } else if (key == "--topology") {
+      a.topology = value;
+    } else {
+      Usage(absl::StrCat("unknown argument ", arg));
+    }
+  }
+  if (a.microbatch < 1 || a.batch < a.microbatch || a.batch % a.microbatch != 0) {
+    Usage(absl::StrCat("--batch (", a.batch, ") must be a positive multiple of --microbatch (",
+                       a.microbatch, ")"));
+  }
+  if (a.steps < 2) Usage("--steps must be >= 2 (the first step of a run is not timed)");
+  if (a.reps < 1 || a.calib_steps < 1 || a.calib_reps < 1 || a.threads < 1) {
+    Usage("--reps, --calib_steps, --calib_reps and --threads must be >= 1");
+  }
+  if (!(a.link_scale > 0)) Usage("--link_scale must be positive");
+  if (a.mappers.empty()) Usage("--mappers is empty");
+  return a;
+}
+
+train::TrainerOptions Training(const Args& a, const BenchInputs& in) {
+  train::TrainerOptions o;
+  o.model_dir = in.model_dir;
+  o.data_path = in.data_path;
+  o.steps = a.steps;
+  o.batch = a.batch;
+  o.microbatch = a.microbatch;
+  o.seq = a.seq;
+  o.lr = 3e-4;
+  o.schedule = "constant";  // so the standalone calibration's losses are a prefix of a run's
+  o.weight_decay = 0.1;
+  o.grad_clip = a.grad_clip;
+  o.threads = a.threads;
+  return o;
+}
+
+absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
+                                   const topology::Topology& topology,
+                                   const topology::TopologyFacts& facts, const Prediction& pred,
+                                   int rep, const std::string& work) {
+  const std::string job = absl::StrCat("bench-", pred.mapper, "-", rep);
+  launch::EmulationOptions em;
+  em.enabled = true;
+  em.link_scale = a.link_scale;
+  absl::StatusOr<runtime::RunConfig> run =
+      launch::BuildRunConfig(job, Training(a, in), pred.report.plan, topology, facts, em);
+  if (!run.ok()) return run.status();
+  runtime::LaunchOptions lo;
+  lo.run = *run;
+  lo.worker_binary = a.worker;
+  lo.run_dir = work + "/" + job;
+  lo.on_step = [&](const runtime::StepReport& s) {
+    std::fprintf(stderr, "  [%s rep %d] %s\n", pred.mapper.c_str(), rep,
+                 runtime::FormatStepReport(s).c_str());
+  };
+  MappingRun out;
+  out.mapper = pred.mapper;
+  out.rep = rep;
+  const auto t0 = std::chrono::steady_clock::now();
+  absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
+  if (!launcher.ok()) return launcher.status();
+  runtime::LaunchResult result = (*launcher)->Wait();
+  out.wall_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!result.status.ok()) {
+    return absl::Status(result.status.code(), absl::StrCat("pipeline run ", job, ": ",
+                                                           result.status.message()));
+  }
+  out.steps = std::move(result.steps);
+  out.links = std::move(result.links);
+  out.rank_links = run->rank_links;
+  out.link_capacity.clear();
+  for (const runtime::EmulatedLink& l : run->links) out.link_capacity.push_back(l.bytes_per_second);
+  return out;
+}
+
+std::string MakeWorkDir(const Args& a) {
+  if (!a.work_dir.empty()) {
+    std::filesystem::create_directories(a.work_dir);
+    return a.work_dir;
+  }
+  std::string tmpl = (std::filesystem::temp_directory_path() / "pipeline_bench.XXXXXX").string();
+  if (mkdtemp(tmpl.data()) == nullptr) Usage(absl::StrCat("mkdtemp ", tmpl, " failed"));
+  return tmpl;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "pipeline_bench: %s\n", std::string(s.message()).c_str());
+  return 1;
+}
+
+int Main(int argc, char** argv) {
+  const Args a = Parse(argc, argv);
+  absl::StatusOr<topology::LoadedTopology> loaded =
+      topology::MakeHwlocXmlFileSource(a.topology)->Load();
+  if (!loaded.ok()) return Fail(loaded.status());
+  const topology::TopologyFacts facts = topology::Analyze(loaded->topology);
+  const std::string work = MakeWorkDir(a);
+  struct Cleanup {
+    std::string dir;
+    bool keep;
+    ~Cleanup() {
+      std::error_code ec;
+      if (!keep) std::filesystem::remove_all(dir, ec);
+    }
+  } cleanup{work, a.keep || !a.work_dir.empty()};
+
+  // Enough tokens that no run wraps an epoch (the loader shuffles sequences within one).
+  const int64_t tokens = (a.steps + 2) * a.batch * (a.seq + 1) * 2 + 4096;
+  absl::StatusOr<BenchInputs> in = WriteBenchInputs(work, a.shape, a.seq, tokens);
+  if (!in.ok()) return Fail(in.status());
+  std::fprintf(stderr, "model: llama L=%lld C=%lld H=%lld KV=%lld I=%lld V=%lld, %.2fM params; "
+               "work dir %s\n", static_cast<long long>(a.shape.layers),
+               static_cast<long long>(a.shape.hidden), static_cast<long long>(a.shape.heads),
+               static_cast<long long>(a.shape.kv_heads),
+               static_cast<long long>(a.shape.intermediate),
+               static_cast<long long>(a.shape.vocab), in->parameters / 1e6, work.c_str());
+
+  std::fprintf(stderr, "calibrating: standalone steps with 1 and %lld microbatches...\n",
+               static_cast<long long>(std::max<int64_t>(2, a.batch / a.microbatch)));
+  absl::StatusOr<Calibration> cal =
+      CalibrateStandalone(*in, Training(a, *in), a.calib_steps, a.calib_reps);
+  if (!cal.ok()) return Fail(cal.status());
+
+  planner::JobShape job;
+  job.global_batch = a.batch;
+  job.microbatch = a.microbatch;
+  job.seq_len = a.seq;
+  PredictOptions po;
+  po.partitioner = a.partitioner;
+  po.units_per_stage = a.units_per_stage;
+  po.link_scale = a.link_scale;
+  po.effective_flops_per_s = cal->effective_flops_per_s;
+  po.optimizer_seconds_per_billion_params = cal->fixed_seconds_per_billion_params;
+  std::vector<Prediction> preds;
+  for (const std::string& m : a.mappers) {
+    absl::StatusOr<Prediction> p = Predict(in->description, loaded->topology, facts, job, po, m);
+    if (!p.ok()) return Fail(p.status());
+    preds.push_back(*std::move(p));
+  }
+
+  std::vector<MappingRun> runs;
+  if (!a.plan_only) {
+    for (int rep = 0; rep < a.reps; ++rep) {
+      for (const Prediction& p : preds) {
+        std::fprintf(stderr, "running %s (rep %d of %d)...\n", p.mapper.c_str(), rep + 1, a.reps);
+        absl::StatusOr<MappingRun> r = RunOnce(a, *in, loaded->topology, facts, p, rep, work);
+        if (!r.ok()) return Fail(r.status());
+        runs.push_back(*std::move(r));
+      }
+    }
+  }
+
+  BenchSetup setup;
+  setup.topology = a.topology;
+  setup.model = absl::StrCat("llama L=", a.shape.layers, " C=", a.shape.hidden, " H=",
+                             a.shape.heads, " KV=", a.shape.kv_heads, " I=",
+                             a.shape.intermediate, " V=", a.shape.vocab);
+  setup.parameters = in->parameters;
+  setup.seq = a.seq;
+  setup.batch = a.batch;
+  setup.microbatch = a.microbatch;
+  setup.steps = a.steps;
+  setup.reps = a.reps;
+  setup.threads = a.threads;
+  setup.link_scale = a.link_scale;
+  setup.grad_clip = a.grad_clip;
+  setup.units_per_stage = a.units_per_stage;
+  setup.partitioner = a.partitioner;
+  setup.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  const BenchResult result = Summarize(setup, *cal, preds, runs);
+  PrintReport(result, stdout);
+  if (!a.out.empty()) {
+    std::ofstream f(a.out);
+    f << ResultJson(result) << "\n";
+    if (!f) return Fail(absl::InternalError(absl::StrCat("cannot write ", a.out)));
+    std::fprintf(stderr, "wrote %s\n", a.out.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace mobius::bench
+
+int main(int argc, char** argv) { return mobius::bench::Main(argc, argv); }

@@ -1,0 +1,75 @@
+// Internal to common/jobspec: the one list of JobSpec fields, their keys and their kinds.
+//
+// The YAML reader, the JSON reader and the JSON writer all walk a JobSpec through VisitJobSpec, so
+// the keys of the three formats (and the field paths in their errors) cannot drift apart. A visitor
+// provides, for a key and a member:
+//   Int(key, int& | int64_t&)  UInt(key, uint64_t&)  Double(key, double&)  String(key, string&)
+//   Path(key, string&)         a file or directory (the YAML reader resolves it against a base)
+//   Gpus(key, int&)            a count, or "all" (= 0) in YAML
+//   Bytes(key, int64_t&)       a byte count, or a size such as "20GiB" in YAML
+//   Labels(key, map&)          a mapping of strings to strings
+//   Section(key, fn)           a nested mapping whose fields fn() visits
+// `Spec` is JobSpec (readers) or const JobSpec (writers); members are passed as references to it.
+//
+// Not a public header: include yaml.h / json.h instead.
+#ifndef MOBIUS_COMMON_JOBSPEC_FIELDS_H_
+#define MOBIUS_COMMON_JOBSPEC_FIELDS_H_
+
+#include <type_traits>
+
+#include "common/jobspec/spec.h"
+
+namespace mobius::jobspec::internal {
+
+template <typename Spec, typename Visitor>
+void VisitJobSpec(Spec& s, Visitor& v) {
+  static_assert(std::is_same_v<std::remove_const_t<Spec>, JobSpec>);
+  v.String("name", s.name);
+  v.Labels("labels", s.labels);
+  v.Int("priority", s.priority);
+  v.Path("model_dir", s.model_dir);
+  v.Section("dataset", [&] {
+    v.Path("path", s.dataset.path);
+    v.String("format", s.dataset.format);
+    v.Path("tokenizer", s.dataset.tokenizer);
+    v.Double("eval_fraction", s.dataset.eval_fraction);
+  });
+  v.Section("training", [&] {
+    auto& t = s.training;
+    v.Int("steps", t.steps);
+    v.Int("epochs", t.epochs);
+    v.Int("global_batch", t.global_batch);
+    v.Int("microbatch", t.microbatch);
+    v.Int("seq_len", t.seq_len);
+    v.Double("lr", t.lr);
+    v.Double("min_lr", t.min_lr);
+    v.Int("warmup_steps", t.warmup_steps);
+    v.String("lr_schedule", t.lr_schedule);
+    v.Double("weight_decay", t.weight_decay);
+    v.Double("grad_clip", t.grad_clip);
+    v.Double("beta1", t.beta1);
+    v.Double("beta2", t.beta2);
+    v.Double("eps", t.eps);
+    v.UInt("seed", t.seed);
+    v.Int("eval_every", t.eval_every);
+  });
+  v.Section("resources", [&] {
+    v.Gpus("gpus", s.resources.gpus);
+    v.Bytes("device_memory_bytes", s.resources.device_memory_bytes);
+  });
+  v.Section("plan", [&] {
+    v.String("schedule", s.plan.schedule);
+    v.String("partitioner", s.plan.partitioner);
+    v.String("mapper", s.plan.mapper);
+    v.Int("stages", s.plan.stages);
+  });
+  v.Section("checkpoint", [&] {
+    v.Path("dir", s.checkpoint.dir);
+    v.Int("every_steps", s.checkpoint.every_steps);
+  });
+  v.Int("max_restarts", s.max_restarts);
+}
+
+}  // namespace mobius::jobspec::internal
+
+#endif  // MOBIUS_COMMON_JOBSPEC_FIELDS_H_

@@ -1,0 +1,127 @@
+// JobSpec: what a user asks mobiusd to run, as plain data.
+//
+// One fine-tuning job: a Hugging Face model directory, a dataset, the optimizer's hyperparameters,
+// how many GPUs, optional planner overrides, checkpointing and restart policy. Humans write it as
+// YAML (common/jobspec/yaml.h, reference: docs/job-spec.md); it travels as mobius.v1.JobSpec
+// (common/rpc/jobspec_convert.h) and is stored as canonical JSON (common/jobspec/json.h). Every
+// entry point checks it with ValidateJobSpec (common/jobspec/validate.h); this header only
+// declares the data, its defaults and the allowed values.
+//
+// Field names below are the YAML/JSON keys, and the dotted path of a field ("training.microbatch")
+// is what every error message names. Defaults mirror worker/train/standalone_trainer.h
+// TrainerOptions where the two overlap. "0 means ..." fields keep 0 in the struct; Normalize fills
+// the derived defaults (microbatch, tokenizer) so that two specs that mean the same compare equal.
+//
+// Thread-safety: plain values; the constants are immutable.
+#ifndef MOBIUS_COMMON_JOBSPEC_SPEC_H_
+#define MOBIUS_COMMON_JOBSPEC_SPEC_H_
+
+#include <array>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+
+namespace mobius::jobspec {
+
+// Allowed values of the enumerated string fields (the first is the default, where there is one).
+inline constexpr std::array<std::string_view, 3> kDatasetFormats = {"tokens", "jsonl", "text"};
+inline constexpr std::array<std::string_view, 2> kLrSchedules = {"cosine", "constant"};
+inline constexpr std::array<std::string_view, 3> kSchedules = {"mobius", "roundrobin", "resident"};
+inline constexpr std::array<std::string_view, 3> kPartitioners = {"exact", "mip", "uniform"};
+inline constexpr std::array<std::string_view, 2> kMappers = {"cross", "sequential"};
+
+// Limits checked by ValidateJobSpec (beyond them a spec is a mistake, or would overflow the
+// arithmetic done on it: tokens per step = global_batch * seq_len must fit comfortably in int64).
+inline constexpr int kMaxNameLength = 63;
+inline constexpr int kMaxLabels = 64;
+inline constexpr int kMaxLabelKeyLength = 63;
+inline constexpr int kMaxLabelValueLength = 256;
+inline constexpr int kMaxPathLength = 4096;
+inline constexpr int kMinPriority = -100, kMaxPriority = 100;
+inline constexpr int kMaxRestarts = 10;
+inline constexpr int64_t kMaxSteps = int64_t{1} << 32;
+inline constexpr int64_t kMaxEpochs = 1 << 20;
+inline constexpr int64_t kMaxGlobalBatch = 1 << 20;
+inline constexpr int64_t kMaxSeqLen = 1 << 22;
+inline constexpr int kMaxGpus = 1024;
+inline constexpr int kMaxStages = 4096;
+
+struct DatasetSpec {
+  std::string path;            // required; a file
+  std::string format = "tokens";  // kDatasetFormats: "tokens" = our token file
+                                  // (worker/data/token_file.h); "jsonl" | "text" are tokenized
+  std::string tokenizer;       // directory with tokenizer.json / tokenizer.model; jsonl and text
+                               // only; empty: model_dir
+  double eval_fraction = 0.0;  // held-out share of the sequences, [0, 0.5]
+
+  friend bool operator==(const DatasetSpec&, const DatasetSpec&) = default;
+};
+
+struct TrainingSpec {
+  int64_t steps = 0;           // optimizer steps; exactly one of steps and epochs is > 0
+  int64_t epochs = 0;          // passes over the training split
+  int64_t global_batch = 0;    // required: sequences per optimizer step
+  int64_t microbatch = 0;      // sequences per forward/backward; divides global_batch;
+                               // 0: = global_batch
+  int64_t seq_len = 0;         // required: tokens per sequence
+  double lr = 3e-4;            // peak learning rate, > 0
+  double min_lr = 0.0;         // cosine floor, [0, lr]
+  int64_t warmup_steps = 0;    // linear warmup from 0 to lr
+  std::string lr_schedule = "cosine";  // kLrSchedules
+  double weight_decay = 0.0;   // decoupled (AdamW), >= 0
+  double grad_clip = 1.0;      // max global grad norm, >= 0; 0: no clipping
+  double beta1 = 0.9;          // [0, 1)
+  double beta2 = 0.95;         // [0, 1)
+  double eps = 1e-8;           // > 0
+  uint64_t seed = 0;           // data shuffle
+  int64_t eval_every = 0;      // eval loss every K steps (and at the last); 0: never
+
+  friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
+};
+
+struct ResourceSpec {
+  int gpus = 0;                     // GPUs to use; 0: all free ones (YAML: "all")
+  int64_t device_memory_bytes = 0;  // cap per GPU; 0: the device's memory (YAML: "20GiB")
+
+  friend bool operator==(const ResourceSpec&, const ResourceSpec&) = default;
+};
+
+struct PlanSpec {
+  std::string schedule = "mobius";   // kSchedules
+  std::string partitioner = "exact"; // kPartitioners
+  std::string mapper = "cross";      // kMappers
+  int stages = 0;                    // pipeline stages; 0: the planner chooses
+
+  friend bool operator==(const PlanSpec&, const PlanSpec&) = default;
+};
+
+struct CheckpointSpec {
+  std::string dir;          // empty: the daemon's state directory chooses one
+  int64_t every_steps = 0;  // also at the end; 0: only at the end
+
+  friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
+};
+
+struct JobSpec {
+  std::string name;                          // optional; [a-z0-9._-], at most 63 characters
+  std::map<std::string, std::string> labels; // free-form key/value tags
+  int priority = 0;                          // [-100, 100]; higher runs first
+  std::string model_dir;                     // required; config.json + *.safetensors
+  DatasetSpec dataset;
+  TrainingSpec training;
+  ResourceSpec resources;
+  PlanSpec plan;
+  CheckpointSpec checkpoint;
+  int max_restarts = 1;                      // [0, 10]; restarts after a failure
+
+  friend bool operator==(const JobSpec&, const JobSpec&) = default;
+};
+
+// Fills the derived defaults in place: microbatch 0 -> global_batch; for jsonl/text datasets an
+// empty tokenizer -> model_dir. Idempotent. The YAML and JSON readers return normalized specs.
+void Normalize(JobSpec& spec);
+
+}  // namespace mobius::jobspec
+
+#endif  // MOBIUS_COMMON_JOBSPEC_SPEC_H_

@@ -1,0 +1,394 @@
+#include "common/jobspec/validate.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace mobius::jobspec {
+namespace {
+
+// A string value for a message: quoted, escaped, at most ~60 characters.
+std::string Quote(const std::string& s) {
+  std::string shown = s.size() > 60 ? s.substr(0, 57) + "..." : s;
+  return absl::StrCat("\"", absl::CHexEscape(shown), "\"");
+}
+
+template <size_t N>
+std::string OneOf(const std::array<std::string_view, N>& values) {
+  std::string out;
+  for (std::string_view v : values) {
+    absl::StrAppend(&out, out.empty() ? "" : ", ", absl::string_view(v.data(), v.size()));
+  }
+  return out;
+}
+
+template <size_t N>
+bool Contains(const std::array<std::string_view, N>& values, const std::string& s) {
+  return std::find(values.begin(), values.end(), std::string_view(s)) != values.end();
+}
+
+// Structurally valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF): protobuf string fields
+// carry only UTF-8, so a spec that is not cannot travel to the server.
+bool IsUtf8(const std::string& s) {
+  size_t i = 0;
+  const size_t n = s.size();
+  while (i < n) {
+    const unsigned char c = static_cast<unsigned char>(s[i]);
+    int len = 0;
+    uint32_t cp = 0;
+    if (c < 0x80) {
+      ++i;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, cp = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, cp = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, cp = c & 0x07;
+    } else {
+      return false;
+    }
+    if (i + len > n) return false;
+    for (int k = 1; k < len; ++k) {
+      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
+      if ((cc & 0xC0) != 0x80) return false;
+      cp = (cp << 6) | (cc & 0x3F);
+    }
+    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
+    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
+    i += len;
+  }
+  return true;
+}
+
+bool HasControl(const std::string& s) {
+  return std::any_of(s.begin(), s.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7F;
+  });
+}
+
+std::string ErrnoText(int e) { return std::strerror(e); }
+
+class Checker {
+ public:
+  explicit Checker(const ValidateOptions& options) : options_(options) {}
+
+  void Add(std::string field, std::string message) {
+    errors_.push_back({std::move(field), std::move(message)});
+  }
+  std::vector<FieldError> Take() { return std::move(errors_); }
+
+  template <typename T>
+  bool Range(const std::string& field, T value, T lo, T hi, absl::string_view note = "") {
+    if (value >= lo && value <= hi) return true;
+    Add(field, absl::StrCat("must be in [", lo, ", ", hi, "]", note, " (got ", value, ")"));
+    return false;
+  }
+
+  // A finite number with lo <= x (or lo < x when lo_open) and x <= hi (or x < hi when hi_open).
+  bool Number(const std::string& field, double x, double lo, bool lo_open, double hi,
+              bool hi_open) {
+    const bool ok = std::isfinite(x) && (lo_open ? x > lo : x >= lo) && (hi_open ? x < hi : x <= hi);
+    if (ok) return true;
+    std::string range;
+    if (std::isinf(hi)) {
+      range = absl::StrCat(lo_open ? "> " : ">= ", lo);
+    } else {
+      range = absl::StrCat("in ", lo_open ? "(" : "[", lo, ", ", hi, hi_open ? ")" : "]");
+    }
+    Add(field, absl::StrCat("must be a finite number ", range, " (got ", x, ")"));
+    return false;
+  }
+
+  template <size_t N>
+  void Enum(const std::string& field, const std::string& value,
+            const std::array<std::string_view, N>& allowed) {
+    if (Contains(allowed, value)) return;
+    Add(field, absl::StrCat("must be one of ", OneOf(allowed), " (got ", Quote(value), ")"));
+  }
+
+  // Text that can travel in a proto and be printed: UTF-8 without control characters.
+  bool Text(const std::string& field, const std::string& value) {
+    if (!IsUtf8(value)) {
+      Add(field, absl::StrCat("must be valid UTF-8 (got ", Quote(value), ")"));
+      return false;
+    }
+    if (HasControl(value)) {
+      Add(field, absl::StrCat("must not contain control characters (got ", Quote(value), ")"));
+      return false;
+    }
+    return true;
+  }
+
+  // A path; true when it is well-formed enough to look at the file system.
+  bool Path(const std::string& field, const std::string& path, bool required) {
+    if (path.empty()) {
+      if (required) Add(field, "required (a path)");
+      return false;
+    }
+    if (path.size() > static_cast<size_t>(kMaxPathLength)) {
+      Add(field, absl::StrCat("longer than ", kMaxPathLength, " bytes (got ", path.size(), ")"));
+      return false;
+    }
+    if (!Text(field, path)) return false;
+    if (options_.require_absolute_paths && path.front() != '/') {
+      Add(field, absl::StrCat("must be an absolute path (got ", Quote(path), ")"));
+      return false;
+    }
+    return true;
+  }
+
+  const ValidateOptions& options() const { return options_; }
+
+ private:
+  const ValidateOptions& options_;
+  std::vector<FieldError> errors_;
+};
+
+void CheckName(const JobSpec& s, Checker& c) {
+  if (s.name.empty()) return;
+  const bool chars_ok = std::all_of(s.name.begin(), s.name.end(), [](char ch) {
+    return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' ||
+           ch == '-';
+  });
+  if (!chars_ok) {
+    c.Add("name", absl::StrCat("may contain only a-z, 0-9, '.', '_' and '-' (got ",
+                               Quote(s.name), ")"));
+  } else if (s.name.size() > static_cast<size_t>(kMaxNameLength)) {
+    c.Add("name", absl::StrCat("longer than ", kMaxNameLength, " characters (got ", s.name.size(),
+                               ")"));
+  }
+}
+
+void CheckLabels(const JobSpec& s, Checker& c) {
+  if (s.labels.size() > static_cast<size_t>(kMaxLabels)) {
+    c.Add("labels", absl::StrCat("at most ", kMaxLabels, " labels (got ", s.labels.size(), ")"));
+  }
+  for (const auto& [key, value] : s.labels) {
+    const std::string field = absl::StrCat("labels.", key);
+    const bool key_ok =
+        !key.empty() && key.size() <= static_cast<size_t>(kMaxLabelKeyLength) &&
+        std::all_of(key.begin(), key.end(), [](char ch) {
+          return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                 (ch >= '0' && ch <= '9') || ch == '.' || ch == '_' || ch == '-' || ch == '/';
+        });
+    if (!key_ok) {
+      c.Add(!key.empty() && IsUtf8(key) && !HasControl(key) ? field : "labels",
+            absl::StrCat("label keys are 1-", kMaxLabelKeyLength,
+                         " characters of A-Z, a-z, 0-9, '.', '_', '-', '/' (got ", Quote(key),
+                         ")"));
+      continue;
+    }
+    if (value.size() > static_cast<size_t>(kMaxLabelValueLength)) {
+      c.Add(field, absl::StrCat("longer than ", kMaxLabelValueLength, " bytes (got ",
+                                value.size(), ")"));
+    } else {
+      c.Text(field, value);
+    }
+  }
+}
+
+// The file-system checks of the server side (check_files_exist).
+void CheckModelDirFiles(const std::string& dir, Checker& c) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    c.Add("model_dir", absl::StrCat("cannot access ", Quote(dir), " (", ErrnoText(errno), ")"));
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    c.Add("model_dir", absl::StrCat("not a directory (got ", Quote(dir), ")"));
+    return;
+  }
+  const std::string config = dir + "/config.json";
+  const int fd = open(config.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    c.Add("model_dir", absl::StrCat("no readable config.json in ", Quote(dir), " (",
+                                    ErrnoText(errno), ")"));
+    return;
+  }
+  close(fd);
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) {
+    c.Add("model_dir", absl::StrCat("cannot list ", Quote(dir), " (", ErrnoText(errno), ")"));
+    return;
+  }
+  bool weights = false;
+  while (dirent* e = readdir(d)) {
+    const std::string_view name(e->d_name);
+    if (name.size() > 12 && name.substr(name.size() - 12) == ".safetensors") weights = true;
+  }
+  closedir(d);
+  if (!weights) c.Add("model_dir", absl::StrCat("no *.safetensors files in ", Quote(dir)));
+}
+
+void CheckDatasetFile(const DatasetSpec& ds, Checker& c) {
+  const int fd = open(ds.path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    c.Add("dataset.path", absl::StrCat("cannot read ", Quote(ds.path), " (", ErrnoText(errno), ")"));
+    return;
+  }
+  struct stat st;
+  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    c.Add("dataset.path", absl::StrCat("not a regular file (got ", Quote(ds.path), ")"));
+  } else if (ds.format == "tokens") {
+    char magic[8] = {};
+    if (pread(fd, magic, sizeof(magic), 0) != sizeof(magic) || std::memcmp(magic, "MOBTOKv1", 8)) {
+      c.Add("dataset.path",
+            absl::StrCat("not a Mobius token file (no MOBTOKv1 header): ", Quote(ds.path),
+                         "; for raw text set dataset.format to jsonl or text"));
+    }
+  }
+  close(fd);
+}
+
+void CheckTokenizerDir(const std::string& dir, bool defaulted, Checker& c) {
+  struct stat st;
+  for (const char* file : {"/tokenizer.json", "/tokenizer.model"}) {
+    if (stat((dir + file).c_str(), &st) == 0 && S_ISREG(st.st_mode)) return;
+  }
+  c.Add("dataset.tokenizer",
+        absl::StrCat("no tokenizer.json or tokenizer.model in ", Quote(dir),
+                     defaulted ? " (the tokenizer defaults to model_dir)" : ""));
+}
+
+void CheckDataset(const JobSpec& s, Checker& c) {
+  const DatasetSpec& ds = s.dataset;
+  const bool path_ok = c.Path("dataset.path", ds.path, /*required=*/true);
+  c.Enum("dataset.format", ds.format, kDatasetFormats);
+  const bool tokenized_here = ds.format == "jsonl" || ds.format == "text";
+  bool tokenizer_ok = false;
+  if (!ds.tokenizer.empty() && ds.format == "tokens") {
+    c.Add("dataset.tokenizer",
+          "only for jsonl and text datasets (a token file is already tokenized)");
+  } else if (!ds.tokenizer.empty()) {
+    tokenizer_ok = c.Path("dataset.tokenizer", ds.tokenizer, false);
+  }
+  c.Number("dataset.eval_fraction", ds.eval_fraction, 0, false, 0.5, false);
+  if (!c.options().check_files_exist) return;
+  if (path_ok && Contains(kDatasetFormats, ds.format)) CheckDatasetFile(ds, c);
+  if (tokenizer_ok) {
+    CheckTokenizerDir(ds.tokenizer, false, c);
+  } else if (tokenized_here && ds.tokenizer.empty() && !s.model_dir.empty()) {
+    // model_dir's own problems are reported under model_dir; this names only the tokenizer.
+    struct stat st;
+    if (stat(s.model_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+      CheckTokenizerDir(s.model_dir, true, c);
+    }
+  }
+}
+
+void CheckTraining(const JobSpec& s, Checker& c) {
+  const TrainingSpec& t = s.training;
+  if (t.steps < 0) c.Add("training.steps", absl::StrCat("must be >= 0 (got ", t.steps, ")"));
+  if (t.epochs < 0) c.Add("training.epochs", absl::StrCat("must be >= 0 (got ", t.epochs, ")"));
+  if (t.steps == 0 && t.epochs == 0) {
+    c.Add("training.steps", "required: set training.steps or training.epochs (> 0)");
+  } else if (t.steps > 0 && t.epochs > 0) {
+    c.Add("training.epochs", absl::StrCat("set only one of training.steps and training.epochs (got ",
+                                          "steps ", t.steps, ", epochs ", t.epochs, ")"));
+  }
+  if (t.steps > 0) c.Range("training.steps", t.steps, int64_t{1}, kMaxSteps);
+  if (t.epochs > 0) c.Range("training.epochs", t.epochs, int64_t{1}, kMaxEpochs);
+
+  bool batch_ok = false;
+  if (t.global_batch == 0) {
+    c.Add("training.global_batch", "required (sequences per optimizer step, > 0)");
+  } else {
+    batch_ok = c.Range("training.global_batch", t.global_batch, int64_t{1}, kMaxGlobalBatch);
+  }
+  if (t.microbatch != 0 &&
+      c.Range("training.microbatch", t.microbatch, int64_t{1}, kMaxGlobalBatch, "; 0 means global_batch") &&
+      batch_ok && t.global_batch % t.microbatch != 0) {
+    c.Add("training.microbatch", absl::StrCat("must divide training.global_batch ",
+                                              t.global_batch, " (got ", t.microbatch, ")"));
+  }
+  if (t.seq_len == 0) {
+    c.Add("training.seq_len", "required (tokens per sequence, > 0)");
+  } else {
+    c.Range("training.seq_len", t.seq_len, int64_t{1}, kMaxSeqLen);
+  }
+
+  const double kInf = INFINITY;
+  const bool lr_ok = c.Number("training.lr", t.lr, 0, true, kInf, false);
+  if (c.Number("training.min_lr", t.min_lr, 0, false, kInf, false) && lr_ok && t.min_lr > t.lr) {
+    c.Add("training.min_lr",
+          absl::StrCat("must be <= training.lr ", t.lr, " (got ", t.min_lr, ")"));
+  }
+  if (c.Range("training.warmup_steps", t.warmup_steps, int64_t{0}, kMaxSteps) && t.steps > 0 &&
+      t.warmup_steps > t.steps) {
+    c.Add("training.warmup_steps", absl::StrCat("must be <= training.steps ", t.steps, " (got ",
+                                                t.warmup_steps, ")"));
+  }
+  c.Enum("training.lr_schedule", t.lr_schedule, kLrSchedules);
+  c.Number("training.weight_decay", t.weight_decay, 0, false, kInf, false);
+  c.Number("training.grad_clip", t.grad_clip, 0, false, kInf, false);
+  c.Number("training.beta1", t.beta1, 0, false, 1, true);
+  c.Number("training.beta2", t.beta2, 0, false, 1, true);
+  c.Number("training.eps", t.eps, 0, true, kInf, false);
+  if (c.Range("training.eval_every", t.eval_every, int64_t{0}, kMaxSteps) && t.eval_every > 0 &&
+      s.dataset.eval_fraction == 0) {
+    c.Add("training.eval_every",
+          absl::StrCat("needs dataset.eval_fraction > 0: there is no eval split (got ",
+                       t.eval_every, ")"));
+  }
+}
+
+void CheckResourcesAndPlan(const JobSpec& s, Checker& c) {
+  c.Range("resources.gpus", s.resources.gpus, 0, kMaxGpus, "; 0 means all free GPUs");
+  const int64_t mem = s.resources.device_memory_bytes;
+  if (mem < 0 || (mem > 0 && mem < (int64_t{1} << 20))) {
+    c.Add("resources.device_memory_bytes",
+          absl::StrCat("must be 0 (no cap) or at least 1MiB (got ", mem, ")"));
+  }
+  c.Enum("plan.schedule", s.plan.schedule, kSchedules);
+  c.Enum("plan.partitioner", s.plan.partitioner, kPartitioners);
+  c.Enum("plan.mapper", s.plan.mapper, kMappers);
+  c.Range("plan.stages", s.plan.stages, 0, kMaxStages, "; 0 means the planner chooses");
+}
+
+}  // namespace
+
+std::vector<FieldError> FindJobSpecErrors(const JobSpec& s, const ValidateOptions& options) {
+  Checker c(options);
+  CheckName(s, c);
+  CheckLabels(s, c);
+  c.Range("priority", s.priority, kMinPriority, kMaxPriority);
+  if (c.Path("model_dir", s.model_dir, /*required=*/true) && options.check_files_exist) {
+    CheckModelDirFiles(s.model_dir, c);
+  }
+  CheckDataset(s, c);
+  CheckTraining(s, c);
+  CheckResourcesAndPlan(s, c);
+  c.Path("checkpoint.dir", s.checkpoint.dir, /*required=*/false);
+  c.Range("checkpoint.every_steps", s.checkpoint.every_steps, int64_t{0}, kMaxSteps,
+          "; 0 means only at the end");
+  c.Range("max_restarts", s.max_restarts, 0, kMaxRestarts);
+  return c.Take();
+}
+
+std::string FormatFieldErrors(const std::vector<FieldError>& errors) {
+  return absl::StrJoin(errors, "\n", [](std::string* out, const FieldError& e) {
+    absl::StrAppend(out, e.field, ": ", e.message);
+  });
+}
+
+absl::Status ValidateJobSpec(const JobSpec& spec, const ValidateOptions& options) {
+  std::vector<FieldError> errors = FindJobSpecErrors(spec, options);
+  if (errors.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(FormatFieldErrors(errors));
+}
+
+}  // namespace mobius::jobspec

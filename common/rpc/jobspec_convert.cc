@@ -1,0 +1,109 @@
+#include "common/rpc/jobspec_convert.h"
+
+#include <string>
+
+namespace mobius {
+namespace {
+
+// An empty enumerated string on the wire means "the default" (proto3 cannot tell unset from "").
+std::string OrDefault(const std::string& value, const std::string& fallback) {
+  return value.empty() ? fallback : value;
+}
+
+}  // namespace
+
+v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
+  v1::JobSpec p;
+  p.set_name(s.name);
+  p.mutable_labels()->insert(s.labels.begin(), s.labels.end());
+  p.set_priority(s.priority);
+  p.set_model_dir(s.model_dir);
+
+  v1::DatasetSpec* d = p.mutable_dataset();
+  d->set_path(s.dataset.path);
+  d->set_format(s.dataset.format);
+  d->set_tokenizer(s.dataset.tokenizer);
+  d->set_eval_fraction(s.dataset.eval_fraction);
+
+  const jobspec::TrainingSpec& t = s.training;
+  v1::TrainingSpec* pt = p.mutable_training();
+  pt->set_steps(t.steps);
+  pt->set_epochs(t.epochs);
+  pt->set_global_batch(t.global_batch);
+  pt->set_microbatch(t.microbatch);
+  pt->set_seq_len(t.seq_len);
+  pt->set_lr(t.lr);
+  pt->set_min_lr(t.min_lr);
+  pt->set_warmup_steps(t.warmup_steps);
+  pt->set_lr_schedule(t.lr_schedule);
+  pt->set_weight_decay(t.weight_decay);
+  pt->set_grad_clip(t.grad_clip);
+  pt->set_beta1(t.beta1);
+  pt->set_beta2(t.beta2);
+  pt->set_eps(t.eps);
+  pt->set_seed(t.seed);
+  pt->set_eval_every(t.eval_every);
+
+  p.mutable_resources()->set_gpus(s.resources.gpus);
+  p.mutable_resources()->set_device_memory_bytes(s.resources.device_memory_bytes);
+
+  v1::PlanSpec* plan = p.mutable_plan();
+  plan->set_schedule(s.plan.schedule);
+  plan->set_partitioner(s.plan.partitioner);
+  plan->set_mapper(s.plan.mapper);
+  plan->set_stages(s.plan.stages);
+
+  p.mutable_checkpoint()->set_dir(s.checkpoint.dir);
+  p.mutable_checkpoint()->set_every_steps(s.checkpoint.every_steps);
+  p.set_max_restarts(s.max_restarts);
+  return p;
+}
+
+jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
+  const jobspec::JobSpec defaults;
+  jobspec::JobSpec s;
+  s.name = p.name();
+  s.labels.insert(p.labels().begin(), p.labels().end());
+  s.priority = p.priority();
+  s.model_dir = p.model_dir();
+
+  s.dataset.path = p.dataset().path();
+  s.dataset.format = OrDefault(p.dataset().format(), defaults.dataset.format);
+  s.dataset.tokenizer = p.dataset().tokenizer();
+  s.dataset.eval_fraction = p.dataset().eval_fraction();
+
+  const v1::TrainingSpec& pt = p.training();
+  const jobspec::TrainingSpec& dt = defaults.training;
+  jobspec::TrainingSpec& t = s.training;
+  t.steps = pt.steps();
+  t.epochs = pt.epochs();
+  t.global_batch = pt.global_batch();
+  t.microbatch = pt.microbatch();
+  t.seq_len = pt.seq_len();
+  t.lr = pt.has_lr() ? pt.lr() : dt.lr;
+  t.min_lr = pt.min_lr();
+  t.warmup_steps = pt.warmup_steps();
+  t.lr_schedule = OrDefault(pt.lr_schedule(), dt.lr_schedule);
+  t.weight_decay = pt.weight_decay();
+  t.grad_clip = pt.has_grad_clip() ? pt.grad_clip() : dt.grad_clip;
+  t.beta1 = pt.has_beta1() ? pt.beta1() : dt.beta1;
+  t.beta2 = pt.has_beta2() ? pt.beta2() : dt.beta2;
+  t.eps = pt.has_eps() ? pt.eps() : dt.eps;
+  t.seed = pt.seed();
+  t.eval_every = pt.eval_every();
+
+  s.resources.gpus = p.resources().gpus();
+  s.resources.device_memory_bytes = p.resources().device_memory_bytes();
+
+  s.plan.schedule = OrDefault(p.plan().schedule(), defaults.plan.schedule);
+  s.plan.partitioner = OrDefault(p.plan().partitioner(), defaults.plan.partitioner);
+  s.plan.mapper = OrDefault(p.plan().mapper(), defaults.plan.mapper);
+  s.plan.stages = p.plan().stages();
+
+  s.checkpoint.dir = p.checkpoint().dir();
+  s.checkpoint.every_steps = p.checkpoint().every_steps();
+  s.max_restarts = p.has_max_restarts() ? p.max_restarts() : defaults.max_restarts;
+  return s;
+}
+
+}  // namespace mobius

@@ -1,0 +1,153 @@
+// JobManager: mobiusd's job service, as plain C++ (the gRPC adapter is server/rpc/job_service.h).
+//
+// It ties together the durable store (server/jobs/store), the admission scheduler
+// (server/jobs/scheduler), the planner and the runtime's launcher (worker/runtime/launcher.h):
+//   Submit   validate the spec (server rules: absolute paths, files exist), plan it on the node to
+//            learn what it needs, refuse what can never fit (FAILED_PRECONDITION with the numbers),
+//            store it QUEUED (idempotent per user and submission id), schedule;
+//   schedule whenever something changes: the scheduler decides which queued jobs start on which
+//            GPUs; each started job gets a supervisor thread that plans it on its GPUs, builds the
+//            run config (with link emulation on the CPU backend), runs the launcher and records
+//            every step report, log line and checkpoint in the store;
+//   ends     SUCCEEDED / FAILED (with the launcher's reason) / CANCELLED; a failure is retried up to
+//            max_restarts from the last complete checkpoint, except errors that would repeat
+//            (invalid input, a device cap too small for the plan);
+//   restart  at construction, jobs the store still has RUNNING (the daemon died under them) are
+//            requeued to resume from their checkpoint, counted as a restart;
+//   shutdown running jobs are stopped and requeued, to resume from their last checkpoint when the
+//            daemon comes back.
+// Access: a caller sees and cancels its own jobs; admins (configured uids, or root) all of them.
+// Every state-changing call is written to the store's audit log.
+//
+// State: the store is the truth for jobs; the in-memory state (running launchers, the last
+// scheduling decisions) is guarded by one mutex, and every change goes through it.
+// Thread-safety: all public methods may be called from any thread (gRPC handler threads).
+#ifndef MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_
+#define MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "common/jobspec/spec.h"
+#include "server/jobs/scheduler/resources.h"
+#include "server/jobs/store/job_store.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+
+namespace mobius::jobs {
+
+struct Caller {
+  uid_t uid = 0;
+  std::string user;   // name for display ("uid 1001" when unknown)
+  bool admin = false;
+};
+
+struct JobManagerOptions {
+  std::string state_dir;            // jobs.db and jobs/<id>/ (runs, default checkpoints)
+  std::string worker_binary;        // mobius-worker
+  topology::Topology topology;
+  topology::TopologyFacts facts;
+  NodeResources node;               // GPUs, allow-list, host and pinned budgets
+  UserQuota default_quota;          // 0 = no limit
+  bool emulate_links = true;        // CPU backend: emulate the PCIe links of the topology
+  double link_scale = 1.0;          // emulated link bandwidth factor
+  absl::Duration kill_grace = absl::Seconds(5);
+  std::string shm_dir = "/dev/shm";
+};
+
+// A job as callers see it: the stored record plus what only the running daemon knows.
+struct JobView {
+  JobRecord record;
+  int queue_position = 0;          // QUEUED only, 1-based
+  std::string pending_reason;      // QUEUED only
+  std::optional<StepReportRow> last_step;
+  double predicted_step_seconds = 0;  // from the plan of the current or last run
+};
+
+// What WatchJob streams.
+struct JobEvent {
+  enum class Kind { kState, kStep, kQueue };
+  Kind kind = Kind::kState;
+  JobState state = JobState::kQueued;  // kState
+  std::string reason;                  // kState: the transition's reason; kQueue: pending reason
+  int64_t unix_ms = 0;
+  StepReportRow step;                  // kStep
+  int queue_position = 0;              // kQueue
+};
+
+struct NodeStatus {
+  struct Gpu {
+    int index = 0;
+    std::string name;
+    int64_t memory_bytes = 0;
+    bool allowed = true;
+    std::string job_id;  // running job holding it, empty when free
+  };
+  std::vector<Gpu> gpus;
+  int64_t host_bytes = 0, host_used_bytes = 0;
+  int64_t pinned_bytes = 0, pinned_used_bytes = 0;
+  bool draining = false;
+  int queued = 0, running = 0;
+};
+
+class JobManager {
+ public:
+  // Opens (or creates) the store in state_dir, cleans orphaned host stores, requeues jobs that were
+  // RUNNING, and schedules. Errors: the store's (DATA_LOSS, FAILED_PRECONDITION, ...).
+  static absl::StatusOr<std::unique_ptr<JobManager>> Create(JobManagerOptions options);
+  ~JobManager();  // Shutdown()
+
+  absl::StatusOr<JobView> Submit(const Caller& caller, const std::string& submission_id,
+                                 jobspec::JobSpec spec);
+  // NOT_FOUND, or PERMISSION_DENIED for another user's job (unless admin).
+  absl::StatusOr<JobView> Get(const Caller& caller, const std::string& id);
+  // Non-admins see only their own jobs (an explicit uid filter for another user: PERMISSION_DENIED).
+  absl::StatusOr<std::pair<std::vector<JobView>, std::string>> List(const Caller& caller,
+                                                                    ListJobsFilter filter,
+                                                                    int page_size,
+                                                                    const std::string& page_token);
+  // QUEUED: cancelled now. RUNNING: workers are stopped (SIGTERM, SIGKILL after the grace period)
+  // and the job ends CANCELLED. Terminal: FAILED_PRECONDITION.
+  absl::StatusOr<JobView> Cancel(const Caller& caller, const std::string& id);
+
+  // Streams the job's state changes, queue updates and step reports from `after_step` on, ending
+  // after the terminal state (or when `emit` returns false, or at shutdown: UNAVAILABLE).
+  absl::Status Watch(const Caller& caller, const std::string& id,
+                     const std::function<bool(const JobEvent&)>& emit);
+  // Log lines from `from_seq`; with `follow`, keeps streaming until the job is terminal and every
+  // line was sent.
+  absl::Status StreamLogs(const Caller& caller, const std::string& id, int64_t from_seq,
+                          bool follow, const std::function<bool(const LogLine&)>& emit);
+
+  // Admin only (PERMISSION_DENIED otherwise).
+  absl::Status SetDraining(const Caller& caller, bool draining);
+  absl::Status SetQuota(const Caller& caller, uint32_t uid, int32_t max_gpus,
+                        int32_t max_running_jobs);
+  absl::StatusOr<std::vector<Quota>> Quotas(const Caller& caller);
+
+  NodeStatus Status();
+
+  // Stops scheduling, stops running jobs and requeues them (they resume from their checkpoint at
+  // the next start); idempotent.
+  void Shutdown();
+
+  struct State;
+
+ private:
+  explicit JobManager(std::unique_ptr<State> state);
+  std::unique_ptr<State> s_;
+};
+
+}  // namespace mobius::jobs
+
+#endif  // MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_

@@ -1,0 +1,103 @@
+#include "server/jobs/service/job_planning.h"
+
+#include <algorithm>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "common/model/model_config_parse.h"
+#include "common/status_macros.h"
+#include "worker/data/loader.h"
+#include "worker/data/token_file.h"
+
+namespace mobius::jobs {
+
+absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
+                                                             const std::string& checkpoint_dir) {
+  if (spec.dataset.format != "tokens") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset.format: the daemon trains on token files; tokenize ", spec.dataset.path,
+        " first with `mobius tokenize` (got \"", spec.dataset.format, "\")"));
+  }
+  if (spec.training.eval_every > 0) {
+    return absl::InvalidArgumentError(
+        "training.eval_every: pipeline runs have no eval pass yet; set it to 0");
+  }
+  train::TrainerOptions o;
+  const jobspec::TrainingSpec& t = spec.training;
+  o.model_dir = spec.model_dir;
+  o.data_path = spec.dataset.path;
+  o.batch = t.global_batch;
+  o.microbatch = t.microbatch > 0 ? t.microbatch : t.global_batch;
+  o.seq = t.seq_len;
+  o.lr = t.lr;
+  o.min_lr = t.min_lr;
+  o.warmup = t.warmup_steps;
+  o.schedule = t.lr_schedule;
+  o.weight_decay = t.weight_decay;
+  o.grad_clip = t.grad_clip;
+  o.beta1 = t.beta1;
+  o.beta2 = t.beta2;
+  o.eps = t.eps;
+  o.seed = t.seed;
+  o.eval_fraction = spec.dataset.eval_fraction;
+  o.checkpoint_dir = spec.checkpoint.dir.empty() ? checkpoint_dir : spec.checkpoint.dir;
+  o.checkpoint_every = spec.checkpoint.every_steps;
+  o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);
+  o.threads = 1;
+  o.steps = t.steps;
+  if (t.epochs > 0) {
+    MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<data::TokenFile> file,
+                            data::TokenFile::Open(spec.dataset.path));
+    auto loader = data::TokenLoader::Create(
+        std::shared_ptr<const data::TokenFile>(std::move(file)),
+        {.seq_len = o.seq, .batch_size = o.batch, .seed = o.seed, .eval_fraction = o.eval_fraction});
+    if (!loader.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("dataset.path: ", loader.status().message()));
+    }
+    o.steps = t.epochs * (*loader)->batches_per_epoch();
+  }
+  return o;
+}
+
+absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
+                                   const topology::Topology& topology,
+                                   const topology::TopologyFacts& facts,
+                                   const std::vector<int>& allowed, std::vector<int> gpus) {
+  if (gpus.empty()) {
+    const size_t k = spec.resources.gpus > 0 ? static_cast<size_t>(spec.resources.gpus)
+                                             : allowed.size();
+    if (k > allowed.size()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "resources.gpus: the job asks for ", k, " GPUs, this node has ", allowed.size(),
+          " usable"));
+    }
+    gpus.assign(allowed.begin(), allowed.begin() + k);
+  }
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(spec.model_dir));
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(config));
+  planner::JobShape shape;
+  shape.global_batch = spec.training.global_batch;
+  shape.microbatch = spec.training.microbatch > 0 ? spec.training.microbatch
+                                                  : spec.training.global_batch;
+  shape.seq_len = spec.training.seq_len;
+  planner::PlanOptions po;
+  po.schedule = spec.plan.schedule;
+  po.partitioner = spec.plan.partitioner;
+  po.mapper = spec.plan.mapper;
+  po.gpus = gpus;
+  po.num_stages = spec.plan.stages;
+  po.gpu_memory_bytes = spec.resources.device_memory_bytes;
+  po.compare = false;
+  po.mip_time_limit_seconds = 2;
+  PlannedJob out;
+  MOBIUS_ASSIGN_OR_RETURN(out.report, planner::MakePlan(desc, topology, facts, shape, po));
+  const planner::MemoryEstimate& m = out.report.plan.memory;
+  out.request.gpus = static_cast<int>(gpus.size());
+  if (spec.resources.gpus == 0) out.request.gpus = 0;
+  out.request.host_bytes = m.host_bytes;
+  out.request.pinned_bytes = m.pinned_bytes;
+  out.request.per_gpu_bytes = m.max_gpu_bytes;
+  return out;
+}
+
+}  // namespace mobius::jobs

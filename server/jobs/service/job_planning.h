@@ -1,0 +1,43 @@
+// From a job spec to what the daemon needs to admit and run it: the trainer options the workers
+// get, the planner's plan on a set of GPUs, and the resource request the scheduler weighs.
+//
+// Pure apart from reading the model's config.json and the token file's header (epochs -> steps).
+// Thread-safe.
+#ifndef MOBIUS_SERVER_JOBS_SERVICE_JOB_PLANNING_H_
+#define MOBIUS_SERVER_JOBS_SERVICE_JOB_PLANNING_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "common/jobspec/spec.h"
+#include "server/jobs/scheduler/resources.h"
+#include "server/planner/api/make_plan.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+#include "worker/train/standalone_trainer.h"
+
+namespace mobius::jobs {
+
+// The trainer options of a spec (epochs become steps over the token file's train split; threads: 1
+// per worker). `checkpoint_dir` replaces an empty spec.checkpoint.dir.
+// INVALID_ARGUMENT (field path) for what the pipeline runtime cannot run: a dataset that is not a
+// token file, eval_every > 0.
+absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
+                                                             const std::string& checkpoint_dir);
+
+struct PlannedJob {
+  planner::PlanReport report;
+  JobRequest request;  // gpus, host/pinned/per-GPU bytes (job id, uid, priority left to the caller)
+};
+
+// Plans `spec` on `gpus` (empty: the first spec.resources.gpus of `allowed`, all of them for 0).
+// FAILED_PRECONDITION from the planner when the job does not fit (with its numbers).
+absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
+                                   const topology::Topology& topology,
+                                   const topology::TopologyFacts& facts,
+                                   const std::vector<int>& allowed, std::vector<int> gpus);
+
+}  // namespace mobius::jobs
+
+#endif  // MOBIUS_SERVER_JOBS_SERVICE_JOB_PLANNING_H_

@@ -1,0 +1,303 @@
+#include "server/rpc/job_service.h"
+
+#include <grp.h>
+#include <pwd.h>
+#include <unistd.h>
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "common/jobspec/json.h"
+#include "common/rpc/grpc_status.h"
+#include "common/rpc/jobspec_convert.h"
+
+namespace mobius {
+namespace {
+
+std::string UserName(uid_t uid) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* out = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &out) == 0 && out != nullptr) {
+    return out->pw_name;
+  }
+  return absl::StrCat("uid ", uid);
+}
+
+bool InGroup(uid_t uid, gid_t primary, gid_t group) {
+  if (group == static_cast<gid_t>(-1)) return false;
+  if (primary == group) return true;
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* out = nullptr;
+  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &out) != 0 || out == nullptr) return false;
+  int n = 64;
+  std::vector<gid_t> groups(n);
+  if (getgrouplist(out->pw_name, out->pw_gid, groups.data(), &n) < 0) {
+    groups.resize(n);
+    if (getgrouplist(out->pw_name, out->pw_gid, groups.data(), &n) < 0) return false;
+  }
+  for (int i = 0; i < n; ++i) {
+    if (groups[i] == group) return true;
+  }
+  return false;
+}
+
+v1::JobState StateToProto(jobs::JobState s) {
+  switch (s) {
+    case jobs::JobState::kQueued: return v1::JOB_STATE_QUEUED;
+    case jobs::JobState::kRunning: return v1::JOB_STATE_RUNNING;
+    case jobs::JobState::kSucceeded: return v1::JOB_STATE_SUCCEEDED;
+    case jobs::JobState::kFailed: return v1::JOB_STATE_FAILED;
+    case jobs::JobState::kCancelled: return v1::JOB_STATE_CANCELLED;
+  }
+  return v1::JOB_STATE_UNSPECIFIED;
+}
+
+absl::StatusOr<jobs::JobState> StateFromProto(int s) {
+  switch (s) {
+    case v1::JOB_STATE_QUEUED: return jobs::JobState::kQueued;
+    case v1::JOB_STATE_RUNNING: return jobs::JobState::kRunning;
+    case v1::JOB_STATE_SUCCEEDED: return jobs::JobState::kSucceeded;
+    case v1::JOB_STATE_FAILED: return jobs::JobState::kFailed;
+    case v1::JOB_STATE_CANCELLED: return jobs::JobState::kCancelled;
+    default: return absl::InvalidArgumentError(absl::StrCat("states: unknown job state ", s));
+  }
+}
+
+bool EmulatedPlan(const std::string& plan_json) {
+  return plan_json.find("\"emulated_links\":true") != std::string::npos;
+}
+
+}  // namespace
+
+absl::StatusOr<jobs::Caller> ResolveCaller(const PeerListener& peers, const AccessConfig& access,
+                                           const std::string& peer) {
+  std::optional<PeerCredentials> cred = peers.Lookup(peer);
+  if (!cred) {
+    return absl::UnauthenticatedError(absl::StrCat("cannot identify the caller (peer ", peer, ")"));
+  }
+  jobs::Caller c;
+  c.uid = cred->uid;
+  c.user = UserName(cred->uid);
+  c.admin = cred->uid == 0 || access.admin_uids.count(cred->uid) > 0 ||
+            InGroup(cred->uid, cred->gid, access.admin_gid);
+  return c;
+}
+
+v1::StepReport StepToProto(const jobs::StepReportRow& r, bool emulated) {
+  v1::StepReport p;
+  p.set_step(r.step);
+  p.set_total_steps(r.total_steps);
+  p.set_loss(r.loss);
+  p.set_lr(r.lr);
+  p.set_grad_norm(r.grad_norm);
+  p.set_tokens(r.tokens);
+  p.set_tokens_per_second(r.tokens_per_second);
+  p.set_step_seconds(r.step_seconds);
+  p.set_compute_seconds(r.compute_seconds);
+  p.set_h2d_bytes(r.h2d_bytes);
+  p.set_d2h_bytes(r.d2h_bytes);
+  p.set_stall_seconds(r.stall_seconds);
+  p.set_optimizer_seconds(r.optimizer_seconds);
+  p.set_emulated(emulated);
+  p.set_unix_ms(r.unix_ms);
+  return p;
+}
+
+v1::Job JobToProto(const jobs::JobView& v) {
+  const jobs::JobRecord& r = v.record;
+  v1::Job j;
+  j.set_id(r.id);
+  j.set_submission_id(r.submission_id);
+  j.set_uid(r.uid);
+  j.set_user(r.user);
+  j.set_name(r.name);
+  if (absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json); spec.ok()) {
+    *j.mutable_spec() = JobSpecToProto(*spec);
+  }
+  j.set_state(StateToProto(r.state));
+  j.set_state_reason(r.state_reason);
+  j.set_pending_reason(v.pending_reason);
+  j.set_queue_position(v.queue_position);
+  for (int g : r.gpus) j.add_gpus(g);
+  j.set_created_unix_ms(r.created_unix_ms);
+  j.set_started_unix_ms(r.started_unix_ms);
+  j.set_finished_unix_ms(r.finished_unix_ms);
+  j.set_restarts(r.restarts);
+  j.set_steps_done(r.steps_done);
+  j.set_total_steps(r.total_steps);
+  if (v.last_step) *j.mutable_last_step() = StepToProto(*v.last_step, EmulatedPlan(r.plan_json));
+  j.set_checkpoint(r.checkpoint);
+  j.set_predicted_step_seconds(v.predicted_step_seconds);
+  return j;
+}
+
+#define MOBIUS_RPC_CALLER(var)                                                          \
+  absl::StatusOr<jobs::Caller> var = ResolveCaller(*peers_, access_, context->peer()); \
+  if (!var.ok()) return ToGrpcStatus(var.status())
+
+grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
+                                       const v1::SubmitJobRequest* request, v1::Job* response) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::StatusOr<jobs::JobView> v =
+      manager_->Submit(*caller, request->submission_id(), JobSpecFromProto(request->spec()));
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  *response = JobToProto(*v);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
+                                    v1::Job* response) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::StatusOr<jobs::JobView> v = manager_->Get(*caller, request->id());
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  *response = JobToProto(*v);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
+                                      const v1::ListJobsRequest* request,
+                                      v1::ListJobsResponse* response) {
+  MOBIUS_RPC_CALLER(caller);
+  jobs::ListJobsFilter filter;
+  if (request->has_uid()) filter.uid = request->uid();
+  if (!request->user().empty()) {
+    std::vector<char> buf(16384);
+    passwd pw{};
+    passwd* out = nullptr;
+    if (getpwnam_r(request->user().c_str(), &pw, buf.data(), buf.size(), &out) != 0 ||
+        out == nullptr) {
+      return ToGrpcStatus(absl::InvalidArgumentError(
+          absl::StrCat("user: no such user \"", request->user(), "\"")));
+    }
+    filter.uid = out->pw_uid;
+  }
+  for (int s : request->states()) {
+    absl::StatusOr<jobs::JobState> state = StateFromProto(s);
+    if (!state.ok()) return ToGrpcStatus(state.status());
+    filter.states.Add(*state);
+  }
+  auto page = manager_->List(*caller, filter, request->page_size(), request->page_token());
+  if (!page.ok()) return ToGrpcStatus(page.status());
+  for (const jobs::JobView& v : page->first) *response->add_jobs() = JobToProto(v);
+  response->set_next_page_token(page->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
+                                       const v1::CancelJobRequest* request, v1::Job* response) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::StatusOr<jobs::JobView> v = manager_->Cancel(*caller, request->id());
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  *response = JobToProto(*v);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
+                                      const v1::WatchJobRequest* request,
+                                      grpc::ServerWriter<v1::JobEvent>* writer) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::StatusOr<jobs::JobView> first = manager_->Get(*caller, request->id());
+  if (!first.ok()) return ToGrpcStatus(first.status());
+  v1::JobEvent head;
+  *head.mutable_job() = JobToProto(*first);
+  if (!writer->Write(head)) return grpc::Status::OK;
+  const bool emulated = EmulatedPlan(first->record.plan_json);
+  absl::Status st = manager_->Watch(*caller, request->id(), [&](const jobs::JobEvent& e) {
+    if (context->IsCancelled()) return false;
+    v1::JobEvent out;
+    switch (e.kind) {
+      case jobs::JobEvent::Kind::kState: {
+        v1::JobStateChange* c = out.mutable_state_change();
+        c->set_state(StateToProto(e.state));
+        c->set_reason(e.reason);
+        c->set_unix_ms(e.unix_ms);
+        break;
+      }
+      case jobs::JobEvent::Kind::kStep:
+        *out.mutable_step() = StepToProto(e.step, emulated);
+        break;
+      case jobs::JobEvent::Kind::kQueue: {
+        v1::QueueUpdate* q = out.mutable_queue();
+        q->set_queue_position(e.queue_position);
+        q->set_pending_reason(e.reason);
+        q->set_unix_ms(e.unix_ms);
+        break;
+      }
+    }
+    return writer->Write(out);
+  });
+  return ToGrpcStatus(st);
+}
+
+grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* context,
+                                        const v1::StreamLogsRequest* request,
+                                        grpc::ServerWriter<v1::LogLine>* writer) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::Status st = manager_->StreamLogs(
+      *caller, request->id(), request->from_seq(), request->follow(),
+      [&](const jobs::LogLine& line) {
+        if (context->IsCancelled()) return false;
+        v1::LogLine out;
+        out.set_seq(line.seq);
+        out.set_unix_ms(line.unix_ms);
+        out.set_source(line.source);
+        out.set_text(line.text);
+        return writer->Write(out);
+      });
+  return ToGrpcStatus(st);
+}
+
+grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
+                                     v1::DrainResponse* response) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::Status st = manager_->SetDraining(*caller, true);
+  if (!st.ok()) return ToGrpcStatus(st);
+  jobs::NodeStatus status = manager_->Status();
+  response->set_draining(true);
+  response->set_running_jobs(status.running);
+  response->set_queued_jobs(status.queued);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
+                                       const v1::UndrainRequest* request,
+                                       v1::UndrainResponse* response) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::Status st = manager_->SetDraining(*caller, false);
+  if (!st.ok()) return ToGrpcStatus(st);
+  response->set_draining(false);
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::SetQuota(grpc::ServerContext* context,
+                                        const v1::SetQuotaRequest* request, v1::Quota* response) {
+  MOBIUS_RPC_CALLER(caller);
+  absl::Status st = manager_->SetQuota(*caller, request->uid(), request->max_gpus(),
+                                       request->max_running_jobs());
+  if (!st.ok()) return ToGrpcStatus(st);
+  response->set_uid(request->uid());
+  response->set_user(UserName(request->uid()));
+  response->set_max_gpus(request->max_gpus());
+  response->set_max_running_jobs(request->max_running_jobs());
+  return grpc::Status::OK;
+}
+
+grpc::Status AdminServiceImpl::GetQuotas(grpc::ServerContext* context,
+                                         const v1::GetQuotasRequest* request,
+                                         v1::GetQuotasResponse* response) {
+  MOBIUS_RPC_CALLER(caller);
+  auto quotas = manager_->Quotas(*caller);
+  if (!quotas.ok()) return ToGrpcStatus(quotas.status());
+  for (const jobs::Quota& q : *quotas) {
+    v1::Quota* p = response->add_quotas();
+    p->set_uid(q.uid);
+    p->set_user(UserName(q.uid));
+    p->set_max_gpus(q.max_gpus);
+    p->set_max_running_jobs(q.max_running_jobs);
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace mobius

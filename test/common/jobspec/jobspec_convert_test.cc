@@ -1,0 +1,70 @@
+#include "common/rpc/jobspec_convert.h"
+
+#include <filesystem>
+#include <string>
+
+#include "common/jobspec/yaml.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/paths.h"
+
+namespace mobius {
+namespace {
+
+TEST(JobSpecConvertTest, EveryGoodSpecRoundTripsThroughTheWire) {
+  int specs = 0;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::SourcePath("test/data/specs/good"))) {
+    absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(entry.path().string());
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    const v1::JobSpec proto = JobSpecToProto(*spec);
+    v1::JobSpec reparsed;  // through the bytes, as gRPC carries it
+    ASSERT_TRUE(reparsed.ParseFromString(proto.SerializeAsString()));
+    EXPECT_EQ(JobSpecFromProto(reparsed), *spec) << entry.path();
+    ++specs;
+  }
+  EXPECT_GE(specs, 4);
+}
+
+TEST(JobSpecConvertTest, FieldsLandWhereExpected) {
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(
+      testing::SourcePath("test/data/specs/good/every-field.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::JobSpec p = JobSpecToProto(*spec);
+  EXPECT_EQ(p.name(), "every-field");
+  EXPECT_EQ(p.labels().at("b"), "two");
+  EXPECT_EQ(p.priority(), -5);
+  EXPECT_EQ(p.dataset().tokenizer(), "/t");
+  EXPECT_EQ(p.training().microbatch(), 3);
+  EXPECT_TRUE(p.training().has_grad_clip());
+  EXPECT_EQ(p.training().grad_clip(), 0);  // explicit 0 (off) survives, unlike a plain proto3 0
+  EXPECT_EQ(p.training().seed(), 18446744073709551615ull);
+  EXPECT_EQ(p.resources().device_memory_bytes(), 21474836480);
+  EXPECT_EQ(p.plan().partitioner(), "mip");
+  EXPECT_EQ(p.checkpoint().every_steps(), 100);
+  EXPECT_TRUE(p.has_max_restarts());
+  EXPECT_EQ(p.max_restarts(), 0);
+}
+
+TEST(JobSpecConvertTest, AbsentFieldsMeanDefaults) {
+  // What a client in another language sends when it sets only the required fields.
+  v1::JobSpec p;
+  p.set_model_dir("/m");
+  p.mutable_dataset()->set_path("/d");
+  p.mutable_training()->set_steps(10);
+  p.mutable_training()->set_global_batch(8);
+  p.mutable_training()->set_seq_len(16);
+  jobspec::JobSpec want;
+  want.model_dir = "/m";
+  want.dataset.path = "/d";
+  want.training.steps = 10;
+  want.training.global_batch = 8;
+  want.training.seq_len = 16;
+  EXPECT_EQ(JobSpecFromProto(p), want);
+  EXPECT_EQ(JobSpecFromProto(p).training.lr, 3e-4);
+  EXPECT_EQ(JobSpecFromProto(p).max_restarts, 1);
+  EXPECT_EQ(JobSpecFromProto(v1::JobSpec()), jobspec::JobSpec());
+}
+
+}  // namespace
+}  // namespace mobius

@@ -1,0 +1,133 @@
+#include "common/jobspec/json.h"
+
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "common/jobspec/yaml.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/paths.h"
+
+namespace mobius::jobspec {
+namespace {
+
+using ::testing::HasSubstr;
+
+JobSpec GoodSpec(const std::string& name) {
+  absl::StatusOr<JobSpec> spec =
+      ParseJobSpecFile(testing::SourcePath("test/data/specs/good/" + name));
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return spec.ok() ? *spec : JobSpec{};
+}
+
+TEST(JobSpecJsonTest, EveryGoodSpecRoundTrips) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(testing::SourcePath("test/data/specs/good"))) {
+    const JobSpec spec = GoodSpec(entry.path().filename().string());
+    const std::string text = JobSpecToJson(spec);
+    absl::StatusOr<JobSpec> back = JobSpecFromJson(text);
+    ASSERT_TRUE(back.ok()) << entry.path() << ": " << back.status();
+    EXPECT_EQ(*back, spec) << entry.path();
+    EXPECT_EQ(JobSpecToJson(*back), text);
+  }
+}
+
+TEST(JobSpecJsonTest, CanonicalText) {
+  JobSpec s;
+  s.model_dir = "/m";
+  s.dataset.path = "/d";
+  s.training.steps = 10;
+  s.training.global_batch = 8;
+  s.training.seq_len = 16;
+  s.labels = {{"z", "1"}, {"a", "2"}};
+  EXPECT_EQ(JobSpecToJson(s),
+            R"({"checkpoint":{"dir":"","every_steps":0},)"
+            R"("dataset":{"eval_fraction":0.0,"format":"tokens","path":"/d","tokenizer":""},)"
+            R"("labels":{"a":"2","z":"1"},"max_restarts":1,"model_dir":"/m","name":"",)"
+            R"("plan":{"mapper":"cross","partitioner":"exact","schedule":"mobius","stages":0},)"
+            R"("priority":0,"resources":{"device_memory_bytes":0,"gpus":0},)"
+            R"("training":{"beta1":0.9,"beta2":0.95,"epochs":0,"eps":1e-08,"eval_every":0,)"
+            R"("global_batch":8,"grad_clip":1.0,"lr":0.0003,"lr_schedule":"cosine",)"
+            R"("microbatch":8,"min_lr":0.0,"seed":0,"seq_len":16,"steps":10,)"
+            R"("warmup_steps":0,"weight_decay":0.0}})");
+}
+
+TEST(JobSpecJsonTest, SameSpecMeansSameAfterDefaults) {
+  JobSpec a = GoodSpec("minimal.yaml");
+  JobSpec b = a;
+  b.training.microbatch = 0;  // = global_batch
+  EXPECT_TRUE(SameJobSpec(a, b));
+  b.training.microbatch = 16;
+  EXPECT_FALSE(SameJobSpec(a, b));
+  b = a;
+  b.dataset.format = "jsonl";
+  JobSpec c = b;
+  c.dataset.tokenizer = c.model_dir;  // the default tokenizer, written out
+  EXPECT_TRUE(SameJobSpec(b, c));
+  c.labels["x"] = "";
+  EXPECT_FALSE(SameJobSpec(b, c));
+  c = a;
+  c.training.lr = 3.0000000000000003e-4;  // one ulp away: different
+  EXPECT_FALSE(SameJobSpec(a, c));
+}
+
+TEST(JobSpecJsonTest, ExtremeValuesRoundTrip) {
+  JobSpec s = GoodSpec("every-field.yaml");
+  s.training.seed = 18446744073709551615ull;
+  s.training.lr = 1.2345678901234567e-7;
+  s.training.min_lr = 5e-324;
+  s.resources.device_memory_bytes = 9223372036854775807;
+  s.labels["unicode"] = "caf\xc3\xa9 \xe2\x9c\x93";
+  absl::StatusOr<JobSpec> back = JobSpecFromJson(JobSpecToJson(s));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+}
+
+TEST(JobSpecJsonTest, MissingKeysTakeDefaults) {
+  absl::StatusOr<JobSpec> s = JobSpecFromJson(
+      R"({"model_dir":"/m","training":{"steps":5,"global_batch":4,"seq_len":8}})");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->model_dir, "/m");
+  EXPECT_EQ(s->training.microbatch, 4);
+  EXPECT_EQ(s->training.lr, 3e-4);
+  EXPECT_EQ(s->max_restarts, 1);
+}
+
+TEST(JobSpecJsonTest, ErrorsNameTheField) {
+  struct Case {
+    const char* json;
+    const char* message;
+  };
+  for (const Case& c : {
+           Case{"", "not valid JSON"},
+           Case{"{", "not valid JSON"},
+           Case{"[]", "not an object (got [])"},
+           Case{R"({"training":{"steps":"5"}})", "training.steps: must be an integer in"},
+           Case{R"({"training":{"steps":1.5}})", "training.steps: must be an integer"},
+           Case{R"({"training":{"seed":-1}})", "training.seed: must be an integer in [0, "},
+           Case{R"({"priority":4294967296})", "priority: must be an integer in [-2147483648"},
+           Case{R"({"training":{"lr":null}})", "training.lr: must be a number (got null)"},
+           Case{R"({"training":[]})", "training: must be an object (got [])"},
+           Case{R"({"labels":{"a":1}})", "labels.a: must be a string (got 1)"},
+           Case{R"({"dataset":{"paht":"/d"}})", "dataset.paht: unknown key"},
+           Case{R"({"extra":1,"model_dir":2})", "model_dir: must be a string (got 2); extra: unknown key"},
+       }) {
+    absl::StatusOr<JobSpec> s = JobSpecFromJson(c.json);
+    ASSERT_FALSE(s.ok()) << c.json;
+    EXPECT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(s.status().message()), HasSubstr(c.message)) << c.json;
+  }
+}
+
+TEST(JobSpecJsonTest, InvalidUtf8IsReplacedNotThrown) {
+  JobSpec s = GoodSpec("minimal.yaml");
+  s.name = "bad\xff";
+  const std::string text = JobSpecToJson(s);
+  EXPECT_THAT(text, HasSubstr("\"name\":\"bad\xef\xbf\xbd\""));
+  EXPECT_TRUE(nlohmann::json::accept(text));
+}
+
+}  // namespace
+}  // namespace mobius::jobspec

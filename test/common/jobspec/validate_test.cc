@@ -1,0 +1,277 @@
+#include "common/jobspec/validate.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mobius::jobspec {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::IsEmpty;
+
+JobSpec Valid() {
+  JobSpec s;
+  s.model_dir = "/models/m";
+  s.dataset.path = "/data/train.tok";
+  s.training.steps = 100;
+  s.training.global_batch = 8;
+  s.training.seq_len = 256;
+  return s;
+}
+
+std::vector<std::string> Fields(const JobSpec& s, const ValidateOptions& o = {}) {
+  std::vector<std::string> fields;
+  for (const FieldError& e : FindJobSpecErrors(s, o)) fields.push_back(e.field);
+  return fields;
+}
+
+std::string Message(const JobSpec& s, const ValidateOptions& o = {}) {
+  return std::string(ValidateJobSpec(s, o).message());
+}
+
+TEST(ValidateJobSpecTest, DefaultsWithRequiredFieldsAreValid) {
+  EXPECT_TRUE(ValidateJobSpec(Valid()).ok()) << ValidateJobSpec(Valid());
+}
+
+TEST(ValidateJobSpecTest, EmptySpecListsEveryRequiredField) {
+  absl::Status st = ValidateJobSpec(JobSpec{});
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Fields(JobSpec{}), ElementsAre("model_dir", "dataset.path", "training.steps",
+                                             "training.global_batch", "training.seq_len"));
+  EXPECT_THAT(st.message(), HasSubstr("model_dir: required"));
+  EXPECT_THAT(st.message(), HasSubstr("\ntraining.seq_len: required"));
+}
+
+TEST(ValidateJobSpecTest, EveryProblemIsReportedOnItsOwnLine) {
+  JobSpec s = Valid();
+  s.training.microbatch = 3;
+  s.training.lr = -1;
+  s.plan.mapper = "random";
+  EXPECT_EQ(Message(s),
+            "training.microbatch: must divide training.global_batch 8 (got 3)\n"
+            "training.lr: must be a finite number > 0 (got -1)\n"
+            "plan.mapper: must be one of cross, sequential (got \"random\")");
+}
+
+TEST(ValidateJobSpecTest, StepsAndEpochs) {
+  JobSpec s = Valid();
+  s.training.steps = 0;
+  s.training.epochs = 3;
+  EXPECT_THAT(Fields(s), IsEmpty());
+  s.training.steps = 10;
+  EXPECT_THAT(Fields(s), ElementsAre("training.epochs"));
+  EXPECT_THAT(Message(s), HasSubstr("set only one of training.steps and training.epochs"));
+  s.training.epochs = -1;
+  EXPECT_THAT(Fields(s), ElementsAre("training.epochs"));
+  s.training.epochs = 0;
+  s.training.steps = kMaxSteps + 1;
+  EXPECT_THAT(Fields(s), ElementsAre("training.steps"));
+}
+
+TEST(ValidateJobSpecTest, Microbatch) {
+  JobSpec s = Valid();
+  s.training.microbatch = 0;  // = global_batch
+  EXPECT_THAT(Fields(s), IsEmpty());
+  s.training.microbatch = 4;
+  EXPECT_THAT(Fields(s), IsEmpty());
+  s.training.microbatch = 16;
+  EXPECT_THAT(Fields(s), ElementsAre("training.microbatch"));
+  s.training.microbatch = -1;
+  EXPECT_THAT(Message(s), HasSubstr("training.microbatch: must be in [1, 1048576]; 0 means "
+                                    "global_batch (got -1)"));
+}
+
+TEST(ValidateJobSpecTest, NumbersRejectNanAndInfinity) {
+  JobSpec s = Valid();
+  s.training.lr = NAN;
+  s.training.weight_decay = INFINITY;
+  s.dataset.eval_fraction = NAN;
+  EXPECT_THAT(Fields(s), ElementsAre("dataset.eval_fraction", "training.lr",
+                                     "training.weight_decay"));
+}
+
+TEST(ValidateJobSpecTest, OptimizerRanges) {
+  JobSpec s = Valid();
+  s.training.lr = 1e-4;
+  s.training.min_lr = 1e-3;
+  s.training.beta1 = 1;
+  s.training.beta2 = -0.1;
+  s.training.eps = 0;
+  s.training.grad_clip = -1;
+  s.training.warmup_steps = 101;
+  EXPECT_THAT(Fields(s), ElementsAre("training.min_lr", "training.warmup_steps", "training.grad_clip",
+                                     "training.beta1", "training.beta2", "training.eps"));
+  EXPECT_THAT(Message(s), HasSubstr("training.beta1: must be a finite number in [0, 1) (got 1)"));
+}
+
+TEST(ValidateJobSpecTest, EvalEveryNeedsAnEvalSplit) {
+  JobSpec s = Valid();
+  s.training.eval_every = 10;
+  EXPECT_THAT(Fields(s), ElementsAre("training.eval_every"));
+  s.dataset.eval_fraction = 0.05;
+  EXPECT_THAT(Fields(s), IsEmpty());
+  s.dataset.eval_fraction = 0.6;
+  EXPECT_THAT(Fields(s), ElementsAre("dataset.eval_fraction"));
+}
+
+TEST(ValidateJobSpecTest, DatasetFormatAndTokenizer) {
+  JobSpec s = Valid();
+  s.dataset.format = "csv";
+  EXPECT_THAT(Message(s), HasSubstr("dataset.format: must be one of tokens, jsonl, text (got \"csv\")"));
+  s.dataset.format = "tokens";
+  s.dataset.tokenizer = "/tok";
+  EXPECT_THAT(Fields(s), ElementsAre("dataset.tokenizer"));
+  s.dataset.format = "jsonl";
+  EXPECT_THAT(Fields(s), IsEmpty());
+}
+
+TEST(ValidateJobSpecTest, NameAndLabels) {
+  JobSpec s = Valid();
+  s.name = "llama-3.sft_v2";
+  s.labels = {{"team", "nlp"}, {"example.com/owner", "alice"}};
+  EXPECT_THAT(Fields(s), IsEmpty());
+  s.name = "Llama";
+  EXPECT_THAT(Fields(s), ElementsAre("name"));
+  s.name = std::string(64, 'a');
+  EXPECT_THAT(Message(s), HasSubstr("name: longer than 63 characters (got 64)"));
+  s.name = "";
+  s.labels = {{"", "x"}, {"ok", std::string(257, 'v')}, {"ctl", "a\nb"}, {"utf8", "\xff"},
+              {"fine", "caf\xc3\xa9"}};
+  EXPECT_THAT(Fields(s), ElementsAre("labels", "labels.ctl", "labels.ok", "labels.utf8"));
+  s.labels.clear();
+  for (int i = 0; i <= kMaxLabels; ++i) s.labels["k" + std::to_string(i)] = "v";
+  EXPECT_THAT(Fields(s), ElementsAre("labels"));
+}
+
+TEST(ValidateJobSpecTest, ResourcesPlanCheckpointRestarts) {
+  JobSpec s = Valid();
+  s.resources.gpus = -1;
+  s.resources.device_memory_bytes = 1000;
+  s.plan.schedule = "zero";
+  s.plan.partitioner = "";
+  s.plan.stages = kMaxStages + 1;
+  s.checkpoint.every_steps = -1;
+  s.max_restarts = 11;
+  s.priority = -101;
+  EXPECT_THAT(Fields(s), ElementsAre("priority", "resources.gpus", "resources.device_memory_bytes",
+                                     "plan.schedule", "plan.partitioner", "plan.stages",
+                                     "checkpoint.every_steps", "max_restarts"));
+  EXPECT_THAT(Message(s), HasSubstr("resources.gpus: must be in [0, 1024]; 0 means all free GPUs "
+                                    "(got -1)"));
+}
+
+TEST(ValidateJobSpecTest, PathsAreUtf8WithoutControlCharacters) {
+  JobSpec s = Valid();
+  s.model_dir = "/models/\xc0\xaf";  // overlong '/'
+  s.dataset.path = std::string("/data/a\0b", 9);
+  s.checkpoint.dir = std::string(kMaxPathLength + 1, 'c');
+  EXPECT_THAT(Fields(s), ElementsAre("model_dir", "dataset.path", "checkpoint.dir"));
+  EXPECT_THAT(Message(s), HasSubstr("model_dir: must be valid UTF-8 (got \"/models/\\xc0\\xaf\")"));
+}
+
+TEST(ValidateJobSpecTest, ServerRequiresAbsolutePaths) {
+  JobSpec s = Valid();
+  s.model_dir = "models/m";
+  s.dataset.format = "text";
+  s.dataset.tokenizer = "tok";
+  s.checkpoint.dir = "ckpt";
+  EXPECT_THAT(Fields(s), IsEmpty());
+  ValidateOptions server;
+  server.require_absolute_paths = true;
+  EXPECT_THAT(Fields(s, server),
+              ElementsAre("model_dir", "dataset.tokenizer", "checkpoint.dir"));
+  EXPECT_THAT(Message(s, server), HasSubstr("model_dir: must be an absolute path (got \"models/m\")"));
+}
+
+// A real model directory and dataset in a temporary directory.
+class FilesTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/jobspec_validate_XXXXXX";
+    ASSERT_NE(mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::filesystem::create_directories(dir_ + "/model");
+    Write(dir_ + "/model/config.json", "{}");
+    Write(dir_ + "/model/model.safetensors", std::string(16, '\0'));
+    Write(dir_ + "/train.tok", std::string("MOBTOKv1") + std::string(56, '\0'));
+    Write(dir_ + "/train.jsonl", "{\"text\": \"a\"}\n");
+    options_.check_files_exist = true;
+    options_.require_absolute_paths = true;
+    spec_ = Valid();
+    spec_.model_dir = dir_ + "/model";
+    spec_.dataset.path = dir_ + "/train.tok";
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  static void Write(const std::string& path, const std::string& data) {
+    std::ofstream(path, std::ios::binary) << data;
+  }
+
+  std::string dir_;
+  ValidateOptions options_;
+  JobSpec spec_;
+};
+
+TEST_F(FilesTest, ExistingFilesPass) {
+  EXPECT_TRUE(ValidateJobSpec(spec_, options_).ok()) << ValidateJobSpec(spec_, options_);
+}
+
+TEST_F(FilesTest, MissingModelDirectory) {
+  spec_.model_dir = dir_ + "/nope";
+  EXPECT_THAT(Message(spec_, options_),
+              HasSubstr("model_dir: cannot access \"" + dir_ + "/nope\" (No such file or directory)"));
+}
+
+TEST_F(FilesTest, ModelDirectoryWithoutConfigOrWeights) {
+  std::filesystem::remove(dir_ + "/model/config.json");
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("model_dir: no readable config.json in"));
+  Write(dir_ + "/model/config.json", "{}");
+  std::filesystem::remove(dir_ + "/model/model.safetensors");
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("model_dir: no *.safetensors files in"));
+  spec_.model_dir = dir_ + "/train.tok";
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("model_dir: not a directory"));
+}
+
+TEST_F(FilesTest, DatasetMustBeAReadableTokenFile) {
+  spec_.dataset.path = dir_ + "/missing.tok";
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("dataset.path: cannot read"));
+  spec_.dataset.path = dir_;
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("dataset.path: not a regular file"));
+  spec_.dataset.path = dir_ + "/train.jsonl";
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("dataset.path: not a Mobius token file"));
+  if (geteuid() != 0) {  // root reads everything
+    chmod((dir_ + "/train.tok").c_str(), 0);
+    spec_.dataset.path = dir_ + "/train.tok";
+    EXPECT_THAT(Message(spec_, options_), HasSubstr("(Permission denied)"));
+  }
+}
+
+TEST_F(FilesTest, TextDatasetsNeedATokenizer) {
+  spec_.dataset.path = dir_ + "/train.jsonl";
+  spec_.dataset.format = "jsonl";
+  EXPECT_THAT(Message(spec_, options_),
+              HasSubstr("dataset.tokenizer: no tokenizer.json or tokenizer.model in \"" + dir_ +
+                        "/model\" (the tokenizer defaults to model_dir)"));
+  Write(dir_ + "/model/tokenizer.json", "{}");
+  EXPECT_TRUE(ValidateJobSpec(spec_, options_).ok()) << ValidateJobSpec(spec_, options_);
+  spec_.dataset.tokenizer = dir_ + "/sp";
+  std::filesystem::create_directories(dir_ + "/sp");
+  EXPECT_THAT(Fields(spec_, options_), ElementsAre("dataset.tokenizer"));
+  Write(dir_ + "/sp/tokenizer.model", "x");
+  EXPECT_THAT(Fields(spec_, options_), IsEmpty());
+}
+
+}  // namespace
+}  // namespace mobius::jobspec
