@@ -13,6 +13,9 @@ int ExitCodeFor(const absl::Status& status) {
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kPermissionDenied:
     case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kAlreadyExists:       // a submission id reused with another spec
+    case absl::StatusCode::kFailedPrecondition:  // a job that can never fit, a job already ended
+    case absl::StatusCode::kUnauthenticated:
       return kExitUsage;
     default:
       return kExitServerError;

@@ -12,8 +12,8 @@ inline constexpr int kExitUsage = 2;         // bad usage, invalid input (file, 
 inline constexpr int kExitUnreachable = 3;   // the daemon could not be reached in time
 inline constexpr int kExitServerError = 4;   // the daemon answered with an error
 
-// Maps a failed status to an exit code: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED, ... on
-// local input -> 2; UNAVAILABLE / DEADLINE_EXCEEDED -> 3; anything else -> 4.
+// Maps a failed status to an exit code: INVALID_ARGUMENT, NOT_FOUND, PERMISSION_DENIED,
+// ALREADY_EXISTS, FAILED_PRECONDITION (the request cannot succeed as given) -> 2; UNAVAILABLE / DEADLINE_EXCEEDED -> 3; anything else -> 4.
 int ExitCodeFor(const absl::Status& status);
 
 }  // namespace mobius::cli

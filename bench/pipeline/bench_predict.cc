@@ -96,6 +96,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   po.device = CalibratedDevice(o);
   po.cost = Cost(o);
   po.compare = false;
+  po.num_stages = o.num_stages;
   if (o.units_per_stage > 0) {
     pr.gpu_memory_cap_bytes = CapFor(problem, std::min(o.units_per_stage, problem.num_units()));
     po.gpu_memory_bytes = pr.gpu_memory_cap_bytes;

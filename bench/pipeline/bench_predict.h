@@ -16,8 +16,9 @@
 //
 // Memory cap: with units_per_stage > 0 the GPUs are capped (PlanOptions::gpu_memory_bytes) so
 // that two stage slots of units_per_stage consecutive units fit, the largest such window
-// included; the model then needs more stages than GPUs, as on the paper's testbed. The exact
-// partitioner picks the stages under that cap, identically for both mappers.
+// included; the model then needs more stages than GPUs, as on the paper's testbed. The partitioner
+// picks the stages under that cap, identically for both mappers (the mapper does not change the
+// partition). num_stages > 0 instead asks MakePlan for exactly that many uniform stages.
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_BENCH_PIPELINE_BENCH_PREDICT_H_
@@ -38,6 +39,7 @@ namespace mobius::bench {
 struct PredictOptions {
   std::string partitioner = "exact";
   int units_per_stage = 1;          // memory cap as above; 0: the GPUs' own memory
+  int num_stages = 0;               // > 0: exactly this many uniform stages (PlanOptions)
   double link_scale = 1e-3;
   double dma_efficiency = 0.8;      // launch::EmulationOptions' and the simulator's default
   double effective_flops_per_s = 0; // calibrated

@@ -183,11 +183,12 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
   std::fprintf(out,
                "model %s (%.2fM params), seq %lld, batch %lld, microbatch %lld (M = %lld), %lld "
                "steps x %d reps, threads %d per worker, grad_clip %g, partitioner %s, units per "
-               "stage <= %d\n",
+               "stage <= %d, stages requested %d (0: partitioner's choice)\n",
                s.model.c_str(), s.parameters / 1e6, static_cast<long long>(s.seq),
                static_cast<long long>(s.batch), static_cast<long long>(s.microbatch),
                static_cast<long long>(s.batch / s.microbatch), static_cast<long long>(s.steps),
-               s.reps, s.threads, s.grad_clip, s.partitioner.c_str(), s.units_per_stage);
+               s.reps, s.threads, s.grad_clip, s.partitioner.c_str(), s.units_per_stage,
+               s.num_stages);
   std::fprintf(out,
                "calibration (standalone, %zu + %zu timed steps): step %.3f s at M=1, %.3f s at "
                "M=%lld -> %.4f s per microbatch (%.2f GFLOP/s effective), %.4f s fixed per step "
@@ -273,7 +274,8 @@ std::string ResultJson(const BenchResult& r) {
                 {"steps", s.steps},           {"reps", s.reps},
                 {"threads_per_worker", s.threads}, {"cores", s.cores},
                 {"link_scale", s.link_scale}, {"grad_clip", s.grad_clip},
-                {"partitioner", s.partitioner}, {"units_per_stage", s.units_per_stage}};
+                {"partitioner", s.partitioner}, {"units_per_stage", s.units_per_stage},
+                {"num_stages", s.num_stages}};
   j["calibration"] = {{"small_batch", c.small_batch},
                       {"large_batch", c.large_batch},
                       {"small_step_seconds", c.small_step_seconds},

@@ -20,7 +20,7 @@ namespace mobius::bench {
 struct BenchSetup {
   std::string topology, model, partitioner;
   int64_t parameters = 0, seq = 0, batch = 0, microbatch = 0, steps = 0;
-  int reps = 0, threads = 0, units_per_stage = 0, cores = 0;
+  int reps = 0, threads = 0, units_per_stage = 0, num_stages = 0, cores = 0;
   double link_scale = 0, grad_clip = 0;
 };
 

@@ -18,7 +18,7 @@
 //
 //   pipeline_bench [--layers=16 --hidden=256 --heads=4 --kv_heads=2 --intermediate=688
 //                   --vocab=512 --seq=32 --batch=4 --microbatch=1 --steps=6 --reps=1
-//                   --link_scale=1e-3 --units_per_stage=1 --partitioner=exact
+//                   --link_scale=1e-3 --units_per_stage=1 --num_stages=0 --partitioner=exact
 //                   --mappers=sequential,cross --grad_clip=0 --threads=1 --calib_steps=3
 //                   --calib_reps=2 --plan_only --out=FILE --work_dir=DIR --keep
 //                   --worker=PATH --topology=FILE]
@@ -51,7 +51,7 @@ namespace {
 struct Args {
   ModelShape shape;
   int64_t seq = 32, batch = 4, microbatch = 1, steps = 6;
-  int reps = 1, calib_steps = 3, calib_reps = 2, threads = 1, units_per_stage = 1;
+  int reps = 1, calib_steps = 3, calib_reps = 2, threads = 1, units_per_stage = 1, num_stages = 0;
   double link_scale = 1e-3, grad_clip = 0;
   std::string partitioner = "exact";
   std::vector<std::string> mappers = {"sequential", "cross"};
@@ -93,7 +93,8 @@ Args Parse(int argc, char** argv) {
       {"--steps", &a.steps}};
   std::map<std::string, int*> small = {{"--reps", &a.reps}, {"--calib_steps", &a.calib_steps},
                                        {"--calib_reps", &a.calib_reps}, {"--threads", &a.threads},
-                                       {"--units_per_stage", &a.units_per_stage}};
+                                       {"--units_per_stage", &a.units_per_stage},
+                                       {"--num_stages", &a.num_stages}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
@@ -251,6 +252,7 @@ int Main(int argc, char** argv) {
   PredictOptions po;
   po.partitioner = a.partitioner;
   po.units_per_stage = a.units_per_stage;
+  po.num_stages = a.num_stages;
   po.link_scale = a.link_scale;
   po.effective_flops_per_s = cal->effective_flops_per_s;
   po.optimizer_seconds_per_billion_params = cal->fixed_seconds_per_billion_params;
@@ -288,6 +290,7 @@ int Main(int argc, char** argv) {
   setup.link_scale = a.link_scale;
   setup.grad_clip = a.grad_clip;
   setup.units_per_stage = a.units_per_stage;
+  setup.num_stages = a.num_stages;
   setup.partitioner = a.partitioner;
   setup.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   const BenchResult result = Summarize(setup, *cal, preds, runs);

@@ -16,6 +16,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/jobspec/utf8.h"
 
 namespace mobius::jobspec {
 namespace {
@@ -40,39 +41,7 @@ bool Contains(const std::array<std::string_view, N>& values, const std::string& 
   return std::find(values.begin(), values.end(), std::string_view(s)) != values.end();
 }
 
-// Structurally valid UTF-8 (no overlongs, no surrogates, <= U+10FFFF): protobuf string fields
-// carry only UTF-8, so a spec that is not cannot travel to the server.
-bool IsUtf8(const std::string& s) {
-  size_t i = 0;
-  const size_t n = s.size();
-  while (i < n) {
-    const unsigned char c = static_cast<unsigned char>(s[i]);
-    int len = 0;
-    uint32_t cp = 0;
-    if (c < 0x80) {
-      ++i;
-      continue;
-    } else if ((c & 0xE0) == 0xC0) {
-      len = 2, cp = c & 0x1F;
-    } else if ((c & 0xF0) == 0xE0) {
-      len = 3, cp = c & 0x0F;
-    } else if ((c & 0xF8) == 0xF0) {
-      len = 4, cp = c & 0x07;
-    } else {
-      return false;
-    }
-    if (i + len > n) return false;
-    for (int k = 1; k < len; ++k) {
-      const unsigned char cc = static_cast<unsigned char>(s[i + k]);
-      if ((cc & 0xC0) != 0x80) return false;
-      cp = (cp << 6) | (cc & 0x3F);
-    }
-    static constexpr uint32_t kMin[] = {0, 0, 0x80, 0x800, 0x10000};
-    if (cp < kMin[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return false;
-    i += len;
-  }
-  return true;
-}
+bool IsUtf8(const std::string& s) { return internal::IsUtf8(s); }
 
 bool HasControl(const std::string& s) {
   return std::any_of(s.begin(), s.end(), [](char c) {

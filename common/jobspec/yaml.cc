@@ -23,12 +23,14 @@
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/errors.h"
 #include "common/jobspec/byte_size.h"
 #include "common/jobspec/fields.h"
+#include "common/jobspec/utf8.h"
 #include "common/status_macros.h"
 
 namespace mobius::jobspec {
@@ -412,12 +414,41 @@ Position PositionOf(const std::map<std::string, Position>& positions, const std:
   }
 }
 
+// YAML's character set (1.2, "c-printable") in UTF-8: no C0 controls but tab, LF and CR, no DEL,
+// no C1 controls but NEL, no U+FFFE/U+FFFF. Checked before yaml-cpp sees the text (utf8.h).
+std::optional<Problem> CheckCharacters(absl::string_view text) {
+  const std::string_view s(text.data(), text.size());
+  int line = 1, column = 1;
+  uint32_t cp = 0;
+  for (size_t i = 0; i < s.size(); ++column) {
+    const int len = internal::DecodeUtf8(s, i, &cp);
+    if (len == 0) {
+      return Problem{"", absl::StrCat("not valid UTF-8 (byte 0x",
+                                      absl::Hex(static_cast<unsigned char>(s[i]), absl::kZeroPad2),
+                                      ")"),
+                     {line, column}};
+    }
+    const bool allowed = cp == '\t' || cp == '\n' || cp == '\r' || (cp >= 0x20 && cp < 0x7F) ||
+                         cp == 0x85 || (cp >= 0xA0 && cp != 0xFFFE && cp != 0xFFFF);
+    if (!allowed) {
+      return Problem{"", absl::StrCat("character U+",
+                                      absl::AsciiStrToUpper(absl::StrCat(absl::Hex(cp, absl::kZeroPad4))),
+                                      " is not allowed in YAML"),
+                     {line, column}};
+    }
+    if (cp == '\n') ++line, column = 0;
+    i += len;
+  }
+  return std::nullopt;
+}
+
 absl::StatusOr<JobSpec> Parse(absl::string_view text, const YamlOptions& options,
                               absl::string_view origin) {
   if (static_cast<int64_t>(text.size()) > kMaxJobSpecBytes) {
     return absl::InvalidArgumentError(absl::StrCat(origin, ": larger than ", kMaxJobSpecBytes,
                                                    " bytes (", text.size(), ")"));
   }
+  if (std::optional<Problem> bad = CheckCharacters(text)) return ProblemsToStatus(origin, {*bad});
   std::vector<Problem> problems;
   std::map<std::string, Position> positions;
   JobSpec spec;

@@ -26,7 +26,7 @@ pass() { echo "ok: $*"; }
 
 start_daemon() {  # args: log file, extra flags...
   local log=$1; shift
-  "$BIN/mobiusd" --socket "$SOCK" "$@" >"$log" 2>&1 &
+  "$BIN/mobiusd" --socket "$SOCK" --state-dir "$TMP/state" "$@" >"$log" 2>&1 &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")
   for _ in $(seq 1 100); do
@@ -83,7 +83,7 @@ fi
 pass "GetTopology via CLI (text, json, xml)"
 
 # 3. A second daemon on the same socket is refused; the first keeps serving.
-run_rc "$BIN/mobiusd" --socket "$SOCK" --topology-file "$FIXTURE" >"$TMP/d2.log" 2>&1
+run_rc "$BIN/mobiusd" --state-dir "$TMP/state" --socket "$SOCK" --topology-file "$FIXTURE" >"$TMP/d2.log" 2>&1
 [ $rc -eq 2 ] || fail "second daemon exit code $rc, expected 2"
 grep -q "already serving on $SOCK" "$TMP/d2.log" || { cat "$TMP/d2.log"; fail "no clear refusal"; }
 [ "$("$BIN/mobius" --socket "$SOCK" health)" = "SERVING" ] || fail "first daemon hurt by the second"
@@ -115,13 +115,13 @@ wait "$DAEMON_PID" || fail "exit after SIGINT"
 pass "stale socket replaced; live discovery served; SIGINT clean"
 
 # 6. Bad configuration: exit 2 and one clear line.
-run_rc "$BIN/mobiusd" --socket "$SOCK" --topology-file "$SRC/test/data/topology/bad/truncated.xml" >"$TMP/d5.log" 2>&1
+run_rc "$BIN/mobiusd" --state-dir "$TMP/state" --socket "$SOCK" --topology-file "$SRC/test/data/topology/bad/truncated.xml" >"$TMP/d5.log" 2>&1
 [ $rc -eq 2 ] || fail "bad topology exit $rc"
 grep -q "truncated.xml: hwloc could not load it" "$TMP/d5.log" || { cat "$TMP/d5.log"; fail "bad topology message"; }
-run_rc "$BIN/mobiusd" --socket "$TMP/missing-dir/d.sock" --topology-file "$FIXTURE" >"$TMP/d6.log" 2>&1
+run_rc "$BIN/mobiusd" --state-dir "$TMP/state" --socket "$TMP/missing-dir/d.sock" --topology-file "$FIXTURE" >"$TMP/d6.log" 2>&1
 [ $rc -eq 2 ] || fail "missing socket dir exit $rc"
 grep -q "socket directory $TMP/missing-dir does not exist" "$TMP/d6.log" || { cat "$TMP/d6.log"; fail "missing dir message"; }
-run_rc "$BIN/mobiusd" --socket "$SOCK" --socket-mode 999 >"$TMP/d7.log" 2>&1
+run_rc "$BIN/mobiusd" --state-dir "$TMP/state" --socket "$SOCK" --socket-mode 999 >"$TMP/d7.log" 2>&1
 [ $rc -eq 2 ] || fail "bad socket mode exit $rc"
 pass "bad configuration -> exit 2 with clear messages"
 

@@ -226,6 +226,23 @@ TEST(JobSpecYamlTest, DocumentShape) {
   EXPECT_THAT(ParseError(std::string(kMaxJobSpecBytes + 1, ' ')), HasSubstr("larger than 1048576"));
 }
 
+TEST(JobSpecYamlTest, TextMustBeYamlCharactersInUtf8) {
+  // yaml-cpp 0.7 allocates without bound on "# \xe6\n," (found by the fuzzer): malformed UTF-8
+  // never reaches it.
+  EXPECT_EQ(ParseError("# \xe6\n,"), "job spec:1:3: not valid UTF-8 (byte 0xe6)");
+  EXPECT_EQ(ParseError("name: caf\xc3\xa9\nx: \xc0\xaf"), "job spec:2:4: not valid UTF-8 (byte 0xc0)");
+  EXPECT_EQ(ParseError("a: \x1b[31m"), "job spec:1:4: character U+001B is not allowed in YAML");
+  EXPECT_EQ(ParseError("a: \xc2\x9b"), "job spec:1:4: character U+009B is not allowed in YAML");
+  EXPECT_EQ(ParseError(std::string("a: b\0", 6)), "job spec:1:5: character U+0000 is not allowed in YAML");
+  // A byte order mark, tabs in values, CRLF line ends and non-ASCII text are fine.
+  JobSpec spec = ParseOk("\xef\xbb\xbfname: x\r\nlabels: {team: \"\xe6\x97\xa5\xe6\x9c\xac\"}\r\n"
+                         "model_dir: /m\t\ndataset: {path: /d}\n"
+                         "training: {steps: 10, global_batch: 8, seq_len: 16}\n");
+  EXPECT_EQ(spec.name, "x");
+  EXPECT_EQ(spec.labels["team"], "\xe6\x97\xa5\xe6\x9c\xac");
+  EXPECT_EQ(spec.model_dir, "/m");
+}
+
 TEST(JobSpecYamlTest, NullMeansAbsent) {
   JobSpec spec = ParseOk(std::string(kMinimal) + "name: ~\nlabels:\nplan: null\nmax_restarts:\n");
   EXPECT_EQ(spec.name, "");
