@@ -33,6 +33,7 @@ if(MOBIUS_SERVICE)
   # Job spec YAML (common/jobspec); Debian 12 ships yaml-cpp 0.7.
   pkg_check_modules(YAML_CPP REQUIRED IMPORTED_TARGET yaml-cpp>=0.6)
   find_package(SQLite3 REQUIRED)  # the job store (server/jobs/store/), target SQLite::SQLite3
+  find_package(prometheus-cpp CONFIG REQUIRED)  # the daemon's metrics (server/metrics/)
   find_program(MOBIUS_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 endif()
 

@@ -10,7 +10,9 @@
 //   runtime sim  the same partition and mapping simulated again with what the runtime actually
 //                moves and computes (pipeline_worker.h): fp32 gradients (the planner counts bf16),
 //                the stage interior recomputed once more in backward (the planner counts one
-//                recompute per unit), 4 MiB copy chunks, one CPU optimizer thread per rank.
+//                recompute per unit), no backward re-upload of a rank's last two stages (their
+//                forward slots still hold them; the simulator uploads every stage in both passes),
+//                4 MiB copy chunks, one CPU optimizer thread per rank.
 // The difference between the two is model mismatch between planner and runtime; the difference
 // between either and the measurement is the emulation's (and this machine's) doing.
 //
@@ -26,6 +28,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
@@ -46,11 +49,20 @@ struct PredictOptions {
   double optimizer_seconds_per_billion_params = 0.3;
 };
 
+// The runtime-matched simulation's numbers (sim::Simulate's summary cannot describe the patched
+// task graph, so the engine runs directly).
+struct RuntimeSim {
+  double step_seconds = 0;        // makespan, optimizer included
+  double max_busy_seconds = 0;    // the busiest GPU's compute time
+  int64_t skipped_upload_bytes = 0;  // backward uploads the runtime does not do
+  std::vector<planner::sim::LinkStats> links;  // bytes per simulator link
+};
+
 struct Prediction {
   std::string mapper;
   int64_t gpu_memory_cap_bytes = 0;  // 0: none
   planner::PlanReport report;        // the plan and its simulated step (links scaled)
-  planner::sim::SimResult runtime_sim;
+  RuntimeSim runtime_sim;
 };
 
 // INVALID_ARGUMENT / FAILED_PRECONDITION from MakePlan, with its message.

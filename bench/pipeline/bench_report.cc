@@ -24,7 +24,7 @@ std::map<std::string, const planner::LinkTraffic*> PlanLinks(const planner::Plan
   return m;
 }
 
-std::map<std::string, const planner::sim::LinkStats*> SimLinks(const planner::sim::SimResult& r) {
+std::map<std::string, const planner::sim::LinkStats*> SimLinks(const RuntimeSim& r) {
   std::map<std::string, const planner::sim::LinkStats*> m;
   for (const planner::sim::LinkStats& l : r.links) m[l.name] = &l;
   return m;
@@ -77,12 +77,7 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   m.gpu_memory_cap_bytes = p.gpu_memory_cap_bytes;
   m.predicted_plan_seconds = plan.predicted_step_seconds;
   m.predicted_sim_seconds = p.runtime_sim.step_seconds;
-  for (const planner::sim::GpuStats& g : p.runtime_sim.gpus) {
-    m.predicted_sim_busy_seconds = std::max(m.predicted_sim_busy_seconds, g.busy_seconds);
-    m.predicted_sim_stall_seconds =
-        std::max(m.predicted_sim_stall_seconds,
-                 g.stall_prefetch_seconds + g.stall_activation_seconds + g.stall_other_seconds);
-  }
+  m.predicted_sim_busy_seconds = p.runtime_sim.max_busy_seconds;
   std::vector<double> compute, stall, opt;
   for (const MappingRun* r : runs) {
     std::vector<double> rep;
@@ -202,8 +197,8 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
                "| mapping | S | GPU order | contention | predicted plan s | "
                "predicted runtime-sim s | measured s median (min-max) | measured / plan | "
                "measured / runtime-sim | "
-               "compute s | stall s | sim busy s | sim stall s |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "compute s | stall s | sim busy s |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const MappingSummary& m : r.mappings) {
     std::string measured = "-", ratio_plan = "-", ratio_sim = "-";
     if (r.runs) {
@@ -213,12 +208,11 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
       ratio_sim = absl::StrFormat("%.2f", m.measured_median / m.predicted_sim_seconds);
     }
     std::fprintf(out,
-                 "| %s | %zu | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f | "
-                 "%.3f |\n",
+                 "| %s | %zu | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f |\n",
                  m.mapper.c_str(), m.stages.size(), Order(m.gpu_order).c_str(),
                  m.contention_score, m.predicted_plan_seconds, m.predicted_sim_seconds,
                  measured.c_str(), ratio_plan.c_str(), ratio_sim.c_str(), m.compute_median,
-                 m.stall_median, m.predicted_sim_busy_seconds, m.predicted_sim_stall_seconds);
+                 m.stall_median, m.predicted_sim_busy_seconds);
   }
   if (!r.mappings.empty()) {
     std::fprintf(out, "\nstages (units): %s\n", Stages(r.mappings.front().stages).c_str());
@@ -307,8 +301,7 @@ std::string ResultJson(const BenchResult& r) {
                {"gpu_memory_cap_bytes", m.gpu_memory_cap_bytes},
                {"predicted_plan_seconds", m.predicted_plan_seconds},
                {"predicted_runtime_sim_seconds", m.predicted_sim_seconds},
-               {"runtime_sim_max_busy_seconds", m.predicted_sim_busy_seconds},
-               {"runtime_sim_max_stall_seconds", m.predicted_sim_stall_seconds}};
+               {"runtime_sim_max_busy_seconds", m.predicted_sim_busy_seconds}};
     if (r.runs) {
       jm["measured"] = {{"step_seconds", m.measured_seconds},
                         {"rep_medians", m.rep_medians},

@@ -52,7 +52,6 @@ struct MappingSummary {
   double predicted_plan_seconds = 0;
   double predicted_sim_seconds = 0;
   double predicted_sim_busy_seconds = 0;        // max over GPUs, runtime-matched simulation
-  double predicted_sim_stall_seconds = 0;       // max over GPUs: prefetch + activation stalls
   std::vector<double> measured_seconds;         // timed steps of every rep
   std::vector<double> rep_medians;
   double measured_median = 0, measured_min = 0, measured_max = 0;

@@ -15,12 +15,14 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <sstream>
 #include <string>
 #include <system_error>
 #include <utility>
 #include <vector>
 
 #include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include "absl/strings/ascii.h"
@@ -414,6 +416,51 @@ Position PositionOf(const std::map<std::string, Position>& positions, const std:
   }
 }
 
+// Records where each document starts and ignores everything else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// The first document of `text`. yaml-cpp 0.7's LoadAll loops forever, allocating, when a token
+// cannot start a node (a stray "," at the top level: jbeder/yaml-cpp#1040, fixed upstream in
+// 2024 by #1318/#1319): the parser returns an empty document without consuming the token, again
+// and again. So the documents are counted here with a cap of two, a second document starting
+// where the first did is that stuck token (a syntax error), and only then is the first one built.
+// Throws yaml-cpp's exceptions; nullopt with `problem` set for a stream that is not one document.
+std::optional<YAML::Node> LoadOneDocument(const std::string& text, Problem& problem) {
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts docs;
+  while (docs.starts.size() < 2 && parser.HandleNextDocument(docs)) {
+  }
+  if (docs.starts.size() == 2) {
+    const YAML::Mark& first = docs.starts[0];
+    const YAML::Mark& second = docs.starts[1];
+    if (second.pos == first.pos) {
+      const size_t at = static_cast<size_t>(std::max(0, second.pos));
+      const std::string token = at < text.size() ? text.substr(at, 1) : "";
+      problem = {"", absl::StrCat("YAML syntax error: unexpected ", Quote(token)), At(second)};
+    } else {
+      problem = {"", "one YAML document expected (got more)", At(second)};
+    }
+    return std::nullopt;
+  }
+  return YAML::Load(text);
+}
+
 // YAML's character set (1.2, "c-printable") in UTF-8: no C0 controls but tab, LF and CR, no DEL,
 // no C1 controls but NEL, no U+FFFE/U+FFFF. Checked before yaml-cpp sees the text (utf8.h).
 std::optional<Problem> CheckCharacters(absl::string_view text) {
@@ -453,13 +500,13 @@ absl::StatusOr<JobSpec> Parse(absl::string_view text, const YamlOptions& options
   std::map<std::string, Position> positions;
   JobSpec spec;
   try {
-    std::vector<YAML::Node> docs = YAML::LoadAll(std::string(text));
-    if (docs.size() > 1) {
-      problems.push_back({"", absl::StrCat("one YAML document expected (got ", docs.size(), ")"),
-                          At(docs[1].Mark())});
+    Problem not_one;
+    std::optional<YAML::Node> doc = LoadOneDocument(std::string(text), not_one);
+    if (!doc) {
+      problems.push_back(std::move(not_one));
     } else {
       YamlReader reader(options.base_dir, problems, positions);
-      reader.Read(docs.empty() ? YAML::Node() : docs[0], spec);
+      reader.Read(*doc, spec);
     }
   } catch (const YAML::DeepRecursion& e) {
     problems.push_back({"", "YAML nested too deeply", At(e.mark)});

@@ -16,6 +16,7 @@
 #include "server/daemon/socket_claim.h"
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/service/job_manager.h"
+#include "server/metrics/daemon_metrics.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/node_service.h"
 #include "server/rpc/peer_listener.h"
@@ -30,6 +31,18 @@ class DaemonImpl : public Daemon {
  public:
   absl::Status Start(const DaemonOptions& options) {
     MOBIUS_RETURN_IF_ERROR(LoadTopology(options));
+    MetricsOptions mo;
+    mo.address = options.metrics_address;
+    mo.version = MOBIUS_VERSION;
+    for (const auto& g : snapshot_.topology.gpus) {
+      mo.gpu_memory_capacity_bytes.push_back(static_cast<int64_t>(g.memory_bytes));
+    }
+    MOBIUS_ASSIGN_OR_RETURN(metrics_, DaemonMetrics::Create(mo));
+    if (!mo.address.empty()) {
+      LOG(INFO) << "Prometheus metrics on http://" << mo.address << "/metrics (port "
+                << metrics_->port() << ")";
+    }
+
     LogDevices();
     MOBIUS_ASSIGN_OR_RETURN(claim_, SocketClaim::Acquire(options.socket_path));
 
@@ -43,8 +56,12 @@ class DaemonImpl : public Daemon {
     // caller (peer_listener.h). Created with no access for others; SetMode() opens it up.
     MOBIUS_ASSIGN_OR_RETURN(listener_, PeerListener::Listen(options.socket_path));
     AccessConfig access{options.admin_uids, options.admin_gid};
-    job_service_ = std::make_unique<JobServiceImpl>(jobs_.get(), listener_.get(), access);
-    admin_service_ = std::make_unique<AdminServiceImpl>(jobs_.get(), listener_.get(), access);
+    RpcObserver on_rpc = [this](const std::string& method, double seconds) {
+      metrics_->ObserveRpc(method, seconds);
+    };
+    job_service_ = std::make_unique<JobServiceImpl>(jobs_.get(), listener_.get(), access, on_rpc);
+    admin_service_ =
+        std::make_unique<AdminServiceImpl>(jobs_.get(), listener_.get(), access, on_rpc);
     grpc::ServerBuilder builder;
     builder.RegisterService(node_service_.get());
     builder.RegisterService(job_service_.get());
@@ -119,6 +136,7 @@ class DaemonImpl : public Daemon {
                        (options.emulate_links == "auto" && !has_cuda_);
     jo.link_scale = options.link_scale;
     jo.kill_grace = options.kill_grace;
+    jo.observer = metrics_.get();
     LOG(INFO) << "jobs: state in " << jo.state_dir << ", workers " << jo.worker_binary << ", "
               << jo.node.allowed_gpus.size() << " usable GPU(s), host budget "
               << (node.host_bytes >> 20) << " MiB, pinned budget " << (node.pinned_bytes >> 20)
@@ -159,6 +177,7 @@ class DaemonImpl : public Daemon {
   std::unique_ptr<SocketClaim> claim_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   bool has_cuda_ = false;
+  std::unique_ptr<DaemonMetrics> metrics_;  // before jobs_: the manager reports to it
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;

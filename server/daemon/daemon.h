@@ -40,6 +40,7 @@ struct DaemonOptions {
   gid_t admin_gid = static_cast<gid_t>(-1);
   int32_t max_gpus_per_user = 0, max_running_jobs_per_user = 0;
   absl::Duration kill_grace = absl::Seconds(5);
+  std::string metrics_address;         // Prometheus exposer "host:port"; empty: none
 };
 
 class Daemon {

@@ -40,3 +40,6 @@ ABSL_FLAG(int32_t, max_running_jobs_per_user, 0,
           "Default quota: running jobs per user; 0: no limit.");
 ABSL_FLAG(double, kill_grace_seconds, 5.0,
           "Cancel: SIGTERM to a job's workers, SIGKILL after this many seconds.");
+ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
+          "Serve Prometheus metrics at http://ADDRESS/metrics (host:port; port 0 picks a free "
+          "one); empty: no metrics endpoint.");

@@ -20,7 +20,7 @@
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
 #include "worker/runtime/run_config.h"
-#include "worker/train/standalone_trainer.h"
+#include "worker/train/trainer_options.h"
 
 namespace mobius::launch {
 

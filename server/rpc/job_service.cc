@@ -4,6 +4,7 @@
 #include <pwd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -133,13 +134,32 @@ v1::Job JobToProto(const jobs::JobView& v) {
   return j;
 }
 
-#define MOBIUS_RPC_CALLER(var)                                                          \
+// Times the call for the metrics (on destruction).
+class RpcTimer {
+ public:
+  RpcTimer(const RpcObserver& observer, std::string method)
+      : observer_(observer), method_(std::move(method)), start_(std::chrono::steady_clock::now()) {}
+  ~RpcTimer() {
+    if (observer_) {
+      observer_(method_, std::chrono::duration<double>(std::chrono::steady_clock::now() - start_)
+                             .count());
+    }
+  }
+
+ private:
+  const RpcObserver& observer_;
+  std::string method_;
+  std::chrono::steady_clock::time_point start_;
+};
+
+#define MOBIUS_RPC_CALLER(service, var)                                                 \
+  RpcTimer rpc_timer_(on_rpc_, absl::StrCat(service, ".", __func__));                   \
   absl::StatusOr<jobs::Caller> var = ResolveCaller(*peers_, access_, context->peer()); \
   if (!var.ok()) return ToGrpcStatus(var.status())
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
                                        const v1::SubmitJobRequest* request, v1::Job* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("JobService", caller);
   absl::StatusOr<jobs::JobView> v =
       manager_->Submit(*caller, request->submission_id(), JobSpecFromProto(request->spec()));
   if (!v.ok()) return ToGrpcStatus(v.status());
@@ -149,7 +169,7 @@ grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
 
 grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJobRequest* request,
                                     v1::Job* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("JobService", caller);
   absl::StatusOr<jobs::JobView> v = manager_->Get(*caller, request->id());
   if (!v.ok()) return ToGrpcStatus(v.status());
   *response = JobToProto(*v);
@@ -159,7 +179,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJ
 grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
                                       const v1::ListJobsRequest* request,
                                       v1::ListJobsResponse* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("JobService", caller);
   jobs::ListJobsFilter filter;
   if (request->has_uid()) filter.uid = request->uid();
   if (!request->user().empty()) {
@@ -187,7 +207,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
 
 grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
                                        const v1::CancelJobRequest* request, v1::Job* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("JobService", caller);
   absl::StatusOr<jobs::JobView> v = manager_->Cancel(*caller, request->id());
   if (!v.ok()) return ToGrpcStatus(v.status());
   *response = JobToProto(*v);
@@ -197,7 +217,7 @@ grpc::Status JobServiceImpl::CancelJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
                                       const v1::WatchJobRequest* request,
                                       grpc::ServerWriter<v1::JobEvent>* writer) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("JobService", caller);
   absl::StatusOr<jobs::JobView> first = manager_->Get(*caller, request->id());
   if (!first.ok()) return ToGrpcStatus(first.status());
   v1::JobEvent head;
@@ -234,7 +254,7 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
 grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* context,
                                         const v1::StreamLogsRequest* request,
                                         grpc::ServerWriter<v1::LogLine>* writer) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("JobService", caller);
   absl::Status st = manager_->StreamLogs(
       *caller, request->id(), request->from_seq(), request->follow(),
       [&](const jobs::LogLine& line) {
@@ -251,7 +271,7 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* context,
 
 grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                                      v1::DrainResponse* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("AdminService", caller);
   absl::Status st = manager_->SetDraining(*caller, true);
   if (!st.ok()) return ToGrpcStatus(st);
   jobs::NodeStatus status = manager_->Status();
@@ -264,7 +284,7 @@ grpc::Status AdminServiceImpl::Drain(grpc::ServerContext* context, const v1::Dra
 grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
                                        const v1::UndrainRequest* request,
                                        v1::UndrainResponse* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("AdminService", caller);
   absl::Status st = manager_->SetDraining(*caller, false);
   if (!st.ok()) return ToGrpcStatus(st);
   response->set_draining(false);
@@ -273,7 +293,7 @@ grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
 
 grpc::Status AdminServiceImpl::SetQuota(grpc::ServerContext* context,
                                         const v1::SetQuotaRequest* request, v1::Quota* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("AdminService", caller);
   absl::Status st = manager_->SetQuota(*caller, request->uid(), request->max_gpus(),
                                        request->max_running_jobs());
   if (!st.ok()) return ToGrpcStatus(st);
@@ -287,7 +307,7 @@ grpc::Status AdminServiceImpl::SetQuota(grpc::ServerContext* context,
 grpc::Status AdminServiceImpl::GetQuotas(grpc::ServerContext* context,
                                          const v1::GetQuotasRequest* request,
                                          v1::GetQuotasResponse* response) {
-  MOBIUS_RPC_CALLER(caller);
+  MOBIUS_RPC_CALLER("AdminService", caller);
   auto quotas = manager_->Quotas(*caller);
   if (!quotas.ok()) return ToGrpcStatus(quotas.status());
   for (const jobs::Quota& q : *quotas) {

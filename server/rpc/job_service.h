@@ -11,7 +11,9 @@
 
 #include <sys/types.h>
 
+#include <functional>
 #include <set>
+#include <string>
 
 #include "absl/status/statusor.h"
 #include "mobius/v1/job.grpc.pb.h"
@@ -32,11 +34,15 @@ absl::StatusOr<jobs::Caller> ResolveCaller(const PeerListener& peers, const Acce
 v1::Job JobToProto(const jobs::JobView& view);
 v1::StepReport StepToProto(const jobs::StepReportRow& row, bool emulated);
 
+// Called with "JobService.SubmitJob" and the seconds a call took (metrics); may be empty.
+using RpcObserver = std::function<void(const std::string& method, double seconds)>;
+
 class JobServiceImpl final : public v1::JobService::Service {
  public:
   // Not owned; all must outlive the service.
-  JobServiceImpl(jobs::JobManager* manager, const PeerListener* peers, AccessConfig access)
-      : manager_(manager), peers_(peers), access_(std::move(access)) {}
+  JobServiceImpl(jobs::JobManager* manager, const PeerListener* peers, AccessConfig access,
+                 RpcObserver on_rpc = {})
+      : manager_(manager), peers_(peers), access_(std::move(access)), on_rpc_(std::move(on_rpc)) {}
 
   grpc::Status SubmitJob(grpc::ServerContext* context, const v1::SubmitJobRequest* request,
                          v1::Job* response) override;
@@ -55,12 +61,14 @@ class JobServiceImpl final : public v1::JobService::Service {
   jobs::JobManager* manager_;
   const PeerListener* peers_;
   AccessConfig access_;
+  RpcObserver on_rpc_;
 };
 
 class AdminServiceImpl final : public v1::AdminService::Service {
  public:
-  AdminServiceImpl(jobs::JobManager* manager, const PeerListener* peers, AccessConfig access)
-      : manager_(manager), peers_(peers), access_(std::move(access)) {}
+  AdminServiceImpl(jobs::JobManager* manager, const PeerListener* peers, AccessConfig access,
+                 RpcObserver on_rpc = {})
+      : manager_(manager), peers_(peers), access_(std::move(access)), on_rpc_(std::move(on_rpc)) {}
 
   grpc::Status Drain(grpc::ServerContext* context, const v1::DrainRequest* request,
                      v1::DrainResponse* response) override;
@@ -75,6 +83,7 @@ class AdminServiceImpl final : public v1::AdminService::Service {
   jobs::JobManager* manager_;
   const PeerListener* peers_;
   AccessConfig access_;
+  RpcObserver on_rpc_;
 };
 
 }  // namespace mobius

@@ -26,7 +26,7 @@ pass() { echo "ok: $*"; }
 
 start_daemon() {  # args: log file, extra flags...
   local log=$1; shift
-  "$BIN/mobiusd" --socket "$SOCK" --state-dir "$TMP/state" "$@" >"$log" 2>&1 &
+  "$BIN/mobiusd" --socket "$SOCK" --state-dir "$TMP/state" --metrics-address 127.0.0.1:0 "$@" >"$log" 2>&1 &
   DAEMON_PID=$!
   PIDS+=("$DAEMON_PID")
   for _ in $(seq 1 100); do

@@ -62,7 +62,8 @@ def start_daemon(*extra):
     log = open(os.path.join(TMP, "daemon.log"), "a")
     daemon = subprocess.Popen(
         [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--socket-mode", "0666",
-         "--state-dir", STATE, "--topology-file", FIXTURE, "--link-scale", "0.02", *extra],
+         "--state-dir", STATE, "--topology-file", FIXTURE, "--link-scale", "0.02",
+         "--metrics-address", "127.0.0.1:0", *extra],
         stdout=log, stderr=log)
     for _ in range(100):
         if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:

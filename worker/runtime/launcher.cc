@@ -267,6 +267,11 @@ void OnStdoutLine(Launcher::State& s, LaunchResult& result, const std::string& l
   const double seconds = std::chrono::duration<double>(now - s.last_step_end).count();
   s.last_step_end = now;
   StepReport agg = AggregateStep(got, seconds, !s.options.run.links.empty());
+  for (size_t l = 0; l < s.options.run.links.size(); ++l) {
+    agg.link_bytes.push_back(
+        {LinkEmulator::LinkBytes(s.layout, *s.store, static_cast<int>(l), 0),
+         LinkEmulator::LinkBytes(s.layout, *s.store, static_cast<int>(l), 1)});
+  }
   s.pending.erase(rep->step);
   result.steps.push_back(agg);
   if (s.options.on_step) s.options.on_step(agg);

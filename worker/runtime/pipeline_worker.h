@@ -38,25 +38,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/runtime/run_config.h"
+#include "worker/runtime/step_report.h"
 
 namespace mobius::runtime {
 
-// One rank's account of one step (the launcher aggregates them; step_report.h).
-struct WorkerStepReport {
-  int rank = 0;
-  int64_t step = 0;            // global step number (resumed runs continue the count)
-  int64_t total_steps = 0;
-  std::optional<float> loss;   // from the rank that runs the head
-  double lr = 0;
-  double grad_norm = 0;
-  int64_t tokens = 0;          // B * T (the same on every rank)
-  double step_seconds = 0;     // this rank's wall time for the step
-  double compute_seconds = 0;  // waiting for its own compute queue
-  double stall_seconds = 0;    // waiting for weights (prefetch), activations, gradients, updates
-  double optimizer_seconds = 0;
-  uint64_t h2d_bytes = 0, d2h_bytes = 0;
-  std::string checkpoint;      // directory written after this step (rank 0), if any
-};
 
 class PipelineWorker {
  public:

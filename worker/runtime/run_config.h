@@ -1,7 +1,7 @@
 // RunConfig: everything one pipeline run needs, written by the launcher as a JSON file and read by
 // every `mobius-worker run` process of the job (one per emulated or real GPU).
 //
-//   training     the same options as the standalone trainer (standalone_trainer.h), so that a
+//   training     the same options as the standalone trainer (trainer_options.h), so that a
 //                pipeline run and a standalone run of one config are comparable step by step;
 //   stages       the plan's partition: consecutive layer-unit ranges [begin, end) covering the model;
 //   stage_rank   the worker (rank) that runs each stage: the plan's stage -> GPU mapping;
@@ -20,7 +20,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
-#include "worker/train/standalone_trainer.h"
+#include "worker/train/trainer_options.h"
 
 namespace mobius::runtime {
 

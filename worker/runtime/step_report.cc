@@ -80,6 +80,9 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     if (!r.checkpoint.empty()) a.checkpoint = r.checkpoint;
   }
   a.tokens_per_second = step_seconds > 0 ? a.tokens / step_seconds : 0;
+  a.ranks = ranks;
+  std::sort(a.ranks.begin(), a.ranks.end(),
+            [](const WorkerStepReport& x, const WorkerStepReport& y) { return x.rank < y.rank; });
   return a;
 }
 

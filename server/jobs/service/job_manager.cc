@@ -19,7 +19,10 @@
 #include "server/jobs/scheduler/fits.h"
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_planning.h"
+#include "common/model/model_config_parse.h"
 #include "server/launch/run_builder.h"
+#include "server/planner/profile.h"
+#include "worker/runtime/store_layout.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/runtime/host_store.h"
 #include "worker/runtime/launcher.h"
@@ -251,6 +254,11 @@ void JobManager::State::Reschedule() {
     estimates.erase(d.job_id);
     r.thread = std::thread([this, id = d.job_id, gpus = d.gpus] { Supervise(id, gpus); });
   }
+  if (options.observer != nullptr) {
+    std::map<JobState, int> counts = {{JobState::kQueued, static_cast<int>(queued.size())},
+                                      {JobState::kRunning, static_cast<int>(running.size())}};
+    options.observer->JobCounts(counts);
+  }
   Bump();
 }
 
@@ -275,6 +283,26 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
       {.enabled = options.emulate_links, .link_scale = options.link_scale});
   if (!run.ok()) return fail(run.status());
   store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned->report, *run)).IgnoreError();
+  JobRunInfo info;
+  info.job_id = id;
+  info.run = &*run;
+  info.predicted_step_seconds = planned->report.plan.predicted_step_seconds;
+  info.gpu_memory_bytes = planned->report.plan.memory.gpu_bytes;
+  info.pinned_bytes = planned->report.plan.memory.pinned_bytes;
+  // Model FLOPs per token as MFU counts them (PaLM's 6N convention: no recompute, no attention).
+  info.flops_per_token = 6.0 * static_cast<double>(planned->report.parameters);
+  for (int g : run->rank_gpu) {
+    std::optional<planner::DeviceSpec> d = planner::DeviceSpecForGpuName(
+        options.topology.gpus[g].name, options.topology.gpus[g].memory_bytes);
+    if (d) info.peak_flops_per_second += d->peak_flops_per_s;
+  }
+  if (absl::StatusOr<model::ModelConfig> mc = model::LoadModelConfig(spec->model_dir); mc.ok()) {
+    runtime::RunConfig sized = *run;
+    sized.store_path = "-";
+    if (auto layout = runtime::MakeStoreLayout(*mc, sized); layout.ok()) {
+      info.host_store_bytes = static_cast<int64_t>(layout->total_bytes);
+    }
+  }
   DaemonLog(id, absl::StrCat(
                     training->resume ? "resuming from " : "starting: ",
                     training->resume ? *checkpoint::LatestCheckpoint(training->checkpoint_dir) : "",
@@ -293,6 +321,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
     store->AppendStepReport(id, ToRow(r)).IgnoreError();
+    if (options.observer != nullptr) options.observer->StepCompleted(info, r);
     last_step = r.step;
     if (!r.checkpoint.empty()) {
       store->SetCheckpoint(id, r.checkpoint, r.step).IgnoreError();
@@ -308,6 +337,12 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   };
   absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
   if (!launcher.ok()) return fail(launcher.status());
+  if (options.observer != nullptr) {
+    const double waited = job->started_unix_ms > 0 && job->created_unix_ms > 0
+                              ? (job->started_unix_ms - job->created_unix_ms) / 1e3
+                              : 0.0;
+    options.observer->JobStarted(info, waited);
+  }
   std::shared_ptr<runtime::Launcher> shared = std::move(*launcher);
   {
     absl::MutexLock lock(&mu);
@@ -323,6 +358,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     }
     DaemonLog(id, absl::StrCat("bytes per emulated link (h2d/d2h): ", absl::StrJoin(parts, ", ")));
   }
+  if (options.observer != nullptr) options.observer->JobStopped(info);
   Finish(id, result.status, last_step);
 }
 
@@ -346,6 +382,7 @@ void JobManager::State::Finish(const std::string& id, const absl::Status& status
     const int max_restarts = spec.ok() ? spec->max_restarts : 0;
     if (Retryable(status) && job.ok() && job->restarts < max_restarts) {
       absl::StatusOr<int32_t> n = store->IncrementRestarts(id);
+      if (options.observer != nullptr) options.observer->WorkerRestart();
       Transition(id, JobState::kQueued,
                  absl::StrCat("restart ", n.ok() ? *n : 0, " of ", max_restarts,
                               " after: ", status.message()))
@@ -428,6 +465,10 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
   }
   if (!st.ok()) {
     s.Audit(caller, "SubmitJob", submission_id, spec.name, st);
+    if (s.options.observer != nullptr) {
+      s.options.observer->SubmitRejected(absl::IsFailedPrecondition(st) ? "never_fits"
+                                                                        : "invalid_spec");
+    }
     return st;
   }
   absl::StatusOr<train::TrainerOptions> training = TrainerOptionsFromSpec(spec, "unused");

@@ -40,6 +40,7 @@
 #include "absl/time/time.h"
 #include "common/jobspec/spec.h"
 #include "server/jobs/scheduler/resources.h"
+#include "server/jobs/service/job_observer.h"
 #include "server/jobs/store/job_store.h"
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
@@ -63,6 +64,7 @@ struct JobManagerOptions {
   double link_scale = 1.0;          // emulated link bandwidth factor
   absl::Duration kill_grace = absl::Seconds(5);
   std::string shm_dir = "/dev/shm";
+  JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
 };
 
 // A job as callers see it: the stored record plus what only the running daemon knows.

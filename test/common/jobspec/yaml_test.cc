@@ -216,7 +216,10 @@ TEST(JobSpecYamlTest, SyntaxErrorsGiveLineAndColumn) {
 
 TEST(JobSpecYamlTest, DocumentShape) {
   EXPECT_THAT(ParseError(std::string(kMinimal) + "---\nname: x\n"),
-              HasSubstr("one YAML document expected (got 2)"));
+              HasSubstr("one YAML document expected (got more)"));
+  // yaml-cpp 0.7 would loop forever on these (jbeder/yaml-cpp#1040).
+  EXPECT_EQ(ParseError(","), "job spec:1:1: YAML syntax error: unexpected \",\"");
+  EXPECT_EQ(ParseError("# comment\n  , a\nb: c\n"), "job spec:2:3: YAML syntax error: unexpected \",\"");
   EXPECT_EQ(ParseError("[1, 2]"), "job spec:1:1: a job spec is a mapping of fields (got a sequence)");
   EXPECT_EQ(ParseError("just text"), "job spec:1:1: a job spec is a mapping of fields (got \"just text\")");
   EXPECT_THAT(ParseError(""), StartsWith("job spec: model_dir: required"));
