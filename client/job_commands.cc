@@ -245,8 +245,12 @@ int WatchUntilDone(Connection& c, const std::string& id, std::ostream& out, std:
           << (p.emulated ? " (CPU backend, emulated PCIe links)" : "") << "\n";
     }
     if (job.has_last_step() && job.predicted_step_seconds() > 0) {
-      out << absl::StrFormat("  step time: measured %.3f s, planner predicted %.3f s\n",
-                             job.last_step().step_seconds(), job.predicted_step_seconds());
+      out << absl::StrFormat("  step time: measured %.3f s, planner predicted %.3f s%s\n",
+                             job.last_step().step_seconds(), job.predicted_step_seconds(),
+                             p.emulated ? " for the real GPUs (this run computed on the CPU "
+                                          "backend; see docs/benchmarks.md for emulated runs "
+                                          "against the simulator)"
+                                        : "");
     }
     if (!job.checkpoint().empty()) {
       out << "  checkpoint: " << job.checkpoint()

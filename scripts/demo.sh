@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# The README's main job: Mobius fine-tunes a model on an emulated commodity GPU server.
+#
+# On a fresh Debian 12 machine: installs the dependencies, builds, starts mobiusd with the embedded
+# default (the CPU backend emulating the Mobius paper's testbed: 2 sockets, a PCIe 3.0 switch per
+# socket, 8 RTX 3090s, with every PCIe link emulated), creates a small Llama-style model in Hugging
+# Face format (weights cannot be downloaded here; pass your own with MOBIUS_MODEL_DIR), prepares a
+# dataset from the licence texts every Debian system ships (or MOBIUS_DATA=your.jsonl), submits the
+# job with `mobius submit --wait` (live progress bar), and ends with a summary: loss first -> last,
+# tokens/s, bytes per emulated PCIe link, predicted vs measured step time, the checkpoint and how to
+# load it. Stops the daemon it started.
+#
+#   scripts/demo.sh
+#   MOBIUS_DEMO_STEPS=10 MOBIUS_SKIP_INSTALL=1 scripts/demo.sh      # smaller, no apt-get
+#
+# Knobs (environment): MOBIUS_BUILD_DIR (build), MOBIUS_SKIP_INSTALL, MOBIUS_SKIP_BUILD,
+# MOBIUS_DEMO_DIR (a fresh temp dir), MOBIUS_DEMO_STEPS (40), MOBIUS_DEMO_GPUS (4),
+# MOBIUS_DEMO_STAGES (8), MOBIUS_DEMO_LAYERS (8), MOBIUS_LINK_SCALE (0.02),
+# MOBIUS_MODEL_DIR + MOBIUS_TOKENIZER_DIR (your own model and its tokenizer), MOBIUS_DATA (a JSONL
+# or text file), MOBIUS_TOPOLOGY (an hwloc XML of the server to emulate).
+set -euo pipefail
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+cd "$SRC"
+BUILD=${MOBIUS_BUILD_DIR:-build}
+STEPS=${MOBIUS_DEMO_STEPS:-40}
+GPUS=${MOBIUS_DEMO_GPUS:-4}
+STAGES=${MOBIUS_DEMO_STAGES:-8}
+LAYERS=${MOBIUS_DEMO_LAYERS:-8}
+SCALE=${MOBIUS_LINK_SCALE:-0.02}
+TOPOLOGY=${MOBIUS_TOPOLOGY:-$SRC/test/data/topology/paper_testbed_2s_2sw_8x3090.xml}
+say() { printf '\n==> %s\n' "$*"; }
+
+if [[ -z "${MOBIUS_SKIP_INSTALL:-}" ]]; then
+  say "installing dependencies (Debian packages)"
+  deploy/install-deps.sh
+fi
+if [[ -z "${MOBIUS_SKIP_BUILD:-}" ]]; then
+  say "building mobiusd, mobius and mobius-worker"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOBIUS_TESTS=OFF >/dev/null
+  cmake --build "$BUILD" -j "$(nproc)" --target mobiusd mobius mobius-worker
+fi
+BIN=$(cd "$BUILD/bin" && pwd)
+
+WORK=${MOBIUS_DEMO_DIR:-$(mktemp -d /tmp/mobius-demo-XXXXXX)}
+mkdir -p "$WORK"
+WORK=$(cd "$WORK" && pwd)
+export MOBIUS_SOCKET=$WORK/mobiusd.sock
+DAEMON_PID=
+stop_daemon() {
+  if [[ -n "$DAEMON_PID" ]] && kill -0 "$DAEMON_PID" 2>/dev/null; then
+    kill -TERM "$DAEMON_PID"
+    wait "$DAEMON_PID" 2>/dev/null || true
+  fi
+}
+trap stop_daemon EXIT
+
+# --- model and tokenizer
+if [[ -n "${MOBIUS_MODEL_DIR:-}" ]]; then
+  MODEL=$(cd "$MOBIUS_MODEL_DIR" && pwd)
+  TOKENIZER=${MOBIUS_TOKENIZER_DIR:-$MODEL}
+else
+  say "creating a small Llama-style model (seeded random weights, Hugging Face format)"
+  TOKENIZER=${MOBIUS_TOKENIZER_DIR:-$SRC/test/data/tokenizers/gpt2}
+  VOCAB=$(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['model']['vocab']))" \
+          "$TOKENIZER/tokenizer.json")
+  MODEL=$WORK/model
+  "$BIN/mobius-worker" init-model --family llama --preset tiny --layers "$LAYERS" --hidden 128 \
+      --heads 4 --kv_heads 2 --intermediate 384 --vocab "$VOCAB" --out "$MODEL" >/dev/null
+  echo "model: $MODEL ($LAYERS layers, hidden 128, vocab $VOCAB; tokenizer $TOKENIZER)"
+fi
+
+# --- dataset
+say "preparing the dataset"
+if [[ -n "${MOBIUS_DATA:-}" ]]; then
+  DATA_IN=$MOBIUS_DATA
+else
+  DATA_IN=$WORK/licenses.jsonl
+  python3 - "$DATA_IN" <<'EOF'
+import json, os, sys
+root = "/usr/share/common-licenses"
+with open(sys.argv[1], "w") as out:
+    for name in sorted(os.listdir(root)):
+        path = os.path.join(root, name)
+        if os.path.isfile(path) and not os.path.islink(path):
+            out.write(json.dumps({"text": open(path, errors="replace").read()}) + "\n")
+EOF
+fi
+"$BIN/mobius" tokenize "$DATA_IN" "$WORK/data.tok" --tokenizer "$TOKENIZER"
+
+# --- the daemon
+say "starting mobiusd: CPU backend emulating $(basename "$TOPOLOGY") (PCIe links x$SCALE)"
+"$BIN/mobiusd" --socket "$MOBIUS_SOCKET" --state-dir "$WORK/state" --topology-file "$TOPOLOGY" \
+    --link-scale "$SCALE" --metrics-address 127.0.0.1:0 >"$WORK/mobiusd.log" 2>&1 &
+DAEMON_PID=$!
+for _ in $(seq 1 100); do
+  "$BIN/mobius" --timeout-seconds 1 health >/dev/null 2>&1 && break
+  kill -0 "$DAEMON_PID" 2>/dev/null || { cat "$WORK/mobiusd.log"; exit 1; }
+  sleep 0.1
+done
+grep -o "Prometheus metrics on [^ ]* (port [0-9]*)" "$WORK/mobiusd.log" || true
+"$BIN/mobius" node | head -n 9
+
+# --- the job
+cat >"$WORK/job.yaml" <<EOF
+name: demo
+model_dir: $MODEL
+dataset:
+  path: $WORK/data.tok
+  eval_fraction: 0
+training:
+  steps: $STEPS
+  global_batch: 8
+  microbatch: 2
+  seq_len: 128
+  lr: 3e-3
+  warmup_steps: 2
+  weight_decay: 0.01
+resources:
+  gpus: $GPUS
+plan:
+  stages: $STAGES
+checkpoint:
+  every_steps: $(( STEPS / 2 > 0 ? STEPS / 2 : 1 ))
+EOF
+say "submitting $WORK/job.yaml ($STEPS steps, $STAGES stages on $GPUS emulated GPUs)"
+set +e
+"$BIN/mobius" submit "$WORK/job.yaml" --wait
+rc=$?
+set -e
+
+# --- summary
+say "summary"
+JOB=$("$BIN/mobius" ls --json | python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][-1]['id'])")
+"$BIN/mobius" logs "$JOB" | grep -E "bytes per emulated link|starting:" | sed 's/^daemon | /  /'
+CKPT=$("$BIN/mobius" describe "$JOB" --json | python3 -c "import json,sys; print(json.load(sys.stdin).get('checkpoint',''))")
+cat <<EOF
+  daemon log: $WORK/mobiusd.log; job state in $WORK/state (SQLite jobs.db, runs, checkpoints)
+  load the checkpoint (Hugging Face format):
+    python3 -c "from transformers import AutoModelForCausalLM; m = AutoModelForCausalLM.from_pretrained('$CKPT')"
+  or continue training from it: mobius-worker train --standalone --model $CKPT --data $WORK/data.tok ...
+EOF
+exit $rc
