@@ -45,3 +45,9 @@ ABSL_FLAG(std::string, state, "", "ls: only jobs in this state (queued, running,
                                   "failed, cancelled).");
 ABSL_FLAG(int32_t, max_gpus, 0, "quota set: GPUs the user's running jobs may hold; 0: no limit.");
 ABSL_FLAG(int32_t, max_running_jobs, 0, "quota set: running jobs of the user; 0: no limit.");
+ABSL_FLAG(double, link_scale, 1.0,
+          "run: multiplies every emulated PCIe link's bandwidth (CPU backend).");
+ABSL_FLAG(std::string, emulate_links, "auto",
+          "run: auto | on | off; auto emulates the topology's links when no CUDA device is usable.");
+ABSL_FLAG(std::string, run_dir, "", "run: run directory (run.json, default checkpoints); "
+                                    "empty: ./mobius-run-<name>.");

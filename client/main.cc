@@ -19,6 +19,7 @@
 #include "client/job_commands.h"
 #include "client/flags.h"
 #include "client/plan_command.h"
+#include "client/run_command.h"
 #include "client/tokenize_command.h"
 #include "client/topo_command.h"
 #include "common/init.h"
@@ -36,6 +37,7 @@ constexpr char kUsage[] =
     "  health   check that the daemon is serving\n"
     "  submit JOB.yaml [--wait]   queue a fine-tuning job (docs/job-spec.md); --wait: progress bar\n"
     "  ls [--state S]             your jobs (admins: everyone's)\n"
+    "  run JOB.yaml               run a job in the foreground, no daemon (Slurm job steps)\n"
     "  describe JOB | logs [-f] JOB | watch JOB | cancel JOB\n"
     "  queue                      queued and running jobs and why they wait\n"
     "  node                       GPUs (free / used by which job), memory budgets\n"
@@ -98,6 +100,20 @@ int main(int argc, char** argv) {
     o.eos_id = absl::GetFlag(FLAGS_eos_id);
     o.threads = absl::GetFlag(FLAGS_threads);
     return mobius::cli::RunTokenize(o, std::cout, std::cerr);
+  }
+  if (args.size() >= 2 && args[1] == "run") {
+    if (args.size() != 3) {
+      std::cerr << "usage: mobius run JOB.yaml [--topology-file F] [--gpus 0,1] [--link-scale S]\n";
+      return mobius::cli::kExitUsage;
+    }
+    mobius::cli::RunCommandOptions o;
+    o.spec_path = args[2];
+    o.topology_file = absl::GetFlag(FLAGS_topology_file);
+    o.gpus = absl::GetFlag(FLAGS_gpus);
+    o.run_dir = absl::GetFlag(FLAGS_run_dir);
+    o.link_scale = absl::GetFlag(FLAGS_link_scale);
+    o.emulate_links = absl::GetFlag(FLAGS_emulate_links);
+    return mobius::cli::RunRunCommand(o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {
     mobius::cli::JobCommandOptions o;

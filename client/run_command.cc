@@ -1,0 +1,162 @@
+#include "client/run_command.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <limits>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/exit_codes.h"
+#include "common/jobspec/yaml.h"
+#include "server/jobs/scheduler/node_resources.h"
+#include "server/jobs/scheduler/scheduler.h"
+#include "server/jobs/service/job_planning.h"
+#include "server/launch/run_builder.h"
+#include "server/topology/analysis.h"
+#include "server/topology/hwloc_source.h"
+#include "worker/backend/device_probe.h"
+#include "worker/runtime/launcher.h"
+
+namespace mobius::cli {
+namespace {
+
+std::atomic<runtime::Launcher*> g_launcher{nullptr};
+std::atomic<bool> g_stop{false};
+void OnStop(int) { g_stop = true; }
+
+int Fail(std::ostream& err, const absl::Status& s) {
+  err << "mobius run: " << s.message() << "\n";
+  return ExitCodeFor(s);
+}
+
+}  // namespace
+
+int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& err) {
+  jobspec::YamlOptions yo;
+  yo.validate_options.check_files_exist = true;
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(o.spec_path, yo);
+  if (!spec.ok()) return Fail(err, spec.status());
+
+  std::unique_ptr<topology::TopologySource> source =
+      o.topology_file.empty() ? topology::MakeHwlocLiveSource()
+                              : topology::MakeHwlocXmlFileSource(o.topology_file);
+  absl::StatusOr<topology::LoadedTopology> loaded = source->Load();
+  if (!loaded.ok()) return Fail(err, loaded.status());
+  const topology::TopologyFacts facts = topology::Analyze(loaded->topology);
+  const std::vector<jobs::GpuResource> gpus = jobs::GpuResourcesFromTopology(loaded->topology, facts);
+  std::vector<int> allowed;
+  if (o.gpus.empty()) {
+    for (const auto& g : gpus) allowed.push_back(g.index);
+  } else {
+    absl::StatusOr<std::vector<int>> list = jobs::ParseGpuAllowList(o.gpus, gpus);
+    if (!list.ok()) return Fail(err, list.status());
+    allowed = *list;
+  }
+  absl::StatusOr<jobs::PlannedJob> planned =
+      jobs::PlanJob(*spec, loaded->topology, facts, allowed, {});
+  if (!planned.ok()) return Fail(err, planned.status());
+  // The daemon's GPU choice (topology-aware: spread over uplinks for a cross-mapped pipeline).
+  jobs::NodeConfig nc;
+  if (!o.gpus.empty()) nc.gpu_allow_list = o.gpus;
+  nc.host_bytes = nc.pinned_bytes = std::numeric_limits<int64_t>::max() / 4;
+  absl::StatusOr<jobs::NodeResources> node = jobs::MakeNodeResources(loaded->topology, facts, nc);
+  if (!node.ok()) return Fail(err, node.status());
+  jobs::JobRequest request = planned->request;
+  request.job_id = "j-000001";
+  request.host_bytes = request.pinned_bytes = 0;
+  absl::StatusOr<jobs::ScheduleResult> chosen =
+      jobs::Scheduler().Schedule(*node, {}, {request}, {});
+  if (chosen.ok() && chosen->start.size() == 1) {
+    planned = jobs::PlanJob(*spec, loaded->topology, facts, allowed, chosen->start[0].gpus);
+    if (!planned.ok()) return Fail(err, planned.status());
+  }
+
+  const std::string name = spec->name.empty() ? "job" : spec->name;
+  std::error_code ec;
+  const std::string run_dir = std::filesystem::absolute(
+      o.run_dir.empty() ? "mobius-run-" + name : o.run_dir, ec).string();
+  absl::StatusOr<train::TrainerOptions> training =
+      jobs::TrainerOptionsFromSpec(*spec, run_dir + "/checkpoints");
+  if (!training.ok()) return Fail(err, training.status());
+  training->resume = false;
+
+  const DeviceProbe probe = ProbeDevices();
+  const bool emulate = o.emulate_links == "on" ||
+                       (o.emulate_links == "auto" && probe.cuda_devices.empty());
+  absl::StatusOr<runtime::RunConfig> run =
+      launch::BuildRunConfig(name, *training, planned->report.plan, loaded->topology, facts,
+                             {.enabled = emulate, .link_scale = o.link_scale});
+  if (!run.ok()) return Fail(err, run.status());
+
+  runtime::LaunchOptions lo;
+  lo.run = *run;
+  lo.run_dir = run_dir;
+  lo.worker_binary = o.worker_binary;
+  if (lo.worker_binary.empty()) {
+    lo.worker_binary =
+        (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker")
+            .string();
+  }
+  double first_loss = NAN, last_loss = NAN;
+  lo.on_step = [&](const runtime::StepReport& r) {
+    if (std::isnan(first_loss)) first_loss = r.loss;
+    last_loss = r.loss;
+    out << runtime::FormatStepReport(r) << "\n" << std::flush;
+    if (!r.checkpoint.empty()) out << "checkpoint " << r.checkpoint << "\n" << std::flush;
+  };
+  lo.on_log = [&](int rank, const std::string& line) {
+    if (line.find("error") != std::string::npos || line.rfind("E", 0) == 0) {
+      err << "worker-" << rank << " | " << line << "\n";
+    }
+  };
+  err << absl::StrFormat(
+      "mobius run: %d stages on %d GPU(s) (%s mapping), predicted %.3f s/step%s; run directory %s\n",
+      run->stages.size(), run->num_workers, planned->report.plan.mapper,
+      planned->report.plan.predicted_step_seconds,
+      emulate ? absl::StrCat(", CPU backend with emulated PCIe links x", o.link_scale) : "",
+      run_dir);
+  absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
+  if (!launcher.ok()) return Fail(err, launcher.status());
+
+  // SIGINT / SIGTERM (Slurm's scancel and time limit): stop the workers, then report.
+  struct sigaction sa {};
+  sa.sa_handler = OnStop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  std::atomic<bool> done{false};
+  std::thread watcher([&] {
+    while (!done) {
+      if (g_stop) {
+        (*launcher)->Cancel();
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  });
+  runtime::LaunchResult result = (*launcher)->Wait();
+  done = true;
+  watcher.join();
+  if (!result.links.empty()) {
+    out << "bytes per emulated link (h2d/d2h):";
+    for (const auto& l : result.links) out << " " << l.name << " " << l.h2d_bytes << "/" << l.d2h_bytes;
+    out << "\n";
+  }
+  if (!result.status.ok()) {
+    err << "mobius run: " << result.status.message() << "\n";
+    return result.cancelled ? kExitJobFailed
+                            : (absl::IsInvalidArgument(result.status) ||
+                                       absl::IsResourceExhausted(result.status)
+                                   ? kExitUsage
+                                   : kExitJobFailed);
+  }
+  out << absl::StrFormat("done: %d steps, loss %.4f -> %.4f\n", result.steps.size(), first_loss,
+                         last_loss);
+  return kExitOk;
+}
+
+}  // namespace mobius::cli

@@ -1,0 +1,33 @@
+// `mobius run job.yaml`: runs a job spec in the foreground without a daemon, the way a Slurm job
+// step or a quick experiment does: parse and validate the spec, take the topology (--topology-file
+// or this machine's), plan the job on the GPUs the spec asks for (the first ones; --gpus picks
+// them), and run the pipeline with the runtime's launcher: one mobius-worker per GPU, on the CPU
+// backend with emulated PCIe links when there is no usable CUDA device. Prints one progress line
+// per step and a summary; SIGINT/SIGTERM stop the workers cleanly (nothing is left in /dev/shm).
+// The run directory (run.json; default checkpoints) is ./mobius-run-<name> unless --run-dir.
+//
+// Exit codes: 0 all steps done; 1 the run failed; 2 bad input (spec, plan that does not fit, a
+// device cap too small), reported before any worker starts.
+#ifndef MOBIUS_CLIENT_RUN_COMMAND_H_
+#define MOBIUS_CLIENT_RUN_COMMAND_H_
+
+#include <ostream>
+#include <string>
+
+namespace mobius::cli {
+
+struct RunCommandOptions {
+  std::string spec_path;
+  std::string topology_file;  // empty: discover this machine
+  std::string gpus;           // "0,1" (CUDA_VISIBLE_DEVICES syntax); empty: the first N
+  std::string run_dir;        // empty: ./mobius-run-<name>
+  std::string worker_binary;  // empty: mobius-worker next to this binary
+  double link_scale = 1.0;
+  std::string emulate_links = "auto";  // auto | on | off
+};
+
+int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);
+
+}  // namespace mobius::cli
+
+#endif  // MOBIUS_CLIENT_RUN_COMMAND_H_

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# `mobius run job.yaml` (no daemon): a short job completes with one progress line per step and a
+# checkpoint; SIGTERM mid-run (Slurm's scancel) stops every worker and leaves no host store in
+# /dev/shm; a spec that does not fit is refused with exit 2 before any worker starts.
+# Usage: run_command_test.sh BIN_DIR SOURCE_DIR
+set -euo pipefail
+BIN=$1
+SRC=$2
+TMP=$(mktemp -d /tmp/mobius-run-it-XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+cd "$TMP"
+"$BIN/mobius-worker" init-model --family gpt2 --preset tiny --vocab 700 --layers 4 --out model >/dev/null 2>&1
+python3 -c 'import json; print(json.dumps({"text": open("/usr/share/common-licenses/GPL-2").read()}))' >d.jsonl
+"$BIN/mobius" tokenize d.jsonl d.tok --tokenizer "$SRC/test/data/tokenizers/gpt2" >/dev/null
+spec() {  # name steps gpus
+  printf 'name: %s\nmodel_dir: model\ndataset: {path: d.tok}\ntraining: {steps: %s, global_batch: 4, microbatch: 2, seq_len: 32, lr: 1e-3}\nresources: {gpus: %s}\nplan: {stages: 4}\n' \
+    "$1" "$2" "$3" >"$1.yaml"
+}
+shm_before=$(ls /dev/shm | grep -c mobius-store || true)
+FIX=$SRC/test/data/topology/paper_testbed_2s_2sw_8x3090.xml
+
+spec short 3 2
+"$BIN/mobius" run short.yaml --topology-file "$FIX" --link-scale 0.05 >out.txt 2>err.txt ||
+  { cat out.txt err.txt; fail "short run failed"; }
+[[ $(grep -c "^step " out.txt) -eq 3 ]] || { cat out.txt; fail "expected 3 step lines"; }
+grep -q "done: 3 steps" out.txt || fail "no summary"
+[[ -f mobius-run-short/checkpoints/checkpoint-00000003/DONE ]] || fail "no checkpoint"
+echo "ok: mobius run completed 3 steps with a checkpoint"
+
+spec long 100000 2
+"$BIN/mobius" run long.yaml --topology-file "$FIX" --link-scale 0.05 >out2.txt 2>err2.txt &
+pid=$!
+for _ in $(seq 1 100); do grep -q "^step 2/" out2.txt 2>/dev/null && break; sleep 0.2; done
+kill -TERM $pid
+set +e; wait $pid; rc=$?; set -e
+[[ $rc -eq 1 ]] || { cat err2.txt; fail "SIGTERM: exit $rc, want 1"; }
+sleep 0.5
+pgrep -f "mobius-worker run $TMP" >/dev/null && fail "workers survived SIGTERM"
+shm_after=$(ls /dev/shm | grep -c mobius-store || true)
+[[ $shm_after -le $shm_before ]] || fail "a host store was left in /dev/shm"
+echo "ok: SIGTERM stopped the run, no worker or host store left"
+
+spec wide 2 9
+set +e; "$BIN/mobius" run wide.yaml --topology-file "$FIX" >out3.txt 2>err3.txt; rc=$?; set -e
+[[ $rc -eq 2 ]] && grep -q "resources.gpus" err3.txt || { cat err3.txt; fail "9 GPUs: exit $rc"; }
+echo "ok: a job that cannot fit is refused with exit 2: $(cat err3.txt)"
