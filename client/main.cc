@@ -32,6 +32,7 @@ constexpr char kUsage[] =
     "Commands:\n"
     "  topo     show the server's GPU/PCIe/NUMA topology (--topology-file, --json, --xml)\n"
     "  plan     plan a fine-tuning job: stages, mapping, memory, step time, alternatives\n"
+    "           (mobius plan JOB.yaml plans a job spec)\n"
     "           (--model DIR|config.json, --topology-file or the daemon, --batch, --microbatch,\n"
     "           --seq, --schedule, --partitioner, --mapper, --gpus 0,1, --json, --trace FILE)\n"
     "  health   check that the daemon is serving\n"
@@ -100,6 +101,18 @@ int main(int argc, char** argv) {
     o.eos_id = absl::GetFlag(FLAGS_eos_id);
     o.threads = absl::GetFlag(FLAGS_threads);
     return mobius::cli::RunTokenize(o, std::cout, std::cerr);
+  }
+  if (args.size() == 3 && args[1] == "plan") {  // mobius plan JOB.yaml
+    mobius::cli::PlanCommandOptions o;
+    o.topology_file = absl::GetFlag(FLAGS_topology_file);
+    o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+    o.timeout = Timeout();
+    o.gpus = absl::GetFlag(FLAGS_gpus);
+    o.json = absl::GetFlag(FLAGS_json);
+    o.trace = absl::GetFlag(FLAGS_trace);
+    o.efficiency = absl::GetFlag(FLAGS_efficiency);
+    o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
+    return mobius::cli::RunPlanSpec(args[2], o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && args[1] == "run") {
     if (args.size() != 3) {

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
+#include "common/jobspec/yaml.h"
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
 #include "server/planner/api/make_plan.h"
@@ -81,6 +82,7 @@ absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
     p.device = d;
   }
   p.mip_time_limit_seconds = o.mip_time_limit_seconds;
+  p.num_stages = o.stages;
   p.trace = !o.trace.empty();
   return p;
 }
@@ -307,6 +309,34 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
     if (!o.trace.empty()) out << "\nTrace: " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
   return kExitOk;
+}
+
+int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream& out,
+                std::ostream& err) {
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(spec_path);
+  if (!spec.ok()) {
+    err << "mobius plan: " << spec.status().message() << "\n";
+    return ExitCodeFor(spec.status());
+  }
+  o.model = spec->model_dir;
+  o.batch = spec->training.global_batch;
+  o.microbatch = spec->training.microbatch > 0 ? spec->training.microbatch
+                                               : spec->training.global_batch;
+  o.seq = spec->training.seq_len;
+  o.schedule = spec->plan.schedule;
+  o.partitioner = spec->plan.partitioner;
+  o.mapper = spec->plan.mapper;
+  o.stages = spec->plan.stages;
+  if (spec->resources.device_memory_bytes > 0) {
+    o.gpu_memory_gib = spec->resources.device_memory_bytes / 1073741824.0;
+  }
+  if (spec->resources.gpus > 0 && o.gpus.empty()) {
+    // The first N GPUs (the daemon's scheduler may choose others; `mobius describe` shows them).
+    for (int g = 0; g < spec->resources.gpus; ++g) {
+      o.gpus += absl::StrCat(g == 0 ? "" : ",", g);
+    }
+  }
+  return RunPlan(o, out, err);
 }
 
 }  // namespace mobius::cli

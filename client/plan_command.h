@@ -36,11 +36,18 @@ struct PlanCommandOptions {
   double efficiency = 0.5;    // fraction of peak FLOP/s
   double peak_tflops = 0;     // > 0: device peak instead of the GPU-name preset
   double mip_time_limit_seconds = 10;
+  int stages = 0;             // > 0: exactly this many uniform stages (a job spec's plan.stages)
   bool json = false;
   std::string trace;          // write the Chrome trace here
 };
 
 int RunPlan(const PlanCommandOptions& options, std::ostream& out, std::ostream& err);
+
+// `mobius plan JOB.yaml`: the plan of a job spec (model, shape, schedule/partitioner/mapper,
+// stages, GPU count, device memory cap) on the daemon's topology or --topology-file; `base`
+// supplies the output and topology options.
+int RunPlanSpec(const std::string& spec_path, PlanCommandOptions base, std::ostream& out,
+                std::ostream& err);
 
 }  // namespace mobius::cli
 
