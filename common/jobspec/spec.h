@@ -8,7 +8,7 @@
 // declares the data, its defaults and the allowed values.
 //
 // Field names below are the YAML/JSON keys, and the dotted path of a field ("training.microbatch")
-// is what every error message names. Defaults mirror worker/train/standalone_trainer.h
+// is what every error message names. Defaults mirror worker/train/trainer_options.h
 // TrainerOptions where the two overlap. "0 means ..." fields keep 0 in the struct; Normalize fills
 // the derived defaults (microbatch, tokenizer) so that two specs that mean the same compare equal.
 //

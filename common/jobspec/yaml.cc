@@ -5,19 +5,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <charconv>
-#include <climits>
-#include <exception>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <sstream>
 #include <string>
-#include <system_error>
 #include <utility>
 #include <vector>
 
@@ -112,7 +109,6 @@ NumberResult ParseInteger(const std::string& s, T& out) {
 // them) and no hexadecimal floats.
 NumberResult ParseDouble(const std::string& s, double& out) {
   size_t i = (!s.empty() && (s[0] == '+' || s[0] == '-')) ? 1 : 0;
-  const size_t body = i;
   size_t digits = 0;
   while (i < s.size() && std::isdigit(static_cast<unsigned char>(s[i]))) ++i, ++digits;
   if (i < s.size() && s[i] == '.') {
@@ -130,7 +126,6 @@ NumberResult ParseDouble(const std::string& s, double& out) {
   if (i != s.size()) return NumberResult::kNotANumber;
   const char* first = s.data() + (s[0] == '+' ? 1 : 0);
   auto [ptr, ec] = std::from_chars(first, s.data() + s.size(), out, std::chars_format::general);
-  (void)body;
   if (ec == std::errc::result_out_of_range) return NumberResult::kOutOfRange;
   if (ec != std::errc() || ptr != s.data() + s.size()) return NumberResult::kNotANumber;
   return NumberResult::kOk;

@@ -547,6 +547,7 @@ PipelineWorker::~PipelineWorker() {
     for (auto* q : {s_->compute.get(), s_->h2d.get(), s_->d2h.get()}) {
       if (q != nullptr) s_->backend->Synchronize(*q).IgnoreError();
     }
+    if (s_->store) s_->backend->UnregisterHost(s_->store->base()).IgnoreError();
   }
 }
 
@@ -586,6 +587,8 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   bo.blas_threads = o.threads;
   bo.op_threads = o.threads;
   MOBIUS_ASSIGN_OR_RETURN(s->backend, backend::CpuBackend::Create(bo));
+  // Pinned once per worker (cudaHostRegister on CUDA): every copy to and from the store is a DMA.
+  MOBIUS_RETURN_IF_ERROR(s->backend->RegisterHost(s->store->base(), s->store->size_bytes()));
   MOBIUS_ASSIGN_OR_RETURN(s->compute, s->backend->CreateQueue(backend::QueueKind::kCompute, 1));
   MOBIUS_ASSIGN_OR_RETURN(s->h2d, s->backend->CreateQueue(backend::QueueKind::kHostToDevice, 0));
   MOBIUS_ASSIGN_OR_RETURN(s->d2h, s->backend->CreateQueue(backend::QueueKind::kDeviceToHost, 0));
