@@ -39,9 +39,9 @@ absl::StatusOr<planner::PartitionProblem> Problem(const model::ModelDescription&
                                                   const topology::TopologyFacts& facts,
                                                   const planner::JobShape& job,
                                                   const PredictOptions& o) {
-  MOBIUS_ASSIGN_OR_RETURN(planner::Profile profile,
-                          planner::AnalyticProfile(model, {job.microbatch, job.seq_len},
-                                                   CalibratedDevice(o)));
+  MOBIUS_ASSIGN_OR_RETURN(
+      planner::Profile profile,
+      planner::AnalyticProfile(model, {job.microbatch, job.seq_len}, CalibratedDevice(o)));
   return planner::MakePartitionProblem(profile, model, topology, facts, AllGpus(topology),
                                        static_cast<int>(job.global_batch / job.microbatch),
                                        CalibratedDevice(o).memory_bytes, Cost(o));
@@ -104,8 +104,8 @@ absl::StatusOr<RuntimeSim> SimulateRuntime(const planner::sim::SimMachine& machi
   }
   for (double b : busy) out.max_busy_seconds = std::max(out.max_busy_seconds, b);
   for (size_t l = 0; l < machine.links.size(); ++l) {
-    out.links.push_back({machine.links[l].name, machine.links[l].bytes_per_s,
-                         engine.links[l].bytes, engine.links[l].busy_seconds});
+    out.links.push_back({machine.links[l].name, machine.links[l].bytes_per_s, engine.links[l].bytes,
+                         engine.links[l].busy_seconds});
   }
   return out;
 }
@@ -139,8 +139,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
     pr.gpu_memory_cap_bytes = CapFor(problem, std::min(o.units_per_stage, problem.num_units()));
     po.gpu_memory_bytes = pr.gpu_memory_cap_bytes;
   }
-  absl::StatusOr<planner::PlanReport> report =
-      planner::MakePlan(model, topology, facts, job, po);
+  absl::StatusOr<planner::PlanReport> report = planner::MakePlan(model, topology, facts, job, po);
   if (!report.ok()) {
     return absl::Status(report.status().code(),
                         absl::StrCat("plan (mapper ", mapper, "): ", report.status().message()));

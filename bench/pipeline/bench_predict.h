@@ -41,20 +41,20 @@ namespace mobius::bench {
 
 struct PredictOptions {
   std::string partitioner = "exact";
-  int units_per_stage = 1;          // memory cap as above; 0: the GPUs' own memory
-  int num_stages = 0;               // > 0: exactly this many uniform stages (PlanOptions)
+  int units_per_stage = 0;  // memory cap as above; 0: the GPUs' own memory
+  int num_stages = 0;       // > 0: exactly this many uniform stages (PlanOptions)
   double link_scale = 1e-3;
-  double dma_efficiency = 0.8;      // launch::EmulationOptions' and the simulator's default
-  double effective_flops_per_s = 0; // calibrated
+  double dma_efficiency = 0.8;       // launch::EmulationOptions' and the simulator's default
+  double effective_flops_per_s = 0;  // calibrated
   double optimizer_seconds_per_billion_params = 0.3;
 };
 
 // The runtime-matched simulation's numbers (sim::Simulate's summary cannot describe the patched
 // task graph, so the engine runs directly).
 struct RuntimeSim {
-  double step_seconds = 0;        // makespan, optimizer included
-  double max_busy_seconds = 0;    // the busiest GPU's compute time
-  int64_t skipped_upload_bytes = 0;  // backward uploads the runtime does not do
+  double step_seconds = 0;                     // makespan, optimizer included
+  double max_busy_seconds = 0;                 // the busiest GPU's compute time
+  int64_t skipped_upload_bytes = 0;            // backward uploads the runtime does not do
   std::vector<planner::sim::LinkStats> links;  // bytes per simulator link
 };
 

@@ -191,8 +191,7 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
                c.small_step_seconds.size(), c.large_step_seconds.size(),
                Median(c.small_step_seconds), Median(c.large_step_seconds),
                static_cast<long long>(c.large_microbatches), c.microbatch_seconds,
-               c.effective_flops_per_s / 1e9, c.fixed_seconds,
-               c.fixed_seconds_per_billion_params);
+               c.effective_flops_per_s / 1e9, c.fixed_seconds, c.fixed_seconds_per_billion_params);
   std::fprintf(out,
                "| mapping | S | GPU order | contention | predicted plan s | "
                "predicted runtime-sim s | measured s median (min-max) | measured / plan | "
@@ -202,17 +201,16 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
   for (const MappingSummary& m : r.mappings) {
     std::string measured = "-", ratio_plan = "-", ratio_sim = "-";
     if (r.runs) {
-      measured = absl::StrFormat("%.3f (%.3f-%.3f)", m.measured_median, m.measured_min,
-                                 m.measured_max);
+      measured =
+          absl::StrFormat("%.3f (%.3f-%.3f)", m.measured_median, m.measured_min, m.measured_max);
       ratio_plan = absl::StrFormat("%.2f", m.measured_median / m.predicted_plan_seconds);
       ratio_sim = absl::StrFormat("%.2f", m.measured_median / m.predicted_sim_seconds);
     }
-    std::fprintf(out,
-                 "| %s | %zu | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f |\n",
-                 m.mapper.c_str(), m.stages.size(), Order(m.gpu_order).c_str(),
-                 m.contention_score, m.predicted_plan_seconds, m.predicted_sim_seconds,
-                 measured.c_str(), ratio_plan.c_str(), ratio_sim.c_str(), m.compute_median,
-                 m.stall_median, m.predicted_sim_busy_seconds);
+    std::fprintf(
+        out, "| %s | %zu | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f |\n",
+        m.mapper.c_str(), m.stages.size(), Order(m.gpu_order).c_str(), m.contention_score,
+        m.predicted_plan_seconds, m.predicted_sim_seconds, measured.c_str(), ratio_plan.c_str(),
+        ratio_sim.c_str(), m.compute_median, m.stall_median, m.predicted_sim_busy_seconds);
   }
   if (!r.mappings.empty()) {
     std::fprintf(out, "\nstages (units): %s\n", Stages(r.mappings.front().stages).c_str());
@@ -220,13 +218,14 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
   const MappingSummary* seq = Find(r, "sequential");
   const MappingSummary* cross = Find(r, "cross");
   if (seq != nullptr && cross != nullptr) {
-    std::fprintf(out, "speedup sequential / cross: predicted plan %.3fx, predicted runtime-sim "
+    std::fprintf(out,
+                 "speedup sequential / cross: predicted plan %.3fx, predicted runtime-sim "
                  "%.3fx",
                  seq->predicted_plan_seconds / cross->predicted_plan_seconds,
                  seq->predicted_sim_seconds / cross->predicted_sim_seconds);
     if (r.runs) {
-      std::fprintf(out, ", measured %.3fx (per rep:",
-                   seq->measured_median / cross->measured_median);
+      std::fprintf(out,
+                   ", measured %.3fx (per rep:", seq->measured_median / cross->measured_median);
       for (size_t i = 0; i < std::min(seq->rep_medians.size(), cross->rep_medians.size()); ++i) {
         std::fprintf(out, " %.3f", seq->rep_medians[i] / cross->rep_medians[i]);
       }
@@ -235,12 +234,13 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
     std::fprintf(out, "\n");
   }
   if (r.runs) {
-    std::fprintf(out, "losses bit-identical across mappings and reps: %s; equal to the standalone "
+    std::fprintf(out,
+                 "losses bit-identical across mappings and reps: %s; equal to the standalone "
                  "trainer's for the first %d steps: %s\n",
                  r.losses_identical ? "yes" : "NO", r.losses_checked_vs_standalone,
                  r.losses_checked_vs_standalone == 0 ? "n/a"
-                 : r.losses_match_standalone        ? "yes"
-                                                    : "NO");
+                 : r.losses_match_standalone         ? "yes"
+                                                     : "NO");
   }
   for (const MappingSummary& m : r.mappings) {
     std::fprintf(out,
@@ -249,10 +249,9 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
                  "d2h plan | d2h rt-sim |\n|---|---|---|---|---|---|---|---|\n",
                  m.mapper.c_str());
     for (const LinkRow& l : m.links) {
-      std::fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n",
-                   l.name.c_str(), MB(l.capacity_bytes_per_s), MB(l.h2d_measured),
-                   MB(l.h2d_plan), MB(l.h2d_sim), MB(l.d2h_measured), MB(l.d2h_plan),
-                   MB(l.d2h_sim));
+      std::fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", l.name.c_str(),
+                   MB(l.capacity_bytes_per_s), MB(l.h2d_measured), MB(l.h2d_plan), MB(l.h2d_sim),
+                   MB(l.d2h_measured), MB(l.d2h_plan), MB(l.d2h_sim));
     }
   }
 }
@@ -262,13 +261,20 @@ std::string ResultJson(const BenchResult& r) {
   const Calibration& c = r.calibration;
   Json j;
   j["emulated"] = true;
-  j["setup"] = {{"topology", s.topology},     {"model", s.model},
-                {"parameters", s.parameters}, {"seq", s.seq},
-                {"batch", s.batch},           {"microbatch", s.microbatch},
-                {"steps", s.steps},           {"reps", s.reps},
-                {"threads_per_worker", s.threads}, {"cores", s.cores},
-                {"link_scale", s.link_scale}, {"grad_clip", s.grad_clip},
-                {"partitioner", s.partitioner}, {"units_per_stage", s.units_per_stage},
+  j["setup"] = {{"topology", s.topology},
+                {"model", s.model},
+                {"parameters", s.parameters},
+                {"seq", s.seq},
+                {"batch", s.batch},
+                {"microbatch", s.microbatch},
+                {"steps", s.steps},
+                {"reps", s.reps},
+                {"threads_per_worker", s.threads},
+                {"cores", s.cores},
+                {"link_scale", s.link_scale},
+                {"grad_clip", s.grad_clip},
+                {"partitioner", s.partitioner},
+                {"units_per_stage", s.units_per_stage},
                 {"num_stages", s.num_stages}};
   j["calibration"] = {{"small_batch", c.small_batch},
                       {"large_batch", c.large_batch},
@@ -283,14 +289,13 @@ std::string ResultJson(const BenchResult& r) {
   for (const MappingSummary& m : r.mappings) {
     Json links = Json::array();
     for (const LinkRow& l : m.links) {
-      links.push_back({{"name", l.name},
-                       {"bytes_per_second", l.capacity_bytes_per_s},
-                       {"h2d_bytes_per_step", {{"measured", l.h2d_measured},
-                                               {"plan_sim", l.h2d_plan},
-                                               {"runtime_sim", l.h2d_sim}}},
-                       {"d2h_bytes_per_step", {{"measured", l.d2h_measured},
-                                               {"plan_sim", l.d2h_plan},
-                                               {"runtime_sim", l.d2h_sim}}}});
+      links.push_back(
+          {{"name", l.name},
+           {"bytes_per_second", l.capacity_bytes_per_s},
+           {"h2d_bytes_per_step",
+            {{"measured", l.h2d_measured}, {"plan_sim", l.h2d_plan}, {"runtime_sim", l.h2d_sim}}},
+           {"d2h_bytes_per_step",
+            {{"measured", l.d2h_measured}, {"plan_sim", l.d2h_plan}, {"runtime_sim", l.d2h_sim}}}});
     }
     Json stages = Json::array();
     for (const auto& [b, e] : m.stages) stages.push_back({b, e});

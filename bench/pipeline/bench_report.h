@@ -28,36 +28,36 @@ struct BenchSetup {
 struct MappingRun {
   std::string mapper;
   int rep = 0;
-  double wall_seconds = 0;                      // Start .. Wait returned
+  double wall_seconds = 0;  // Start .. Wait returned
   std::vector<runtime::StepReport> steps;
-  std::vector<runtime::LinkTraffic> links;      // whole run
+  std::vector<runtime::LinkTraffic> links;  // whole run
   std::vector<std::vector<int>> rank_links;
-  std::vector<double> link_capacity;            // bytes/s per emulated link (scaled)
+  std::vector<double> link_capacity;  // bytes/s per emulated link (scaled)
 };
 
 struct LinkRow {
   std::string name;
   double capacity_bytes_per_s = 0;
-  double h2d_measured = 0, d2h_measured = 0;    // bytes per step
-  double h2d_plan = 0, d2h_plan = 0;            // MakePlan's simulation
-  double h2d_sim = 0, d2h_sim = 0;              // the runtime-matched simulation
+  double h2d_measured = 0, d2h_measured = 0;  // bytes per step
+  double h2d_plan = 0, d2h_plan = 0;          // MakePlan's simulation
+  double h2d_sim = 0, d2h_sim = 0;            // the runtime-matched simulation
 };
 
 struct MappingSummary {
   std::string mapper;
   std::vector<int> gpu_order;
-  std::vector<std::pair<int, int>> stages;      // unit ranges [begin, end)
+  std::vector<std::pair<int, int>> stages;  // unit ranges [begin, end)
   double contention_score = 0;
   int64_t gpu_memory_cap_bytes = 0;
   double predicted_plan_seconds = 0;
   double predicted_sim_seconds = 0;
-  double predicted_sim_busy_seconds = 0;        // max over GPUs, runtime-matched simulation
-  std::vector<double> measured_seconds;         // timed steps of every rep
+  double predicted_sim_busy_seconds = 0;  // max over GPUs, runtime-matched simulation
+  std::vector<double> measured_seconds;   // timed steps of every rep
   std::vector<double> rep_medians;
   double measured_median = 0, measured_min = 0, measured_max = 0;
   double compute_median = 0, stall_median = 0, optimizer_median = 0;  // max over ranks, median
-  double wall_seconds = 0;                      // all reps
-  std::vector<float> losses;                    // first rep
+  double wall_seconds = 0;                                            // all reps
+  std::vector<float> losses;                                          // first rep
   std::vector<LinkRow> links;
 };
 
@@ -65,8 +65,8 @@ struct BenchResult {
   BenchSetup setup;
   Calibration calibration;
   std::vector<MappingSummary> mappings;
-  bool runs = false;                  // false: --plan_only
-  bool losses_identical = true;       // every mapping and rep, bit for bit
+  bool runs = false;                     // false: --plan_only
+  bool losses_identical = true;          // every mapping and rep, bit for bit
   int losses_checked_vs_standalone = 0;  // steps compared with the standalone calibration run
   bool losses_match_standalone = true;
 };

@@ -99,9 +99,9 @@ absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
       o.batch = large ? c.large_batch : c.small_batch;
       absl::StatusOr<StandaloneRun> run = RunStandalone(o);
       if (!run.ok()) {
-        return absl::Status(run.status().code(),
-                            absl::StrCat("standalone calibration (batch ", o.batch,
-                                         "): ", run.status().message()));
+        return absl::Status(
+            run.status().code(),
+            absl::StrCat("standalone calibration (batch ", o.batch, "): ", run.status().message()));
       }
       std::vector<double>& dst = large ? c.large_step_seconds : c.small_step_seconds;
       dst.insert(dst.end(), run->timed_seconds.begin(), run->timed_seconds.end());
@@ -111,14 +111,13 @@ absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
   const double small = Median(c.small_step_seconds), large = Median(c.large_step_seconds);
   c.microbatch_seconds = (large - small) / static_cast<double>(c.large_microbatches - 1);
   if (!(c.microbatch_seconds > 0)) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        "calibration: a step with ", c.large_microbatches, " microbatches (median ", large,
-        " s) was not slower than one with 1 (", small,
-        " s); the machine is too noisy, rerun with more --calib_steps"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("calibration: a step with ", c.large_microbatches, " microbatches (median ",
+                     large, " s) was not slower than one with 1 (", small,
+                     " s); the machine is too noisy, rerun with more --calib_steps"));
   }
   c.fixed_seconds = std::max(0.0, small - c.microbatch_seconds);
-  const model::UnitFlopsPerToken f =
-      model::ModelFlops(inputs.description, base.seq);
+  const model::UnitFlopsPerToken f = model::ModelFlops(inputs.description, base.seq);
   c.flops_per_microbatch =
       (2 * f.forward_flops + f.backward_flops) * static_cast<double>(mb * base.seq);
   c.effective_flops_per_s = c.flops_per_microbatch / c.microbatch_seconds;

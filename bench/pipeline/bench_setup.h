@@ -51,14 +51,14 @@ absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const Model
                                              int64_t seq_len, int64_t num_tokens);
 
 struct Calibration {
-  int64_t small_batch = 0, large_batch = 0;     // sequences per step of the two configurations
+  int64_t small_batch = 0, large_batch = 0;  // sequences per step of the two configurations
   int64_t small_microbatches = 0, large_microbatches = 0;
-  std::vector<double> small_step_seconds;       // timed steps (the first step of a run dropped)
+  std::vector<double> small_step_seconds;  // timed steps (the first step of a run dropped)
   std::vector<double> large_step_seconds;
-  std::vector<float> large_losses;              // every step of the first large run (oracle)
-  double microbatch_seconds = 0;   // one microbatch: forward, recompute, backward
-  double fixed_seconds = 0;        // per step, beside the microbatches (>= 0)
-  double flops_per_microbatch = 0; // analytic: (2 x forward + backward) x tokens
+  std::vector<float> large_losses;  // every step of the first large run (oracle)
+  double microbatch_seconds = 0;    // one microbatch: forward, recompute, backward
+  double fixed_seconds = 0;         // per step, beside the microbatches (>= 0)
+  double flops_per_microbatch = 0;  // analytic: (2 x forward + backward) x tokens
   double effective_flops_per_s = 0;
   double fixed_seconds_per_billion_params = 0;
 };

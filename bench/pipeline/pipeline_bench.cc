@@ -6,8 +6,9 @@
 //      (bench_setup.h), and a token file;
 //   2. calibration: standalone training steps of that model on this machine give the effective
 //      FLOP/s and the per-step fixed cost the planner's analytic model is fed (bench_setup.h);
-//   3. plans for mapper sequential and cross on the fixture, same partition (exact, GPU memory
-//      capped so stages outnumber GPUs), links scaled by --link_scale in the simulator
+//   3. plans for mapper sequential and cross on the fixture, same partition (by default 12 uniform
+//      stages on 8 GPUs; --num_stages=0 --units_per_stage=K lets the partitioner choose under a
+//      GPU memory cap of K units per stage slot), links scaled by --link_scale in the simulator
 //      (bench_predict.h);
 //   4. BuildRunConfig (server/launch/run_builder.h) with the same link scale, and a Launcher run of
 //      8 `mobius-worker run` processes (threads 1 each), mappings alternating over --reps;
@@ -17,8 +18,8 @@
 // Everything it reports is EMULATED: CPU processes behind token-bucket links, not GPUs.
 //
 //   pipeline_bench [--layers=16 --hidden=256 --heads=4 --kv_heads=2 --intermediate=688
-//                   --vocab=512 --seq=32 --batch=4 --microbatch=1 --steps=6 --reps=1
-//                   --link_scale=1e-3 --units_per_stage=1 --num_stages=0 --partitioner=exact
+//                   --vocab=512 --seq=32 --batch=4 --microbatch=1 --steps=5 --reps=2
+//                   --link_scale=1e-3 --num_stages=12 --units_per_stage=0 --partitioner=exact
 //                   --mappers=sequential,cross --grad_clip=0 --threads=1 --calib_steps=3
 //                   --calib_reps=2 --plan_only --out=FILE --work_dir=DIR --keep
 //                   --worker=PATH --topology=FILE]
@@ -50,8 +51,8 @@ namespace {
 
 struct Args {
   ModelShape shape;
-  int64_t seq = 32, batch = 4, microbatch = 1, steps = 6;
-  int reps = 1, calib_steps = 3, calib_reps = 2, threads = 1, units_per_stage = 1, num_stages = 0;
+  int64_t seq = 32, batch = 4, microbatch = 1, steps = 5;
+  int reps = 2, calib_steps = 3, calib_reps = 2, threads = 1, units_per_stage = 0, num_stages = 12;
   double link_scale = 1e-3, grad_clip = 0;
   std::string partitioner = "exact";
   std::vector<std::string> mappers = {"sequential", "cross"};
@@ -60,8 +61,10 @@ struct Args {
 };
 
 [[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr, "pipeline_bench: %s\n(see the comment at the top of "
-               "bench/pipeline/pipeline_bench.cc for the arguments)\n", why.c_str());
+  std::fprintf(stderr,
+               "pipeline_bench: %s\n(see the comment at the top of "
+               "bench/pipeline/pipeline_bench.cc for the arguments)\n",
+               why.c_str());
   std::exit(2);
 }
 
@@ -81,18 +84,24 @@ double Real(const std::string& key, const std::string& v) {
 
 Args Parse(int argc, char** argv) {
   Args a;
-  a.topology = std::string(MOBIUS_SOURCE_DIR) +
-               "/test/data/topology/paper_testbed_2s_2sw_8x3090.xml";
+  a.topology =
+      std::string(MOBIUS_SOURCE_DIR) + "/test/data/topology/paper_testbed_2s_2sw_8x3090.xml";
   std::error_code ec;
   a.worker = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker";
-  std::map<std::string, int64_t*> ints = {
-      {"--layers", &a.shape.layers}, {"--hidden", &a.shape.hidden},
-      {"--heads", &a.shape.heads}, {"--kv_heads", &a.shape.kv_heads},
-      {"--intermediate", &a.shape.intermediate}, {"--vocab", &a.shape.vocab},
-      {"--seq", &a.seq}, {"--batch", &a.batch}, {"--microbatch", &a.microbatch},
-      {"--steps", &a.steps}};
-  std::map<std::string, int*> small = {{"--reps", &a.reps}, {"--calib_steps", &a.calib_steps},
-                                       {"--calib_reps", &a.calib_reps}, {"--threads", &a.threads},
+  std::map<std::string, int64_t*> ints = {{"--layers", &a.shape.layers},
+                                          {"--hidden", &a.shape.hidden},
+                                          {"--heads", &a.shape.heads},
+                                          {"--kv_heads", &a.shape.kv_heads},
+                                          {"--intermediate", &a.shape.intermediate},
+                                          {"--vocab", &a.shape.vocab},
+                                          {"--seq", &a.seq},
+                                          {"--batch", &a.batch},
+                                          {"--microbatch", &a.microbatch},
+                                          {"--steps", &a.steps}};
+  std::map<std::string, int*> small = {{"--reps", &a.reps},
+                                       {"--calib_steps", &a.calib_steps},
+                                       {"--calib_reps", &a.calib_reps},
+                                       {"--threads", &a.threads},
                                        {"--units_per_stage", &a.units_per_stage},
                                        {"--num_stages", &a.num_stages}};
   for (int i = 1; i < argc; ++i) {
@@ -183,11 +192,10 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
   absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
   if (!launcher.ok()) return launcher.status();
   runtime::LaunchResult result = (*launcher)->Wait();
-  out.wall_seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  out.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!result.status.ok()) {
-    return absl::Status(result.status.code(), absl::StrCat("pipeline run ", job, ": ",
-                                                           result.status.message()));
+    return absl::Status(result.status.code(),
+                        absl::StrCat("pipeline run ", job, ": ", result.status.message()));
   }
   out.steps = std::move(result.steps);
   out.links = std::move(result.links);
@@ -232,12 +240,13 @@ int Main(int argc, char** argv) {
   const int64_t tokens = (a.steps + 2) * a.batch * (a.seq + 1) * 2 + 4096;
   absl::StatusOr<BenchInputs> in = WriteBenchInputs(work, a.shape, a.seq, tokens);
   if (!in.ok()) return Fail(in.status());
-  std::fprintf(stderr, "model: llama L=%lld C=%lld H=%lld KV=%lld I=%lld V=%lld, %.2fM params; "
-               "work dir %s\n", static_cast<long long>(a.shape.layers),
-               static_cast<long long>(a.shape.hidden), static_cast<long long>(a.shape.heads),
-               static_cast<long long>(a.shape.kv_heads),
-               static_cast<long long>(a.shape.intermediate),
-               static_cast<long long>(a.shape.vocab), in->parameters / 1e6, work.c_str());
+  std::fprintf(stderr,
+               "model: llama L=%lld C=%lld H=%lld KV=%lld I=%lld V=%lld, %.2fM params; "
+               "work dir %s\n",
+               static_cast<long long>(a.shape.layers), static_cast<long long>(a.shape.hidden),
+               static_cast<long long>(a.shape.heads), static_cast<long long>(a.shape.kv_heads),
+               static_cast<long long>(a.shape.intermediate), static_cast<long long>(a.shape.vocab),
+               in->parameters / 1e6, work.c_str());
 
   std::fprintf(stderr, "calibrating: standalone steps with 1 and %lld microbatches...\n",
                static_cast<long long>(std::max<int64_t>(2, a.batch / a.microbatch)));
@@ -277,9 +286,9 @@ int Main(int argc, char** argv) {
 
   BenchSetup setup;
   setup.topology = a.topology;
-  setup.model = absl::StrCat("llama L=", a.shape.layers, " C=", a.shape.hidden, " H=",
-                             a.shape.heads, " KV=", a.shape.kv_heads, " I=",
-                             a.shape.intermediate, " V=", a.shape.vocab);
+  setup.model =
+      absl::StrCat("llama L=", a.shape.layers, " C=", a.shape.hidden, " H=", a.shape.heads,
+                   " KV=", a.shape.kv_heads, " I=", a.shape.intermediate, " V=", a.shape.vocab);
   setup.parameters = in->parameters;
   setup.seq = a.seq;
   setup.batch = a.batch;
@@ -291,7 +300,7 @@ int Main(int argc, char** argv) {
   setup.grad_clip = a.grad_clip;
   setup.units_per_stage = a.units_per_stage;
   setup.num_stages = a.num_stages;
-  setup.partitioner = a.partitioner;
+  setup.partitioner = preds.front().report.plan.partitioner;  // "uniform" with --num_stages
   setup.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
   const BenchResult result = Summarize(setup, *cal, preds, runs);
   PrintReport(result, stdout);

@@ -1,6 +1,7 @@
 #include "server/daemon/daemon.h"
 
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <chrono>
 
@@ -17,6 +18,7 @@
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/service/job_manager.h"
 #include "server/metrics/daemon_metrics.h"
+#include "common/rpc/jobspec_convert.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/node_service.h"
 #include "server/rpc/peer_listener.h"
@@ -52,10 +54,23 @@ class DaemonImpl : public Daemon {
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     node_service_ = std::make_unique<NodeServiceImpl>(&snapshot_);
     node_service_->SetStatusProvider([this] { return NodeStatusProto(); });
+    node_service_->SetPlanProvider(
+        [this](grpc::ServerContext* context,
+               const v1::PlanRequest& request) -> absl::StatusOr<v1::PlanResponse> {
+          MOBIUS_ASSIGN_OR_RETURN(jobs::Caller caller,
+                                  ResolveCaller(*listener_, access_, context->peer()));
+          MOBIUS_ASSIGN_OR_RETURN(auto plan,
+                                  jobs_->Plan(caller, JobSpecFromProto(request.spec())));
+          v1::PlanResponse r;
+          r.set_plan_json(plan.first);
+          r.set_text(plan.second);
+          return r;
+        });
     // The socket is ours, not gRPC's: each accepted connection's SO_PEERCRED identifies the
     // caller (peer_listener.h). Created with no access for others; SetMode() opens it up.
     MOBIUS_ASSIGN_OR_RETURN(listener_, PeerListener::Listen(options.socket_path));
-    AccessConfig access{options.admin_uids, options.admin_gid};
+    access_ = AccessConfig{options.admin_uids, options.admin_gid};
+    const AccessConfig& access = access_;
     RpcObserver on_rpc = [this](const std::string& method, double seconds) {
       metrics_->ObserveRpc(method, seconds);
     };
@@ -69,6 +84,10 @@ class DaemonImpl : public Daemon {
     server_ = builder.BuildAndStart();
     if (server_ == nullptr) return absl::UnavailableError("gRPC server failed to start");
     listener_->Start(server_.get());
+    if (options.socket_gid != static_cast<gid_t>(-1) &&
+        chown(options.socket_path.c_str(), static_cast<uid_t>(-1), options.socket_gid) != 0) {
+      return MOBIUS_ERRNO_ERROR(absl::StrCat("chgrp ", options.socket_path));
+    }
     MOBIUS_RETURN_IF_ERROR(claim_->SetMode(options.socket_mode));
     LOG(INFO) << "serving gRPC (NodeService, JobService, AdminService, grpc.health.v1, "
                  "reflection) on unix:"
@@ -177,6 +196,7 @@ class DaemonImpl : public Daemon {
   std::unique_ptr<SocketClaim> claim_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   bool has_cuda_ = false;
+  AccessConfig access_;
   std::unique_ptr<DaemonMetrics> metrics_;  // before jobs_: the manager reports to it
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;

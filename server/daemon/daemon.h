@@ -27,6 +27,7 @@ namespace mobius {
 struct DaemonOptions {
   std::string socket_path;
   unsigned socket_mode = 0660;
+  gid_t socket_gid = static_cast<gid_t>(-1);  // group of the socket file; -1: the daemon's
   std::string topology_file;  // empty: live hwloc discovery
   // The job service (server/jobs/service/job_manager.h).
   std::string state_dir;               // jobs.db and per-job directories

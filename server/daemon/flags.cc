@@ -7,6 +7,9 @@ ABSL_FLAG(std::string, socket, mobius::kDefaultSocketPath,
           "Unix socket to serve gRPC on. Its directory must exist and be writable.");
 ABSL_FLAG(std::string, socket_mode, "0660",
           "Permission bits of the socket file (octal): who may talk to the daemon.");
+ABSL_FLAG(std::string, socket_group, "",
+          "Group of the socket file (with --socket_mode 0660: the users who may submit jobs); "
+          "empty: the daemon's group.");
 ABSL_FLAG(std::string, topology_file, "",
           "Load the hardware topology from this hwloc XML file instead of discovering it "
           "(emulate a server you do not have).");

@@ -9,6 +9,7 @@
 
 ABSL_DECLARE_FLAG(std::string, socket);
 ABSL_DECLARE_FLAG(std::string, socket_mode);
+ABSL_DECLARE_FLAG(std::string, socket_group);
 ABSL_DECLARE_FLAG(std::string, topology_file);
 ABSL_DECLARE_FLAG(double, shutdown_grace_seconds);
 ABSL_DECLARE_FLAG(std::string, state_dir);

@@ -78,6 +78,14 @@ int main(int argc, char** argv) {
     }
     options.admin_uids.insert(uid);
   }
+  if (const std::string group = absl::GetFlag(FLAGS_socket_group); !group.empty()) {
+    struct group* g = getgrnam(group.c_str());
+    if (g == nullptr) {
+      LOG(ERROR) << "--socket_group: no group named '" << group << "'";
+      return 2;
+    }
+    options.socket_gid = g->gr_gid;
+  }
   if (const std::string group = absl::GetFlag(FLAGS_admin_group); !group.empty()) {
     struct group* g = getgrnam(group.c_str());
     if (g == nullptr) {

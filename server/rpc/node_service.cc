@@ -23,4 +23,13 @@ grpc::Status NodeServiceImpl::GetNodeStatus(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+grpc::Status NodeServiceImpl::Plan(grpc::ServerContext* context, const v1::PlanRequest* request,
+                                   v1::PlanResponse* response) {
+  if (!plan_provider_) return grpc::Status(grpc::StatusCode::UNIMPLEMENTED, "no job service");
+  absl::StatusOr<v1::PlanResponse> r = plan_provider_(context, *request);
+  if (!r.ok()) return ToGrpcStatus(r.status());
+  *response = *r;
+  return grpc::Status::OK;
+}
+
 }  // namespace mobius

@@ -33,6 +33,14 @@ class NodeServiceImpl final : public v1::NodeService::Service {
   // UNIMPLEMENTED until a provider is set (the daemon's job manager knows the answer).
   grpc::Status GetNodeStatus(grpc::ServerContext* context, const v1::GetNodeStatusRequest* request,
                              v1::GetNodeStatusResponse* response) override;
+  // UNIMPLEMENTED until a provider is set (the daemon's job manager plans specs).
+  grpc::Status Plan(grpc::ServerContext* context, const v1::PlanRequest* request,
+                    v1::PlanResponse* response) override;
+  void SetPlanProvider(
+      std::function<absl::StatusOr<v1::PlanResponse>(grpc::ServerContext*, const v1::PlanRequest&)>
+          provider) {
+    plan_provider_ = std::move(provider);
+  }
   void SetStatusProvider(std::function<absl::StatusOr<v1::GetNodeStatusResponse>()> provider) {
     status_provider_ = std::move(provider);
   }
@@ -40,6 +48,8 @@ class NodeServiceImpl final : public v1::NodeService::Service {
  private:
   const TopologySnapshot* snapshot_;
   std::function<absl::StatusOr<v1::GetNodeStatusResponse>()> status_provider_;
+  std::function<absl::StatusOr<v1::PlanResponse>(grpc::ServerContext*, const v1::PlanRequest&)>
+      plan_provider_;
 };
 
 }  // namespace mobius

@@ -5,8 +5,9 @@
 //
 // Guarantees:
 //   - bad input (a plan that does not cover the model, wrong GPU count, missing model or data, a
-//     token file shorter than one batch, a device cap that cannot hold two stages) is reported by
-//     Start(), before any worker exists, with the field and the numbers;
+//     token file shorter than one batch) is reported by Start(), before any worker exists, with the
+//     field and the numbers; a device cap that cannot hold two stages is found by the workers while
+//     they allocate, before any step, and Wait() returns it as RESOURCE_EXHAUSTED;
 //   - when a worker exits with an error or is killed, the launcher reports which rank and why (exit
 //     code or signal, and its last log lines) within a poll interval, sets the store's abort word,
 //     kills every other worker (SIGKILL after the grace period) and reaps them;

@@ -579,7 +579,9 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   MOBIUS_ASSIGN_OR_RETURN(s->store, HostStore::Open(s->run.store_path, s->layout.total_bytes));
   backend::CpuBackendOptions bo;
   bo.backend.capacity_bytes = o.device_memory_bytes;
-  bo.backend.copy_chunk_bytes = uint64_t{4} << 20;  // link emulation granularity
+  // Link emulation reserves link time per chunk, first come first served: small chunks keep a
+  // boundary activation from waiting behind another GPU's whole stage upload.
+  bo.backend.copy_chunk_bytes = s->run.links.empty() ? uint64_t{64} << 20 : uint64_t{256} << 10;
   if (!s->run.links.empty()) {
     s->links = std::make_unique<LinkEmulator>(s->run, s->layout, s->store.get(), rank);
     bo.backend.link_model = s->links.get();
@@ -587,8 +589,6 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   bo.blas_threads = o.threads;
   bo.op_threads = o.threads;
   MOBIUS_ASSIGN_OR_RETURN(s->backend, backend::CpuBackend::Create(bo));
-  // Pinned once per worker (cudaHostRegister on CUDA): every copy to and from the store is a DMA.
-  MOBIUS_RETURN_IF_ERROR(s->backend->RegisterHost(s->store->base(), s->store->size_bytes()));
   MOBIUS_ASSIGN_OR_RETURN(s->compute, s->backend->CreateQueue(backend::QueueKind::kCompute, 1));
   MOBIUS_ASSIGN_OR_RETURN(s->h2d, s->backend->CreateQueue(backend::QueueKind::kHostToDevice, 0));
   MOBIUS_ASSIGN_OR_RETURN(s->d2h, s->backend->CreateQueue(backend::QueueKind::kDeviceToHost, 0));
@@ -617,6 +617,9 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
   const train::TrainerOptions& o = s.run.training;
   FillStore(s);
   MOBIUS_RETURN_IF_ERROR(s.store->Barrier(s.run.num_workers));
+  // Pinned once per worker (cudaHostRegister on CUDA), after every rank first-touched its stages:
+  // registering faults pages in, which must not decide their NUMA node.
+  MOBIUS_RETURN_IF_ERROR(s.backend->RegisterHost(s.store->base(), s.store->size_bytes()));
   std::thread optimizer([&s] { OptimizerLoop(s); });
   auto finish = [&](absl::Status st) {
     {

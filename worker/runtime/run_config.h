@@ -39,7 +39,8 @@ struct RunConfig {
   std::vector<StageRange> stages;
   std::vector<int> stage_rank;      // [stage] -> rank in [0, num_workers)
   int num_workers = 0;
-  std::string schedule = "mobius";  // "mobius" (stages cycle over the GPUs) | "resident" (S == G)
+  std::string schedule = "mobius";  // "mobius" (stages cycle over the GPUs) | "resident" (S == G;
+                                    // runs as mobius with one stage per GPU)
   std::string store_path;           // /dev/shm/mobius-store-<job>-<pid>
   std::vector<EmulatedLink> links;
   std::vector<std::vector<int>> rank_links;  // [rank] -> indices into links (empty: no emulation)

@@ -497,6 +497,32 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
   return Get(caller, created->job.id);
 }
 
+absl::StatusOr<std::pair<std::string, std::string>> JobManager::Plan(const Caller& caller,
+                                                                     jobspec::JobSpec spec) {
+  State& s = *s_;
+  jobspec::Normalize(spec);
+  MOBIUS_RETURN_IF_ERROR(jobspec::ValidateJobSpec(
+      spec, {.require_absolute_paths = true, .check_files_exist = true}));
+  MOBIUS_RETURN_IF_ERROR(TrainerOptionsFromSpec(spec, "unused").status());
+  MOBIUS_ASSIGN_OR_RETURN(
+      PlannedJob planned,
+      PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {}));
+  JobRequest probe = planned.request;
+  probe.job_id = "plan";
+  absl::Status fits = CheckFits(s.options.node, probe);
+  const planner::Plan& p = planned.report.plan;
+  runtime::RunConfig none;
+  std::string text = absl::StrCat(
+      "plan: ", p.num_stages(), " stages (", p.partitioner, "), ", p.mapping.gpu_order.size(),
+      " GPU(s) in order ", GpuList(p.mapping.gpu_order), " (", p.mapper, "), schedule ",
+      p.schedule, "\npredicted step: ", p.predicted_step_seconds, " s on ",
+      planned.report.device, "\nmemory: ", p.memory.max_gpu_bytes >> 20, " MiB per GPU at most, ",
+      p.memory.host_bytes >> 20, " MiB host, ", p.memory.pinned_bytes >> 20, " MiB pinned\n",
+      fits.ok() ? "fits this node" : absl::StrCat("does not fit this node: ", fits.message()),
+      "\n");
+  return std::make_pair(PlanSummaryJson(planned.report, none), text);
+}
+
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, const std::string& id) {
   State& s = *s_;
   MOBIUS_ASSIGN_OR_RETURN(JobRecord record, s.store->GetJob(id));

@@ -131,6 +131,11 @@ class JobManager {
   absl::Status StreamLogs(const Caller& caller, const std::string& id, int64_t from_seq,
                           bool follow, const std::function<bool(const LogLine&)>& emit);
 
+  // Dry run: the spec validated as for Submit and planned on this node's GPUs (nothing is stored).
+  // Returns {plan JSON, a readable summary}.
+  absl::StatusOr<std::pair<std::string, std::string>> Plan(const Caller& caller,
+                                                           jobspec::JobSpec spec);
+
   // Admin only (PERMISSION_DENIED otherwise).
   absl::Status SetDraining(const Caller& caller, bool draining);
   absl::Status SetQuota(const Caller& caller, uint32_t uid, int32_t max_gpus,

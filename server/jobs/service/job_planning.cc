@@ -18,6 +18,10 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
         "dataset.format: the daemon trains on token files; tokenize ", spec.dataset.path,
         " first with `mobius tokenize` (got \"", spec.dataset.format, "\")"));
   }
+  if (spec.plan.schedule == "roundrobin") {
+    return absl::InvalidArgumentError(
+        "plan.schedule: the runtime runs mobius and resident; roundrobin is planner-only for now");
+  }
   if (spec.training.eval_every > 0) {
     return absl::InvalidArgumentError(
         "training.eval_every: pipeline runs have no eval pass yet; set it to 0");
