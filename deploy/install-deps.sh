@@ -25,6 +25,9 @@ PACKAGES=(
   libpcre2-dev libutf8proc-dev libsentencepiece-dev sentencepiece
   # tests and benchmarks (PyTorch on the CPU: golden data and side-by-side baselines)
   libgtest-dev libgmock-dev googletest libbenchmark-dev python3-torch python3-numpy
+  # deployment checks: a real Prometheus server and promtool, systemd-analyze, YAML and the
+  # Kubernetes object schemas (test/deploy/)
+  prometheus systemd python3-yaml python3-kubernetes
 )
 
 missing=()

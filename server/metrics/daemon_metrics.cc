@@ -111,11 +111,17 @@ absl::StatusOr<std::unique_ptr<DaemonMetrics>> DaemonMetrics::Create(const Metri
   auto s = std::make_unique<State>();
   s->options = options;
   s->build_info.Add({{"version", options.version}}).Set(1);
+  // Every known series exists from the start (at 0), so rate() sees the first event.
   for (size_t g = 0; g < options.gpu_memory_capacity_bytes.size(); ++g) {
-    s->gpu_capacity.Add({{"gpu", s->Gpu(static_cast<int>(g))}})
+    const std::string gpu = s->Gpu(static_cast<int>(g));
+    s->gpu_capacity.Add({{"gpu", gpu}})
         .Set(static_cast<double>(options.gpu_memory_capacity_bytes[g]));
-    s->gpu_used.Add({{"gpu", s->Gpu(static_cast<int>(g))}}).Set(0);
+    s->gpu_used.Add({{"gpu", gpu}}).Set(0);
+    for (const char* dir : {"h2d", "d2h"}) s->swap_bytes.Add({{"gpu", gpu}, {"direction", dir}});
+    s->stall.Add({{"gpu", gpu}});
+    s->compute.Add({{"gpu", gpu}});
   }
+  for (const char* reason : {"invalid_spec", "never_fits"}) s->rejections.Add({{"reason", reason}});
   for (const char* st : {"queued", "running"}) s->jobs.Add({{"state", st}}).Set(0);
   s->host_pinned.Add({}).Set(0);
   s->host_store.Add({}).Set(0);
@@ -200,10 +206,12 @@ void DaemonMetrics::StepCompleted(const jobs::JobRunInfo& info, const runtime::S
   for (size_t l = 0; l < step.link_bytes.size() && l < info.run->links.size(); ++l) {
     const std::string& link = info.run->links[l].name;
     const auto [h2d, d2h] = step.link_bytes[l];
+    // Cumulative per run; a count that went down (it cannot today) adds nothing.
+    const auto delta = [](uint64_t now, uint64_t seen) { return now > seen ? now - seen : 0; };
     s.link_bytes.Add({{"link", link}, {"direction", "h2d"}})
-        .Increment(static_cast<double>(h2d - j.link_seen[l].first));
+        .Increment(static_cast<double>(delta(h2d, j.link_seen[l].first)));
     s.link_bytes.Add({{"link", link}, {"direction", "d2h"}})
-        .Increment(static_cast<double>(d2h - j.link_seen[l].second));
+        .Increment(static_cast<double>(delta(d2h, j.link_seen[l].second)));
     j.link_seen[l] = {h2d, d2h};
   }
 }

@@ -335,13 +335,18 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     absl::MutexLock lock(&mu);
     Bump();
   };
-  absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
-  if (!launcher.ok()) return fail(launcher.status());
+  // Before the launch: a first step report must find the job's series.
   if (options.observer != nullptr) {
-    const double waited = job->started_unix_ms > 0 && job->created_unix_ms > 0
+    // Queue wait: submission to first start (a restart's start would include the earlier run).
+    const double waited = job->restarts == 0 && job->started_unix_ms > job->created_unix_ms
                               ? (job->started_unix_ms - job->created_unix_ms) / 1e3
                               : 0.0;
     options.observer->JobStarted(info, waited);
+  }
+  absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
+  if (!launcher.ok()) {
+    if (options.observer != nullptr) options.observer->JobStopped(info);
+    return fail(launcher.status());
   }
   std::shared_ptr<runtime::Launcher> shared = std::move(*launcher);
   {

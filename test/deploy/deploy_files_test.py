@@ -1,0 +1,408 @@
+#!/usr/bin/env python3
+"""Checks the deployment files in deploy/.
+
+  files    every Kubernetes YAML parses, each object has apiVersion, kind and metadata.name, and
+           the core objects pass a schema check against the Kubernetes API models of Debian's
+           python3-kubernetes (unknown or misspelt fields, wrong types, missing required fields);
+           the ServiceMonitor's fields are checked against the Prometheus Operator's API; the
+           DaemonSet asks for nvidia.com/gpu, mounts the socket and state directories and a
+           memory-backed /dev/shm, and probes health with `mobius health`; the Grafana
+           provisioning files parse and point at the dashboard; prometheus.yml and the alert
+           rules pass promtool; the Slurm scripts parse (bash -n) and the epilog removes exactly
+           the orphaned host stores; docs/operations.md documents every daemon flag.
+  systemd  `systemd-analyze verify` on deploy/systemd/mobiusd.service (its ExecStart pointed at
+           the built mobiusd, since /usr/local/bin/mobiusd is not installed here), its
+           `systemd-analyze security` exposure stays at "OK" or better, and the sysusers file is
+           valid (`systemd-sysusers --dry-run` in an empty root). Exits 77 (ctest: skipped)
+           where systemd-analyze is missing or cannot run.
+
+Usage: deploy_files_test.py files SOURCE_DIR
+       deploy_files_test.py systemd SOURCE_DIR BIN_DIR
+"""
+import glob
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import yaml
+
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def ok(msg):
+    print("ok: " + msg, flush=True)
+
+
+def run(*cmd, **kw):
+    return subprocess.run(list(cmd), capture_output=True, text=True, **kw)
+
+
+# --- Kubernetes -------------------------------------------------------------------------------
+
+# The Prometheus Operator's ServiceMonitor (monitoring.coreos.com/v1) fields we may use.
+SERVICE_MONITOR = {
+    "spec": {"jobLabel", "targetLabels", "podTargetLabels", "endpoints", "selector",
+             "namespaceSelector", "sampleLimit", "targetLimit", "labelLimit",
+             "labelNameLengthLimit", "labelValueLengthLimit", "keepDroppedTargets",
+             "attachMetadata"},
+    "endpoint": {"port", "targetPort", "path", "scheme", "params", "interval", "scrapeTimeout",
+                 "tlsConfig", "bearerTokenFile", "bearerTokenSecret", "authorization",
+                 "honorLabels", "honorTimestamps", "basicAuth", "oauth2", "metricRelabelings",
+                 "relabelings", "proxyUrl", "followRedirects", "enableHttp2", "filterRunning"},
+    "relabel": {"sourceLabels", "separator", "targetLabel", "regex", "modulus", "replacement",
+                "action"},
+}
+
+
+def check_schema(obj, type_name, path, models):
+    """Walks `obj` against the python3-kubernetes model `type_name`; returns the problems."""
+    problems = []
+    if type_name in ("object",):
+        return problems
+    m = re.fullmatch(r"list\[(.*)\]", type_name)
+    if m:
+        if not isinstance(obj, list):
+            return ["%s: must be a list" % path]
+        for i, item in enumerate(obj):
+            problems += check_schema(item, m.group(1), "%s[%d]" % (path, i), models)
+        return problems
+    m = re.fullmatch(r"dict\(str, (.*)\)", type_name)
+    if m:
+        if not isinstance(obj, dict):
+            return ["%s: must be a mapping" % path]
+        for k, v in obj.items():
+            problems += check_schema(v, m.group(1), "%s[%s]" % (path, k), models)
+        return problems
+    scalar = {"str": str, "int": int, "bool": bool, "float": (int, float)}
+    # Resource quantities are strings in the models, but the API also takes plain numbers
+    # (`nvidia.com/gpu: 8`).
+    if type_name == "str" and re.search(r"\.(limits|requests)\[[^\]]+\]$|\.sizeLimit$", path):
+        if isinstance(obj, bool) or not isinstance(obj, (str, int, float)):
+            return ["%s: must be a quantity (got %r)" % (path, obj)]
+        return problems
+    if type_name in scalar:
+        if type_name != "bool" and isinstance(obj, bool) or not isinstance(obj, scalar[type_name]):
+            return ["%s: must be %s (got %r)" % (path, type_name, obj)]
+        return problems
+    if type_name == "datetime":
+        return problems
+    model = getattr(models, type_name, None)
+    if model is None:
+        return ["%s: unknown model %s" % (path, type_name)]
+    if not isinstance(obj, dict):
+        return ["%s: must be a mapping (%s)" % (path, type_name)]
+    by_json = {j: a for a, j in model.attribute_map.items()}
+    for k, v in obj.items():
+        if k not in by_json:
+            problems.append("%s.%s: unknown field of %s" % (path, k, type_name))
+            continue
+        attr_type = model.openapi_types[by_json[k]]
+        # IntOrString fields (ports, maxUnavailable) are typed "object".
+        problems += check_schema(v, attr_type, "%s.%s" % (path, k), models)
+    return problems
+
+
+def deserialize(obj, type_name):
+    """The client's own deserialisation: raises ValueError for a missing required field."""
+    import kubernetes.client
+    api = kubernetes.client.ApiClient()
+    return api._ApiClient__deserialize(obj, type_name)  # pylint: disable=protected-access
+
+
+def model_name(api_version, kind):
+    """apps/v1 DaemonSet -> V1DaemonSet (the python3-kubernetes model class)."""
+    version = api_version.rpartition("/")[2]
+    return version[0].upper() + version[1:] + kind
+
+
+def check_service_monitor(obj, where):
+    spec = obj.get("spec", {})
+    for k in spec:
+        if k not in SERVICE_MONITOR["spec"]:
+            fail("%s: spec.%s is not a ServiceMonitor field" % (where, k))
+    if not spec.get("endpoints") or not spec.get("selector"):
+        fail("%s: a ServiceMonitor needs spec.selector and spec.endpoints" % where)
+    for i, e in enumerate(spec["endpoints"]):
+        for k in e:
+            if k not in SERVICE_MONITOR["endpoint"]:
+                fail("%s: spec.endpoints[%d].%s is not an Endpoint field" % (where, i, k))
+        for j, r in enumerate(e.get("relabelings", []) + e.get("metricRelabelings", [])):
+            for k in r:
+                if k not in SERVICE_MONITOR["relabel"]:
+                    fail("%s: endpoints[%d] relabeling %d: %s is not a RelabelConfig field" %
+                         (where, i, j, k))
+        if e.get("honorLabels") is not True:
+            fail("%s: endpoints[%d] must set honorLabels (the job label)" % (where, i))
+
+
+def check_kubernetes(src):
+    try:
+        import kubernetes.client as models
+    except ImportError:
+        fail("python3-kubernetes is missing (deploy/install-deps.sh installs it)")
+    objects = {}
+    files = sorted(glob.glob(os.path.join(src, "deploy/kubernetes/*.yaml")))
+    if not files:
+        fail("no Kubernetes files in deploy/kubernetes/")
+    for path in files:
+        name = os.path.relpath(path, src)
+        with open(path) as f:
+            try:
+                docs = [d for d in yaml.safe_load_all(f) if d is not None]
+            except yaml.YAMLError as e:
+                fail("%s: %s" % (name, e))
+        for d in docs:
+            for key in ("apiVersion", "kind"):
+                if not isinstance(d.get(key), str) or not d[key]:
+                    fail("%s: no %s" % (name, key))
+            where = "%s (%s)" % (name, d["kind"])
+            if d["kind"] == "Kustomization":
+                for r in d.get("resources", []):
+                    if not os.path.isfile(os.path.join(os.path.dirname(path), r)):
+                        fail("%s: resource %s does not exist" % (where, r))
+                listed = set(d.get("resources", []))
+                others = {os.path.basename(p) for p in files} - {os.path.basename(path)}
+                if listed != others:
+                    fail("%s lists %s, the folder has %s" % (where, sorted(listed), sorted(others)))
+                objects[d["kind"]] = d
+                continue
+            if not isinstance(d.get("metadata"), dict) or not d["metadata"].get("name"):
+                fail("%s: no metadata.name" % where)
+            if d["kind"] == "ServiceMonitor":
+                if d["apiVersion"] != "monitoring.coreos.com/v1":
+                    fail("%s: apiVersion %s" % (where, d["apiVersion"]))
+                check_service_monitor(d, where)
+            else:
+                type_name = model_name(d["apiVersion"], d["kind"])
+                if type_name is None or not hasattr(models, type_name):
+                    fail("%s: no schema for %s %s" % (where, d["apiVersion"], d["kind"]))
+                problems = check_schema(d, type_name, d["kind"], models)
+                if problems:
+                    fail("%s: schema:\n  %s" % (where, "\n  ".join(problems)))
+                try:
+                    deserialize(d, type_name)
+                except (ValueError, TypeError) as e:
+                    fail("%s: %s" % (where, e))
+            objects[d["kind"]] = d
+    for kind in ("Namespace", "DaemonSet", "Service", "ServiceMonitor", "Kustomization"):
+        if kind not in objects:
+            fail("deploy/kubernetes has no %s" % kind)
+    ok("%d Kubernetes files parse; core objects pass the python3-kubernetes schema; the "
+       "ServiceMonitor uses Prometheus Operator fields" % len(files))
+    check_daemonset(objects["DaemonSet"], objects["Service"], objects["ServiceMonitor"])
+
+
+def check_daemonset(ds, svc, sm):
+    pod = ds["spec"]["template"]["spec"]
+    if ds["spec"]["selector"]["matchLabels"].items() - \
+            ds["spec"]["template"]["metadata"]["labels"].items():
+        fail("DaemonSet selector does not match its pod labels")
+    c = [c for c in pod["containers"] if c["name"] == "mobiusd"][0]
+    if "nvidia.com/gpu" not in c["resources"].get("limits", {}):
+        fail("the DaemonSet asks for no nvidia.com/gpu")
+    args = " ".join(c.get("command", []) + c.get("args", []))
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: m["name"] for m in c["volumeMounts"]}
+    for path, kind in (("/run/mobius", "hostPath"), ("/var/lib/mobius", "hostPath")):
+        if path not in mounts or kind not in volumes[mounts[path]]:
+            fail("%s is not a %s mount" % (path, kind))
+    socket = re.search(r"--socket[=\s](\S+)", args).group(1)
+    state = re.search(r"--state_dir[=\s](\S+)", args).group(1)
+    if os.path.dirname(socket) != "/run/mobius" or state != "/var/lib/mobius":
+        fail("daemon flags %s do not use the mounted directories" % args)
+    shm = volumes.get(mounts.get("/dev/shm"), {}).get("emptyDir", {})
+    if shm.get("medium") != "Memory" or not shm.get("sizeLimit"):
+        fail("/dev/shm is not a size-limited memory emptyDir: %s" % shm)
+    for probe in ("startupProbe", "readinessProbe", "livenessProbe"):
+        cmd = c.get(probe, {}).get("exec", {}).get("command", [])
+        if "health" not in cmd or not any(socket in a for a in cmd):
+            fail("%s does not run `mobius health` on %s: %s" % (probe, socket, cmd))
+    port = [p for p in c["ports"] if p["name"] == "metrics"][0]["containerPort"]
+    if "--metrics_address=0.0.0.0:%d" % port not in args:
+        fail("the metrics flag does not serve on the container port %d: %s" % (port, args))
+    if svc["spec"]["selector"].items() - ds["spec"]["template"]["metadata"]["labels"].items():
+        fail("the Service does not select the DaemonSet's pods")
+    if sm["spec"]["selector"]["matchLabels"].items() - svc["metadata"]["labels"].items():
+        fail("the ServiceMonitor does not select the Service")
+    if sm["spec"]["endpoints"][0]["port"] not in [p["name"] for p in svc["spec"]["ports"]]:
+        fail("the ServiceMonitor's port is not the Service's")
+    ok("DaemonSet: nvidia.com/gpu, hostPath socket and state dirs, /dev/shm emptyDir %s, exec "
+       "probes via `mobius health`; Service and ServiceMonitor select it" % shm["sizeLimit"])
+
+
+# --- Prometheus and Grafana -----------------------------------------------------------------------
+
+def check_prometheus(src):
+    promtool = shutil.which("promtool")
+    if promtool is None:
+        fail("promtool not found (Debian package prometheus; deploy/install-deps.sh installs it)")
+    conf = os.path.join(src, "deploy/prometheus/prometheus.yml")
+    r = run(promtool, "check", "config", conf)
+    if r.returncode != 0:
+        fail("promtool check config:\n" + r.stdout + r.stderr)
+    with open(conf) as f:
+        c = yaml.safe_load(f)
+    jobs = [s for s in c["scrape_configs"] if s["job_name"] == "mobiusd"]
+    if len(jobs) != 1 or jobs[0].get("honor_labels") is not True:
+        fail("prometheus.yml needs one `mobiusd` scrape job with honor_labels: true")
+    targets = [t for sc in jobs[0]["static_configs"] for t in sc["targets"]]
+    if "127.0.0.1:9464" not in targets:
+        fail("the mobiusd scrape job does not target the default port 9464: %s" % targets)
+    ok("prometheus.yml and its rule files pass promtool check config")
+
+
+def check_grafana(src):
+    base = os.path.join(src, "deploy/grafana/provisioning")
+    with open(os.path.join(base, "datasources/mobius-prometheus.yaml")) as f:
+        ds = yaml.safe_load(f)
+    if ds.get("apiVersion") != 1 or not ds.get("datasources"):
+        fail("datasource provisioning: apiVersion 1 and a datasources list expected")
+    for d in ds["datasources"]:
+        for k in ("name", "type", "url", "access"):
+            if not d.get(k):
+                fail("datasource provisioning: %s lacks %s" % (d, k))
+        if d["type"] != "prometheus":
+            fail("datasource type %s" % d["type"])
+    with open(os.path.join(base, "dashboards/mobius.yaml")) as f:
+        dp = yaml.safe_load(f)
+    if dp.get("apiVersion") != 1 or not dp.get("providers"):
+        fail("dashboard provisioning: apiVersion 1 and a providers list expected")
+    for p in dp["providers"]:
+        if p.get("type") != "file" or not p.get("options", {}).get("path"):
+            fail("dashboard provider %s: type file with options.path expected" % p)
+    ok("Grafana provisioning: %d data source(s), %d dashboard provider(s)" %
+       (len(ds["datasources"]), len(dp["providers"])))
+
+
+# --- Slurm ------------------------------------------------------------------------------------------
+
+def check_slurm(src):
+    scripts = sorted(glob.glob(os.path.join(src, "deploy/slurm/*")))
+    for s in scripts:
+        r = run("bash", "-n", s)
+        if r.returncode != 0:
+            fail("%s: %s" % (s, r.stderr))
+    sbatch = os.path.join(src, "deploy/slurm/mobius-finetune.sbatch")
+    with open(sbatch) as f:
+        text = f.read()
+    for want in ("#SBATCH --gres=gpu", "mobius\" submit --wait", "--gpus=", "--submission-id"):
+        if want not in text:
+            fail("the sbatch script lacks %r" % want)
+    # The epilog against a scratch directory: dead creators' stores go, live ones and other files
+    # stay.
+    tmp = tempfile.mkdtemp(prefix="mobius-epilog-")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    files = {"mobius-store-j-000001-%d" % dead.pid: False,
+             "mobius-store-j-000002-%d" % os.getpid(): True,
+             "mobius-store-odd-name": True,
+             "other-file-%d" % dead.pid: True}
+    for name in files:
+        open(os.path.join(tmp, name), "w").close()
+    r = run("bash", os.path.join(src, "deploy/slurm/epilog.sh"),
+            env=dict(os.environ, MOBIUS_SHM_DIR=tmp))
+    if r.returncode != 0:
+        fail("epilog.sh exit %d: %s" % (r.returncode, r.stderr))
+    for name, keep in files.items():
+        if os.path.exists(os.path.join(tmp, name)) != keep:
+            fail("epilog.sh %s %s" % ("removed" if keep else "kept", name))
+    shutil.rmtree(tmp)
+    ok("%d Slurm scripts parse; the epilog removes only orphaned host stores" % len(scripts))
+
+
+# --- docs -----------------------------------------------------------------------------------------
+
+def check_docs(src):
+    """docs/operations.md's configuration table names every daemon flag, and only those."""
+    with open(os.path.join(src, "server/daemon/flags.cc")) as f:
+        flags = set(re.findall(r"ABSL_FLAG\(\s*[\w:]+\s*,\s*(\w+)\s*,", f.read()))
+    with open(os.path.join(src, "docs/operations.md")) as f:
+        text = f.read()
+    m = re.search(r"^## Configuration\n(.*?)(?=^## )", text, re.S | re.M)
+    if not m or len(flags) < 10:
+        fail("no Configuration section in docs/operations.md, or no flags in flags.cc")
+    documented = set(re.findall(r"^\| `--(\w+)` \|", m.group(1), re.M))
+    if documented != flags:
+        fail("docs/operations.md flags differ from server/daemon/flags.cc: undocumented %s, "
+             "no such flag %s" % (sorted(flags - documented), sorted(documented - flags)))
+    ok("docs/operations.md documents all %d daemon flags" % len(flags))
+
+
+# --- systemd --------------------------------------------------------------------------------------
+
+def check_systemd(src, bin_dir):
+    analyze = shutil.which("systemd-analyze")
+    if analyze is None:
+        print("SKIPPED: systemd-analyze is not installed (Debian package systemd)")
+        sys.exit(SKIP)
+    probe = run(analyze, "--version")
+    if probe.returncode != 0:
+        print("SKIPPED: systemd-analyze cannot run here: " + probe.stderr.strip())
+        sys.exit(SKIP)
+    unit = os.path.join(src, "deploy/systemd/mobiusd.service")
+    with open(unit) as f:
+        text = f.read()
+    mobiusd = os.path.abspath(os.path.join(bin_dir, "mobiusd"))
+    if not os.access(mobiusd, os.X_OK):
+        fail("%s is not built (ninja mobiusd)" % mobiusd)
+    exec_start = re.search(r"^ExecStart=(\S+)", text, re.M)
+    if exec_start is None or exec_start.group(1) != "/usr/local/bin/mobiusd":
+        fail("ExecStart does not run /usr/local/bin/mobiusd")
+    for want in ("User=mobius", "Group=mobius", "RuntimeDirectory=mobius", "StateDirectory=mobius",
+                 "--socket=/run/mobius/mobiusd.sock", "--state_dir=/var/lib/mobius"):
+        if want not in text:
+            fail("the unit lacks %s" % want)
+    tmp = tempfile.mkdtemp(prefix="mobius-unit-")
+    local = os.path.join(tmp, "mobiusd.service")
+    with open(local, "w") as f:
+        f.write(text.replace("/usr/local/bin/mobiusd", mobiusd))
+    r = run(analyze, "verify", local)
+    if r.returncode != 0 or r.stderr.strip():
+        if "Failed to" in r.stderr and "bus" in r.stderr:
+            print("SKIPPED: systemd-analyze verify cannot run here: " + r.stderr.strip())
+            sys.exit(SKIP)
+        fail("systemd-analyze verify (exit %d):\n%s%s" % (r.returncode, r.stdout, r.stderr))
+    ok("systemd-analyze verify mobiusd.service: no warnings")
+    r = run(analyze, "security", "--offline=true", "--threshold=35", local)
+    score = re.search(r"Overall exposure level for \S+: ([0-9.]+) (\w+)", r.stdout)
+    if r.returncode != 0 or score is None:
+        fail("systemd-analyze security: exposure above 3.5 or unreadable:\n" + r.stdout[-2000:] +
+             r.stderr)
+    ok("systemd-analyze security: exposure %s %s" % (score.group(1), score.group(2)))
+    sysusers = shutil.which("systemd-sysusers")
+    if sysusers:
+        root = os.path.join(tmp, "root")
+        os.makedirs(root)
+        r = run(sysusers, "--root=" + root, "--dry-run",
+                os.path.join(src, "deploy/systemd/mobius.sysusers"))
+        if r.returncode != 0 or "Creating user 'mobius'" not in r.stdout + r.stderr:
+            fail("systemd-sysusers --dry-run:\n" + r.stdout + r.stderr)
+        ok("mobius.sysusers creates the mobius user and group (dry run)")
+    shutil.rmtree(tmp)
+
+
+def main():
+    if len(sys.argv) < 3 or sys.argv[1] not in ("files", "systemd"):
+        print(__doc__, file=sys.stderr)
+        sys.exit(2)
+    src = os.path.abspath(sys.argv[2])
+    if sys.argv[1] == "systemd":
+        check_systemd(src, sys.argv[3])
+        return
+    check_kubernetes(src)
+    check_prometheus(src)
+    check_grafana(src)
+    check_slurm(src)
+    check_docs(src)
+
+
+if __name__ == "__main__":
+    main()
