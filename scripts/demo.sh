@@ -36,7 +36,10 @@ if [[ -z "${MOBIUS_SKIP_INSTALL:-}" ]]; then
 fi
 if [[ -z "${MOBIUS_SKIP_BUILD:-}" ]]; then
   say "building mobiusd, mobius and mobius-worker"
-  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOBIUS_TESTS=OFF >/dev/null
+  # Reuse an existing build directory as configured (e.g. the one scripts/test.sh made).
+  if [[ ! -f "$BUILD/CMakeCache.txt" ]]; then
+    cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DMOBIUS_TESTS=OFF >/dev/null
+  fi
   cmake --build "$BUILD" -j "$(nproc)" --target mobiusd mobius mobius-worker
 fi
 BIN=$(cd "$BUILD/bin" && pwd)
