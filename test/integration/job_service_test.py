@@ -217,6 +217,32 @@ def main():
     ok("daemon SIGKILLed: %s resumed from its checkpoint and succeeded, %s ran after" %
        (run_id, queued_id))
 
+    # --- SIGTERM: a running job finishes its step, checkpoints, and resumes from there.
+    with open(write_spec("graceful", 400)) as f:
+        text = f.read().replace("every_steps: 2", "every_steps: 100000")
+    graceful = os.path.join(TMP, "graceful2.yaml")
+    with open(graceful, "w") as f:
+        f.write(text)
+    gid = json.loads(cli("submit", graceful, "--json").stdout)["id"]
+    deadline = time.time() + 120
+    while time.time() < deadline and int(job(gid).get("steps_done", 0)) < 3:
+        time.sleep(0.2)
+    daemon.send_signal(signal.SIGTERM)
+    if daemon.wait(timeout=90) != 0:
+        fail("daemon exit code %d after SIGTERM with a running job" % daemon.returncode)
+    start_daemon()
+    logs = cli("logs", gid).stdout
+    if "checkpointed, resumes from there" not in logs or "resuming from" not in logs:
+        fail("SIGTERM did not checkpoint the running job:\n" + logs[-3000:])
+    resumed_at = [l for l in logs.splitlines() if "resuming from" in l][0]
+    if "checkpoint-00000000" in resumed_at.split("resuming from")[1][:60]:
+        fail("resumed from an empty checkpoint: " + resumed_at)
+    done = wait_state(gid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], 300)
+    if done["state"] != "JOB_STATE_SUCCEEDED":
+        fail("the checkpointed job: %s" % done)
+    ok("daemon SIGTERM: %s checkpointed mid-run (%s) and succeeded after the restart" %
+       (gid, resumed_at.split("resuming from")[1].split(";")[0].strip()))
+
     # --- load: 1,000 submits from 50 concurrent clients (drained: they stay queued).
     cli("drain")
     before = len(json.loads(cli("ls", "--json").stdout).get("jobs", []))

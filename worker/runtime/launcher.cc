@@ -27,6 +27,7 @@
 #include "worker/runtime/host_store.h"
 #include "worker/runtime/link_emulator.h"
 #include "worker/runtime/store_layout.h"
+#include "worker/runtime/store_layout.h"
 
 extern char** environ;
 
@@ -65,6 +66,7 @@ struct Launcher::State {
   std::vector<Worker> workers;
   std::atomic<bool> cancel{false};
   std::atomic<int64_t> cancel_at_ns{0};
+  std::atomic<int64_t> stop_deadline_ns{0};  // RequestCheckpointAndStop's grace; 0: none
   std::map<int64_t, std::vector<WorkerStepReport>> pending;  // step -> reports so far
   Clock::time_point last_step_end;
   bool store_removed = false;
@@ -236,6 +238,13 @@ void Launcher::Cancel() {
   KillAll(*s_, SIGTERM);
 }
 
+void Launcher::RequestCheckpointAndStop(absl::Duration grace) {
+  s_->store->Publish(StoreLayout::kStopRequestWord, 1);
+  s_->stop_deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             Clock::now().time_since_epoch()).count() +
+                         absl::ToInt64Nanoseconds(grace);
+}
+
 std::vector<pid_t> Launcher::worker_pids() const {
   std::vector<pid_t> pids;
   for (const Worker& w : s_->workers) pids.push_back(w.pid);
@@ -290,6 +299,7 @@ LaunchResult Launcher::Wait() {
   LaunchResult result;
   std::vector<std::string> failures;  // in the order the workers ended
   int live = static_cast<int>(s.workers.size());
+  int stopped_ranks = 0;
   bool killed_rest = false;
   char buf[65536];
   while (live > 0) {
@@ -329,7 +339,10 @@ LaunchResult Launcher::Wait() {
       if (p != w.pid) continue;
       w.exited = true;
       --live;
-      const bool ok = WIFEXITED(w.wait_status) && WEXITSTATUS(w.wait_status) == 0;
+      // Exit code 3: stopped after a checkpoint on request (run_command.h).
+      const bool stopped = WIFEXITED(w.wait_status) && WEXITSTATUS(w.wait_status) == 3;
+      if (stopped) ++stopped_ranks;
+      const bool ok = WIFEXITED(w.wait_status) && (WEXITSTATUS(w.wait_status) == 0 || stopped);
       if (!ok && !s.cancel) {
         // Let the pipes drain a moment for the last lines before describing the failure.
         for (int* fd : {&w.err_fd}) {
@@ -353,6 +366,11 @@ LaunchResult Launcher::Wait() {
         KillAll(s, SIGKILL);
       }
     }
+    if (s.stop_deadline_ns > 0 && !s.cancel) {
+      const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                              Clock::now().time_since_epoch()).count();
+      if (now >= s.stop_deadline_ns) Cancel();  // they did not stop in time
+    }
     if (s.cancel && !killed_rest) {
       const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
                               Clock::now().time_since_epoch()).count();
@@ -370,7 +388,10 @@ LaunchResult Launcher::Wait() {
   }
   RemoveStore(s);
   result.cancelled = s.cancel;
-  if (s.cancel) {
+  result.stopped = !s.cancel && failures.empty() && stopped_ranks > 0;
+  if (result.stopped) {
+    result.status = absl::AbortedError("stopped on request after a checkpoint");
+  } else if (s.cancel) {
     result.status = absl::CancelledError("the job was cancelled");
   } else if (!failures.empty()) {
     // A rank that stopped because another aborted the job is a consequence, not the cause: report

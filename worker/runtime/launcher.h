@@ -57,6 +57,7 @@ struct LaunchResult {
   std::vector<StepReport> steps;    // one per completed step
   std::vector<LinkTraffic> links;   // bytes per emulated link (empty without emulation)
   bool cancelled = false;
+  bool stopped = false;             // stopped after a checkpoint on RequestCheckpointAndStop()
 };
 
 class Launcher {
@@ -72,6 +73,11 @@ class Launcher {
   // Asks the workers to stop: SIGTERM now, SIGKILL after kill_grace. Wait() then returns
   // CANCELLED.
   void Cancel();
+
+  // Asks the workers to finish their current step, write a checkpoint and exit (the daemon's
+  // shutdown; preemption). Wait() then returns ABORTED with `stopped` set. If they have not
+  // stopped after `grace`, they are cancelled (SIGTERM, then SIGKILL after kill_grace).
+  void RequestCheckpointAndStop(absl::Duration grace);
 
   std::vector<pid_t> worker_pids() const;
   const std::string& store_path() const;

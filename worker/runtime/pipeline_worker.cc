@@ -629,13 +629,14 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       if (!s.optimizer_error.ok()) st = s.optimizer_error;
     }
     s.cv.notify_all();
-    if (!st.ok()) s.store->Abort(3);
+    const bool stopped = absl::IsAborted(st) && s.store->aborted() == 0;
+    if (!st.ok() && !stopped) s.store->Abort(3);
     optimizer.join();
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(s.mu);
       st = s.optimizer_error;
     }
-    if (!st.ok()) s.store->Abort(3);
+    if (!st.ok() && !stopped) s.store->Abort(3);
     return st;
   };
   // Tasks of a step: forward ascending, backward descending.
@@ -724,8 +725,14 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.h2d_bytes = s.h2d_bytes;
     rep.d2h_bytes = s.d2h_bytes;
     const bool last = global_step == o.steps;
+    // Checkpoint and stop (pipeline_worker.h): rank 0 answers a request with the next step.
+    if (s.rank == 0 && s.store->Load(StoreLayout::kStopAtWord) == 0 &&
+        s.store->Load(StoreLayout::kStopRequestWord) != 0) {
+      s.store->Publish(StoreLayout::kStopAtWord, r + 1);
+    }
+    const bool stop_here = s.store->Load(StoreLayout::kStopAtWord) == r && !last;
     if (!o.checkpoint_dir.empty() &&
-        ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last)) {
+        ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
       // Every rank parks (its stages are updated) while rank 0 copies the state out.
       absl::Status b = s.store->Barrier(s.run.num_workers);
       if (b.ok() && s.rank == 0) {
@@ -739,6 +746,11 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     }
     rep.step_seconds = Since(step_start);
     on_step(rep);
+    if (stop_here) {
+      return finish(absl::AbortedError(absl::StrCat(
+          "stopped on request after step ", global_step,
+          o.checkpoint_dir.empty() ? " (no checkpoint directory)" : ", checkpoint written")));
+    }
   }
   return finish(absl::OkStatus());
 }

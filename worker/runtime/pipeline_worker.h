@@ -22,6 +22,12 @@
 // microbatch, so on the CPU backend a pipeline run reproduces it bit-exactly (losses, gradient norm,
 // weights); see docs/runtime.md.
 //
+// Checkpoint and stop (the daemon's shutdown, preemption): when the launcher sets the store's stop
+// request, rank 0 reads it at the end of its step r and names r + 1 as the last step. No rank can
+// finish step r + 1 before rank 0 starts it (its forward feeds every later stage), so every rank sees
+// the answer by then: all ranks meet, rank 0 writes a checkpoint, and Run() returns ABORTED
+// ("stopped after step N, checkpoint DIR"); the worker exits with code 3.
+//
 // Activations are never queued behind weight copies: weights move on the H2D queue, activations on
 // the compute queue.
 //

@@ -37,6 +37,10 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   absl::Status st = (*worker)->Run([](const WorkerStepReport& report) {
     std::cout << WorkerReportToLine(report) << std::endl;
   });
+  if (absl::IsAborted(st) && st.message().find("stopped on request") != absl::string_view::npos) {
+    LOG(INFO) << "rank " << rank << ": " << st.message();
+    return 3;
+  }
   if (!st.ok()) {
     std::cerr << "error: rank " << rank << ": " << st << "\n";
     return 1;

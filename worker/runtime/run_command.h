@@ -6,7 +6,7 @@
 // leaves no worker behind.
 // Exit codes: 0 all steps done; 2 bad input found before any step (config, model, data, a device
 // cap that cannot hold two stages); 1 a failure while running (including ABORTED: another rank
-// failed first).
+// failed first); 3 stopped on the launcher's request after writing a checkpoint.
 #ifndef MOBIUS_WORKER_RUNTIME_RUN_COMMAND_H_
 #define MOBIUS_WORKER_RUNTIME_RUN_COMMAND_H_
 

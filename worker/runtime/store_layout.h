@@ -78,6 +78,10 @@ struct StoreLayout {
   uint64_t stage_weight_bytes(const StageRange& r) const;
   uint64_t stage_grad_bytes(const StageRange& r) const;
 
+  // Checkpoint-and-stop: the launcher sets kStopRequestWord to 1; rank 0 answers with the run-local
+  // step after which every rank checkpoints and stops (kStopAtWord; pipeline_worker.h).
+  static constexpr int64_t kStopRequestWord = 3;
+  static constexpr int64_t kStopAtWord = 4;
   static constexpr uint64_t kControlOffset = 4096;
   static constexpr int64_t kFirstStageWord = 8;  // words 0..7: abort, barrier count, generation..
 };

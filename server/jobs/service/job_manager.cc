@@ -353,7 +353,8 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     absl::MutexLock lock(&mu);
     Running& r = running[id];
     r.launcher = shared;
-    if (r.cancel || r.shutdown) shared->Cancel();
+    if (r.cancel) shared->Cancel();
+    if (r.shutdown) shared->RequestCheckpointAndStop(options.checkpoint_grace);
   }
   runtime::LaunchResult result = shared->Wait();
   if (!result.links.empty()) {
@@ -374,7 +375,10 @@ void JobManager::State::Finish(const std::string& id, const absl::Status& status
   Running& r = it->second;
   absl::StatusOr<JobRecord> job = store->GetJob(id);
   if (r.shutdown) {
-    Transition(id, JobState::kQueued, "daemon stopped; resumes from its last checkpoint")
+    Transition(id, JobState::kQueued,
+               status.ok() || absl::IsAborted(status)
+                   ? "the daemon stopped; checkpointed, resumes from there"
+                   : "the daemon stopped; resumes from its last checkpoint")
         .IgnoreError();
   } else if (r.cancel) {
     Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", r.cancelled_by))
@@ -773,9 +777,11 @@ void JobManager::Shutdown() {
     absl::MutexLock lock(&s.mu);
     if (s.stopping && s.running.empty() && s.finished.empty()) return;
     s.stopping = true;
+    // Each running job finishes its step, writes a checkpoint and stops (cancelled if it takes
+    // longer than the grace period); it is requeued and resumes from that checkpoint.
     for (auto& [id, r] : s.running) {
       r.shutdown = true;
-      if (r.launcher) r.launcher->Cancel();
+      if (r.launcher) r.launcher->RequestCheckpointAndStop(s.options.checkpoint_grace);
     }
     s.Bump();
   }

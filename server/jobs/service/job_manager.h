@@ -14,8 +14,8 @@
 //            (invalid input, a device cap too small for the plan);
 //   restart  at construction, jobs the store still has RUNNING (the daemon died under them) are
 //            requeued to resume from their checkpoint, counted as a restart;
-//   shutdown running jobs are stopped and requeued, to resume from their last checkpoint when the
-//            daemon comes back.
+//   shutdown running jobs finish their step, write a checkpoint and stop (cancelled after
+//            checkpoint_grace), and are requeued to resume from it when the daemon comes back.
 // Access: a caller sees and cancels its own jobs; admins (configured uids, or root) all of them.
 // Every state-changing call is written to the store's audit log.
 //
@@ -63,6 +63,9 @@ struct JobManagerOptions {
   bool emulate_links = true;        // CPU backend: emulate the PCIe links of the topology
   double link_scale = 1.0;          // emulated link bandwidth factor
   absl::Duration kill_grace = absl::Seconds(5);
+  // Shutdown: how long a running job may take to finish its step and checkpoint before it is
+  // cancelled (SIGTERM, then SIGKILL after kill_grace).
+  absl::Duration checkpoint_grace = absl::Seconds(60);
   std::string shm_dir = "/dev/shm";
   JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
 };

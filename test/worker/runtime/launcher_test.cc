@@ -7,11 +7,14 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
 #include "test/worker/runtime/runtime_test_util.h"
 #include "common/model/model_config_parse.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/train/standalone_trainer.h"
 #include "worker/runtime/host_store.h"
 #include "worker/runtime/store_layout.h"
 
@@ -146,6 +149,54 @@ TEST_F(LauncherTest, CapForTwoStagesButNotThreeRuns) {
   LaunchResult r = (*l)->Wait();
   ASSERT_TRUE(r.status.ok()) << r.status;
   EXPECT_EQ(r.steps.size(), 2u);
+}
+
+// Checkpoint and stop (the daemon's shutdown): the workers finish a step, write a checkpoint and
+// exit; a run resumed from it ends with exactly the weights of a run never stopped.
+TEST_F(LauncherTest, CheckpointAndStopThenResumeMatchesAnUninterruptedRun) {
+  train::TrainerOptions o = o_;
+  o.steps = 30;
+  o.lr = 3e-3;
+  o.checkpoint_dir = dir_ / "ckpt";
+  o.checkpoint_every = 0;  // only the end, and the stop
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o, {0, 1, 2, 3, 4, 5, 6}, 2), dir_ / "run1"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  int64_t seen = 0;
+  // Asked at once: rank 0 answers at the end of its first step, so the run stops after step 2.
+  (*l)->RequestCheckpointAndStop(absl::Seconds(60));
+  LaunchResult r = (*l)->Wait();
+  ASSERT_TRUE(r.stopped) << r.status;
+  EXPECT_EQ(r.status.code(), absl::StatusCode::kAborted);
+  ASSERT_FALSE(r.steps.empty());
+  seen = r.steps.back().step;
+  ASSERT_LT(seen, 30) << "the run ended before the stop request";
+  EXPECT_FALSE(r.steps.back().checkpoint.empty());
+  auto latest = checkpoint::LatestCheckpoint(o.checkpoint_dir);
+  ASSERT_TRUE(latest.ok());
+  EXPECT_NE(latest->find(checkpoint::CheckpointDirName(seen)), std::string::npos) << *latest;
+
+  o.resume = true;
+  auto l2 = Launcher::Start(MakeLaunch(MakeRun(o, {0, 1, 2, 3, 4, 5, 6}, 2), dir_ / "run2"));
+  ASSERT_TRUE(l2.ok()) << l2.status();
+  LaunchResult r2 = (*l2)->Wait();
+  ASSERT_TRUE(r2.status.ok()) << r2.status;
+  ASSERT_EQ(r2.steps.front().step, seen + 1);
+  EXPECT_EQ(r2.steps.back().step, 30);
+
+  train::TrainerOptions so = o_;
+  so.steps = 30;
+  so.lr = 3e-3;
+  auto trainer = train::StandaloneTrainer::Create(so);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  while (!(*trainer)->done()) ASSERT_TRUE((*trainer)->Step().ok());
+  auto resumed = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(o.checkpoint_dir),
+                                            (*trainer)->config());
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (const auto& [name, t] : (*trainer)->master().tensors) {
+    EXPECT_EQ(0, std::memcmp(t.data.data(), resumed->master.at(name).data.data(),
+                             4 * t.data.size()))
+        << name;
+  }
 }
 
 TEST(HostStoreTest, CleansOrphansOnly) {
