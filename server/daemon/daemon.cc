@@ -155,6 +155,7 @@ class DaemonImpl : public Daemon {
                        (options.emulate_links == "auto" && !has_cuda_);
     jo.link_scale = options.link_scale;
     jo.kill_grace = options.kill_grace;
+    jo.preemption = options.preemption;
     jo.observer = metrics_.get();
     LOG(INFO) << "jobs: state in " << jo.state_dir << ", workers " << jo.worker_binary << ", "
               << jo.node.allowed_gpus.size() << " usable GPU(s), host budget "

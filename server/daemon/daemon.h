@@ -42,6 +42,7 @@ struct DaemonOptions {
   int32_t max_gpus_per_user = 0, max_running_jobs_per_user = 0;
   absl::Duration kill_grace = absl::Seconds(5);
   std::string metrics_address;         // Prometheus exposer "host:port"; empty: none
+  bool preemption = false;             // higher priority may preempt (checkpoint + requeue)
 };
 
 class Daemon {

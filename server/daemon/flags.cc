@@ -46,3 +46,6 @@ ABSL_FLAG(double, kill_grace_seconds, 5.0,
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Serve Prometheus metrics at http://ADDRESS/metrics (host:port; port 0 picks a free "
           "one); empty: no metrics endpoint.");
+ABSL_FLAG(bool, preemption, false,
+          "Let a higher-priority job that cannot start preempt lower-priority running jobs: they "
+          "checkpoint, stop and go back to the queue (resuming from that checkpoint).");

@@ -25,5 +25,6 @@ ABSL_DECLARE_FLAG(int32_t, max_gpus_per_user);
 ABSL_DECLARE_FLAG(int32_t, max_running_jobs_per_user);
 ABSL_DECLARE_FLAG(double, kill_grace_seconds);
 ABSL_DECLARE_FLAG(std::string, metrics_address);
+ABSL_DECLARE_FLAG(bool, preemption);
 
 #endif  // MOBIUS_SERVER_DAEMON_FLAGS_H_

@@ -98,6 +98,7 @@ int main(int argc, char** argv) {
   options.max_running_jobs_per_user = absl::GetFlag(FLAGS_max_running_jobs_per_user);
   options.kill_grace = absl::Seconds(absl::GetFlag(FLAGS_kill_grace_seconds));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
+  options.preemption = absl::GetFlag(FLAGS_preemption);
 
   // Block the stop signals in every thread (gRPC's included) and wait for them here.
   sigset_t stop_signals;

@@ -63,7 +63,7 @@ def start_daemon(*extra):
     daemon = subprocess.Popen(
         [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--socket-mode", "0666",
          "--state-dir", STATE, "--topology-file", FIXTURE, "--link-scale", "0.02",
-         "--metrics-address", "127.0.0.1:0", *extra],
+         "--metrics-address", "127.0.0.1:0", "--preemption", *extra],
         stdout=log, stderr=log)
     for _ in range(100):
         if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:
@@ -242,6 +242,35 @@ def main():
         fail("the checkpointed job: %s" % done)
     ok("daemon SIGTERM: %s checkpointed mid-run (%s) and succeeded after the restart" %
        (gid, resumed_at.split("resuming from")[1].split(";")[0].strip()))
+
+    # --- preemption: a high-priority job takes the GPUs of a running low-priority one, which
+    # checkpoints, waits in the queue and resumes.
+    with open(write_spec("low", 400)) as f:
+        text = f.read().replace("every_steps: 2", "every_steps: 100000").replace(
+            "gpus: 2", "gpus: 8").replace("name: low", "name: low\npriority: -10")
+    low_spec = os.path.join(TMP, "low2.yaml")
+    with open(low_spec, "w") as f:
+        f.write(text)
+    low = json.loads(cli("submit", low_spec, "--json").stdout)["id"]
+    deadline = time.time() + 120
+    while time.time() < deadline and int(job(low).get("steps_done", 0)) < 2:
+        time.sleep(0.2)
+    with open(write_spec("high", 3)) as f:
+        text = f.read().replace("name: high", "name: high\npriority: 50")
+    high_spec = os.path.join(TMP, "high2.yaml")
+    with open(high_spec, "w") as f:
+        f.write(text)
+    high = json.loads(cli("submit", high_spec, "--json").stdout)["id"]
+    if wait_state(high, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"])["state"] != "JOB_STATE_SUCCEEDED":
+        fail("the high-priority job: %s" % job(high))
+    low_now = wait_state(low, ["JOB_STATE_RUNNING"])
+    logs = cli("logs", low).stdout
+    if "preempted by " + high not in logs or "resuming from" not in logs:
+        fail("the low-priority job was not preempted and resumed:\n" + logs[-3000:])
+    cli("cancel", low)
+    wait_state(low, ["JOB_STATE_CANCELLED"])
+    ok("preemption: %s (priority 50) preempted %s (priority -10), which checkpointed, waited and "
+       "resumed (%d restarts counted)" % (high, low, int(low_now.get("restarts", 0))))
 
     # --- load: 1,000 submits from 50 concurrent clients (drained: they stay queued).
     cli("drain")

@@ -109,7 +109,7 @@ StepReportRow ToRow(const runtime::StepReport& r) {
 struct JobManager::State {
   JobManagerOptions options;
   std::unique_ptr<JobStore> store;
-  Scheduler scheduler;
+  Scheduler scheduler;  // set in Create from options.preemption
 
   struct Running {
     std::vector<int> gpus;
@@ -121,6 +121,7 @@ struct JobManager::State {
     bool cancel = false;         // the user cancelled
     std::string cancelled_by;
     bool shutdown = false;       // the daemon is stopping: requeue
+    std::string preempted_for;   // checkpointing to make room for this job: requeue
     std::thread thread;
   };
 
@@ -210,7 +211,8 @@ void JobManager::State::Reschedule() {
   }
   std::vector<RunningJob> run;
   for (const auto& [id, r] : running) {
-    run.push_back({id, r.uid, r.priority, r.seq, r.gpus, r.host_bytes, r.pinned_bytes, false});
+    run.push_back({id, r.uid, r.priority, r.seq, r.gpus, r.host_bytes, r.pinned_bytes,
+                   !r.preempted_for.empty()});
   }
   jobs::Quotas quotas;
   quotas.defaults = options.default_quota;
@@ -221,6 +223,18 @@ void JobManager::State::Reschedule() {
   if (!result.ok()) {
     LOG(ERROR) << "scheduling: " << result.status();
     return;
+  }
+  for (const PreemptDecision& p : result->preempt) {
+    for (const std::string& victim : p.victims) {
+      auto it = running.find(victim);
+      if (it == running.end() || !it->second.preempted_for.empty()) continue;
+      it->second.preempted_for = p.job_id;
+      DaemonLog(victim, absl::StrCat("preempted by higher-priority ", p.job_id,
+                                     ": checkpointing, then back to the queue"));
+      if (it->second.launcher) {
+        it->second.launcher->RequestCheckpointAndStop(options.checkpoint_grace);
+      }
+    }
   }
   queued.clear();
   for (const QueuedDecision& q : result->queued) {
@@ -354,7 +368,9 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     Running& r = running[id];
     r.launcher = shared;
     if (r.cancel) shared->Cancel();
-    if (r.shutdown) shared->RequestCheckpointAndStop(options.checkpoint_grace);
+    if (r.shutdown || !r.preempted_for.empty()) {
+      shared->RequestCheckpointAndStop(options.checkpoint_grace);
+    }
   }
   runtime::LaunchResult result = shared->Wait();
   if (!result.links.empty()) {
@@ -374,11 +390,17 @@ void JobManager::State::Finish(const std::string& id, const absl::Status& status
   if (it == running.end()) return;
   Running& r = it->second;
   absl::StatusOr<JobRecord> job = store->GetJob(id);
-  if (r.shutdown) {
+  const bool stopped = absl::IsAborted(status);  // checkpointed and stopped on request
+  if (status.ok() && !r.cancel) {
+    Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done")).IgnoreError();
+  } else if (r.shutdown) {
     Transition(id, JobState::kQueued,
-               status.ok() || absl::IsAborted(status)
-                   ? "the daemon stopped; checkpointed, resumes from there"
-                   : "the daemon stopped; resumes from its last checkpoint")
+               stopped ? "the daemon stopped; checkpointed, resumes from there"
+                       : "the daemon stopped; resumes from its last checkpoint")
+        .IgnoreError();
+  } else if (!r.preempted_for.empty() && !r.cancel && stopped) {
+    Transition(id, JobState::kQueued,
+               absl::StrCat("preempted by ", r.preempted_for, "; resumes from its checkpoint"))
         .IgnoreError();
   } else if (r.cancel) {
     Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", r.cancelled_by))
@@ -421,6 +443,7 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions
                                                       ec.message()));
   }
   MOBIUS_ASSIGN_OR_RETURN(s->store, JobStore::Open(options.state_dir + "/jobs.db"));
+  s->scheduler = Scheduler(SchedulerOptions{.preemption = options.preemption});
   s->options = std::move(options);
   absl::StatusOr<int> cleaned = runtime::CleanOrphanStores(s->options.shm_dir);
   if (cleaned.ok() && *cleaned > 0) {

@@ -12,6 +12,9 @@
 //   ends     SUCCEEDED / FAILED (with the launcher's reason) / CANCELLED; a failure is retried up to
 //            max_restarts from the last complete checkpoint, except errors that would repeat
 //            (invalid input, a device cap too small for the plan);
+//   preempt  with options.preemption, the scheduler may name lower-priority running jobs for a
+//            waiting one: they checkpoint and stop (Launcher::RequestCheckpointAndStop) and are
+//            requeued, not counted as restarts;
 //   restart  at construction, jobs the store still has RUNNING (the daemon died under them) are
 //            requeued to resume from their checkpoint, counted as a restart;
 //   shutdown running jobs finish their step, write a checkpoint and stop (cancelled after
@@ -67,6 +70,9 @@ struct JobManagerOptions {
   // cancelled (SIGTERM, then SIGKILL after kill_grace).
   absl::Duration checkpoint_grace = absl::Seconds(60);
   std::string shm_dir = "/dev/shm";
+  // A higher-priority job that cannot start may preempt lower-priority running jobs: they
+  // checkpoint, stop and are requeued (scheduler.h, rule 7).
+  bool preemption = false;
   JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
 };
 
