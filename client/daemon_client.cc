@@ -53,31 +53,9 @@ class GrpcDaemonClient : public DaemonClient {
     ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout_));
   }
 
-  std::string Hint() const {
-    return absl::StrCat("is mobiusd running? pass --socket or set ", kSocketEnvVar);
-  }
-
-  absl::Status CheckSocket() const {
-    struct stat st;
-    if (stat(socket_path_.c_str(), &st) != 0) {
-      return absl::UnavailableError(
-          absl::StrCat("cannot reach mobiusd: no socket at ", socket_path_, " (", Hint(), ")"));
-    }
-    return absl::OkStatus();
-  }
-
+  absl::Status CheckSocket() const { return CheckDaemonSocket(socket_path_); }
   absl::Status Explain(const grpc::Status& status) const {
-    absl::Status s = FromGrpcStatus(status);
-    if (s.code() == absl::StatusCode::kUnavailable) {
-      return absl::UnavailableError(absl::StrCat("cannot reach mobiusd at ", socket_path_, ": ",
-                                                 s.message(), " (", Hint(), ")"));
-    }
-    if (s.code() == absl::StatusCode::kDeadlineExceeded) {
-      return absl::DeadlineExceededError(absl::StrCat("mobiusd at ", socket_path_,
-                                                      " did not answer within ",
-                                                      absl::FormatDuration(timeout_)));
-    }
-    return s;
+    return ExplainDaemonError(FromGrpcStatus(status), socket_path_, timeout_);
   }
 
   std::string socket_path_;
@@ -92,6 +70,35 @@ class GrpcDaemonClient : public DaemonClient {
 std::unique_ptr<DaemonClient> DaemonClient::ForSocket(const std::string& socket_path,
                                                       absl::Duration timeout) {
   return std::make_unique<GrpcDaemonClient>(socket_path, timeout);
+}
+
+namespace {
+std::string Hint() {
+  return absl::StrCat("is mobiusd running? pass --socket or set ", kSocketEnvVar);
+}
+}  // namespace
+
+absl::Status CheckDaemonSocket(const std::string& socket_path) {
+  struct stat st;
+  if (stat(socket_path.c_str(), &st) != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot reach mobiusd: no socket at ", socket_path, " (", Hint(), ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ExplainDaemonError(absl::Status s, const std::string& socket_path,
+                                absl::Duration timeout) {
+  if (s.code() == absl::StatusCode::kUnavailable) {
+    return absl::UnavailableError(absl::StrCat("cannot reach mobiusd at ", socket_path, ": ",
+                                               s.message(), " (", Hint(), ")"));
+  }
+  if (s.code() == absl::StatusCode::kDeadlineExceeded) {
+    return absl::DeadlineExceededError(absl::StrCat("mobiusd at ", socket_path,
+                                                    " did not answer within ",
+                                                    absl::FormatDuration(timeout)));
+  }
+  return s;
 }
 
 std::string ResolveSocketPath(const std::string& flag_value) {

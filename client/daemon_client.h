@@ -27,6 +27,13 @@ class DaemonClient {
   virtual absl::StatusOr<std::string> Health() = 0;
 };
 
+// UNAVAILABLE with the hint ("is mobiusd running? ...") when nothing exists at `socket_path`.
+absl::Status CheckDaemonSocket(const std::string& socket_path);
+// A failed call's status as the CLI reports it: UNAVAILABLE and DEADLINE_EXCEEDED get the socket,
+// the timeout and the hint; other codes pass through.
+absl::Status ExplainDaemonError(absl::Status status, const std::string& socket_path,
+                                absl::Duration timeout);
+
 // The socket to use: --socket if given, else $MOBIUS_SOCKET, else the default path.
 std::string ResolveSocketPath(const std::string& flag_value);
 

@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <signal.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -18,9 +17,9 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "client/daemon_client.h"
 #include "client/exit_codes.h"
 #include "common/jobspec/yaml.h"
-#include "common/paths.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/jobspec_convert.h"
 #include "google/protobuf/util/json_util.h"
@@ -50,22 +49,9 @@ struct Connection {
   void Deadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   }
-  absl::Status Check() const {
-    struct stat st;
-    if (stat(socket.c_str(), &st) != 0) {
-      return absl::UnavailableError(absl::StrCat("cannot reach mobiusd: no socket at ", socket,
-                                                 " (is mobiusd running? pass --socket or set ",
-                                                 kSocketEnvVar, ")"));
-    }
-    return absl::OkStatus();
-  }
+  absl::Status Check() const { return CheckDaemonSocket(socket); }
   absl::Status Explain(const grpc::Status& g) const {
-    absl::Status s = FromGrpcStatus(g);
-    if (s.code() == absl::StatusCode::kUnavailable) {
-      return absl::UnavailableError(absl::StrCat("cannot reach mobiusd at ", socket, ": ",
-                                                 s.message()));
-    }
-    return s;
+    return ExplainDaemonError(FromGrpcStatus(g), socket, timeout);
   }
 };
 

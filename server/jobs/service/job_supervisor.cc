@@ -1,0 +1,408 @@
+#include "server/jobs/service/job_manager_state.h"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <map>
+#include <thread>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/synchronization/mutex.h"
+#include "common/jobspec/json.h"
+#include "common/jobspec/validate.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "nlohmann/json.hpp"
+#include "server/jobs/scheduler/fits.h"
+#include "server/jobs/scheduler/scheduler.h"
+#include "server/jobs/service/job_planning.h"
+#include "common/model/model_config_parse.h"
+#include "server/launch/run_builder.h"
+#include "server/planner/profile.h"
+#include "worker/runtime/store_layout.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/runtime/host_store.h"
+#include "worker/runtime/launcher.h"
+
+namespace mobius::jobs {
+
+namespace internal {
+
+int64_t NowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+std::string GpuList(const std::vector<int>& gpus) { return absl::StrJoin(gpus, ","); }
+
+std::string PlanSummaryJson(const planner::PlanReport& r, const runtime::RunConfig& run) {
+  nlohmann::json stages = nlohmann::json::array();
+  for (const auto& s : r.plan.partition.stages) stages.push_back({s.begin, s.end});
+  nlohmann::json j = {{"stages", stages},
+                      {"gpu_order", r.plan.mapping.gpu_order},
+                      {"schedule", r.plan.schedule},
+                      {"partitioner", r.plan.partitioner},
+                      {"mapper", r.plan.mapper},
+                      {"num_microbatches", r.plan.num_microbatches},
+                      {"predicted_step_seconds", r.plan.predicted_step_seconds},
+                      {"device", r.device},
+                      {"max_gpu_bytes", r.plan.memory.max_gpu_bytes},
+                      {"host_bytes", r.plan.memory.host_bytes},
+                      {"pinned_bytes", r.plan.memory.pinned_bytes},
+                      {"emulated_links", !run.links.empty()},
+                      {"link_scale", run.link_scale}};
+  return j.dump();
+}
+
+double PredictedFromPlanJson(const std::string& plan_json) {
+  if (plan_json.empty()) return 0;
+  auto j = nlohmann::json::parse(plan_json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return 0;
+  return j.value("predicted_step_seconds", 0.0);
+}
+
+}  // namespace internal
+
+using internal::GpuList;
+using internal::NowMs;
+using internal::PlanSummaryJson;
+
+namespace {
+
+int64_t SubmitSeq(const std::string& id) {  // "j-000123" -> 123
+  int64_t n = 0;
+  absl::string_view digits = id;
+  if (digits.size() > 2) digits.remove_prefix(2);
+  return absl::SimpleAtoi(digits, &n) ? n : 0;
+}
+
+// Failures that would happen again on a retry with the same spec and plan.
+bool Retryable(const absl::Status& s) {
+  switch (s.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kPermissionDenied:
+      return false;
+    default:
+      return true;
+  }
+}
+
+StepReportRow ToRow(const runtime::StepReport& r) {
+  StepReportRow row;
+  row.step = r.step;
+  row.total_steps = r.total_steps;
+  row.loss = r.loss;
+  row.lr = r.lr;
+  row.grad_norm = r.grad_norm;
+  row.tokens = r.tokens;
+  row.tokens_per_second = r.tokens_per_second;
+  row.step_seconds = r.step_seconds;
+  row.compute_seconds = r.compute_seconds;
+  row.h2d_bytes = static_cast<int64_t>(r.h2d_bytes);
+  row.d2h_bytes = static_cast<int64_t>(r.d2h_bytes);
+  row.stall_seconds = r.stall_seconds;
+  row.optimizer_seconds = r.optimizer_seconds;
+  row.unix_ms = NowMs();
+  return row;
+}
+
+}  // namespace
+
+// ---- state helpers ----------------------------------------------------------------------------
+
+void JobManager::State::DaemonLog(const std::string& id, const std::string& text) {
+  LOG(INFO) << id << ": " << text;
+  absl::StatusOr<int64_t> r = store->AppendLogs(id, {{0, NowMs(), "daemon", text}});
+  if (!r.ok()) LOG(WARNING) << "log for " << id << ": " << r.status();
+}
+void JobManager::State::Audit(const Caller& c, const std::string& method,
+                              const std::string& target, const std::string& detail,
+                              const absl::Status& result) {
+  AuditEntry e;
+  e.unix_ms = NowMs();
+  e.uid = c.uid;
+  e.method = "JobService." + method;
+  e.target = target;
+  e.detail = detail;
+  e.result = result.code();
+  absl::StatusOr<int64_t> r = store->AppendAudit(e);
+  if (!r.ok()) LOG(WARNING) << "audit: " << r.status();
+}
+
+absl::Status JobManager::State::Transition(const std::string& id, JobState to,
+                                           const std::string& reason) {
+  absl::StatusOr<JobRecord> r = store->Transition(id, to, reason, NowMs());
+  if (!r.ok()) return r.status();
+  DaemonLog(id, absl::StrCat(JobStateName(to), ": ", reason));
+  return absl::OkStatus();
+}
+
+// ---- scheduling ---------------------------------------------------------------------------------
+
+void JobManager::State::Reschedule() {
+  if (stopping) return;
+  // Join the supervisors that ended (not the calling one: Finish runs on it and reschedules).
+  for (auto it = finished.begin(); it != finished.end();) {
+    if (it->get_id() == std::this_thread::get_id()) {
+      ++it;
+      continue;
+    }
+    it->join();
+    it = finished.erase(it);
+  }
+  absl::StatusOr<std::vector<JobRecord>> queued_jobs = store->JobsInStates({JobState::kQueued});
+  if (!queued_jobs.ok()) {
+    LOG(ERROR) << "scheduling: " << queued_jobs.status();
+    return;
+  }
+  std::vector<JobRequest> requests;
+  for (const JobRecord& job : *queued_jobs) {
+    auto it = estimates.find(job.id);
+    if (it == estimates.end()) {
+      // Jobs from before a daemon restart: plan again to learn what they need.
+      absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
+      absl::StatusOr<PlannedJob> planned =
+          spec.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, {})
+                    : absl::StatusOr<PlannedJob>(spec.status());
+      if (!planned.ok()) {
+        Transition(job.id, JobState::kFailed,
+                   absl::StrCat("cannot plan: ", planned.status().message()))
+            .IgnoreError();
+        continue;
+      }
+      it = estimates.emplace(job.id, planned->request).first;
+    }
+    JobRequest r = it->second;
+    r.job_id = job.id;
+    r.uid = job.uid;
+    r.priority = job.priority;
+    r.submit_seq = SubmitSeq(job.id);
+    requests.push_back(r);
+  }
+  std::vector<RunningJob> run;
+  for (const auto& [id, r] : running) {
+    run.push_back({id, r.uid, r.priority, r.seq, r.gpus, r.host_bytes, r.pinned_bytes,
+                   !r.preempted_for.empty()});
+  }
+  jobs::Quotas quotas;
+  quotas.defaults = options.default_quota;
+  if (auto list = store->ListQuotas(); list.ok()) {
+    for (const Quota& q : *list) quotas.per_uid[q.uid] = {q.max_gpus, q.max_running_jobs};
+  }
+  absl::StatusOr<ScheduleResult> result = scheduler.Schedule(options.node, run, requests, quotas);
+  if (!result.ok()) {
+    LOG(ERROR) << "scheduling: " << result.status();
+    return;
+  }
+  for (const PreemptDecision& p : result->preempt) {
+    for (const std::string& victim : p.victims) {
+      auto it = running.find(victim);
+      if (it == running.end() || !it->second.preempted_for.empty()) continue;
+      it->second.preempted_for = p.job_id;
+      DaemonLog(victim, absl::StrCat("preempted by higher-priority ", p.job_id,
+                                     ": checkpointing, then back to the queue"));
+      if (it->second.launcher) {
+        it->second.launcher->RequestCheckpointAndStop(options.checkpoint_grace);
+      }
+    }
+  }
+  queued.clear();
+  for (const QueuedDecision& q : result->queued) {
+    if (q.cause == PendingCause::kNeverFits) {
+      Transition(q.job_id, JobState::kFailed, q.reason).IgnoreError();
+      estimates.erase(q.job_id);
+      continue;
+    }
+    queued[q.job_id] = q;
+  }
+  for (const StartDecision& d : result->start) {
+    const JobRequest* req = nullptr;
+    for (const JobRequest& r : requests) {
+      if (r.job_id == d.job_id) req = &r;
+    }
+    absl::Status t = Transition(d.job_id, JobState::kRunning,
+                                absl::StrCat("started on GPUs ", GpuList(d.gpus)));
+    if (!t.ok()) {
+      LOG(ERROR) << t;
+      continue;
+    }
+    Running& r = running[d.job_id];
+    r.gpus = d.gpus;
+    if (req != nullptr) {
+      r.host_bytes = req->host_bytes;
+      r.pinned_bytes = req->pinned_bytes;
+      r.uid = req->uid;
+      r.priority = req->priority;
+      r.seq = req->submit_seq;
+    }
+    estimates.erase(d.job_id);
+    r.thread = std::thread([this, id = d.job_id, gpus = d.gpus] { Supervise(id, gpus); });
+  }
+  if (options.observer != nullptr) {
+    std::map<JobState, int> counts = {{JobState::kQueued, static_cast<int>(queued.size())},
+                                      {JobState::kRunning, static_cast<int>(running.size())}};
+    options.observer->JobCounts(counts);
+  }
+  Bump();
+}
+
+// ---- supervision --------------------------------------------------------------------------------
+
+void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
+  auto fail = [&](const absl::Status& s) { Finish(id, s, 0); };
+  absl::StatusOr<JobRecord> job = store->GetJob(id);
+  if (!job.ok()) return fail(job.status());
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job->spec_json);
+  if (!spec.ok()) return fail(spec.status());
+  const std::string job_dir = absl::StrCat(options.state_dir, "/jobs/", id);
+  absl::StatusOr<train::TrainerOptions> training =
+      TrainerOptionsFromSpec(*spec, job_dir + "/checkpoints");
+  if (!training.ok()) return fail(training.status());
+  training->resume = checkpoint::LatestCheckpoint(training->checkpoint_dir).ok();
+  absl::StatusOr<PlannedJob> planned =
+      PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, gpus);
+  if (!planned.ok()) return fail(planned.status());
+  absl::StatusOr<runtime::RunConfig> run = launch::BuildRunConfig(
+      id, *training, planned->report.plan, options.topology, options.facts,
+      {.enabled = options.emulate_links, .link_scale = options.link_scale});
+  if (!run.ok()) return fail(run.status());
+  store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned->report, *run)).IgnoreError();
+  JobRunInfo info;
+  info.job_id = id;
+  info.run = &*run;
+  info.predicted_step_seconds = planned->report.plan.predicted_step_seconds;
+  info.gpu_memory_bytes = planned->report.plan.memory.gpu_bytes;
+  info.pinned_bytes = planned->report.plan.memory.pinned_bytes;
+  // Model FLOPs per token as MFU counts them (PaLM's 6N convention: no recompute, no attention).
+  info.flops_per_token = 6.0 * static_cast<double>(planned->report.parameters);
+  for (int g : run->rank_gpu) {
+    std::optional<planner::DeviceSpec> d = planner::DeviceSpecForGpuName(
+        options.topology.gpus[g].name, options.topology.gpus[g].memory_bytes);
+    if (d) info.peak_flops_per_second += d->peak_flops_per_s;
+  }
+  if (absl::StatusOr<model::ModelConfig> mc = model::LoadModelConfig(spec->model_dir); mc.ok()) {
+    runtime::RunConfig sized = *run;
+    sized.store_path = "-";
+    if (auto layout = runtime::MakeStoreLayout(*mc, sized); layout.ok()) {
+      info.host_store_bytes = static_cast<int64_t>(layout->total_bytes);
+    }
+  }
+  DaemonLog(id, absl::StrCat(
+                    training->resume ? "resuming from " : "starting: ",
+                    training->resume ? *checkpoint::LatestCheckpoint(training->checkpoint_dir) : "",
+                    training->resume ? "; " : "", run->stages.size(), " stages on ",
+                    run->num_workers, " GPU(s) ", GpuList(gpus), ", ", planned->report.plan.mapper,
+                    " mapping, predicted ", planned->report.plan.predicted_step_seconds,
+                    " s/step", run->links.empty() ? "" : absl::StrCat(
+                        " (CPU backend, emulated PCIe links x", run->link_scale, ")")));
+
+  runtime::LaunchOptions lo;
+  lo.run = *run;
+  lo.worker_binary = options.worker_binary;
+  lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
+  lo.shm_dir = options.shm_dir;
+  lo.kill_grace = options.kill_grace;
+  int64_t last_step = 0;
+  lo.on_step = [&](const runtime::StepReport& r) {
+    store->AppendStepReport(id, ToRow(r)).IgnoreError();
+    if (options.observer != nullptr) options.observer->StepCompleted(info, r);
+    last_step = r.step;
+    if (!r.checkpoint.empty()) {
+      store->SetCheckpoint(id, r.checkpoint, r.step).IgnoreError();
+      DaemonLog(id, absl::StrCat("checkpoint ", r.checkpoint));
+    }
+    absl::MutexLock lock(&mu);
+    Bump();
+  };
+  lo.on_log = [&](int rank, const std::string& line) {
+    store->AppendLogs(id, {{0, NowMs(), absl::StrCat("worker-", rank), line}}).IgnoreError();
+    absl::MutexLock lock(&mu);
+    Bump();
+  };
+  // Before the launch: a first step report must find the job's series.
+  if (options.observer != nullptr) {
+    // Queue wait: submission to first start (a restart's start would include the earlier run).
+    const double waited = job->restarts == 0 && job->started_unix_ms > job->created_unix_ms
+                              ? (job->started_unix_ms - job->created_unix_ms) / 1e3
+                              : 0.0;
+    options.observer->JobStarted(info, waited);
+  }
+  absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
+  if (!launcher.ok()) {
+    if (options.observer != nullptr) options.observer->JobStopped(info);
+    return fail(launcher.status());
+  }
+  std::shared_ptr<runtime::Launcher> shared = std::move(*launcher);
+  {
+    absl::MutexLock lock(&mu);
+    Running& r = running[id];
+    r.launcher = shared;
+    if (r.cancel) shared->Cancel();
+    if (r.shutdown || !r.preempted_for.empty()) {
+      shared->RequestCheckpointAndStop(options.checkpoint_grace);
+    }
+  }
+  runtime::LaunchResult result = shared->Wait();
+  if (!result.links.empty()) {
+    std::vector<std::string> parts;
+    for (const runtime::LinkTraffic& l : result.links) {
+      parts.push_back(absl::StrCat(l.name, " ", l.h2d_bytes, "/", l.d2h_bytes));
+    }
+    DaemonLog(id, absl::StrCat("bytes per emulated link (h2d/d2h): ", absl::StrJoin(parts, ", ")));
+  }
+  if (options.observer != nullptr) options.observer->JobStopped(info);
+  Finish(id, result.status, last_step);
+}
+
+void JobManager::State::Finish(const std::string& id, const absl::Status& status, int64_t steps) {
+  absl::MutexLock lock(&mu);
+  auto it = running.find(id);
+  if (it == running.end()) return;
+  Running& r = it->second;
+  absl::StatusOr<JobRecord> job = store->GetJob(id);
+  const bool stopped = absl::IsAborted(status);  // checkpointed and stopped on request
+  if (status.ok() && !r.cancel) {
+    Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done")).IgnoreError();
+  } else if (r.shutdown) {
+    Transition(id, JobState::kQueued,
+               stopped ? "the daemon stopped; checkpointed, resumes from there"
+                       : "the daemon stopped; resumes from its last checkpoint")
+        .IgnoreError();
+  } else if (!r.preempted_for.empty() && !r.cancel && stopped) {
+    Transition(id, JobState::kQueued,
+               absl::StrCat("preempted by ", r.preempted_for, "; resumes from its checkpoint"))
+        .IgnoreError();
+  } else if (r.cancel) {
+    Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", r.cancelled_by))
+        .IgnoreError();
+  } else if (status.ok()) {
+    Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done")).IgnoreError();
+  } else {
+    absl::StatusOr<jobspec::JobSpec> spec =
+        job.ok() ? jobspec::JobSpecFromJson(job->spec_json) : job.status();
+    const int max_restarts = spec.ok() ? spec->max_restarts : 0;
+    if (Retryable(status) && job.ok() && job->restarts < max_restarts) {
+      absl::StatusOr<int32_t> n = store->IncrementRestarts(id);
+      if (options.observer != nullptr) options.observer->WorkerRestart();
+      Transition(id, JobState::kQueued,
+                 absl::StrCat("restart ", n.ok() ? *n : 0, " of ", max_restarts,
+                              " after: ", status.message()))
+          .IgnoreError();
+    } else {
+      Transition(id, JobState::kFailed, std::string(status.message())).IgnoreError();
+    }
+  }
+  finished.push_back(std::move(r.thread));
+  running.erase(it);
+  Reschedule();
+  Bump();
+}
+
+}  // namespace mobius::jobs
