@@ -4,7 +4,9 @@
 // the keys of the three formats (and the field paths in their errors) cannot drift apart. A visitor
 // provides, for a key and a member:
 //   Int(key, int& | int64_t&)  UInt(key, uint64_t&)  Double(key, double&)  String(key, string&)
+//   Bool(key, bool&)
 //   Path(key, string&)         a file or directory (the YAML reader resolves it against a base)
+//   PathList(key, vector<string>&)  a list of paths (resolved like Path)
 //   Gpus(key, int&)            a count, or "all" (= 0) in YAML
 //   Bytes(key, int64_t&)       a byte count, or a size such as "20GiB" in YAML
 //   Labels(key, map&)          a mapping of strings to strings
@@ -30,8 +32,15 @@ void VisitJobSpec(Spec& s, Visitor& v) {
   v.Path("model_dir", s.model_dir);
   v.Section("dataset", [&] {
     v.Path("path", s.dataset.path);
+    v.PathList("paths", s.dataset.paths);
     v.String("format", s.dataset.format);
     v.Path("tokenizer", s.dataset.tokenizer);
+    v.String("text_field", s.dataset.text_field);
+    v.String("prompt_field", s.dataset.prompt_field);
+    v.String("completion_field", s.dataset.completion_field);
+    v.String("messages_field", s.dataset.messages_field);
+    v.String("chat_template", s.dataset.chat_template);
+    v.Bool("skip_bad_lines", s.dataset.skip_bad_lines);
     v.Double("eval_fraction", s.dataset.eval_fraction);
   });
   v.Section("training", [&] {

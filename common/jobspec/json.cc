@@ -33,7 +33,9 @@ class JsonWriter {
   // reports a null as a wrong type rather than taking the default.
   void Double(const char* key, const double& v) { (*cur_)[key] = v; }
   void String(const char* key, const std::string& v) { (*cur_)[key] = v; }
+  void Bool(const char* key, const bool& v) { (*cur_)[key] = v; }
   void Path(const char* key, const std::string& v) { (*cur_)[key] = v; }
+  void PathList(const char* key, const std::vector<std::string>& v) { (*cur_)[key] = v; }
   void Gpus(const char* key, const int& v) { (*cur_)[key] = v; }
   void Bytes(const char* key, const int64_t& v) { (*cur_)[key] = v; }
   void Labels(const char* key, const std::map<std::string, std::string>& v) {
@@ -98,7 +100,27 @@ class JsonReader {
     if (!v->is_string()) return Fail(key, *v, "must be a string");
     out = v->get<std::string>();
   }
+  void Bool(const char* key, bool& out) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_boolean()) return Fail(key, *v, "must be true or false");
+    out = v->get<bool>();
+  }
   void Path(const char* key, std::string& out) { String(key, out); }
+  void PathList(const char* key, std::vector<std::string>& out) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_array()) return Fail(key, *v, "must be an array of strings");
+    out.clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      if (!(*v)[i].is_string()) {
+        problems.push_back(absl::StrCat(Prefix(), key, "[", i, "]: must be a string (got ",
+                                        Show((*v)[i]), ")"));
+        continue;
+      }
+      out.push_back((*v)[i].get<std::string>());
+    }
+  }
   void Gpus(const char* key, int& out) { Int(key, out); }
   void Bytes(const char* key, int64_t& out) { Int(key, out); }
   void Labels(const char* key, std::map<std::string, std::string>& out) {

@@ -2,10 +2,16 @@
 
 namespace mobius::jobspec {
 
+bool IsTextFormat(const std::string& format) { return format != "tokens"; }
+
 void Normalize(JobSpec& spec) {
   if (spec.training.microbatch == 0) spec.training.microbatch = spec.training.global_batch;
-  const bool tokenized_here = spec.dataset.format == "jsonl" || spec.dataset.format == "text";
-  if (tokenized_here && spec.dataset.tokenizer.empty()) spec.dataset.tokenizer = spec.model_dir;
+  DatasetSpec& ds = spec.dataset;
+  if (ds.path.empty() && ds.paths.size() == 1) {
+    ds.path = ds.paths.front();
+    ds.paths.clear();
+  }
+  if (IsTextFormat(ds.format) && ds.tokenizer.empty()) ds.tokenizer = spec.model_dir;
 }
 
 }  // namespace mobius::jobspec

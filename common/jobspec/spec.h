@@ -21,11 +21,14 @@
 #include <map>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace mobius::jobspec {
 
 // Allowed values of the enumerated string fields (the first is the default, where there is one).
-inline constexpr std::array<std::string_view, 3> kDatasetFormats = {"tokens", "jsonl", "text"};
+inline constexpr std::array<std::string_view, 5> kDatasetFormats = {
+    "tokens", "jsonl", "prompt_completion", "chat", "text"};
+inline constexpr std::array<std::string_view, 2> kChatTemplates = {"chatml", "plain"};
 inline constexpr std::array<std::string_view, 2> kLrSchedules = {"cosine", "constant"};
 inline constexpr std::array<std::string_view, 3> kSchedules = {"mobius", "roundrobin", "resident"};
 inline constexpr std::array<std::string_view, 3> kPartitioners = {"exact", "mip", "uniform"};
@@ -46,13 +49,29 @@ inline constexpr int64_t kMaxGlobalBatch = 1 << 20;
 inline constexpr int64_t kMaxSeqLen = 1 << 22;
 inline constexpr int kMaxGpus = 1024;
 inline constexpr int kMaxStages = 4096;
+inline constexpr int kMaxDatasetFiles = 1024;
+inline constexpr int kMaxFieldNameLength = 256;
 
 struct DatasetSpec {
-  std::string path;            // required; a file
-  std::string format = "tokens";  // kDatasetFormats: "tokens" = our token file
-                                  // (worker/data/token_file.h); "jsonl" | "text" are tokenized
-  std::string tokenizer;       // directory with tokenizer.json / tokenizer.model; jsonl and text
-                               // only; empty: model_dir
+  // The file(s): `path` for one, `paths` for several (their documents are read in order, as one
+  // dataset); exactly one of the two is set (Normalize moves a one-element `paths` to `path`).
+  // A token file ("tokens") is always a single `path`.
+  std::string path;
+  std::vector<std::string> paths;
+  // kDatasetFormats: "tokens" = our token file (worker/data/token_file.h); the others are text
+  // the daemon tokenizes with `tokenizer` before the run (worker/data/documents.h describes them):
+  // "jsonl" (a text field per line), "prompt_completion" (loss on the completion only), "chat"
+  // (messages rendered with chat_template, loss on the assistant turns), "text" (a file is one
+  // document).
+  std::string format = "tokens";
+  std::string tokenizer;       // directory with tokenizer.json / tokenizer.model, or the file;
+                               // text formats only; empty: model_dir
+  std::string text_field = "text";              // jsonl
+  std::string prompt_field = "prompt";          // prompt_completion
+  std::string completion_field = "completion";  // prompt_completion
+  std::string messages_field = "messages";      // chat
+  std::string chat_template = "chatml";         // chat: kChatTemplates
+  bool skip_bad_lines = false;  // jsonl formats: skip (and count) malformed lines, else fail
   double eval_fraction = 0.0;  // held-out share of the sequences, [0, 0.5]
 
   friend bool operator==(const DatasetSpec&, const DatasetSpec&) = default;
@@ -118,8 +137,11 @@ struct JobSpec {
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
 
-// Fills the derived defaults in place: microbatch 0 -> global_batch; for jsonl/text datasets an
-// empty tokenizer -> model_dir. Idempotent. The YAML and JSON readers return normalized specs.
+// True for the formats the daemon tokenizes (every format but "tokens").
+bool IsTextFormat(const std::string& format);
+
+// Fills the derived defaults in place: microbatch 0 -> global_batch; for text datasets an
+// empty tokenizer -> model_dir; a one-element dataset.paths -> dataset.path. Idempotent. The YAML and JSON readers return normalized specs.
 void Normalize(JobSpec& spec);
 
 }  // namespace mobius::jobspec

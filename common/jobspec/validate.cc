@@ -11,6 +11,7 @@
 #include <cstring>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/escaping.h"
@@ -203,21 +204,22 @@ void CheckModelDirFiles(const std::string& dir, Checker& c) {
   if (!weights) c.Add("model_dir", absl::StrCat("no *.safetensors files in ", Quote(dir)));
 }
 
-void CheckDatasetFile(const DatasetSpec& ds, Checker& c) {
-  const int fd = open(ds.path.c_str(), O_RDONLY | O_CLOEXEC);
+void CheckDatasetFile(const std::string& field, const std::string& path, const std::string& format,
+                      Checker& c) {
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) {
-    c.Add("dataset.path", absl::StrCat("cannot read ", Quote(ds.path), " (", ErrnoText(errno), ")"));
+    c.Add(field, absl::StrCat("cannot read ", Quote(path), " (", ErrnoText(errno), ")"));
     return;
   }
   struct stat st;
   if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    c.Add("dataset.path", absl::StrCat("not a regular file (got ", Quote(ds.path), ")"));
-  } else if (ds.format == "tokens") {
+    c.Add(field, absl::StrCat("not a regular file (got ", Quote(path), ")"));
+  } else if (format == "tokens") {
     char magic[8] = {};
     if (pread(fd, magic, sizeof(magic), 0) != sizeof(magic) || std::memcmp(magic, "MOBTOKv1", 8)) {
-      c.Add("dataset.path",
-            absl::StrCat("not a Mobius token file (no MOBTOKv1 header): ", Quote(ds.path),
-                         "; for raw text set dataset.format to jsonl or text"));
+      c.Add(field, absl::StrCat("not a Mobius token file (no MOBTOKv1 header): ", Quote(path),
+                                "; for raw text set dataset.format to jsonl, prompt_completion, "
+                                "chat or text"));
     }
   }
   close(fd);
@@ -225,6 +227,7 @@ void CheckDatasetFile(const DatasetSpec& ds, Checker& c) {
 
 void CheckTokenizerDir(const std::string& dir, bool defaulted, Checker& c) {
   struct stat st;
+  if (stat(dir.c_str(), &st) == 0 && S_ISREG(st.st_mode)) return;  // the file itself
   for (const char* file : {"/tokenizer.json", "/tokenizer.model"}) {
     if (stat((dir + file).c_str(), &st) == 0 && S_ISREG(st.st_mode)) return;
   }
@@ -233,24 +236,61 @@ void CheckTokenizerDir(const std::string& dir, bool defaulted, Checker& c) {
                      defaulted ? " (the tokenizer defaults to model_dir)" : ""));
 }
 
+// A JSON field name of the dataset's lines: non-empty printable text.
+void FieldName(const std::string& field, const std::string& value, Checker& c) {
+  if (value.empty()) {
+    c.Add(field, "must not be empty (the JSON key to read)");
+  } else if (value.size() > static_cast<size_t>(kMaxFieldNameLength)) {
+    c.Add(field, absl::StrCat("longer than ", kMaxFieldNameLength, " bytes (got ", value.size(),
+                              ")"));
+  } else {
+    c.Text(field, value);
+  }
+}
+
 void CheckDataset(const JobSpec& s, Checker& c) {
   const DatasetSpec& ds = s.dataset;
-  const bool path_ok = c.Path("dataset.path", ds.path, /*required=*/true);
   c.Enum("dataset.format", ds.format, kDatasetFormats);
-  const bool tokenized_here = ds.format == "jsonl" || ds.format == "text";
+  const bool text_format = IsTextFormat(ds.format);
+  // The files: `path` or `paths`, each well-formed; (field, path) of those worth opening.
+  std::vector<std::pair<std::string, std::string>> files;
+  if (!ds.path.empty() && !ds.paths.empty()) {
+    c.Add("dataset.paths", "set only one of dataset.path and dataset.paths");
+  } else if (ds.paths.empty()) {
+    if (c.Path("dataset.path", ds.path, /*required=*/true)) files.push_back({"dataset.path", ds.path});
+  } else if (ds.paths.size() > static_cast<size_t>(kMaxDatasetFiles)) {
+    c.Add("dataset.paths", absl::StrCat("at most ", kMaxDatasetFiles, " files (got ",
+                                        ds.paths.size(), ")"));
+  } else if (ds.format == "tokens" && ds.paths.size() > 1) {
+    c.Add("dataset.paths", absl::StrCat("a token dataset is one file (got ", ds.paths.size(),
+                                        "); set dataset.path"));
+  } else {
+    for (size_t i = 0; i < ds.paths.size(); ++i) {
+      const std::string field = absl::StrCat("dataset.paths[", i, "]");
+      if (c.Path(field, ds.paths[i], /*required=*/true)) files.push_back({field, ds.paths[i]});
+    }
+  }
   bool tokenizer_ok = false;
-  if (!ds.tokenizer.empty() && ds.format == "tokens") {
+  if (!ds.tokenizer.empty() && !text_format) {
     c.Add("dataset.tokenizer",
-          "only for jsonl and text datasets (a token file is already tokenized)");
+          "only for text datasets (jsonl, prompt_completion, chat, text); a token file is already "
+          "tokenized");
   } else if (!ds.tokenizer.empty()) {
     tokenizer_ok = c.Path("dataset.tokenizer", ds.tokenizer, false);
   }
+  FieldName("dataset.text_field", ds.text_field, c);
+  FieldName("dataset.prompt_field", ds.prompt_field, c);
+  FieldName("dataset.completion_field", ds.completion_field, c);
+  FieldName("dataset.messages_field", ds.messages_field, c);
+  c.Enum("dataset.chat_template", ds.chat_template, kChatTemplates);
   c.Number("dataset.eval_fraction", ds.eval_fraction, 0, false, 0.5, false);
   if (!c.options().check_files_exist) return;
-  if (path_ok && Contains(kDatasetFormats, ds.format)) CheckDatasetFile(ds, c);
+  if (Contains(kDatasetFormats, ds.format)) {
+    for (const auto& [field, path] : files) CheckDatasetFile(field, path, ds.format, c);
+  }
   if (tokenizer_ok) {
     CheckTokenizerDir(ds.tokenizer, false, c);
-  } else if (tokenized_here && ds.tokenizer.empty() && !s.model_dir.empty()) {
+  } else if (text_format && ds.tokenizer.empty() && !s.model_dir.empty()) {
     // model_dir's own problems are reported under model_dir; this names only the tokenizer.
     struct stat st;
     if (stat(s.model_dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {

@@ -157,7 +157,9 @@ class PathCollector {
   void UInt(const char* key, const uint64_t&) { Add(key); }
   void Double(const char* key, const double&) { Add(key); }
   void String(const char* key, const std::string&) { Add(key); }
+  void Bool(const char* key, const bool&) { Add(key); }
   void Path(const char* key, const std::string&) { Add(key); }
+  void PathList(const char* key, const std::vector<std::string>&) { Add(key); }
   void Gpus(const char* key, const int&) { Add(key); }
   void Bytes(const char* key, const int64_t&) { Add(key); }
   void Labels(const char* key, const std::map<std::string, std::string>&) { Add(key); }
@@ -230,11 +232,44 @@ class YamlReader {
     if (!v->IsScalar()) return Fail(key, *v, "must be a string");
     out = v->Scalar();
   }
+  void Bool(const char* key, bool& out) {
+    const YAML::Node* v = Take(key);
+    if (v == nullptr) return;
+    const std::string text = IsPlainScalar(*v) ? v->Scalar() : "";
+    if (text == "true" || text == "True" || text == "TRUE") {
+      out = true;
+    } else if (text == "false" || text == "False" || text == "FALSE") {
+      out = false;
+    } else {
+      Fail(key, *v, "must be true or false");
+    }
+  }
   void Path(const char* key, std::string& out) {
     String(key, out);
-    if (out.empty() || out.front() == '/' || base_dir_.empty()) return;
-    out = (std::filesystem::path(base_dir_) / out).lexically_normal().string();
-    if (out.size() > 1 && out.back() == '/') out.pop_back();  // "dir/." normalizes to "dir/"
+    Resolve(out);
+  }
+  // A sequence of paths, or one path as a scalar.
+  void PathList(const char* key, std::vector<std::string>& out) {
+    const YAML::Node* v = Take(key);
+    if (v == nullptr) return;
+    if (v->IsScalar()) {
+      out = {v->Scalar()};
+      Resolve(out.back());
+      return;
+    }
+    if (!v->IsSequence()) return Fail(key, *v, "must be a list of paths");
+    out.clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      const YAML::Node item = (*v)[i];
+      const std::string field = absl::StrCat(Path(key), "[", i, "]");
+      positions_[field] = At(item.Mark());
+      if (!item.IsScalar()) {
+        Add(field, absl::StrCat("must be a path (got ", Describe(item), ")"), item);
+        continue;
+      }
+      out.push_back(item.Scalar());
+      Resolve(out.back());
+    }
   }
   void Gpus(const char* key, int& out) {
     const YAML::Node* v = Take(key);
@@ -302,6 +337,13 @@ class YamlReader {
   };
 
   std::string Path(const std::string& key) const { return levels_.back().prefix + key; }
+
+  // A relative path is relative to the spec file's directory.
+  void Resolve(std::string& out) const {
+    if (out.empty() || out.front() == '/' || base_dir_.empty()) return;
+    out = (std::filesystem::path(base_dir_) / out).lexically_normal().string();
+    if (out.size() > 1 && out.back() == '/') out.pop_back();  // "dir/." normalizes to "dir/"
+  }
 
   void Add(const std::string& field, std::string message, const YAML::Node& at) {
     problems_.push_back({field, std::move(message), At(at.Mark())});

@@ -24,6 +24,13 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   d->set_format(s.dataset.format);
   d->set_tokenizer(s.dataset.tokenizer);
   d->set_eval_fraction(s.dataset.eval_fraction);
+  for (const std::string& path : s.dataset.paths) d->add_paths(path);
+  d->set_text_field(s.dataset.text_field);
+  d->set_prompt_field(s.dataset.prompt_field);
+  d->set_completion_field(s.dataset.completion_field);
+  d->set_messages_field(s.dataset.messages_field);
+  d->set_chat_template(s.dataset.chat_template);
+  d->set_skip_bad_lines(s.dataset.skip_bad_lines);
 
   const jobspec::TrainingSpec& t = s.training;
   v1::TrainingSpec* pt = p.mutable_training();
@@ -71,6 +78,15 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
   s.dataset.format = OrDefault(p.dataset().format(), defaults.dataset.format);
   s.dataset.tokenizer = p.dataset().tokenizer();
   s.dataset.eval_fraction = p.dataset().eval_fraction();
+  const v1::DatasetSpec& pd = p.dataset();
+  const jobspec::DatasetSpec& dd = defaults.dataset;
+  s.dataset.paths.assign(pd.paths().begin(), pd.paths().end());
+  s.dataset.text_field = OrDefault(pd.text_field(), dd.text_field);
+  s.dataset.prompt_field = OrDefault(pd.prompt_field(), dd.prompt_field);
+  s.dataset.completion_field = OrDefault(pd.completion_field(), dd.completion_field);
+  s.dataset.messages_field = OrDefault(pd.messages_field(), dd.messages_field);
+  s.dataset.chat_template = OrDefault(pd.chat_template(), dd.chat_template);
+  s.dataset.skip_bad_lines = pd.skip_bad_lines();
 
   const v1::TrainingSpec& pt = p.training();
   const jobspec::TrainingSpec& dt = defaults.training;

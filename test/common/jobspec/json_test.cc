@@ -44,7 +44,10 @@ TEST(JobSpecJsonTest, CanonicalText) {
   s.labels = {{"z", "1"}, {"a", "2"}};
   EXPECT_EQ(JobSpecToJson(s),
             R"({"checkpoint":{"dir":"","every_steps":0},)"
-            R"("dataset":{"eval_fraction":0.0,"format":"tokens","path":"/d","tokenizer":""},)"
+            R"("dataset":{"chat_template":"chatml","completion_field":"completion",)"
+            R"("eval_fraction":0.0,"format":"tokens","messages_field":"messages","path":"/d",)"
+            R"("paths":[],"prompt_field":"prompt","skip_bad_lines":false,"text_field":"text",)"
+            R"("tokenizer":""},)"
             R"("labels":{"a":"2","z":"1"},"max_restarts":1,"model_dir":"/m","name":"",)"
             R"("plan":{"mapper":"cross","partitioner":"exact","schedule":"mobius","stages":0},)"
             R"("priority":0,"resources":{"device_memory_bytes":0,"gpus":0},)"

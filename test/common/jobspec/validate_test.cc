@@ -129,12 +129,51 @@ TEST(ValidateJobSpecTest, EvalEveryNeedsAnEvalSplit) {
 TEST(ValidateJobSpecTest, DatasetFormatAndTokenizer) {
   JobSpec s = Valid();
   s.dataset.format = "csv";
-  EXPECT_THAT(Message(s), HasSubstr("dataset.format: must be one of tokens, jsonl, text (got \"csv\")"));
+  EXPECT_THAT(Message(s), HasSubstr("dataset.format: must be one of tokens, jsonl, "
+                                    "prompt_completion, chat, text (got \"csv\")"));
   s.dataset.format = "tokens";
   s.dataset.tokenizer = "/tok";
   EXPECT_THAT(Fields(s), ElementsAre("dataset.tokenizer"));
+  for (const char* format : {"jsonl", "prompt_completion", "chat", "text"}) {
+    s.dataset.format = format;
+    EXPECT_THAT(Fields(s), IsEmpty()) << format;
+  }
+}
+
+TEST(ValidateJobSpecTest, DatasetFilesAndFields) {
+  JobSpec s = Valid();
   s.dataset.format = "jsonl";
+  s.dataset.paths = {"/d/a.jsonl", "/d/b.jsonl"};
+  EXPECT_THAT(Message(s), HasSubstr("dataset.paths: set only one of dataset.path and dataset.paths"));
+  s.dataset.path.clear();
   EXPECT_THAT(Fields(s), IsEmpty());
+  s.dataset.paths = {"/d/a.jsonl", "relative.jsonl", ""};
+  EXPECT_THAT(Fields(s, {.require_absolute_paths = true}),
+              ElementsAre("dataset.paths[1]", "dataset.paths[2]"));
+  s.dataset.paths = {"/d/a.tok", "/d/b.tok"};
+  s.dataset.format = "tokens";
+  EXPECT_THAT(Message(s), HasSubstr("dataset.paths: a token dataset is one file (got 2)"));
+  s.dataset.paths.assign(kMaxDatasetFiles + 1, "/d/a.jsonl");
+  s.dataset.format = "text";
+  EXPECT_THAT(Fields(s), ElementsAre("dataset.paths"));
+  s.dataset.paths = {"/d/a.jsonl"};
+  s.dataset.text_field = "";
+  s.dataset.prompt_field = std::string(kMaxFieldNameLength + 1, 'p');
+  s.dataset.messages_field = "a\nb";
+  s.dataset.chat_template = "llama";
+  EXPECT_THAT(Fields(s), ElementsAre("dataset.text_field", "dataset.prompt_field",
+                                     "dataset.messages_field", "dataset.chat_template"));
+}
+
+TEST(ValidateJobSpecTest, NormalizeMovesOnePathToPath) {
+  JobSpec s = Valid();
+  s.dataset.path.clear();
+  s.dataset.paths = {"/d/only.jsonl"};
+  s.dataset.format = "jsonl";
+  Normalize(s);
+  EXPECT_EQ(s.dataset.path, "/d/only.jsonl");
+  EXPECT_THAT(s.dataset.paths, IsEmpty());
+  EXPECT_EQ(s.dataset.tokenizer, s.model_dir);
 }
 
 TEST(ValidateJobSpecTest, NameAndLabels) {

@@ -55,7 +55,10 @@ TEST(JobSpecYamlTest, TinyLlamaExample) {
   want.labels = {{"team", "research"}, {"purpose", "example"}};
   want.priority = 10;
   want.model_dir = Data("models/tiny-llama");
-  want.dataset = {Data("datasets/text.jsonl"), "jsonl", Data("models/tiny-llama"), 0.1};
+  want.dataset.path = Data("datasets/text.jsonl");
+  want.dataset.format = "jsonl";
+  want.dataset.tokenizer = Data("models/tiny-llama");
+  want.dataset.eval_fraction = 0.1;
   TrainingSpec& t = want.training;
   t.steps = 200;
   t.global_batch = 8;
@@ -102,7 +105,9 @@ TEST(JobSpecYamlTest, FlowStyleAllGpusAndRelativePaths) {
   want.name = "qwen.flow_1";
   want.labels = {{"owner", "alice"}, {"ticket", "1234"}};
   want.model_dir = Specs("good/models/qwen3-0.6b");
-  want.dataset = {Specs("good/corpus/plain.txt"), "text", Specs("good/tokenizers/qwen"), 0};
+  want.dataset.path = Specs("good/corpus/plain.txt");
+  want.dataset.format = "text";
+  want.dataset.tokenizer = Specs("good/tokenizers/qwen");
   want.training.epochs = 3;
   want.training.global_batch = 64;
   want.training.microbatch = 16;
@@ -122,7 +127,16 @@ TEST(JobSpecYamlTest, EveryFieldSet) {
   want.labels = {{"a", "1"}, {"b", "two"}};
   want.priority = -5;
   want.model_dir = "/m";
-  want.dataset = {"/d/train.jsonl", "jsonl", "/t", 0.25};
+  want.dataset.paths = {"/d/a.jsonl", "/d/b.jsonl"};
+  want.dataset.format = "chat";
+  want.dataset.tokenizer = "/t";
+  want.dataset.text_field = "body";
+  want.dataset.prompt_field = "question";
+  want.dataset.completion_field = "answer";
+  want.dataset.messages_field = "turns";
+  want.dataset.chat_template = "plain";
+  want.dataset.skip_bad_lines = true;
+  want.dataset.eval_fraction = 0.25;
   want.training = {500, 0, 12, 3, 333, 0.002, 0.0001, 50, "constant", 0.1, 0, 0.8, 0.999, 1e-6,
                    18446744073709551615ull, 25};
   want.resources = {4, 21474836480};
