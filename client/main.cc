@@ -43,7 +43,7 @@ constexpr char kUsage[] =
     "  queue                      queued and running jobs and why they wait\n"
     "  node                       GPUs (free / used by which job), memory budgets\n"
     "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
-    "  tokenize IN OUT --tokenizer DIR   tokenize a dataset into a token file (no daemon)\n"
+    "  tokenize IN... OUT --tokenizer DIR  tokenize a dataset into a token file (no daemon)\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
     "4 daemon error.";
 
@@ -88,10 +88,10 @@ int RunPlanCommand() {
 
 int main(int argc, char** argv) {
   std::vector<std::string> args = mobius::InitProcess(argc, argv, kUsage);
-  if (args.size() == 4 && args[1] == "tokenize") {
+  if (args.size() >= 4 && args[1] == "tokenize") {  // mobius tokenize IN [IN...] OUT
     mobius::cli::TokenizeOptions o;
-    o.input = args[2];
-    o.output = args[3];
+    o.inputs.assign(args.begin() + 2, args.end() - 1);
+    o.output = args.back();
     o.tokenizer_dir = absl::GetFlag(FLAGS_tokenizer);
     o.format = absl::GetFlag(FLAGS_format);
     o.text_field = absl::GetFlag(FLAGS_text_field);

@@ -1,6 +1,7 @@
 #include "client/run_command.h"
 
 #include <signal.h>
+#include <stdlib.h>
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_planning.h"
+#include "server/launch/dataset_prep.h"
 #include "server/launch/run_builder.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
@@ -28,6 +30,18 @@ namespace {
 std::atomic<runtime::Launcher*> g_launcher{nullptr};
 std::atomic<bool> g_stop{false};
 void OnStop(int) { g_stop = true; }
+
+// Tokenized datasets are reused across runs: $XDG_CACHE_HOME/mobius/datasets, else
+// ~/.cache/mobius/datasets, else the run directory.
+std::string DatasetCacheDir(const std::string& run_dir) {
+  if (const char* xdg = getenv("XDG_CACHE_HOME"); xdg != nullptr && xdg[0] == '/') {
+    return absl::StrCat(xdg, "/mobius/datasets");
+  }
+  if (const char* home = getenv("HOME"); home != nullptr && home[0] == '/') {
+    return absl::StrCat(home, "/.cache/mobius/datasets");
+  }
+  return run_dir + "/datasets";
+}
 
 int Fail(std::ostream& err, const absl::Status& s) {
   err << "mobius run: " << s.message() << "\n";
@@ -80,6 +94,37 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   std::error_code ec;
   const std::string run_dir = std::filesystem::absolute(
       o.run_dir.empty() ? "mobius-run-" + name : o.run_dir, ec).string();
+  std::string worker_binary = o.worker_binary;
+  if (worker_binary.empty()) {
+    worker_binary =
+        (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker")
+            .string();
+  }
+  // SIGINT / SIGTERM (Slurm's scancel and time limit): stop the tokenizer or the workers.
+  struct sigaction sa {};
+  sa.sa_handler = OnStop;
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  if (jobspec::IsTextFormat(spec->dataset.format)) {
+    launch::DatasetPrepOptions po;
+    po.worker_binary = worker_binary;
+    po.cache_dir = DatasetCacheDir(run_dir);
+    po.on_log = [&](const std::string& line) { err << "tokenizer | " << line << "\n"; };
+    po.interrupted = [] {
+      return g_stop ? absl::CancelledError("interrupted while tokenizing the dataset")
+                    : absl::OkStatus();
+    };
+    err << "mobius run: preparing the " << spec->dataset.format << " dataset (cache "
+        << po.cache_dir << ")\n";
+    absl::StatusOr<launch::PreparedDataset> prepared = launch::PrepareDataset(*spec, po);
+    if (!prepared.ok()) return Fail(err, prepared.status());
+    err << "mobius run: "
+        << (prepared->reused ? "reusing " + prepared->token_file
+                             : "tokenized " + data::FormatTokenizeSummary(prepared->token_file,
+                                                                          prepared->summary))
+        << "\n";
+    *spec = launch::WithTokenFile(std::move(*spec), prepared->token_file);
+  }
   absl::StatusOr<train::TrainerOptions> training =
       jobs::TrainerOptionsFromSpec(*spec, run_dir + "/checkpoints");
   if (!training.ok()) return Fail(err, training.status());
@@ -96,12 +141,7 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   runtime::LaunchOptions lo;
   lo.run = *run;
   lo.run_dir = run_dir;
-  lo.worker_binary = o.worker_binary;
-  if (lo.worker_binary.empty()) {
-    lo.worker_binary =
-        (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker")
-            .string();
-  }
+  lo.worker_binary = worker_binary;
   double first_loss = NAN, last_loss = NAN;
   lo.on_step = [&](const runtime::StepReport& r) {
     if (std::isnan(first_loss)) first_loss = r.loss;
@@ -123,11 +163,6 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
   if (!launcher.ok()) return Fail(err, launcher.status());
 
-  // SIGINT / SIGTERM (Slurm's scancel and time limit): stop the workers, then report.
-  struct sigaction sa {};
-  sa.sa_handler = OnStop;
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done) {

@@ -5,6 +5,8 @@
 // backend with emulated PCIe links when there is no usable CUDA device. Prints one progress line
 // per step and a summary; SIGINT/SIGTERM stop the workers cleanly (nothing is left in /dev/shm).
 // The run directory (run.json; default checkpoints) is ./mobius-run-<name> unless --run-dir.
+// A text dataset (jsonl, prompt_completion, chat, text) is tokenized first by `mobius-worker
+// tokenize` into $XDG_CACHE_HOME/mobius/datasets (~/.cache/mobius/datasets), reused next time.
 //
 // Exit codes: 0 all steps done; 1 the run failed; 2 bad input (spec, plan that does not fit, a
 // device cap too small), reported before any worker starts.

@@ -1,64 +1,86 @@
 #include "client/tokenize_command.h"
 
-#include <chrono>
+#include <sys/stat.h>
 
-#include "absl/strings/str_format.h"
+#include <filesystem>
+#include <memory>
+
+#include "absl/strings/match.h"
 #include "client/exit_codes.h"
-#include "common/model/model_config_parse.h"
-#include "worker/data/documents.h"
+#include "server/launch/dataset_prep.h"
 #include "worker/data/hf_tokenizer.h"
-#include "worker/data/token_file.h"
+#include "worker/data/tokenize_job.h"
 
 namespace mobius::cli {
+namespace {
+
+bool IsFile(const std::string& path) {
+  struct stat st;
+  return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
+}
+
+// A tokenizer only `mobius-worker tokenize` can load: a tokenizer.model, or a directory whose
+// tokenizer.json is missing (or not a byte-level BPE we support) next to a tokenizer.model.
+bool NeedsSentencePiece(const std::string& path, const absl::Status& hf_status) {
+  if (absl::EndsWith(path, ".model")) return true;
+  if (absl::EndsWith(path, ".json")) return false;
+  return !hf_status.ok() && IsFile(path + "/tokenizer.model");
+}
+
+}  // namespace
 
 int RunTokenize(const TokenizeOptions& o, std::ostream& out, std::ostream& err) {
   auto fail = [&](const absl::Status& s) {
     err << "mobius tokenize: " << s.message() << "\n";
     return ExitCodeFor(s);
   };
-  if (o.input.empty() || o.output.empty() || o.tokenizer_dir.empty()) {
-    err << "usage: mobius tokenize IN OUT --tokenizer DIR [--format jsonl|prompt_completion|chat|text]\n";
+  if (o.inputs.empty() || o.output.empty() || o.tokenizer_dir.empty()) {
+    err << "usage: mobius tokenize IN [IN...] OUT --tokenizer DIR [--format jsonl|"
+           "prompt_completion|chat|text]\n";
     return kExitUsage;
   }
-  auto start = std::chrono::steady_clock::now();
-  auto format = data::ParseDatasetFormat(o.format);
+  data::TokenizeRequest request;
+  request.inputs = o.inputs;
+  request.output = o.output;
+  request.tokenizer = o.tokenizer_dir;
+  request.eos_id = o.eos_id;
+  request.threads = o.threads;
+  absl::StatusOr<data::DatasetFormat> format = data::ParseDatasetFormat(o.format);
   if (!format.ok()) return fail(format.status());
-  // SentencePiece (tokenizer.model) cannot be loaded in this process: see worker/data/CMakeLists.
-  auto tokenizer = data::LoadHfTokenizer(o.tokenizer_dir);
-  if (!tokenizer.ok()) return fail(tokenizer.status());
+  request.dataset.format = *format;
+  request.dataset.text_field = o.text_field;
+  request.dataset.prompt_field = o.prompt_field;
+  request.dataset.completion_field = o.completion_field;
+  request.dataset.skip_bad_lines = o.skip_bad_lines;
 
-  int32_t eos = o.eos_id;
-  if (eos < 0) {
-    auto config = model::LoadModelConfig(o.tokenizer_dir);
-    if (config.ok() && config->eos_token_id >= 0) eos = static_cast<int32_t>(config->eos_token_id);
+  absl::StatusOr<std::unique_ptr<data::Tokenizer>> hf =
+      absl::EndsWith(o.tokenizer_dir, ".model")
+          ? absl::StatusOr<std::unique_ptr<data::Tokenizer>>(
+                absl::UnimplementedError("SentencePiece"))
+          : data::LoadHfTokenizer(o.tokenizer_dir);
+  absl::StatusOr<data::TokenizeSummary> summary;
+  if (hf.ok()) {
+    summary = data::TokenizeToFile(request, **hf);
+  } else if (NeedsSentencePiece(o.tokenizer_dir, hf.status())) {
+    // SentencePiece cannot be loaded in this process (worker/data/CMakeLists.txt): run it in
+    // mobius-worker, which links no gRPC.
+    launch::DatasetPrepOptions po;
+    po.worker_binary = o.worker_binary;
+    if (po.worker_binary.empty()) {
+      std::error_code ec;
+      po.worker_binary =
+          (std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker")
+              .string();
+    }
+    po.on_log = [&](const std::string& line) {
+      if (!absl::StartsWith(line, "mobius-worker tokenize: ")) err << line << "\n";
+    };
+    summary = launch::RunTokenizeProcess(request, po);
+  } else {
+    return fail(hf.status());
   }
-  for (const char* name : {"<|endoftext|>", "<|end_of_text|>", "</s>"}) {
-    if (eos < 0) eos = (*tokenizer)->TokenToId(name);
-  }
-  if (eos < 0 || eos >= (*tokenizer)->vocab_size()) {
-    err << "mobius tokenize: no end-of-document token: pass --eos_id\n";
-    return kExitUsage;
-  }
-
-  data::DatasetSpec spec{o.input, *format, o.text_field, o.prompt_field, o.completion_field,
-                         o.skip_bad_lines};
-  auto docs = data::ReadDocuments(spec);
-  if (!docs.ok()) return fail(docs.status());
-  auto tokenized = data::TokenizeDocuments(**tokenizer, docs->documents, eos, o.threads);
-  if (!tokenized.ok()) return fail(tokenized.status());
-  absl::Status written = data::WriteTokenFile(o.output, *tokenized, (*tokenizer)->vocab_size());
-  if (!written.ok()) return fail(written);
-
-  int64_t tokens = 0;
-  for (const auto& d : *tokenized) tokens += static_cast<int64_t>(d.ids.size());
-  double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  out << absl::StrFormat("%s: %d documents, %d tokens (vocab %d, eos %d)%s in %.2f s\n", o.output,
-                         tokenized->size(), tokens, (*tokenizer)->vocab_size(), eos,
-                         docs->skipped_lines > 0
-                             ? absl::StrFormat(", %d bad lines skipped", docs->skipped_lines)
-                             : "",
-                         seconds);
+  if (!summary.ok()) return fail(summary.status());
+  out << data::FormatTokenizeSummary(o.output, *summary) << "\n";
   return kExitOk;
 }
 

@@ -8,6 +8,9 @@
 //   mobius-worker run CONFIG RANK
 //                              one rank of a pipeline run, started by the launcher
 //                              (worker/runtime/run_command.h).
+//   mobius-worker tokenize REQUEST.json
+//                              tokenizes a text dataset into a token file, SentencePiece included
+//                              (worker/data/tokenize_verb.h).
 // Exit codes: 0 ok, 1 failure, 2 usage.
 #include <iostream>
 #include <string>
@@ -22,6 +25,9 @@
 #endif
 #ifdef MOBIUS_WORKER_HAVE_RUN
 #include "worker/runtime/run_command.h"
+#endif
+#ifdef MOBIUS_WORKER_HAVE_TOKENIZE
+#include "worker/data/tokenize_verb.h"
 #endif
 
 namespace {
@@ -63,6 +69,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef MOBIUS_WORKER_HAVE_RUN
   if (args.size() >= 2 && args[1] == "run") return mobius::runtime::RunWorkerCommand(args);
+#endif
+#ifdef MOBIUS_WORKER_HAVE_TOKENIZE
+  if (args.size() >= 2 && args[1] == "tokenize") return mobius::data::RunTokenizeVerb(args);
 #endif
   std::cerr << "usage: mobius-worker devices\n       " << mobius::checkpoint::kInitModelUsage
             << "\n";

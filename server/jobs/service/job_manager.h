@@ -70,6 +70,9 @@ struct JobManagerOptions {
   // cancelled (SIGTERM, then SIGKILL after kill_grace).
   absl::Duration checkpoint_grace = absl::Seconds(60);
   std::string shm_dir = "/dev/shm";
+  // Threads of the tokenizer that prepares a text dataset (state_dir/datasets); 0: half the cores
+  // (running jobs' optimizers share them).
+  int tokenize_threads = 0;
   // A higher-priority job that cannot start may preempt lower-priority running jobs: they
   // checkpoint, stop and are requeued (scheduler.h, rule 7).
   bool preemption = false;

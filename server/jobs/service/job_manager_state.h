@@ -65,6 +65,9 @@ struct JobManager::State {
   }
   // A "daemon" line in the job's log (and glog).
   void DaemonLog(const std::string& id, const std::string& text);
+  // Tokenizes a text dataset (cached under state_dir/datasets) and points `spec` at the token
+  // file; CANCELLED / ABORTED when the job is cancelled or stopped meanwhile.
+  absl::Status PrepareTextDataset(const std::string& id, jobspec::JobSpec& spec);
   // An audit-log entry for a state-changing call ("JobService." + method).
   void Audit(const Caller& c, const std::string& method, const std::string& target,
              const std::string& detail, const absl::Status& result);

@@ -13,11 +13,6 @@ namespace mobius::jobs {
 
 absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
                                                              const std::string& checkpoint_dir) {
-  if (spec.dataset.format != "tokens") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "dataset.format: the daemon trains on token files; tokenize ", spec.dataset.path,
-        " first with `mobius tokenize` (got \"", spec.dataset.format, "\")"));
-  }
   if (spec.plan.schedule == "roundrobin") {
     return absl::InvalidArgumentError(
         "plan.schedule: the runtime runs mobius and resident; roundrobin is planner-only for now");
@@ -49,7 +44,9 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);
   o.threads = 1;
   o.steps = t.steps;
-  if (t.epochs > 0) {
+  // A text dataset's step count for epochs is known once it is tokenized (launch/dataset_prep.h);
+  // until then it is 0.
+  if (t.epochs > 0 && !jobspec::IsTextFormat(spec.dataset.format)) {
     MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<data::TokenFile> file,
                             data::TokenFile::Open(spec.dataset.path));
     auto loader = data::TokenLoader::Create(

@@ -20,9 +20,10 @@
 namespace mobius::jobs {
 
 // The trainer options of a spec (epochs become steps over the token file's train split; threads: 1
-// per worker). `checkpoint_dir` replaces an empty spec.checkpoint.dir.
-// INVALID_ARGUMENT (field path) for what the pipeline runtime cannot run: a dataset that is not a
-// token file, eval_every > 0.
+// per worker). `checkpoint_dir` replaces an empty spec.checkpoint.dir. A text dataset must be
+// prepared into a token file (launch::PrepareDataset + WithTokenFile) before the options can run:
+// until then data_path is the text file and, for epochs, steps is 0.
+// INVALID_ARGUMENT (field path) for what the pipeline runtime cannot run (eval_every > 0).
 absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
                                                              const std::string& checkpoint_dir);
 

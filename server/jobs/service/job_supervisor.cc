@@ -20,6 +20,7 @@
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_planning.h"
 #include "common/model/model_config_parse.h"
+#include "server/launch/dataset_prep.h"
 #include "server/launch/run_builder.h"
 #include "server/planner/profile.h"
 #include "worker/runtime/store_layout.h"
@@ -255,6 +256,36 @@ void JobManager::State::Reschedule() {
 
 // ---- supervision --------------------------------------------------------------------------------
 
+absl::Status JobManager::State::PrepareTextDataset(const std::string& id, jobspec::JobSpec& spec) {
+  DaemonLog(id, absl::StrCat("preparing the ", spec.dataset.format, " dataset with the tokenizer in ",
+                             spec.dataset.tokenizer));
+  launch::DatasetPrepOptions po;
+  po.worker_binary = options.worker_binary;
+  po.cache_dir = absl::StrCat(options.state_dir, "/datasets");
+  po.threads = options.tokenize_threads > 0
+                   ? options.tokenize_threads
+                   : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
+  po.on_log = [&](const std::string& line) { DaemonLog(id, absl::StrCat("tokenizer: ", line)); };
+  po.interrupted = [&]() -> absl::Status {
+    absl::MutexLock lock(&mu);
+    auto it = running.find(id);
+    if (it == running.end()) return absl::OkStatus();
+    if (it->second.cancel) return absl::CancelledError("cancelled while tokenizing the dataset");
+    if (it->second.shutdown || !it->second.preempted_for.empty()) {
+      return absl::AbortedError("stopped while tokenizing the dataset");
+    }
+    return absl::OkStatus();
+  };
+  MOBIUS_ASSIGN_OR_RETURN(launch::PreparedDataset prepared, launch::PrepareDataset(spec, po));
+  DaemonLog(id, prepared.reused
+                    ? absl::StrCat("dataset: reusing the token file ", prepared.token_file)
+                    : absl::StrCat("dataset: tokenized ",
+                                   data::FormatTokenizeSummary(prepared.token_file,
+                                                               prepared.summary)));
+  spec = launch::WithTokenFile(std::move(spec), prepared.token_file);
+  return absl::OkStatus();
+}
+
 void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   auto fail = [&](const absl::Status& s) { Finish(id, s, 0); };
   absl::StatusOr<JobRecord> job = store->GetJob(id);
@@ -262,9 +293,16 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job->spec_json);
   if (!spec.ok()) return fail(spec.status());
   const std::string job_dir = absl::StrCat(options.state_dir, "/jobs/", id);
+  if (jobspec::IsTextFormat(spec->dataset.format)) {
+    absl::Status prepared = PrepareTextDataset(id, *spec);
+    if (!prepared.ok()) return fail(prepared);
+  }
   absl::StatusOr<train::TrainerOptions> training =
       TrainerOptionsFromSpec(*spec, job_dir + "/checkpoints");
   if (!training.ok()) return fail(training.status());
+  if (job->total_steps == 0 && training->steps > 0) {
+    store->SetTotalSteps(id, training->steps).IgnoreError();  // epochs over a tokenized dataset
+  }
   training->resume = checkpoint::LatestCheckpoint(training->checkpoint_dir).ok();
   absl::StatusOr<PlannedJob> planned =
       PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, gpus);

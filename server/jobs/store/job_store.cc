@@ -283,6 +283,18 @@ absl::Status JobStore::UpdateRunInfo(absl::string_view id, const std::vector<int
   return RunJobUpdate(*db_, update, seq);
 }
 
+absl::Status JobStore::SetTotalSteps(absl::string_view id, int64_t total_steps) {
+  MOBIUS_ASSIGN_OR_RETURN(const int64_t seq, ParseJobId(id));
+  if (total_steps < 0) {
+    return absl::InvalidArgumentError(absl::StrCat("total steps: ", total_steps, " < 0"));
+  }
+  absl::MutexLock lock(&mu_);
+  MOBIUS_ASSIGN_OR_RETURN(auto update,
+                          db_->Prepare("UPDATE jobs SET total_steps = ?2 WHERE seq = ?1"));
+  update.Bind(1, seq).Bind(2, total_steps);
+  return RunJobUpdate(*db_, update, seq);
+}
+
 absl::Status JobStore::SetCheckpoint(absl::string_view id, absl::string_view dir, int64_t step) {
   MOBIUS_ASSIGN_OR_RETURN(const int64_t seq, ParseJobId(id));
   if (dir.empty()) return absl::InvalidArgumentError("checkpoint: empty directory");

@@ -105,6 +105,8 @@ class JobStore {
   // The GPUs and plan of the current run.
   absl::Status UpdateRunInfo(absl::string_view id, const std::vector<int>& gpus,
                              absl::string_view plan_json);
+  // The job's step count once it is known (epochs over a dataset tokenized at start).
+  absl::Status SetTotalSteps(absl::string_view id, int64_t total_steps);
   // Records the last complete checkpoint (its directory and step); steps_done becomes at least
   // `step`.
   absl::Status SetCheckpoint(absl::string_view id, absl::string_view dir, int64_t step);

@@ -1,0 +1,206 @@
+#!/usr/bin/env python3
+"""Integration test of text datasets end to end: a real mobiusd, real workers, the real CLI.
+
+  - a job naming two JSONL files (dataset.paths, a custom text field) and the model's own
+    SentencePiece tokenizer, for one epoch: the daemon tokenizes them in `mobius-worker tokenize`
+    (SentencePiece cannot live in the daemon's process), learns the step count from the token
+    file, trains and succeeds; the log says what was tokenized;
+  - a second job on the same files reuses the cached token file;
+  - a dataset with a malformed line fails the job, without retries, naming file and line; with
+    skip_bad_lines it runs;
+  - `mobius run` tokenizes a prompt/completion dataset into $XDG_CACHE_HOME and trains on it;
+  - `mobius tokenize` with a SentencePiece tokenizer (runs in mobius-worker);
+  - neither mobius nor mobiusd links libsentencepiece.
+
+Usage: text_dataset_test.py BIN_DIR SOURCE_DIR
+"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+BIN, SRC = sys.argv[1], sys.argv[2]
+FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
+TMP = tempfile.mkdtemp(prefix="mobius-text-it-")
+SOCK = os.path.join(TMP, "d.sock")
+STATE = os.path.join(TMP, "state")
+ENV = dict(os.environ, MOBIUS_SOCKET=SOCK, XDG_CACHE_HOME=os.path.join(TMP, "cache"))
+daemon = None
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    if daemon is not None:
+        daemon.kill()
+        with open(os.path.join(TMP, "daemon.log")) as f:
+            sys.stderr.write(f.read()[-6000:])
+    sys.exit(1)
+
+
+def ok(msg):
+    print("ok: " + msg, flush=True)
+
+
+def run(cmd, check=True, timeout=300):
+    r = subprocess.run(cmd, env=ENV, capture_output=True, text=True, timeout=timeout)
+    if check and r.returncode != 0:
+        fail("%s -> exit %d\n%s%s" % (" ".join(cmd), r.returncode, r.stdout, r.stderr))
+    return r
+
+
+def cli(*args, check=True):
+    return run([os.path.join(BIN, "mobius"), *args], check=check)
+
+
+def job(id_):
+    return json.loads(cli("describe", id_, "--json").stdout)
+
+
+def wait_terminal(id_, seconds=240):
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        j = job(id_)
+        if j["state"] in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"):
+            return j
+        time.sleep(0.2)
+    fail("job %s did not finish: %s" % (id_, job(id_)))
+
+
+def write(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def spec(name, dataset, training="epochs: 1"):
+    return write(os.path.join(TMP, name + ".yaml"), """name: %s
+model_dir: model
+dataset:
+%s
+training:
+  %s
+  global_batch: 4
+  microbatch: 2
+  seq_len: 32
+  lr: 1e-3
+resources:
+  gpus: 2
+plan:
+  stages: 4
+""" % (name, dataset, training))
+
+
+def main():
+    global daemon
+    for binary in ["mobius", "mobiusd"]:
+        linked = run(["ldd", os.path.join(BIN, binary)]).stdout
+        if "sentencepiece" in linked:
+            fail("%s links libsentencepiece:\n%s" % (binary, linked))
+    ok("mobius and mobiusd do not link libsentencepiece")
+
+    # A tiny Llama whose own tokenizer is the SentencePiece fixture (vocab 600 <= 700).
+    model = os.path.join(TMP, "model")
+    run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama", "--preset",
+         "tiny", "--vocab", "700", "--layers", "4", "--out", model])
+    shutil.copy(os.path.join(SRC, "test/data/tokenizers/sentencepiece/tokenizer.model"), model)
+    paragraphs = [p.strip() for p in open("/usr/share/common-licenses/GPL-3").read().split("\n\n")
+                  if p.strip()]
+    half = len(paragraphs) // 2
+    write(os.path.join(TMP, "a.jsonl"),
+          "".join(json.dumps({"body": p}) + "\n" for p in paragraphs[:half]))
+    write(os.path.join(TMP, "b.jsonl"),
+          "".join(json.dumps({"body": p}) + "\n" for p in paragraphs[half:]))
+
+    log = open(os.path.join(TMP, "daemon.log"), "a")
+    daemon = subprocess.Popen(
+        [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--state-dir", STATE,
+         "--topology-file", FIXTURE, "--link-scale", "0.02", "--metrics-address", "127.0.0.1:0"],
+        stdout=log, stderr=log)
+    for _ in range(100):
+        if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:
+            break
+        time.sleep(0.1)
+    else:
+        fail("daemon not healthy")
+
+    # --- two JSONL files, custom field, SentencePiece, one epoch.
+    dataset = "  paths: [a.jsonl, b.jsonl]\n  format: jsonl\n  text_field: body"
+    first = json.loads(cli("submit", spec("sp-epoch", dataset), "--json").stdout)["id"]
+    j = wait_terminal(first)
+    logs = "\n".join(cli("logs", first).stdout.splitlines())
+    if j["state"] != "JOB_STATE_SUCCEEDED":
+        fail("text job: %s\n%s" % (j, logs))
+    if "dataset: tokenized" not in logs or "%d documents" % len(paragraphs) not in logs:
+        fail("the log does not say what was tokenized:\n%s" % logs)
+    steps, total = int(j["steps_done"]), int(j.get("total_steps", 0))
+    if steps <= 0 or steps != total:
+        fail("epoch step count: done %d of %d" % (steps, total))
+    cached = [f for f in os.listdir(os.path.join(STATE, "datasets")) if f.endswith(".tok")]
+    if len(cached) != 1:
+        fail("expected one cached token file, found %s" % cached)
+    ok("jsonl x2 + SentencePiece, 1 epoch = %d steps, SUCCEEDED; cached %s" % (steps, cached[0]))
+
+    # --- the same files again: the cache.
+    second = json.loads(cli("submit", spec("sp-again", dataset, "steps: 2"), "--json").stdout)["id"]
+    j = wait_terminal(second)
+    logs = cli("logs", second).stdout
+    if j["state"] != "JOB_STATE_SUCCEEDED" or "reusing the token file" not in logs:
+        fail("second job did not reuse the token file: %s\n%s" % (j, logs))
+    ok("a second job on the same files reused the token file")
+
+    # --- a malformed line: failed with file and line, no retries; skip_bad_lines runs.
+    write(os.path.join(TMP, "bad.jsonl"),
+          json.dumps({"body": paragraphs[0]}) + "\n{\"bdy\": \"typo\"}\n" +
+          "".join(json.dumps({"body": p}) + "\n" for p in paragraphs[1:]))
+    bad_ds = "  path: bad.jsonl\n  format: jsonl\n  text_field: body"
+    bad = json.loads(cli("submit", spec("bad-line", bad_ds, "steps: 2"), "--json").stdout)["id"]
+    j = wait_terminal(bad)
+    reason = j.get("state_reason", "")
+    if j["state"] != "JOB_STATE_FAILED" or "bad.jsonl line 2" not in reason or \
+            int(j.get("restarts", 0)) != 0:
+        fail("bad line: %s" % j)
+    ok("malformed line -> FAILED without retry: " + reason)
+    skip = json.loads(cli("submit", spec("skip-line", bad_ds + "\n  skip_bad_lines: true",
+                                         "steps: 2"), "--json").stdout)["id"]
+    j = wait_terminal(skip)
+    if j["state"] != "JOB_STATE_SUCCEEDED" or "1 bad lines skipped" not in cli("logs", skip).stdout:
+        fail("skip_bad_lines: %s" % j)
+    ok("skip_bad_lines: the job ran and the log counts the skipped line")
+    daemon.terminate()
+    daemon.wait(timeout=60)
+    daemon = None
+
+    # --- mobius run: prompt/completion into $XDG_CACHE_HOME.
+    pc = write(os.path.join(TMP, "pc.jsonl"), "".join(
+        json.dumps({"prompt": "Q: " + p[:80], "completion": " " + p[80:400]}) + "\n"
+        for p in paragraphs))
+    r = run([os.path.join(BIN, "mobius"), "run",
+             spec("run-pc", "  path: pc.jsonl\n  format: prompt_completion", "steps: 2"),
+             "--topology-file", FIXTURE, "--link-scale", "0.02",
+             "--run-dir", os.path.join(TMP, "run")])
+    if "tokenized" not in r.stderr or "done: 2 steps" not in r.stdout:
+        fail("mobius run with a prompt/completion dataset:\n%s%s" % (r.stdout, r.stderr))
+    if not any(f.endswith(".tok") for f in os.listdir(os.path.join(TMP, "cache/mobius/datasets"))):
+        fail("mobius run did not cache the token file under $XDG_CACHE_HOME")
+    ok("mobius run: prompt/completion tokenized into the cache and trained")
+
+    # --- mobius tokenize with SentencePiece (in mobius-worker).
+    out = os.path.join(TMP, "sp.tok")
+    r = cli("tokenize", os.path.join(TMP, "a.jsonl"), os.path.join(TMP, "b.jsonl"), out,
+            "--tokenizer", model, "--text-field", "body")
+    if "%d documents" % len(paragraphs) not in r.stdout or "vocab 600" not in r.stdout:
+        fail("mobius tokenize (SentencePiece): %s%s" % (r.stdout, r.stderr))
+    ok("mobius tokenize with SentencePiece: " + r.stdout.strip())
+    shutil.rmtree(TMP, ignore_errors=True)
+    print("PASS")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        if daemon is not None:
+            daemon.kill()

@@ -1,0 +1,40 @@
+#include "worker/data/tokenize_verb.h"
+
+#include <sys/prctl.h>
+
+#include <csignal>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+
+#include "worker/data/sp_tokenizer.h"
+#include "worker/data/tokenize_job.h"
+
+namespace mobius::data {
+
+int RunTokenizeVerb(const std::vector<std::string>& args) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (args.size() != 3) {
+    std::cerr << "usage: " << kTokenizeUsage << "\n";
+    return 2;
+  }
+  auto fail = [](const absl::Status& s) {
+    std::cerr << "mobius-worker tokenize: " << s.message() << "\n";
+    return absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsFailedPrecondition(s) ? 2
+                                                                                              : 1;
+  };
+  std::ifstream in(args[2], std::ios::binary);
+  if (!in.good()) return fail(absl::NotFoundError("cannot read request " + args[2]));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<TokenizeRequest> request = TokenizeRequestFromJson(text.str());
+  if (!request.ok()) return fail(request.status());
+  absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(request->tokenizer);
+  if (!tokenizer.ok()) return fail(tokenizer.status());
+  absl::StatusOr<TokenizeSummary> summary = TokenizeToFile(*request, **tokenizer);
+  if (!summary.ok()) return fail(summary.status());
+  std::cout << kTokenizedPrefix << TokenizeSummaryToJson(*summary) << std::endl;
+  return 0;
+}
+
+}  // namespace mobius::data
