@@ -149,6 +149,10 @@ struct Progress {
     std::string line = absl::StrFormat(
         "[%s] step %d/%d | loss %.4f | tok/s %.0f | %.2f s/step | ETA %s", bar, r.step(),
         r.total_steps(), r.loss(), r.tokens_per_second(), r.step_seconds(), Duration(eta));
+    if (r.has_eval_loss()) {
+      line += absl::StrFormat(" | eval %.4f", r.eval_loss());
+      if (tty) err << "\r\033[K" << line << "\n";  // keep eval lines on screen
+    }
     if (tty) {
       err << "\r\033[K" << line << std::flush;
     } else {

@@ -1,5 +1,6 @@
 #include "server/metrics/daemon_metrics.h"
 
+#include <limits>
 #include <map>
 #include <mutex>
 #include <sstream>
@@ -76,6 +77,9 @@ struct DaemonMetrics::State {
       .Help("Tokens a running job has trained on").Register(*registry);
   Family<Gauge>& job_loss = BuildGauge().Name("mobius_job_loss")
       .Help("Training loss of a running job's last step").Register(*registry);
+  Family<Gauge>& job_eval_loss = BuildGauge().Name("mobius_job_eval_loss")
+      .Help("Held-out loss of a running job's last eval step (NaN before the first)")
+      .Register(*registry);
   Family<Gauge>& job_mfu = BuildGauge().Name("mobius_job_mfu_ratio")
       .Help("Model FLOPs utilisation of a running job (6N FLOPs per token over its GPUs' peak)")
       .Register(*registry);
@@ -97,7 +101,8 @@ struct DaemonMetrics::State {
   struct PerJob {
     Histogram* step = nullptr;
     Counter* tokens = nullptr;
-    Gauge *loss = nullptr, *mfu = nullptr, *planned = nullptr, *measured = nullptr;
+    Gauge *loss = nullptr, *eval_loss = nullptr, *mfu = nullptr, *planned = nullptr,
+          *measured = nullptr;
     std::vector<std::pair<uint64_t, uint64_t>> link_seen;  // cumulative link bytes counted so far
     std::vector<int> gpus;
     int64_t pinned = 0, store = 0;
@@ -164,6 +169,8 @@ void DaemonMetrics::JobStarted(const jobs::JobRunInfo& info, double queue_wait_s
   j.step = &s.job_step.Add(job, StepBuckets());
   j.tokens = &s.job_tokens.Add(job);
   j.loss = &s.job_loss.Add(job);
+  j.eval_loss = &s.job_eval_loss.Add(job);
+  j.eval_loss->Set(std::numeric_limits<double>::quiet_NaN());
   j.mfu = &s.job_mfu.Add(job);
   j.planned = &s.job_planned.Add(job);
   j.measured = &s.job_measured.Add(job);
@@ -198,6 +205,7 @@ void DaemonMetrics::StepCompleted(const jobs::JobRunInfo& info, const runtime::S
   j.step->Observe(step.step_seconds);
   j.tokens->Increment(static_cast<double>(step.tokens));
   j.loss->Set(step.loss);
+  if (step.eval_loss) j.eval_loss->Set(*step.eval_loss);
   j.measured->Set(step.step_seconds);
   if (info.peak_flops_per_second > 0 && step.step_seconds > 0) {
     j.mfu->Set(info.flops_per_token * step.tokens / step.step_seconds / info.peak_flops_per_second);
@@ -225,6 +233,7 @@ void DaemonMetrics::JobStopped(const jobs::JobRunInfo& info) {
   s.job_step.Remove(j.step);
   s.job_tokens.Remove(j.tokens);
   s.job_loss.Remove(j.loss);
+  s.job_eval_loss.Remove(j.eval_loss);
   s.job_mfu.Remove(j.mfu);
   s.job_planned.Remove(j.planned);
   s.job_measured.Remove(j.measured);

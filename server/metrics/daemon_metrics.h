@@ -19,6 +19,8 @@
 //   per job    mobius_job_step_duration_seconds{job}                        histogram
 //              mobius_job_tokens_total{job}                                 counter
 //              mobius_job_loss{job}                                         gauge
+//              mobius_job_eval_loss{job}                                    gauge (NaN until the
+//                                                                           first eval step)
 //              mobius_job_mfu_ratio{job}                                    gauge 0..1
 //              mobius_job_planned_step_seconds{job}                         gauge
 //              mobius_job_measured_step_seconds{job}                        gauge

@@ -101,6 +101,7 @@ v1::StepReport StepToProto(const jobs::StepReportRow& r, bool emulated) {
   p.set_d2h_bytes(r.d2h_bytes);
   p.set_stall_seconds(r.stall_seconds);
   p.set_optimizer_seconds(r.optimizer_seconds);
+  if (r.eval_loss) p.set_eval_loss(*r.eval_loss);
   p.set_emulated(emulated);
   p.set_unix_ms(r.unix_ms);
   return p;

@@ -2,9 +2,10 @@
 """Integration test of text datasets end to end: a real mobiusd, real workers, the real CLI.
 
   - a job naming two JSONL files (dataset.paths, a custom text field) and the model's own
-    SentencePiece tokenizer, for one epoch: the daemon tokenizes them in `mobius-worker tokenize`
-    (SentencePiece cannot live in the daemon's process), learns the step count from the token
-    file, trains and succeeds; the log says what was tokenized;
+    SentencePiece tokenizer, for one epoch with a 10% eval split: the daemon tokenizes them in
+    `mobius-worker tokenize` (SentencePiece cannot live in the daemon's process), learns the step
+    count from the token file, trains with an eval loss every 50 steps and at the end, succeeds;
+    the log says what was tokenized;
   - a second job on the same files reuses the cached token file;
   - a dataset with a malformed line fails the job, without retries, naming file and line; with
     skip_bad_lines it runs;
@@ -128,7 +129,8 @@ def main():
 
     # --- two JSONL files, custom field, SentencePiece, one epoch.
     dataset = "  paths: [a.jsonl, b.jsonl]\n  format: jsonl\n  text_field: body"
-    first = json.loads(cli("submit", spec("sp-epoch", dataset), "--json").stdout)["id"]
+    first = json.loads(cli("submit", spec("sp-epoch", dataset + "\n  eval_fraction: 0.1",
+                                          "epochs: 1\n  eval_every: 50"), "--json").stdout)["id"]
     j = wait_terminal(first)
     logs = "\n".join(cli("logs", first).stdout.splitlines())
     if j["state"] != "JOB_STATE_SUCCEEDED":
@@ -138,10 +140,15 @@ def main():
     steps, total = int(j["steps_done"]), int(j.get("total_steps", 0))
     if steps <= 0 or steps != total:
         fail("epoch step count: done %d of %d" % (steps, total))
+    evals = [line for line in logs.splitlines() if "eval loss" in line]
+    if len(evals) != steps // 50 + (1 if steps % 50 else 0):
+        fail("expected an eval loss every 50 steps and at the end (%d steps):\n%s" %
+             (steps, "\n".join(evals)))
     cached = [f for f in os.listdir(os.path.join(STATE, "datasets")) if f.endswith(".tok")]
     if len(cached) != 1:
         fail("expected one cached token file, found %s" % cached)
-    ok("jsonl x2 + SentencePiece, 1 epoch = %d steps, SUCCEEDED; cached %s" % (steps, cached[0]))
+    ok("jsonl x2 + SentencePiece, 1 epoch = %d steps, %d evals, SUCCEEDED; cached %s" %
+       (steps, len(evals), cached[0]))
 
     # --- the same files again: the cache.
     second = json.loads(cli("submit", spec("sp-again", dataset, "steps: 2"), "--json").stdout)["id"]

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <thread>
 #include <utility>
@@ -72,6 +73,8 @@ struct PipelineWorker::State {
   DeviceBuffer dh[2];                // fp32 boundary gradients, ping-pong
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
+
+  uint32_t eval_seq = 0;  // eval microbatches passed over the run (store_layout.h eval words)
 
   // Per-step accounting (main thread).
   double stall = 0, compute_wait = 0;
@@ -305,6 +308,105 @@ absl::Status BackwardStage(State& s, int st, uint32_t r, const data::Batch& batc
   }
   s.cv.notify_one();
   return absl::OkStatus();
+}
+
+// The eval set as the standalone trainer evaluates it (StandaloneTrainer::EvalLoss): microbatches
+// of exactly MB rows, a short tail padded with ignored rows, those without a target skipped.
+struct EvalMicrobatch {
+  std::vector<int32_t> tokens, targets;
+  int64_t count = 0;  // counted targets
+};
+
+absl::StatusOr<std::vector<EvalMicrobatch>> EvalMicrobatches(const State& s) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<data::Batch> batches, s.start.loader->EvalBatches());
+  std::vector<EvalMicrobatch> out;
+  const int64_t mb = s.mb, t = s.t;
+  for (const data::Batch& b : batches) {
+    for (int64_t row = 0; row < b.b; row += mb) {
+      const int64_t rows = std::min(mb, b.b - row);
+      EvalMicrobatch e;
+      e.tokens.assign(static_cast<size_t>(mb * t), 0);
+      e.targets.assign(e.tokens.size(), data::kIgnoreIndex);
+      std::copy_n(b.tokens.begin() + row * t, rows * t, e.tokens.begin());
+      std::copy_n(b.targets.begin() + row * t, rows * t, e.targets.begin());
+      for (int32_t x : e.targets) e.count += x != data::kIgnoreIndex;
+      if (e.count > 0) out.push_back(std::move(e));
+    }
+  }
+  return out;
+}
+
+// Held-out loss with the weights step r left (forward only, stages in order, every rank the same
+// list). Eval microbatches go through the boundary activations in chunks of num_microbatches slots:
+// a producer reuses slot j only after its consumer read the previous chunk's item (eval_free_word),
+// so a chunk never waits on a later one and ranks holding several stages cannot deadlock. The
+// stage weights loaded here are the ones step r + 1 starts with. Ends with a barrier: training
+// reuses the boundary slots only after every eval read. Returns the loss on the head's rank.
+absl::StatusOr<std::optional<float>> EvalPass(State& s, uint32_t r) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<EvalMicrobatch> micro, EvalMicrobatches(s));
+  const int K = s.layout.num_microbatches;
+  const int num_units = static_cast<int>(s.layout.units.size());
+  const uint64_t n = static_cast<uint64_t>(s.mb * s.t);
+  const uint64_t act_bytes = 2 * s.layout.boundary_elements;
+  double sum = 0;
+  int64_t count = 0;
+  for (size_t c = 0; c < micro.size(); c += K) {
+    const int chunk = static_cast<int>(std::min<size_t>(K, micro.size() - c));
+    for (int st : s.stages) {
+      const StageRange range = s.range(st);
+      MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, st, r + 1));
+      for (int j = 0; j < chunk; ++j) {
+        const EvalMicrobatch& e = micro[c + j];
+        const uint32_t seq = s.eval_seq + static_cast<uint32_t>(c + j) + 1;
+        if (st == 0) {
+          MOBIUS_RETURN_IF_ERROR(
+              s.backend->CopyToDevice(*s.compute, e.tokens.data(), s.tokens, 0, 4 * n));
+        } else {
+          MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.eval_ready_word(st - 1, j), seq));
+          MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
+              *s.compute, s.store->at<uint8_t>(s.layout.activation_offset(st - 1, j)), s.stage_in,
+              0, act_bytes));
+          s.h2d_bytes += act_bytes;
+          MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+          s.store->Publish(s.layout.eval_free_word(st - 1, j), seq);
+        }
+        if (st == s.head_stage) {
+          MOBIUS_RETURN_IF_ERROR(
+              s.backend->CopyToDevice(*s.compute, e.targets.data(), s.targets, 0, 4 * n));
+        }
+        for (int64_t u = range.begin; u < range.end; ++u) {
+          void* out = u == num_units - 1    ? s.loss.data()
+                      : u == range.end - 1 ? s.out.data()
+                                           : s.hidden[u - range.begin].data();
+          MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, st, u),
+                                                       UnitWeights(s, *slot, u), out, s.workspace));
+        }
+        if (st == s.head_stage) {
+          float loss = 0;
+          MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(*s.compute, s.loss, 0, &loss, 4));
+          MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+          sum += static_cast<double>(loss) * e.count;
+          count += e.count;
+          continue;
+        }
+        if (c >= static_cast<size_t>(K)) {  // slot j's previous eval item must have been read
+          MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.eval_free_word(st, j), seq - K));
+        }
+        MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
+            *s.compute, s.out, 0, s.store->at<uint8_t>(s.layout.activation_offset(st, j)),
+            act_bytes));
+        s.d2h_bytes += act_bytes;
+        MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+        s.store->Publish(s.layout.eval_ready_word(st, j), seq);
+      }
+    }
+  }
+  s.eval_seq += static_cast<uint32_t>(micro.size());
+  MOBIUS_RETURN_IF_ERROR(s.store->Barrier(s.run.num_workers));
+  if (std::find(s.stages.begin(), s.stages.end(), s.head_stage) == s.stages.end()) {
+    return std::optional<float>();
+  }
+  return std::optional<float>(count > 0 ? static_cast<float>(sum / count) : 0.0f);
 }
 
 float* GradOf(const State& s, const std::string& name, int64_t unit) {
@@ -560,9 +662,6 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
     return absl::InvalidArgumentError(absl::StrCat("rank ", rank, " is not in [0, ",
                                                    run.num_workers, ")"));
   }
-  if (run.training.eval_every > 0) {
-    return absl::InvalidArgumentError("training.eval_every: the pipeline runtime has no eval yet");
-  }
   MOBIUS_RETURN_IF_ERROR(train::ValidateTrainerOptions(s->run.training));
   const train::TrainerOptions& o = s->run.training;
   MOBIUS_ASSIGN_OR_RETURN(s->start, train::LoadTrainingStart(o));
@@ -699,8 +798,16 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       absl::Status w = Await(s, s.layout.updated_word(stage), r);
       if (!w.ok()) return finish(w);
     }
+    const bool last = global_step == o.steps;
+    std::optional<float> eval_loss;
+    if (o.eval_every > 0 && (global_step % o.eval_every == 0 || last)) {
+      absl::StatusOr<std::optional<float>> eval = EvalPass(s, r);
+      if (!eval.ok()) return finish(eval.status());
+      eval_loss = *eval;
+    }
     WorkerStepReport rep;
     rep.rank = s.rank;
+    rep.eval_loss = eval_loss;
     rep.step = global_step;
     rep.total_steps = o.steps;
     rep.lr = s.schedule->At(global_step);
@@ -724,7 +831,6 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.stall_seconds = s.stall;
     rep.h2d_bytes = s.h2d_bytes;
     rep.d2h_bytes = s.d2h_bytes;
-    const bool last = global_step == o.steps;
     // Checkpoint and stop (pipeline_worker.h): rank 0 answers a request with the next step.
     if (s.rank == 0 && s.store->Load(StoreLayout::kStopAtWord) == 0 &&
         s.store->Load(StoreLayout::kStopRequestWord) != 0) {

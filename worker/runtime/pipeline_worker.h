@@ -18,6 +18,10 @@
 //             share of the global gradient norm, then (after every stage's share is in, when
 //             clipping needs the global norm) AdamW over the stage's tensors, writing the bf16 copy
 //             the next step uploads; the next step's upload of that stage waits only for it.
+//   eval      on eval steps (training.eval_every, and the last step), after the rank's stages
+//             are updated: the held-out set (the standalone trainer's microbatches) forward
+//             through the stages with the new weights, chunked through the boundary slots; the
+//             head's rank reports the eval loss; all ranks meet at the end.
 // The arithmetic is the standalone trainer's, op for op and in the same order per unit and
 // microbatch, so on the CPU backend a pipeline run reproduces it bit-exactly (losses, gradient norm,
 // weights); see docs/runtime.md.

@@ -78,7 +78,8 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"weight_decay", t.weight_decay}, {"grad_clip", t.grad_clip}, {"beta1", t.beta1},
       {"beta2", t.beta2}, {"eps", t.eps}, {"seed", t.seed}, {"checkpoint_dir", t.checkpoint_dir},
       {"checkpoint_every", t.checkpoint_every}, {"resume", t.resume},
-      {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads}};
+      {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
+      {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction}};
   json stages = json::array();
   for (const StageRange& s : c.stages) stages.push_back({s.begin, s.end});
   json links = json::array();
@@ -148,6 +149,8 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "resume", o.resume, p);
     get(t, "device_memory_bytes", o.device_memory_bytes, p);
     get(t, "threads", o.threads, p);
+    get(t, "eval_every", o.eval_every, p);
+    get(t, "eval_fraction", o.eval_fraction, p);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: field ", field, ": ", e.what()));
   }

@@ -26,6 +26,7 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"d2h_bytes", r.d2h_bytes},
             {"checkpoint", r.checkpoint}};
   if (r.loss) j["loss"] = *r.loss;
+  if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
   return absl::StrCat(kReportPrefix, j.dump());
 }
 
@@ -54,6 +55,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.d2h_bytes = j.value("d2h_bytes", uint64_t{0});
     r.checkpoint = j.value("checkpoint", std::string());
     if (j.contains("loss")) r.loss = j.at("loss").get<float>();
+    if (j.contains("eval_loss")) r.eval_loss = j.at("eval_loss").get<float>();
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("report line: ", e.what()));
   }
@@ -72,6 +74,7 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     a.grad_norm = std::max(a.grad_norm, r.grad_norm);  // identical on every rank
     a.tokens = r.tokens;
     if (r.loss) a.loss = *r.loss;
+    if (r.eval_loss) a.eval_loss = r.eval_loss;
     a.compute_seconds = std::max(a.compute_seconds, r.compute_seconds);
     a.stall_seconds = std::max(a.stall_seconds, r.stall_seconds);
     a.optimizer_seconds = std::max(a.optimizer_seconds, r.optimizer_seconds);
@@ -92,6 +95,7 @@ std::string FormatStepReport(const StepReport& r) {
       "h2d %.1f MB | d2h %.1f MB",
       r.step, r.total_steps, r.loss, r.lr, r.grad_norm, r.tokens_per_second, r.step_seconds * 1e3,
       r.stall_seconds * 1e3, r.h2d_bytes / 1e6, r.d2h_bytes / 1e6);
+  if (r.eval_loss) line += absl::StrFormat(" | eval loss %.4f", *r.eval_loss);
   if (r.emulated) line += " | emulated links";
   return line;
 }

@@ -28,6 +28,7 @@ struct WorkerStepReport {
   int64_t step = 0;            // global step number (resumed runs continue the count)
   int64_t total_steps = 0;
   std::optional<float> loss;   // from the rank that runs the head
+  std::optional<float> eval_loss;  // the head's rank, on eval steps: held-out loss after the update
   double lr = 0;
   double grad_norm = 0;
   int64_t tokens = 0;          // B * T (the same on every rank)
@@ -48,6 +49,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line);
 struct StepReport {
   int64_t step = 0, total_steps = 0;
   float loss = 0;
+  std::optional<float> eval_loss;  // eval steps only
   double lr = 0, grad_norm = 0;
   int64_t tokens = 0;
   double step_seconds = 0;       // launcher wall time between consecutive completed steps
@@ -67,7 +69,7 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
                          bool emulated);
 
 // "step 12/100 | loss 3.4521 | lr 3.00e-04 | grad_norm 1.234 | tok/s 1234 | 456 ms |
-//  stall 12 ms | h2d 1.2 GB"
+//  stall 12 ms | h2d 1.2 GB" (+ " | eval loss 3.5012" on eval steps)
 std::string FormatStepReport(const StepReport& report);
 
 }  // namespace mobius::runtime

@@ -4,7 +4,8 @@
 //
 // Regions, in order, each 4 KiB aligned:
 //   header + control   magic, version, the launcher's pid, the abort word, barrier, and the
-//                      per-stage / per-microbatch progress words (uint32 step counters, futex-able)
+//                      per-stage / per-microbatch progress words (uint32 step counters, futex-able),
+//                      the eval pass's per-boundary slot counters
 //   unit weights       per layer unit in unit order, its bf16 weights in the device layout
 //                      (unit_params.h): a stage's weights are one contiguous range, uploaded with
 //                      one chunked copy
@@ -69,7 +70,18 @@ struct StoreLayout {
   int64_t loss_word(int mb) const {  // float bits of the head's loss of microbatch mb
     return kFirstStageWord + 3 * num_stages + 2 * num_stages * num_microbatches + mb;
   }
-  int64_t num_control_words() const { return loss_word(num_microbatches); }
+  // Eval passes (pipeline_worker.h) reuse the boundary activations in chunks of
+  // num_microbatches; per boundary and slot, a counter of eval microbatches written (ready) and
+  // read (free), counted over the whole run.
+  int64_t eval_ready_word(int boundary, int slot) const {
+    return loss_word(num_microbatches) + boundary * num_microbatches + slot;
+  }
+  int64_t eval_free_word(int boundary, int slot) const {
+    return eval_ready_word(boundary, slot) + num_stages * num_microbatches;
+  }
+  int64_t num_control_words() const {
+    return loss_word(num_microbatches) + 2 * num_stages * num_microbatches;
+  }
 
   uint64_t activation_offset(int boundary, int mb) const;  // bf16 [mb, T, C]
   uint64_t dgrad_offset(int boundary, int mb) const;       // fp32 [mb, T, C]

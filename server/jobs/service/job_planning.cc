@@ -17,10 +17,6 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
     return absl::InvalidArgumentError(
         "plan.schedule: the runtime runs mobius and resident; roundrobin is planner-only for now");
   }
-  if (spec.training.eval_every > 0) {
-    return absl::InvalidArgumentError(
-        "training.eval_every: pipeline runs have no eval pass yet; set it to 0");
-  }
   train::TrainerOptions o;
   const jobspec::TrainingSpec& t = spec.training;
   o.model_dir = spec.model_dir;
@@ -39,6 +35,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.eps = t.eps;
   o.seed = t.seed;
   o.eval_fraction = spec.dataset.eval_fraction;
+  o.eval_every = t.eval_every;
   o.checkpoint_dir = spec.checkpoint.dir.empty() ? checkpoint_dir : spec.checkpoint.dir;
   o.checkpoint_every = spec.checkpoint.every_steps;
   o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);

@@ -111,6 +111,7 @@ StepReportRow ToRow(const runtime::StepReport& r) {
   row.stall_seconds = r.stall_seconds;
   row.optimizer_seconds = r.optimizer_seconds;
   row.unix_ms = NowMs();
+  if (r.eval_loss) row.eval_loss = *r.eval_loss;
   return row;
 }
 
@@ -352,6 +353,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     store->AppendStepReport(id, ToRow(r)).IgnoreError();
     if (options.observer != nullptr) options.observer->StepCompleted(info, r);
     last_step = r.step;
+    if (r.eval_loss) DaemonLog(id, absl::StrCat("step ", r.step, ": eval loss ", *r.eval_loss));
     if (!r.checkpoint.empty()) {
       store->SetCheckpoint(id, r.checkpoint, r.step).IgnoreError();
       DaemonLog(id, absl::StrCat("checkpoint ", r.checkpoint));

@@ -16,7 +16,7 @@ using internal::RunJobUpdate;
 
 constexpr char kStepColumns[] =
     "step, total_steps, loss, lr, grad_norm, tokens, tokens_per_second, step_seconds, "
-    "compute_seconds, h2d_bytes, d2h_bytes, stall_seconds, optimizer_seconds, unix_ms";
+    "compute_seconds, h2d_bytes, d2h_bytes, stall_seconds, optimizer_seconds, unix_ms, eval_loss";
 
 StepReportRow ReadStepRow(const sqlite::Statement& s) {
   StepReportRow r;
@@ -34,6 +34,7 @@ StepReportRow ReadStepRow(const sqlite::Statement& s) {
   r.stall_seconds = s.ColumnDouble(11);
   r.optimizer_seconds = s.ColumnDouble(12);
   r.unix_ms = s.ColumnInt(13);
+  if (!s.ColumnIsNull(14)) r.eval_loss = s.ColumnDouble(14);
   return r;
 }
 
@@ -64,7 +65,7 @@ absl::Status JobStore::AppendStepReport(absl::string_view id, const StepReportRo
       auto insert,
       db.Prepare(absl::StrCat("INSERT OR REPLACE INTO step_reports (job_seq, ", kStepColumns,
                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                              "?14, ?15)")));
+                              "?14, ?15, ?16)")));
   insert.Bind(1, seq)
       .Bind(2, report.step)
       .Bind(3, report.total_steps)
@@ -80,6 +81,11 @@ absl::Status JobStore::AppendStepReport(absl::string_view id, const StepReportRo
       .Bind(13, report.stall_seconds)
       .Bind(14, report.optimizer_seconds)
       .Bind(15, report.unix_ms);
+  if (report.eval_loss) {
+    insert.Bind(16, *report.eval_loss);
+  } else {
+    insert.BindNull(16);
+  }
   MOBIUS_RETURN_IF_ERROR(insert.Run());
   return tx.Commit();
 }

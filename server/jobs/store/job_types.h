@@ -123,6 +123,7 @@ struct StepReportRow {
   double stall_seconds = 0;
   double optimizer_seconds = 0;
   int64_t unix_ms = 0;
+  std::optional<double> eval_loss;  // eval steps only
 
   friend bool operator==(const StepReportRow&, const StepReportRow&) = default;
 };

@@ -108,6 +108,10 @@ CREATE TABLE audit (
   result TEXT NOT NULL           -- its name, for people reading the file
 );
 )sql"},
+      // 2: the held-out loss of eval steps (NULL on the others).
+      {2, R"sql(
+ALTER TABLE step_reports ADD COLUMN eval_loss REAL;
+)sql"},
   };
   return *migrations;
 }

@@ -25,6 +25,7 @@ struct Case {
   int workers;
   int64_t batch, microbatch;
   double grad_clip;
+  int eval_every = 0;  // > 0: an eval pass (held-out 25%) every K steps and at the end
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -46,6 +47,10 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   o.weight_decay = 0.1;
   o.grad_clip = c.grad_clip;
   o.threads = 1;
+  if (c.eval_every > 0) {
+    o.eval_every = c.eval_every;
+    o.eval_fraction = 0.25;
+  }
 
   // The oracle.
   train::TrainerOptions so = o;
@@ -70,6 +75,12 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
     EXPECT_EQ(result.steps[i].step, expected[i].step);
     EXPECT_EQ(result.steps[i].loss, expected[i].loss) << "step " << i + 1;
     EXPECT_EQ(result.steps[i].grad_norm, expected[i].grad_norm) << "step " << i + 1;
+    EXPECT_EQ(result.steps[i].eval_loss, expected[i].eval_loss) << "step " << i + 1;
+    if (c.eval_every > 0) {
+      EXPECT_EQ(result.steps[i].eval_loss.has_value(),
+                (i + 1) % c.eval_every == 0 || i + 1 == expected.size())
+          << "step " << i + 1;
+    }
     EXPECT_GT(result.steps[i].h2d_bytes, 0u);
   }
   EXPECT_FALSE(result.steps.back().checkpoint.empty());
@@ -105,7 +116,10 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_S5_G2_M2_uneven", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0},
         Case{"llama_S6_G3_M1", "llama", 4, {0, 1, 2, 3, 4, 5, 6}, 3, 2, 2, 0.5},
         Case{"gpt2_S2_G2_resident", "gpt2", 2, {0, 2, 4}, 2, 2, 1, 1.0},
-        Case{"llama_S1_G1", "llama", 2, {0, 4}, 1, 2, 1, 1.0}),
+        Case{"llama_S1_G1", "llama", 2, {0, 4}, 1, 2, 1, 1.0},
+        // Eval passes: more eval microbatches than boundary slots (chunks), S > G, both embeddings.
+        Case{"llama_S5_G2_M2_eval", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, 2},
+        Case{"gpt2_S4_G3_M1_eval", "gpt2", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.0, 1}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

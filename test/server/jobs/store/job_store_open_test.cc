@@ -95,7 +95,7 @@ TEST(JobStoreOpenTest, ReopeningIsANoOpMigration) {
     ASSERT_TRUE((*store)->CreateJob(NewJob(1, "s" + std::to_string(i))).ok());
   }
   RawDb raw(path);
-  EXPECT_EQ(raw.Text("SELECT count(*) FROM schema_migrations"), "1");
+  EXPECT_EQ(raw.Text("SELECT count(*) FROM schema_migrations"), std::to_string(kSchemaVersion));
   EXPECT_EQ(raw.Text("SELECT count(*) FROM jobs"), "3");
 }
 
@@ -155,17 +155,56 @@ TEST(JobStoreOpenTest, DamagedPagesGiveErrorsNotCrashes) {
   EXPECT_THAT(first_error.message(), HasSubstr(path));
 }
 
+TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
+  TempDir dir;
+  const std::string path = dir.File("jobs.db");
+  std::string id;
+  {
+    auto store = JobStore::Open(path);
+    ASSERT_TRUE(store.ok()) << store.status();
+    auto created = (*store)->CreateJob(NewJob(7, "old"));
+    ASSERT_TRUE(created.ok()) << created.status();
+    id = created->job.id;
+    StepReportRow r;
+    r.step = 1;
+    r.loss = 2.5;
+    ASSERT_TRUE((*store)->AppendStepReport(id, r).ok());
+  }
+  {
+    // What a version-1 daemon left: no eval_loss column, no migration 2.
+    RawDb raw(path);
+    raw.Exec("ALTER TABLE step_reports DROP COLUMN eval_loss");
+    raw.Exec("DELETE FROM schema_migrations WHERE version = 2");
+  }
+  auto store = JobStore::Open(path);
+  ASSERT_TRUE(store.ok()) << store.status();
+  auto old = (*store)->StepReports(id, 0, 10);
+  ASSERT_TRUE(old.ok()) << old.status();
+  ASSERT_EQ(old->size(), 1u);
+  EXPECT_EQ((*old)[0].loss, 2.5);
+  EXPECT_FALSE((*old)[0].eval_loss.has_value());
+  StepReportRow r;
+  r.step = 2;
+  r.eval_loss = 2.75;
+  ASSERT_TRUE((*store)->AppendStepReport(id, r).ok());
+  EXPECT_EQ((*store)->StepReports(id, 1, 10)->at(0).eval_loss, 2.75);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Text("SELECT MAX(version) FROM schema_migrations"), std::to_string(kSchemaVersion));
+}
+
 TEST(JobStoreOpenTest, NewerSchemaIsFailedPrecondition) {
   TempDir dir;
   const std::string path = dir.File("jobs.db");
   ASSERT_TRUE(JobStore::Open(path).ok());
   {
     RawDb raw(path);
-    raw.Exec("INSERT INTO schema_migrations (version, applied_unix_ms) VALUES (2, 0)");
+    raw.Exec("INSERT INTO schema_migrations (version, applied_unix_ms) VALUES (" +
+             std::to_string(kSchemaVersion + 1) + ", 0)");
   }
   auto store = JobStore::Open(path);
   EXPECT_EQ(store.status().code(), absl::StatusCode::kFailedPrecondition) << store.status();
-  EXPECT_THAT(store.status().message(), HasSubstr("schema version 2"));
+  EXPECT_THAT(store.status().message(),
+              HasSubstr("schema version " + std::to_string(kSchemaVersion + 1)));
   EXPECT_THAT(store.status().message(), HasSubstr("newer"));
   EXPECT_THAT(store.status().message(), HasSubstr(path));
 }

@@ -214,7 +214,16 @@ StepReportRow Report(int64_t step, double loss) {
   r.stall_seconds = 0.01;
   r.optimizer_seconds = 0.05;
   r.unix_ms = 1700000000000 + step;
+  if (step % 10 == 0) r.eval_loss = loss + 0.25;  // an eval step
   return r;
+}
+
+TEST_F(JobStoreTest, SetTotalSteps) {
+  const std::string id = Create(1, "t").id;
+  ASSERT_TRUE(store_->SetTotalSteps(id, 122).ok());
+  EXPECT_EQ(store_->GetJob(id)->total_steps, 122);
+  EXPECT_EQ(store_->SetTotalSteps(id, -1).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(store_->SetTotalSteps("j-000404", 1).code(), absl::StatusCode::kNotFound);
 }
 
 TEST_F(JobStoreTest, StepReports) {
@@ -227,6 +236,8 @@ TEST_F(JobStoreTest, StepReports) {
   ASSERT_TRUE(reports.ok()) << reports.status();
   ASSERT_EQ(reports->size(), 30u);
   EXPECT_EQ((*reports)[6], Report(7, 10.0 / 7));  // every field, exactly
+  EXPECT_EQ((*reports)[9], Report(10, 1.0));       // with an eval loss
+  EXPECT_FALSE((*reports)[6].eval_loss.has_value());
 
   auto tail = store_->StepReports(id, 25, 3);
   ASSERT_EQ(tail->size(), 3u);

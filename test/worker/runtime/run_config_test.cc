@@ -1,0 +1,101 @@
+// RunConfig's JSON (what the launcher writes and every worker reads): every field survives the
+// round trip; malformed input names the field.
+#include "worker/runtime/run_config.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace mobius::runtime {
+namespace {
+
+using ::testing::HasSubstr;
+
+TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
+  RunConfig c;
+  c.job_id = "j-000042";
+  train::TrainerOptions& t = c.training;
+  t.model_dir = "/m";
+  t.data_path = "/d.tok";
+  t.data_raw_bytes = 4;
+  t.steps = 7;
+  t.batch = 8;
+  t.microbatch = 2;
+  t.seq = 64;
+  t.lr = 1e-3;
+  t.min_lr = 1e-5;
+  t.warmup = 3;
+  t.schedule = "constant";
+  t.weight_decay = 0.1;
+  t.grad_clip = 0.5;
+  t.beta1 = 0.8;
+  t.beta2 = 0.99;
+  t.eps = 1e-6;
+  t.seed = 12345678901234ull;
+  t.eval_every = 5;
+  t.eval_fraction = 0.2;
+  t.checkpoint_dir = "/ckpt";
+  t.checkpoint_every = 4;
+  t.resume = true;
+  t.device_memory_bytes = 1ull << 33;
+  t.threads = 3;
+  c.stages = {{0, 2}, {2, 5}};
+  c.stage_rank = {0, 1};
+  c.num_workers = 2;
+  c.store_path = "/dev/shm/x";
+  c.links = {{"gpu0", 1e9}, {"uplink", 2e9}};
+  c.rank_links = {{0, 1}, {1}};
+  c.link_scale = 0.5;
+  c.rank_gpu = {4, 6};
+
+  absl::StatusOr<RunConfig> back = RunConfigFromJson(RunConfigToJson(c));
+  ASSERT_TRUE(back.ok()) << back.status();
+  const train::TrainerOptions& b = back->training;
+  EXPECT_EQ(b.model_dir, t.model_dir);
+  EXPECT_EQ(b.data_path, t.data_path);
+  EXPECT_EQ(b.data_raw_bytes, t.data_raw_bytes);
+  EXPECT_EQ(b.steps, t.steps);
+  EXPECT_EQ(b.batch, t.batch);
+  EXPECT_EQ(b.microbatch, t.microbatch);
+  EXPECT_EQ(b.seq, t.seq);
+  EXPECT_EQ(b.lr, t.lr);
+  EXPECT_EQ(b.min_lr, t.min_lr);
+  EXPECT_EQ(b.warmup, t.warmup);
+  EXPECT_EQ(b.schedule, t.schedule);
+  EXPECT_EQ(b.weight_decay, t.weight_decay);
+  EXPECT_EQ(b.grad_clip, t.grad_clip);
+  EXPECT_EQ(b.beta1, t.beta1);
+  EXPECT_EQ(b.beta2, t.beta2);
+  EXPECT_EQ(b.eps, t.eps);
+  EXPECT_EQ(b.seed, t.seed);
+  EXPECT_EQ(b.eval_every, t.eval_every);
+  EXPECT_EQ(b.eval_fraction, t.eval_fraction);
+  EXPECT_EQ(b.checkpoint_dir, t.checkpoint_dir);
+  EXPECT_EQ(b.checkpoint_every, t.checkpoint_every);
+  EXPECT_EQ(b.resume, t.resume);
+  EXPECT_EQ(b.device_memory_bytes, t.device_memory_bytes);
+  EXPECT_EQ(b.threads, t.threads);
+  EXPECT_EQ(back->job_id, c.job_id);
+  ASSERT_EQ(back->stages.size(), 2u);
+  EXPECT_EQ(back->stages[1].begin, 2);
+  EXPECT_EQ(back->stages[1].end, 5);
+  EXPECT_EQ(back->stage_rank, c.stage_rank);
+  EXPECT_EQ(back->num_workers, c.num_workers);
+  EXPECT_EQ(back->store_path, c.store_path);
+  ASSERT_EQ(back->links.size(), 2u);
+  EXPECT_EQ(back->links[1].name, "uplink");
+  EXPECT_EQ(back->links[1].bytes_per_second, 2e9);
+  EXPECT_EQ(back->rank_links, c.rank_links);
+  EXPECT_EQ(back->link_scale, c.link_scale);
+  EXPECT_EQ(back->rank_gpu, c.rank_gpu);
+}
+
+TEST(RunConfigTest, WrongTypesNameTheField) {
+  absl::StatusOr<RunConfig> c = RunConfigFromJson(R"({"training": {"eval_every": "often"}})");
+  ASSERT_FALSE(c.ok());
+  EXPECT_THAT(c.status().message(), HasSubstr("training.eval_every"));
+  EXPECT_FALSE(RunConfigFromJson("[1, 2]").ok());
+  EXPECT_FALSE(RunConfigFromJson("{").ok());
+}
+
+}  // namespace
+}  // namespace mobius::runtime
