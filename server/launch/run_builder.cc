@@ -30,6 +30,19 @@ absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
   run.num_workers = static_cast<int>(order.size());
   run.schedule = plan.schedule;
   run.rank_gpu = order;
+  // Each rank's NUMA node CPUs (the worker pins itself to those usable where it runs).
+  for (int g : order) {
+    std::vector<int> cpus;
+    if (g >= 0 && g < static_cast<int>(topology.gpus.size())) {
+      const int pci = topology.gpus[g].pci;
+      const int node =
+          pci >= 0 && pci < static_cast<int>(topology.pci.size()) ? topology.pci[pci].numa_node : -1;
+      for (const topology::NumaNode& n : topology.numa_nodes) {
+        if (n.os_index == node && node >= 0) cpus = n.cpus;
+      }
+    }
+    run.rank_cpus.push_back(std::move(cpus));
+  }
   for (int s = 0; s < plan.num_stages(); ++s) {
     run.stages.push_back({plan.partition.stages[s].begin, plan.partition.stages[s].end});
     run.stage_rank.push_back(s % run.num_workers);

@@ -6,6 +6,9 @@
 // and simulator therefore describe the same links, which is what makes measured and predicted step
 // times comparable.
 //
+// Each rank also gets the CPUs of its GPU's NUMA node (RunConfig::rank_cpus; empty when the
+// topology does not say), where the worker pins itself.
+//
 // A plan with fewer stages than GPUs (a model small enough for fewer GPUs) runs on the first
 // num_stages GPUs of its mapping only.
 //

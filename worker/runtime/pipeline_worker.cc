@@ -22,6 +22,7 @@
 #include "worker/optim/adamw.h"
 #include "worker/runtime/host_store.h"
 #include "worker/runtime/link_emulator.h"
+#include "worker/runtime/numa_affinity.h"
 #include "worker/runtime/store_layout.h"
 #include "worker/train/training_setup.h"
 
@@ -640,6 +641,35 @@ absl::Status Allocate(State& s) {
   return absl::OkStatus();
 }
 
+// Before the backend, the store's first touch and the optimizer thread exist, so all of them stay
+// on the node (threads already running, e.g. OpenBLAS's pool, are moved too). A failure to pin is
+// logged, not fatal: it costs locality, not correctness.
+void PinToNumaNode(const State& s) {
+  if (static_cast<size_t>(s.rank) >= s.run.rank_cpus.size() ||
+      s.run.rank_cpus[s.rank].empty()) {
+    return;
+  }
+  const std::vector<int>& node = s.run.rank_cpus[s.rank];
+  absl::StatusOr<std::vector<int>> allowed = AllowedCpus();
+  if (!allowed.ok()) {
+    LOG(WARNING) << "rank " << s.rank << ": not pinned: " << allowed.status();
+    return;
+  }
+  const std::vector<int> cpus = UsableCpus(node, *allowed);
+  if (cpus.empty()) {
+    LOG(INFO) << "rank " << s.rank << ": not pinned: its NUMA node's CPUs " << FormatCpuList(node)
+              << " are not among this machine's usable CPUs " << FormatCpuList(*allowed);
+    return;
+  }
+  absl::Status pinned = PinAllThreads(cpus);
+  if (!pinned.ok()) {
+    LOG(WARNING) << "rank " << s.rank << ": not pinned: " << pinned;
+    return;
+  }
+  LOG(INFO) << "rank " << s.rank << ": pinned to CPUs " << FormatCpuList(cpus)
+            << " (its GPU's NUMA node)";
+}
+
 }  // namespace
 
 PipelineWorker::PipelineWorker(std::unique_ptr<State> state) : s_(std::move(state)) {}
@@ -663,6 +693,7 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
                                                    run.num_workers, ")"));
   }
   MOBIUS_RETURN_IF_ERROR(train::ValidateTrainerOptions(s->run.training));
+  PinToNumaNode(*s);
   const train::TrainerOptions& o = s->run.training;
   MOBIUS_ASSIGN_OR_RETURN(s->start, train::LoadTrainingStart(o));
   MOBIUS_ASSIGN_OR_RETURN(s->layout, MakeStoreLayout(s->start.config, s->run));

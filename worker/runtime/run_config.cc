@@ -91,7 +91,7 @@ std::string RunConfigToJson(const RunConfig& c) {
             {"num_workers", c.num_workers}, {"schedule", c.schedule},
             {"store_path", c.store_path}, {"links", links},
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
-            {"rank_gpu", c.rank_gpu}};
+            {"rank_gpu", c.rank_gpu}, {"rank_cpus", c.rank_cpus}};
   return j.dump(2);
 }
 
@@ -115,6 +115,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(j, "rank_links", c.rank_links, "");
     get(j, "link_scale", c.link_scale, "");
     get(j, "rank_gpu", c.rank_gpu, "");
+    get(j, "rank_cpus", c.rank_cpus, "");
     field = "stages";
     for (const json& s : j.value("stages", json::array())) {
       c.stages.push_back({s.at(0).get<int64_t>(), s.at(1).get<int64_t>()});

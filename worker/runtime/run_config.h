@@ -46,6 +46,9 @@ struct RunConfig {
   std::vector<std::vector<int>> rank_links;  // [rank] -> indices into links (empty: no emulation)
   double link_scale = 1.0;          // recorded for the reports (links are already scaled)
   std::vector<int> rank_gpu;        // [rank] -> the node GPU index it emulates or uses (reports)
+  // [rank] -> the CPUs (os indexes) of its GPU's NUMA node: the worker pins itself there (those
+  // usable on this machine; numa_affinity.h). Empty (or an empty list): not pinned.
+  std::vector<std::vector<int>> rank_cpus;
 };
 
 // Structural checks that need no files: stages cover [0, units) in order with no gaps or

@@ -3,6 +3,9 @@
 // times the scale; cross mapping puts consecutive stages behind different uplinks.
 #include "server/launch/run_builder.h"
 
+#include <algorithm>
+#include <set>
+
 #include "common/model/model_config_parse.h"
 #include "gtest/gtest.h"
 #include "server/planner/api/make_plan.h"
@@ -68,6 +71,27 @@ TEST(RunBuilder, PlanBecomesRanksAndEmulatedLinks) {
   const int uplink0 = run.rank_links[run.stage_rank[0]][0];
   const int uplink1 = run.rank_links[run.stage_rank[1]][0];
   EXPECT_NE(uplink0, uplink1);
+}
+
+TEST(RunBuilder, EveryRankGetsItsGpusNumaNodeCpus) {
+  Built b = Build("cross", 1.0);
+  auto loaded = topology::MakeHwlocXmlFileSource(
+                    testing::TopologyFixture("paper_testbed_2s_2sw_8x3090.xml"))->Load();
+  ASSERT_TRUE(loaded.ok());
+  const topology::Topology& t = loaded->topology;
+  ASSERT_EQ(b.run.rank_cpus.size(), 8u);
+  std::set<std::vector<int>> distinct;
+  for (int rank = 0; rank < 8; ++rank) {
+    const int node = t.pci[t.gpus[b.run.rank_gpu[rank]].pci].numa_node;
+    ASSERT_GE(node, 0);
+    const auto it = std::find_if(t.numa_nodes.begin(), t.numa_nodes.end(),
+                                 [&](const topology::NumaNode& n) { return n.os_index == node; });
+    ASSERT_NE(it, t.numa_nodes.end());
+    EXPECT_FALSE(b.run.rank_cpus[rank].empty());
+    EXPECT_EQ(b.run.rank_cpus[rank], it->cpus) << "rank " << rank;
+    distinct.insert(b.run.rank_cpus[rank]);
+  }
+  EXPECT_EQ(distinct.size(), 2u);  // two sockets, one node each
 }
 
 TEST(RunBuilder, SequentialMappingSharesAnUplinkBetweenNeighbours) {

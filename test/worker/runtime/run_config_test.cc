@@ -46,6 +46,7 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   c.rank_links = {{0, 1}, {1}};
   c.link_scale = 0.5;
   c.rank_gpu = {4, 6};
+  c.rank_cpus = {{0, 1, 2}, {8, 9}};
 
   absl::StatusOr<RunConfig> back = RunConfigFromJson(RunConfigToJson(c));
   ASSERT_TRUE(back.ok()) << back.status();
@@ -87,6 +88,7 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   EXPECT_EQ(back->rank_links, c.rank_links);
   EXPECT_EQ(back->link_scale, c.link_scale);
   EXPECT_EQ(back->rank_gpu, c.rank_gpu);
+  EXPECT_EQ(back->rank_cpus, c.rank_cpus);
 }
 
 TEST(RunConfigTest, WrongTypesNameTheField) {
