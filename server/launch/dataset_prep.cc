@@ -1,9 +1,7 @@
 #include "server/launch/dataset_prep.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -21,9 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "nlohmann/json.hpp"
-
-extern char** environ;
 
 namespace mobius::launch {
 namespace {
@@ -119,37 +116,13 @@ data::TokenizeRequest RequestFor(const jobspec::JobSpec& spec, const std::string
 // Runs `mobius-worker tokenize REQUEST` and returns its summary.
 absl::StatusOr<data::TokenizeSummary> RunTokenizer(const DatasetPrepOptions& options,
                                                    const std::string& request_path) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return MOBIUS_ERRNO_ERROR("pipe");
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return MOBIUS_ERRNO_ERROR("pipe");
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  std::vector<std::string> argv_s = {options.worker_binary, "tokenize", request_path};
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, options.worker_binary.c_str(), &actions, nullptr, argv.data(),
-                             environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(out[0]);
-    close(err[0]);
-    errno = rc;
-    return MOBIUS_ERRNO_ERROR(absl::StrCat("spawn ", options.worker_binary));
-  }
+  MOBIUS_ASSIGN_OR_RETURN(
+      SpawnedProcess child, SpawnWithPipes({options.worker_binary, "tokenize", request_path}));
+  const pid_t pid = child.pid;
   // Read both pipes line by line until they close, polling `interrupted` in between.
   std::string out_text, err_buf, last_error;
   absl::Status interrupted;
-  struct pollfd fds[2] = {{out[0], POLLIN, 0}, {err[0], POLLIN, 0}};
+  struct pollfd fds[2] = {{child.out_fd, POLLIN, 0}, {child.err_fd, POLLIN, 0}};
   int open_fds = 2;
   while (open_fds > 0) {
     if (options.interrupted && interrupted.ok()) {
