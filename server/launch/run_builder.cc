@@ -21,8 +21,15 @@ absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
   }
   std::vector<int> order = plan.mapping.gpu_order;
   if (order.empty()) return absl::InvalidArgumentError("the plan maps its stages to no GPU");
-  // Fewer stages than GPUs (a small model): the GPUs without a stage get no worker.
-  if (plan.num_stages() < static_cast<int>(order.size())) order.resize(plan.num_stages());
+  const bool round_robin = plan.schedule == "roundrobin";
+  if (round_robin && !plan.round_robin) {
+    return absl::InvalidArgumentError(
+        "the plan's schedule is roundrobin but it has no forward/backward partitions");
+  }
+  // Fewer stages (roundrobin: passes) than GPUs (a small model): the GPUs without one get no
+  // worker.
+  const int units_of_work = round_robin ? plan.num_passes() : plan.num_stages();
+  if (units_of_work < static_cast<int>(order.size())) order.resize(units_of_work);
   runtime::RunConfig run;
   run.job_id = job_id;
   run.training = training;
@@ -43,9 +50,20 @@ absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
     }
     run.rank_cpus.push_back(std::move(cpus));
   }
-  for (int s = 0; s < plan.num_stages(); ++s) {
-    run.stages.push_back({plan.partition.stages[s].begin, plan.partition.stages[s].end});
-    run.stage_rank.push_back(s % run.num_workers);
+  if (round_robin) {
+    // Pass j runs on GpuOfPass(j) = gpu_order[j mod N], i.e. rank j mod N.
+    for (const planner::StageRange& r : plan.round_robin->forward.stages) {
+      run.forward_stages.push_back({r.begin, r.end});
+    }
+    for (const planner::StageRange& r : plan.round_robin->backward.stages) {
+      run.backward_stages.push_back({r.begin, r.end});
+    }
+    for (int j = 0; j < plan.num_passes(); ++j) run.pass_rank.push_back(j % run.num_workers);
+  } else {
+    for (int s = 0; s < plan.num_stages(); ++s) {
+      run.stages.push_back({plan.partition.stages[s].begin, plan.partition.stages[s].end});
+      run.stage_rank.push_back(s % run.num_workers);
+    }
   }
   if (!emulation.enabled) return run;
   planner::sim::MachineOptions mo;

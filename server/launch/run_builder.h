@@ -9,8 +9,11 @@
 // Each rank also gets the CPUs of its GPU's NUMA node (RunConfig::rank_cpus; empty when the
 // topology does not say), where the worker pins itself.
 //
-// A plan with fewer stages than GPUs (a model small enough for fewer GPUs) runs on the first
-// num_stages GPUs of its mapping only.
+// A roundrobin plan (plan.round_robin) becomes RunConfig's forward_stages / backward_stages and
+// pass_rank[j] = j mod N: pass j runs on GpuOfPass(j) = gpu_order[j mod N].
+//
+// A plan with fewer stages (roundrobin: passes) than GPUs (a model small enough for fewer GPUs)
+// runs on the first num_stages (num_passes) GPUs of its mapping only.
 //
 // Used by the daemon's supervisor and by `mobius run`. Pure; thread-safe.
 #ifndef MOBIUS_SERVER_LAUNCH_RUN_BUILDER_H_
@@ -34,7 +37,8 @@ struct EmulationOptions {
   double dma_efficiency = 0.8;  // as the simulator (sim::MachineOptions)
 };
 
-// INVALID_ARGUMENT when the plan's GPUs are not in the topology or the scale is not positive.
+// INVALID_ARGUMENT when the plan's GPUs are not in the topology, the scale is not positive or a
+// roundrobin plan lacks its partitions.
 absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
                                                   const train::TrainerOptions& training,
                                                   const planner::Plan& plan,

@@ -1,36 +1,46 @@
 // PipelineWorker: one rank of a pipeline run (`mobius-worker run`): executes its stages of the
 // plan, step after step, against the job's shared host store (host_store.h, store_layout.h).
 //
-// Per step r (run-local, 1-based), a rank runs its tasks in order: forward of its stages
-// ascending, then backward of its stages descending (the Mobius schedule: stage s runs on rank
-// stage_rank[s], stages cycling over the GPUs).
-//   forward   the stage's weights come from the store into one of two device slots (the next
-//             task's stage is prefetched into the other slot on the H2D queue while this one
-//             computes); for every microbatch the input (token ids for stage 0, otherwise the
-//             previous stage's bf16 boundary activation, waited for in the store) runs through the
-//             stage's units; the output activation goes to the store for the next stage (and stays
-//             there as the activation checkpoint: offloaded, not kept on the device).
-//   backward  per microbatch: the stage input again, the stage interior recomputed, the output
-//             gradient from the store, backward through the units (each unit recomputes its own
-//             internals too), the input gradient to the store; the stage's fp32 gradients,
-//             accumulated over microbatches on the device, go to the store in one D2H copy.
-//   optimizer a per-rank thread takes each stage as soon as its gradients are in the store: its
-//             share of the global gradient norm, then (after every stage's share is in, when
-//             clipping needs the global norm) AdamW over the stage's tensors, writing the bf16 copy
-//             the next step uploads; the next step's upload of that stage waits only for it.
-//   eval      on eval steps (training.eval_every, and the last step), after the rank's stages
-//             are updated: the held-out set (the standalone trainer's microbatches) forward
-//             through the stages with the new weights, chunked through the boundary slots; the
-//             head's rank reports the eval loss; all ranks meet at the end.
+// Per step r (run-local, 1-based), a rank runs its passes in order (run_config.h, PassesOfRank):
+//   mobius      the forward of its stages ascending, then their backward descending (stage s on
+//               rank stage_rank[s], stages cycling over the GPUs; one partition for both passes);
+//   roundrobin  its positions j of the pass stream (forward stages 0 .. S_F-1, then backward
+//               stages S_B-1 .. 0, pass j on rank pass_rank[j] = j mod N), over separate forward
+//               and backward partitions.
+//   weights   a pass's weights come from the store into one of two device slots (the next pass's
+//             weights are prefetched into the other slot on the H2D queue while this one
+//             computes); a forward and a backward pass over the same units share the slot.
+//   forward   (forward stage f) for every microbatch the input (token ids for unit 0, otherwise
+//             the activation checkpoint at its first unit, waited for in the store) runs through
+//             the stage's units; every unit output that is the input of a checkpoint unit (one
+//             that starts a forward or a backward stage) goes to the store: the stage's output for
+//             the next forward stage and, in roundrobin, interior units where a backward stage
+//             starts. Checkpoints are offloaded, never kept on the device. Then forward_done.
+//   backward  (backward stage b) per microbatch: the checkpoint at its first unit, the stage
+//             interior recomputed, the output gradient from backward stage b+1 (or the loss),
+//             backward through the units (each unit recomputes its own internals too), the input
+//             gradient to the store; the stage's fp32 gradients, accumulated over microbatches on
+//             the device, go to the store in one D2H copy.
+//   optimizer a per-rank thread takes each of its backward stages as soon as its gradients are in
+//             the store: its share of the global gradient norm, then (after every stage's share is
+//             in, when clipping needs the global norm) AdamW over the tensors its units own,
+//             writing the bf16 copy the next step uploads, once every forward pass of step r that reads
+//             those weights is done (forward_done). The next step's upload of a unit range waits
+//             for the update of every backward stage overlapping it (and of the embedding's, for a
+//             tied head).
+//   eval      on eval steps (training.eval_every, and the last step), after the rank's backward
+//             stages are updated: the held-out set (the standalone trainer's microbatches) forward
+//             through the forward stages with the new weights, chunked through the checkpoint slots
+//             at forward stage boundaries; the head's rank reports the eval loss; all ranks meet.
 // The arithmetic is the standalone trainer's, op for op and in the same order per unit and
 // microbatch, so on the CPU backend a pipeline run reproduces it bit-exactly (losses, gradient norm,
 // weights); see docs/runtime.md.
 //
 // Checkpoint and stop (the daemon's shutdown, preemption): when the launcher sets the store's stop
 // request, rank 0 reads it at the end of its step r and names r + 1 as the last step. No rank can
-// finish step r + 1 before rank 0 starts it (its forward feeds every later stage), so every rank sees
-// the answer by then: all ranks meet, rank 0 writes a checkpoint, and Run() returns ABORTED
-// ("stopped after step N, checkpoint DIR"); the worker exits with code 3.
+// finish step r + 1 before rank 0 starts it (its forward of stage 0 feeds every later pass), so
+// every rank sees the answer by then: all ranks meet, rank 0 writes a checkpoint, and Run() returns
+// ABORTED ("stopped after step N, checkpoint DIR"); the worker exits with code 3.
 //
 // Activations are never queued behind weight copies: weights move on the H2D queue, activations on
 // the compute queue.

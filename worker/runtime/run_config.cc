@@ -1,55 +1,102 @@
 #include "worker/runtime/run_config.h"
 
+#include <algorithm>
 #include <fstream>
+#include <utility>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 
 namespace mobius::runtime {
 
 using nlohmann::json;
 
-absl::Status ValidateRunConfig(const RunConfig& c, int64_t num_units) {
-  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
-  if (c.num_workers < 1) return bad("num_workers must be >= 1 (got ", c.num_workers, ")");
-  if (c.stages.empty()) return bad("stages: empty");
+namespace {
+
+template <typename... Parts>
+absl::Status Bad(const Parts&... parts) {
+  return absl::InvalidArgumentError(absl::StrCat(parts...));
+}
+
+// `ranges` (the field `name`) cover [0, num_units) in order, each non-empty.
+absl::Status CheckCover(const char* name, const std::vector<StageRange>& ranges,
+                        int64_t num_units) {
+  if (ranges.empty()) return Bad(name, ": empty");
   int64_t next = 0;
-  for (size_t s = 0; s < c.stages.size(); ++s) {
-    const StageRange& r = c.stages[s];
+  for (size_t s = 0; s < ranges.size(); ++s) {
+    const StageRange& r = ranges[s];
     if (r.begin != next || r.end <= r.begin) {
-      return bad("stages[", s, "] = [", r.begin, ", ", r.end, ") does not continue at unit ", next,
+      return Bad(name, "[", s, "] = [", r.begin, ", ", r.end, ") does not continue at unit ", next,
                  " (stages must cover the model's units in order, each non-empty)");
     }
     next = r.end;
   }
   if (next != num_units) {
-    return bad("stages cover units [0, ", next, ") but the model has ", num_units,
+    return Bad(name, " cover units [0, ", next, ") but the model has ", num_units,
                " layer units (embedding + blocks + head)");
   }
-  if (c.stage_rank.size() != c.stages.size()) {
-    return bad("stage_rank has ", c.stage_rank.size(), " entries for ", c.stages.size(), " stages");
+  return absl::OkStatus();
+}
+
+// `ranks` (the field `name`, one per `what`) are valid and give every rank at least one.
+absl::Status CheckRanks(const char* name, const char* what, const std::vector<int>& ranks,
+                        size_t expected, int num_workers) {
+  if (ranks.size() != expected) {
+    return Bad(name, " has ", ranks.size(), " entries for ", expected, " ", what, "s");
   }
-  std::vector<int> per_rank(c.num_workers, 0);
-  for (size_t s = 0; s < c.stage_rank.size(); ++s) {
-    const int r = c.stage_rank[s];
-    if (r < 0 || r >= c.num_workers) {
-      return bad("stage_rank[", s, "] = ", r, " is not a rank in [0, ", c.num_workers, ")");
+  std::vector<int> per_rank(num_workers, 0);
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    const int r = ranks[i];
+    if (r < 0 || r >= num_workers) {
+      return Bad(name, "[", i, "] = ", r, " is not a rank in [0, ", num_workers, ")");
     }
     ++per_rank[r];
   }
-  for (int r = 0; r < c.num_workers; ++r) {
-    if (per_rank[r] == 0) return bad("rank ", r, " runs no stage (fewer stages than GPUs?)");
+  for (int r = 0; r < num_workers; ++r) {
+    if (per_rank[r] == 0) {
+      return Bad("rank ", r, " runs no ", what, " (fewer ", what, "s than GPUs?)");
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSchedule(const RunConfig& c, int64_t num_units) {
+  if (c.schedule == "roundrobin") {
+    if (!c.stages.empty() || !c.stage_rank.empty()) {
+      return Bad("schedule roundrobin takes forward_stages, backward_stages and pass_rank; "
+                 "stages and stage_rank must be empty");
+    }
+    MOBIUS_RETURN_IF_ERROR(CheckCover("forward_stages", c.forward_stages, num_units));
+    MOBIUS_RETURN_IF_ERROR(CheckCover("backward_stages", c.backward_stages, num_units));
+    return CheckRanks("pass_rank", "pass", c.pass_rank,
+                      c.forward_stages.size() + c.backward_stages.size(), c.num_workers);
   }
   if (c.schedule != "mobius" && c.schedule != "resident") {
-    return bad("schedule must be mobius or resident (got \"", c.schedule,
-               "\"; the runtime does not implement roundrobin yet)");
+    return Bad("schedule must be mobius, resident or roundrobin (got \"", c.schedule, "\")");
   }
+  if (!c.forward_stages.empty() || !c.backward_stages.empty() || !c.pass_rank.empty()) {
+    return Bad("forward_stages, backward_stages and pass_rank are for schedule roundrobin only "
+               "(schedule is ", c.schedule, ")");
+  }
+  MOBIUS_RETURN_IF_ERROR(CheckCover("stages", c.stages, num_units));
+  MOBIUS_RETURN_IF_ERROR(
+      CheckRanks("stage_rank", "stage", c.stage_rank, c.stages.size(), c.num_workers));
   if (c.schedule == "resident" && c.stages.size() != static_cast<size_t>(c.num_workers)) {
-    return bad("schedule resident needs one stage per GPU (", c.stages.size(), " stages, ",
+    return Bad("schedule resident needs one stage per GPU (", c.stages.size(), " stages, ",
                c.num_workers, " GPUs)");
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ValidateRunConfig(const RunConfig& c, int64_t num_units) {
+  auto bad = [](auto&&... parts) { return absl::InvalidArgumentError(absl::StrCat(parts...)); };
+  if (c.num_workers < 1) return bad("num_workers must be >= 1 (got ", c.num_workers, ")");
+  MOBIUS_RETURN_IF_ERROR(ValidateSchedule(c, num_units));
   if (!c.rank_links.empty() && c.rank_links.size() != static_cast<size_t>(c.num_workers)) {
     return bad("rank_links has ", c.rank_links.size(), " entries for ", c.num_workers, " ranks");
   }
@@ -80,14 +127,19 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"checkpoint_every", t.checkpoint_every}, {"resume", t.resume},
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
       {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction}};
-  json stages = json::array();
-  for (const StageRange& s : c.stages) stages.push_back({s.begin, s.end});
+  auto ranges = [](const std::vector<StageRange>& v) {
+    json out = json::array();
+    for (const StageRange& s : v) out.push_back({s.begin, s.end});
+    return out;
+  };
   json links = json::array();
   for (const EmulatedLink& l : c.links) {
     links.push_back({{"name", l.name}, {"bytes_per_second", l.bytes_per_second}});
   }
   json j = {{"job_id", c.job_id},         {"training", training},
-            {"stages", stages},           {"stage_rank", c.stage_rank},
+            {"stages", ranges(c.stages)}, {"stage_rank", c.stage_rank},
+            {"forward_stages", ranges(c.forward_stages)},
+            {"backward_stages", ranges(c.backward_stages)}, {"pass_rank", c.pass_rank},
             {"num_workers", c.num_workers}, {"schedule", c.schedule},
             {"store_path", c.store_path}, {"links", links},
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
@@ -116,9 +168,14 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(j, "link_scale", c.link_scale, "");
     get(j, "rank_gpu", c.rank_gpu, "");
     get(j, "rank_cpus", c.rank_cpus, "");
-    field = "stages";
-    for (const json& s : j.value("stages", json::array())) {
-      c.stages.push_back({s.at(0).get<int64_t>(), s.at(1).get<int64_t>()});
+    get(j, "pass_rank", c.pass_rank, "");
+    for (auto [key, out] : {std::pair{"stages", &c.stages},
+                            std::pair{"forward_stages", &c.forward_stages},
+                            std::pair{"backward_stages", &c.backward_stages}}) {
+      field = key;
+      for (const json& s : j.value(key, json::array())) {
+        out->push_back({s.at(0).get<int64_t>(), s.at(1).get<int64_t>()});
+      }
     }
     field = "links";
     for (const json& l : j.value("links", json::array())) {
@@ -182,6 +239,46 @@ std::vector<int> StagesOfRank(const RunConfig& config, int rank) {
     if (config.stage_rank[s] == rank) out.push_back(static_cast<int>(s));
   }
   return out;
+}
+
+const std::vector<StageRange>& ForwardStages(const RunConfig& config) {
+  return config.schedule == "roundrobin" ? config.forward_stages : config.stages;
+}
+
+const std::vector<StageRange>& BackwardStages(const RunConfig& config) {
+  return config.schedule == "roundrobin" ? config.backward_stages : config.stages;
+}
+
+Pass PassAt(const RunConfig& config, int pass) {
+  const int sf = static_cast<int>(config.forward_stages.size());
+  const int total = sf + static_cast<int>(config.backward_stages.size());
+  return pass < sf ? Pass{false, pass} : Pass{true, total - 1 - pass};
+}
+
+std::vector<Pass> PassesOfRank(const RunConfig& config, int rank) {
+  std::vector<Pass> out;
+  if (config.schedule == "roundrobin") {
+    for (size_t j = 0; j < config.pass_rank.size(); ++j) {
+      if (config.pass_rank[j] == rank) out.push_back(PassAt(config, static_cast<int>(j)));
+    }
+    return out;
+  }
+  const std::vector<int> stages = StagesOfRank(config, rank);
+  for (int s : stages) out.push_back({false, s});
+  for (auto it = stages.rbegin(); it != stages.rend(); ++it) out.push_back({true, *it});
+  return out;
+}
+
+std::vector<int64_t> CheckpointUnits(const RunConfig& config) {
+  std::vector<int64_t> units;
+  for (const auto* p : {&ForwardStages(config), &BackwardStages(config)}) {
+    for (const StageRange& r : *p) {
+      if (r.begin > 0) units.push_back(r.begin);
+    }
+  }
+  std::sort(units.begin(), units.end());
+  units.erase(std::unique(units.begin(), units.end()), units.end());
+  return units;
 }
 
 }  // namespace mobius::runtime

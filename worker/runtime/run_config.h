@@ -3,8 +3,20 @@
 //
 //   training     the same options as the standalone trainer (trainer_options.h), so that a
 //                pipeline run and a standalone run of one config are comparable step by step;
-//   stages       the plan's partition: consecutive layer-unit ranges [begin, end) covering the model;
-//   stage_rank   the worker (rank) that runs each stage: the plan's stage -> GPU mapping;
+//   schedule     "mobius" / "resident": one partition for both passes, stages bound to ranks:
+//     stages       the plan's partition: consecutive layer-unit ranges [begin, end) covering the
+//                  model;
+//     stage_rank   the worker (rank) that runs each stage: the plan's stage -> GPU mapping;
+//                  a rank runs the forward of its stages ascending, then their backward descending.
+//   schedule     "roundrobin" (RoundPipe): separate partitions, passes rotating over the ranks
+//                (`stages` and `stage_rank` stay empty):
+//     forward_stages   S_F ranges covering the model, ascending: the forward pass's stages;
+//     backward_stages  S_B ranges covering the model, ascending: the backward pass's stages (with
+//                      recompute), run S_B-1 .. 0;
+//     pass_rank        [pass] -> rank, S_F + S_B entries. The pass stream of a step is
+//                      j = 0 .. S_F+S_B-1: pass j < S_F is forward stage j, pass j >= S_F is
+//                      backward stage S_F+S_B-1-j (PassAt). The plan's mapping gives
+//                      pass_rank[j] = j mod N. Every rank runs its passes in stream order.
 //   store_path   the job's shared host model store (host_store.h), created by the launcher;
 //   links        emulated PCIe links (token buckets, link_emulator.h) and, per rank, the links a
 //                copy from that rank's "GPU" crosses; empty: no emulation (real links or none).
@@ -40,7 +52,11 @@ struct RunConfig {
   std::vector<int> stage_rank;      // [stage] -> rank in [0, num_workers)
   int num_workers = 0;
   std::string schedule = "mobius";  // "mobius" (stages cycle over the GPUs) | "resident" (S == G;
-                                    // runs as mobius with one stage per GPU)
+                                    // runs as mobius with one stage per GPU) | "roundrobin"
+  // schedule "roundrobin" only (see above).
+  std::vector<StageRange> forward_stages;
+  std::vector<StageRange> backward_stages;
+  std::vector<int> pass_rank;       // [pass] -> rank in [0, num_workers)
   std::string store_path;           // /dev/shm/mobius-store-<job>-<pid>
   std::vector<EmulatedLink> links;
   std::vector<std::vector<int>> rank_links;  // [rank] -> indices into links (empty: no emulation)
@@ -51,9 +67,10 @@ struct RunConfig {
   std::vector<std::vector<int>> rank_cpus;
 };
 
-// Structural checks that need no files: stages cover [0, units) in order with no gaps or
-// overlaps, stage_rank has one valid rank per stage and every rank runs at least one stage,
-// schedule-specific rules, link indices valid. INVALID_ARGUMENT naming the field.
+// Structural checks that need no files: stages (roundrobin: forward_stages and backward_stages)
+// cover [0, units) in order with no gaps or overlaps, stage_rank (pass_rank) has one valid rank
+// per stage (pass) and every rank runs at least one, schedule-specific rules, link indices valid.
+// INVALID_ARGUMENT naming the field.
 absl::Status ValidateRunConfig(const RunConfig& config, int64_t num_units);
 
 std::string RunConfigToJson(const RunConfig& config);
@@ -62,8 +79,35 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& json);
 absl::Status WriteRunConfig(const std::string& path, const RunConfig& config);
 absl::StatusOr<RunConfig> ReadRunConfig(const std::string& path);
 
-// The stages a rank runs, ascending.
+// The stages a rank runs, ascending (mobius / resident).
 std::vector<int> StagesOfRank(const RunConfig& config, int rank);
+
+// ---- The schedule, uniformly for every schedule (REQUIRES: a config that validated) ----
+
+// One stage pass: the forward or the backward of a stage of that pass's partition.
+struct Pass {
+  bool backward = false;
+  int stage = 0;  // index into ForwardStages() or BackwardStages()
+  bool operator==(const Pass& o) const { return backward == o.backward && stage == o.stage; }
+};
+
+// The forward and the backward partition: `stages` for mobius and resident (the same ranges for
+// both passes), forward_stages / backward_stages for roundrobin.
+const std::vector<StageRange>& ForwardStages(const RunConfig& config);
+const std::vector<StageRange>& BackwardStages(const RunConfig& config);
+
+// Roundrobin: the pass at position `pass` of the stream (j < S_F: forward j, else backward
+// S_F+S_B-1-j).
+Pass PassAt(const RunConfig& config, int pass);
+
+// The passes rank `rank` runs in one step, in execution order. Mobius: the forward of its stages
+// ascending, then their backward descending; roundrobin: its passes of the stream in stream order.
+std::vector<Pass> PassesOfRank(const RunConfig& config, int rank);
+
+// The units whose input the forward writes to host memory as an activation checkpoint, ascending:
+// every unit that starts a forward or a backward stage, unit 0 excepted. Mobius: the stage
+// boundaries.
+std::vector<int64_t> CheckpointUnits(const RunConfig& config);
 
 }  // namespace mobius::runtime
 

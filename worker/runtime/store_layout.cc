@@ -1,5 +1,7 @@
 #include "worker/runtime/store_layout.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/optim/adamw.h"
@@ -11,13 +13,20 @@ uint64_t Align(uint64_t x) { return (x + 4095) & ~uint64_t{4095}; }
 
 }  // namespace
 
-uint64_t StoreLayout::activation_offset(int boundary, int mb) const {
-  const uint64_t pair = boundary_elements * 6;  // bf16 activation + fp32 gradient
-  return boundaries + (static_cast<uint64_t>(boundary) * num_microbatches + mb) * Align(pair);
+int StoreLayout::checkpoint_of(int64_t unit) const {
+  const auto it = std::lower_bound(checkpoint_units.begin(), checkpoint_units.end(), unit);
+  if (it == checkpoint_units.end() || *it != unit) return -1;
+  return static_cast<int>(it - checkpoint_units.begin());
 }
 
-uint64_t StoreLayout::dgrad_offset(int boundary, int mb) const {
-  return activation_offset(boundary, mb) + boundary_elements * 2;
+uint64_t StoreLayout::activation_offset(int k, int mb) const {
+  return checkpoints +
+         (static_cast<uint64_t>(k) * num_microbatches + mb) * Align(boundary_elements * 2);
+}
+
+uint64_t StoreLayout::dgrad_offset(int b, int mb) const {
+  return activation_grads +
+         (static_cast<uint64_t>(b) * num_microbatches + mb) * Align(boundary_elements * 4);
 }
 
 uint64_t StoreLayout::stage_weight_bytes(const StageRange& r) const {
@@ -46,7 +55,9 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
                                                    ", seq ", t.seq, " do not make microbatches"));
   }
   StoreLayout l;
-  l.num_stages = static_cast<int>(run.stages.size());
+  l.num_forward_stages = static_cast<int>(ForwardStages(run).size());
+  l.num_backward_stages = static_cast<int>(BackwardStages(run).size());
+  l.checkpoint_units = CheckpointUnits(run);
   l.num_workers = run.num_workers;
   l.num_microbatches = static_cast<int>(t.batch / mb);
   l.boundary_elements = static_cast<uint64_t>(mb * t.seq * config.hidden_size);
@@ -84,9 +95,12 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
     s.num_chunks = (s.num_elements + chunk - 1) / chunk;
     l.num_chunks += s.num_chunks;
   }
-  l.boundaries = at;
-  at += static_cast<uint64_t>(l.num_stages > 1 ? l.num_stages - 1 : 0) * l.num_microbatches *
-        Align(l.boundary_elements * 6);
+  l.checkpoints = at;
+  at += static_cast<uint64_t>(l.num_checkpoints()) * l.num_microbatches *
+        Align(l.boundary_elements * 2);
+  l.activation_grads = at;
+  at += static_cast<uint64_t>(l.num_backward_boundaries()) * l.num_microbatches *
+        Align(l.boundary_elements * 4);
   l.link_words = at;
   at += Align(32 * static_cast<uint64_t>(run.links.size()));
   l.norm_partials = at;

@@ -2,17 +2,26 @@
 // deterministically from the model and the run config, so the launcher (which sizes the file) and
 // every worker (which map it) agree on every offset without exchanging anything.
 //
+// The schedule's two partitions (run_config.h: ForwardStages, BackwardStages; the same ranges for
+// mobius) decide the per-stage words: optimizer bookkeeping is per *backward* stage (each unit's
+// gradients come from exactly one backward stage), activation checkpoints are per checkpoint unit
+// (CheckpointUnits: every unit that starts a forward or a backward stage, unit 0 excepted) and
+// activation gradients per backward stage boundary.
+//
 // Regions, in order, each 4 KiB aligned:
 //   header + control   magic, version, the launcher's pid, the abort word, barrier, and the
 //                      per-stage / per-microbatch progress words (uint32 step counters, futex-able),
-//                      the eval pass's per-boundary slot counters
+//                      the eval pass's per-forward-boundary slot counters
 //   unit weights       per layer unit in unit order, its bf16 weights in the device layout
-//                      (unit_params.h): a stage's weights are one contiguous range, uploaded with
+//                      (unit_params.h): any stage's weights are one contiguous range, uploaded with
 //                      one chunked copy
 //   unit grads         per unit, fp32 gradients in the same layout: one D2H copy per stage
 //   optimizer state    per owned tensor (grouped by owning unit): fp32 master, Adam m, Adam v
-//   boundaries         per stage boundary s (between stage s and s+1) and microbatch m: the bf16
-//                      activation [mb, T, C] and the fp32 gradient [mb, T, C] crossing it
+//   checkpoints        per checkpoint k (the input of unit checkpoint_units[k]) and microbatch m:
+//                      the bf16 activation [mb, T, C], written by the forward, read by the forward
+//                      stage and the backward stage starting there
+//   activation grads   per backward boundary b (the input of backward stage b + 1) and
+//                      microbatch m: the fp32 gradient [mb, T, C] crossing it
 //   link words         per emulated link: next free time (ns) per direction and bytes per direction
 //   norm partials      one double per 64 Ki-element chunk of every tensor, in HF-name order: the
 //                      exact partial sums CpuAdamW::GlobalGradNorm adds, so a pipeline's global
@@ -45,47 +54,63 @@ struct TensorSlot {
 };
 
 struct StoreLayout {
-  int num_stages = 0, num_workers = 0, num_microbatches = 0;
+  int num_forward_stages = 0, num_backward_stages = 0, num_workers = 0, num_microbatches = 0;
+  std::vector<int64_t> checkpoint_units;      // [k] ascending (CheckpointUnits)
   std::vector<units::UnitParamLayout> units;  // [unit]
   std::vector<uint64_t> unit_weights;         // [unit] byte offset of the bf16 weights
   std::vector<uint64_t> unit_grads;           // [unit] byte offset of the fp32 grads
   std::map<std::string, TensorSlot> tensors;  // by HF name (owned tensors)
   uint64_t boundary_elements = 0;             // mb * T * C
-  uint64_t boundaries = 0;                    // offset of boundary 0, microbatch 0
+  uint64_t checkpoints = 0;                   // offset of checkpoint 0, microbatch 0
+  uint64_t activation_grads = 0;              // offset of backward boundary 0, microbatch 0
   uint64_t norm_partials = 0;                 // offset of the doubles
   uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h)
   int64_t num_chunks = 0;
   uint64_t total_bytes = 0;
 
+  int num_checkpoints() const { return static_cast<int>(checkpoint_units.size()); }
+  // The checkpoint index of the input of `unit`; -1 if it is not checkpointed.
+  int checkpoint_of(int64_t unit) const;
+
   // Control words (uint32), as word indices into the control area at offset kControlOffset.
-  int64_t grads_ready_word(int stage) const { return kFirstStageWord + stage; }
-  int64_t norm_ready_word(int stage) const { return kFirstStageWord + num_stages + stage; }
-  int64_t updated_word(int stage) const { return kFirstStageWord + 2 * num_stages + stage; }
-  int64_t act_ready_word(int boundary, int mb) const {
-    return kFirstStageWord + 3 * num_stages + boundary * num_microbatches + mb;
+  // Per backward stage b (the optimizer's granularity): gradients in the store, norm share
+  // published, AdamW done (bf16 copies written).
+  int64_t grads_ready_word(int b) const { return kFirstStageWord + b; }
+  int64_t norm_ready_word(int b) const { return kFirstStageWord + num_backward_stages + b; }
+  int64_t updated_word(int b) const { return kFirstStageWord + 2 * num_backward_stages + b; }
+  // Per forward stage f: its forward (every microbatch) is done, i.e. it has read its weights
+  // and its input checkpoints of this step.
+  int64_t forward_done_word(int f) const { return kFirstStageWord + 3 * num_backward_stages + f; }
+  // Checkpoint k of microbatch mb written.
+  int64_t act_ready_word(int k, int mb) const {
+    return forward_done_word(num_forward_stages) + k * num_microbatches + mb;
   }
-  int64_t dgrad_ready_word(int boundary, int mb) const {
-    return act_ready_word(boundary, mb) + num_stages * num_microbatches;
+  // The activation gradient at backward boundary b of microbatch mb written.
+  int64_t dgrad_ready_word(int b, int mb) const {
+    return act_ready_word(num_checkpoints(), 0) + b * num_microbatches + mb;
   }
   int64_t loss_word(int mb) const {  // float bits of the head's loss of microbatch mb
-    return kFirstStageWord + 3 * num_stages + 2 * num_stages * num_microbatches + mb;
+    return dgrad_ready_word(num_backward_boundaries(), 0) + mb;
   }
-  // Eval passes (pipeline_worker.h) reuse the boundary activations in chunks of
-  // num_microbatches; per boundary and slot, a counter of eval microbatches written (ready) and
-  // read (free), counted over the whole run.
-  int64_t eval_ready_word(int boundary, int slot) const {
-    return loss_word(num_microbatches) + boundary * num_microbatches + slot;
+  // Eval passes (pipeline_worker.h) reuse the checkpoints at forward stage boundaries in chunks of
+  // num_microbatches; per forward boundary f (the output of forward stage f) and slot, a counter
+  // of eval microbatches written (ready) and read (free), counted over the whole run.
+  int64_t eval_ready_word(int f, int slot) const {
+    return loss_word(num_microbatches) + f * num_microbatches + slot;
   }
-  int64_t eval_free_word(int boundary, int slot) const {
-    return eval_ready_word(boundary, slot) + num_stages * num_microbatches;
+  int64_t eval_free_word(int f, int slot) const {
+    return eval_ready_word(f, slot) + num_forward_stages * num_microbatches;
   }
   int64_t num_control_words() const {
-    return loss_word(num_microbatches) + 2 * num_stages * num_microbatches;
+    return loss_word(num_microbatches) + 2 * num_forward_stages * num_microbatches;
+  }
+  int num_backward_boundaries() const {
+    return num_backward_stages > 1 ? num_backward_stages - 1 : 0;
   }
 
-  uint64_t activation_offset(int boundary, int mb) const;  // bf16 [mb, T, C]
-  uint64_t dgrad_offset(int boundary, int mb) const;       // fp32 [mb, T, C]
-  // Bytes of a stage's weights (bf16) and grads (fp32): contiguous ranges starting at
+  uint64_t activation_offset(int k, int mb) const;  // bf16 [mb, T, C] of checkpoint k
+  uint64_t dgrad_offset(int b, int mb) const;       // fp32 [mb, T, C] at backward boundary b
+  // Bytes of a unit range's weights (bf16) and grads (fp32): contiguous ranges starting at
   // unit_weights[begin] / unit_grads[begin].
   uint64_t stage_weight_bytes(const StageRange& r) const;
   uint64_t stage_grad_bytes(const StageRange& r) const;

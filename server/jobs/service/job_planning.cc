@@ -13,10 +13,6 @@ namespace mobius::jobs {
 
 absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
                                                              const std::string& checkpoint_dir) {
-  if (spec.plan.schedule == "roundrobin") {
-    return absl::InvalidArgumentError(
-        "plan.schedule: the runtime runs mobius and resident; roundrobin is planner-only for now");
-  }
   train::TrainerOptions o;
   const jobspec::TrainingSpec& t = spec.training;
   o.model_dir = spec.model_dir;

@@ -23,8 +23,7 @@ namespace mobius::jobs {
 // per worker). `checkpoint_dir` replaces an empty spec.checkpoint.dir. A text dataset must be
 // prepared into a token file (launch::PrepareDataset + WithTokenFile) before the options can run:
 // until then data_path is the text file and, for epochs, steps is 0.
-// INVALID_ARGUMENT (field path) for what the pipeline runtime cannot run (the roundrobin
-// schedule).
+// INVALID_ARGUMENT (field path) for what the pipeline runtime cannot run.
 absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
                                                              const std::string& checkpoint_dir);
 

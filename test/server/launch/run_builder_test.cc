@@ -20,7 +20,7 @@ struct Built {
   runtime::RunConfig run;
 };
 
-Built Build(const std::string& mapper, double scale) {
+Built Build(const std::string& mapper, double scale, const std::string& schedule = "mobius") {
   auto loaded = topology::MakeHwlocXmlFileSource(
                     testing::TopologyFixture("paper_testbed_2s_2sw_8x3090.xml"))->Load();
   EXPECT_TRUE(loaded.ok()) << loaded.status();
@@ -34,6 +34,7 @@ Built Build(const std::string& mapper, double scale) {
   job.seq_len = 512;
   planner::PlanOptions po;
   po.mapper = mapper;
+  po.schedule = schedule;
   po.compare = false;
   auto report = planner::MakePlan(*desc, loaded->topology, facts, job, po);
   EXPECT_TRUE(report.ok()) << report.status();
@@ -99,6 +100,50 @@ TEST(RunBuilder, SequentialMappingSharesAnUplinkBetweenNeighbours) {
   const int uplink0 = b.run.rank_links[b.run.stage_rank[0]][0];
   const int uplink1 = b.run.rank_links[b.run.stage_rank[1]][0];
   EXPECT_EQ(uplink0, uplink1);
+}
+
+TEST(RunBuilder, RoundRobinPlanBecomesPassesOverTheRanks) {
+  Built b = Build("cross", 1.0, "roundrobin");
+  const planner::Plan& plan = b.report.plan;
+  ASSERT_TRUE(plan.round_robin.has_value());
+  const runtime::RunConfig& run = b.run;
+  EXPECT_EQ(run.schedule, "roundrobin");
+  EXPECT_TRUE(run.stages.empty());
+  EXPECT_TRUE(run.stage_rank.empty());
+  ASSERT_EQ(run.forward_stages.size(), static_cast<size_t>(plan.round_robin->forward.num_stages()));
+  ASSERT_EQ(run.backward_stages.size(),
+            static_cast<size_t>(plan.round_robin->backward.num_stages()));
+  for (size_t f = 0; f < run.forward_stages.size(); ++f) {
+    EXPECT_EQ(run.forward_stages[f].begin, plan.round_robin->forward.stages[f].begin);
+    EXPECT_EQ(run.forward_stages[f].end, plan.round_robin->forward.stages[f].end);
+  }
+  for (size_t k = 0; k < run.backward_stages.size(); ++k) {
+    EXPECT_EQ(run.backward_stages[k].begin, plan.round_robin->backward.stages[k].begin);
+    EXPECT_EQ(run.backward_stages[k].end, plan.round_robin->backward.stages[k].end);
+  }
+  // Pass j runs on the plan's GpuOfPass(j), and the run's pass stream is the plan's.
+  ASSERT_EQ(run.pass_rank.size(), static_cast<size_t>(plan.num_passes()));
+  for (int j = 0; j < plan.num_passes(); ++j) {
+    EXPECT_EQ(run.rank_gpu[run.pass_rank[j]], plan.GpuOfPass(j)) << "pass " << j;
+    const planner::PassRef want = plan.PassAt(j);
+    const runtime::Pass got = runtime::PassAt(run, j);
+    EXPECT_EQ(got.backward, want.backward) << "pass " << j;
+    EXPECT_EQ(got.stage, want.stage) << "pass " << j;
+  }
+  const std::vector<int> plan_checkpoints = plan.CheckpointUnits();
+  const std::vector<int64_t> want_checkpoints(plan_checkpoints.begin(), plan_checkpoints.end());
+  EXPECT_EQ(runtime::CheckpointUnits(run), want_checkpoints);
+  runtime::RunConfig with_store = run;
+  with_store.store_path = "/dev/shm/x";
+  EXPECT_TRUE(ValidateRunConfig(with_store, 34).ok()) << ValidateRunConfig(with_store, 34);
+}
+
+TEST(RunBuilder, RoundRobinPlanWithoutPartitionsIsRefused) {
+  planner::Plan plan;
+  plan.schedule = "roundrobin";
+  plan.mapping.gpu_order = {0};
+  auto r = BuildRunConfig("j", {}, plan, {}, {}, {.enabled = false});
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RunBuilder, RejectsABadScale) {

@@ -50,6 +50,24 @@ TEST_F(LauncherTest, RefusesPlansThatDoNotCoverTheModel) {
   EXPECT_FALSE(std::filesystem::exists(dir_ / "run/run.json"));
 }
 
+TEST_F(LauncherTest, RefusesRoundRobinPartitionsThatDoNotCoverTheModel) {
+  // 6 units; the forward partition is fine, the backward one stops at unit 5.
+  auto l = Launcher::Start(
+      MakeLaunch(testing::MakeRoundRobinRun(o_, {0, 3, 6}, {0, 2, 5}, 2), dir_ / "run"));
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(l.status().message().find("backward_stages cover units [0, 5) but the model has 6"),
+            std::string::npos)
+      << l.status();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/run.json"));
+  // More workers than passes: a rank would idle.
+  l = Launcher::Start(
+      MakeLaunch(testing::MakeRoundRobinRun(o_, {0, 6}, {0, 6}, 3), dir_ / "run"));
+  ASSERT_FALSE(l.ok());
+  EXPECT_NE(l.status().message().find("rank 2 runs no pass"), std::string::npos) << l.status();
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/run.json"));
+}
+
 TEST_F(LauncherTest, RefusesAGpuWithoutAStage) {
   auto l = Launcher::Start(MakeLaunch(MakeRun(o_, {0, 3, 6}, 3), dir_ / "run"));
   ASSERT_FALSE(l.ok());

@@ -1,9 +1,10 @@
 // The pipeline runtime against the standalone trainer (the unsplit model): for several
 // (stages S, workers G, microbatches M) with S > G, uneven stages, tied (GPT-2) and untied (Llama)
-// embeddings, with and without clipping, every step's loss and gradient norm and the final master
-// weights and Adam moments must be bit-identical. On the CPU backend the pipeline runs the same ops
-// in the same order per unit and microbatch (pipeline_worker.h), so no tolerance is needed; a
-// difference of one ulp would mean the runtime changed the arithmetic.
+// embeddings, with and without clipping, for the mobius schedule and for roundrobin (separate
+// forward / backward partitions, passes rotating over the workers), every step's loss and gradient
+// norm and the final master weights and Adam moments must be bit-identical. On the CPU backend the
+// pipeline runs the same ops in the same order per unit and microbatch (pipeline_worker.h), so no
+// tolerance is needed; a difference of one ulp would mean the runtime changed the arithmetic.
 #include <cstring>
 #include <map>
 
@@ -14,6 +15,7 @@ namespace mobius::runtime {
 namespace {
 
 using testing::MakeLaunch;
+using testing::MakeRoundRobinRun;
 using testing::MakeRun;
 using testing::TempDir;
 using testing::WriteModel;
@@ -26,6 +28,8 @@ struct Case {
   int64_t batch, microbatch;
   double grad_clip;
   int eval_every = 0;  // > 0: an eval pass (held-out 25%) every K steps and at the end
+  // Non-empty: schedule roundrobin with `cuts` as the forward and these as the backward stages.
+  std::vector<int64_t> backward_cuts = {};
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -66,7 +70,10 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
 
   train::TrainerOptions po = o;
   po.checkpoint_dir = dir / "pipeline";
-  auto launcher = Launcher::Start(MakeLaunch(MakeRun(po, c.cuts, c.workers), dir / "run"));
+  const RunConfig run = c.backward_cuts.empty()
+                            ? MakeRun(po, c.cuts, c.workers)
+                            : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
+  auto launcher = Launcher::Start(MakeLaunch(run, dir / "run"));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
   LaunchResult result = (*launcher)->Wait();
   ASSERT_TRUE(result.status.ok()) << result.status;
@@ -119,7 +126,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama_S1_G1", "llama", 2, {0, 4}, 1, 2, 1, 1.0},
         // Eval passes: more eval microbatches than boundary slots (chunks), S > G, both embeddings.
         Case{"llama_S5_G2_M2_eval", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, 2},
-        Case{"gpt2_S4_G3_M1_eval", "gpt2", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.0, 1}),
+        Case{"gpt2_S4_G3_M1_eval", "gpt2", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.0, 1},
+        // Roundrobin: forward cuts, then backward cuts; pass j on worker j mod G.
+        Case{"rr_gpt2_F2_B3_G2_M2_clip", "gpt2", 4, {0, 3, 6}, 2, 4, 2, 1.0, 0, {0, 2, 4, 6}},
+        Case{"rr_llama_F2_B3_G2_M4_uneven", "llama", 4, {0, 4, 6}, 2, 4, 1, 0.0, 0,
+             {0, 1, 5, 6}},
+        Case{"rr_gpt2_F3_B4_G3_M1_uneven", "gpt2", 4, {0, 2, 4, 6}, 3, 2, 2, 0.5, 0,
+             {0, 1, 3, 5, 6}},
+        Case{"rr_llama_F1_B2_G2_M3_clip", "llama", 4, {0, 6}, 2, 3, 1, 1.0, 0, {0, 4, 6}},
+        // Worker 0 runs forward passes only (3 forward stages, 1 backward stage, 2 workers).
+        Case{"rr_gpt2_F3_B1_G2_M2", "gpt2", 4, {0, 2, 4, 6}, 2, 4, 2, 0.0, 0, {0, 6}},
+        // Same ranges for both passes (forward and backward of a stage share a slot).
+        Case{"rr_gpt2_F3_B3_G2_M2_shared_clip", "gpt2", 4, {0, 2, 4, 6}, 2, 4, 2, 1.0, 0,
+             {0, 2, 4, 6}},
+        Case{"rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2, {0, 2, 4, 6}}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

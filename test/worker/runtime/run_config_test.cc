@@ -91,6 +91,85 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   EXPECT_EQ(back->rank_cpus, c.rank_cpus);
 }
 
+TEST(RunConfigTest, RoundRobinScheduleRoundTrips) {
+  RunConfig c;
+  c.num_workers = 2;
+  c.schedule = "roundrobin";
+  c.store_path = "/dev/shm/x";
+  c.forward_stages = {{0, 3}, {3, 6}};
+  c.backward_stages = {{0, 2}, {2, 4}, {4, 6}};
+  c.pass_rank = {0, 1, 0, 1, 0};
+  absl::StatusOr<RunConfig> back = RunConfigFromJson(RunConfigToJson(c));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->schedule, "roundrobin");
+  ASSERT_EQ(back->forward_stages.size(), 2u);
+  EXPECT_EQ(back->forward_stages[1].begin, 3);
+  EXPECT_EQ(back->forward_stages[1].end, 6);
+  ASSERT_EQ(back->backward_stages.size(), 3u);
+  EXPECT_EQ(back->backward_stages[1].begin, 2);
+  EXPECT_EQ(back->backward_stages[1].end, 4);
+  EXPECT_EQ(back->pass_rank, c.pass_rank);
+  EXPECT_TRUE(back->stages.empty());
+  EXPECT_TRUE(ValidateRunConfig(*back, 6).ok()) << ValidateRunConfig(*back, 6);
+
+  // The pass stream: forward 0, 1, then backward 2, 1, 0; pass j on rank j mod 2.
+  EXPECT_EQ(PassAt(c, 0), (Pass{false, 0}));
+  EXPECT_EQ(PassAt(c, 2), (Pass{true, 2}));
+  EXPECT_EQ(PassAt(c, 4), (Pass{true, 0}));
+  EXPECT_EQ(PassesOfRank(c, 0), (std::vector<Pass>{{false, 0}, {true, 2}, {true, 0}}));
+  EXPECT_EQ(PassesOfRank(c, 1), (std::vector<Pass>{{false, 1}, {true, 1}}));
+  EXPECT_EQ(CheckpointUnits(c), (std::vector<int64_t>{2, 3, 4}));
+  EXPECT_EQ(ForwardStages(c).size(), 2u);
+  EXPECT_EQ(BackwardStages(c).size(), 3u);
+}
+
+TEST(RunConfigTest, MobiusPassesAndCheckpoints) {
+  RunConfig c;
+  c.num_workers = 2;
+  c.store_path = "/dev/shm/x";
+  c.stages = {{0, 1}, {1, 3}, {3, 4}};
+  c.stage_rank = {0, 1, 0};
+  ASSERT_TRUE(ValidateRunConfig(c, 4).ok()) << ValidateRunConfig(c, 4);
+  EXPECT_EQ(PassesOfRank(c, 0),
+            (std::vector<Pass>{{false, 0}, {false, 2}, {true, 2}, {true, 0}}));
+  EXPECT_EQ(CheckpointUnits(c), (std::vector<int64_t>{1, 3}));
+  EXPECT_EQ(&ForwardStages(c), &BackwardStages(c));
+}
+
+TEST(RunConfigTest, RoundRobinValidationNamesTheField) {
+  RunConfig c;
+  c.num_workers = 2;
+  c.schedule = "roundrobin";
+  c.store_path = "/dev/shm/x";
+  c.forward_stages = {{0, 3}, {3, 6}};
+  c.backward_stages = {{0, 2}, {2, 5}};  // stops at 5 of 6
+  c.pass_rank = {0, 1, 0, 1};
+  absl::Status s = ValidateRunConfig(c, 6);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(s.message(), HasSubstr("backward_stages cover units [0, 5)"));
+
+  c.backward_stages = {{0, 2}, {3, 6}};  // gap
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("backward_stages[1] = [3, 6)"));
+
+  c.backward_stages = {{0, 2}, {2, 6}};
+  c.pass_rank = {0, 0, 0, 0};
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("rank 1 runs no pass"));
+  c.pass_rank = {0, 1, 0};
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("pass_rank has 3 entries for 4"));
+  c.pass_rank = {0, 1, 2, 1};
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("pass_rank[2] = 2"));
+  c.pass_rank = {0, 1, 0, 1};
+  EXPECT_TRUE(ValidateRunConfig(c, 6).ok());
+
+  c.stages = {{0, 6}};  // roundrobin takes its own fields only
+  c.stage_rank = {0};
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("must be empty"));
+  c.schedule = "mobius";  // and mobius does not take them
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("roundrobin only"));
+  c.schedule = "zero";
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("schedule must be"));
+}
+
 TEST(RunConfigTest, WrongTypesNameTheField) {
   absl::StatusOr<RunConfig> c = RunConfigFromJson(R"({"training": {"eval_every": "often"}})");
   ASSERT_FALSE(c.ok());

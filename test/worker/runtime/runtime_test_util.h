@@ -51,6 +51,27 @@ inline RunConfig MakeRun(const train::TrainerOptions& training, const std::vecto
   return run;
 }
 
+// The roundrobin schedule: forward and backward stages as unit boundaries; pass j runs on rank
+// j mod workers (the plan's mapping).
+inline RunConfig MakeRoundRobinRun(const train::TrainerOptions& training,
+                                   const std::vector<int64_t>& forward_cuts,
+                                   const std::vector<int64_t>& backward_cuts, int workers) {
+  RunConfig run;
+  run.job_id = "test";
+  run.training = training;
+  run.num_workers = workers;
+  run.schedule = "roundrobin";
+  for (size_t i = 0; i + 1 < forward_cuts.size(); ++i) {
+    run.forward_stages.push_back({forward_cuts[i], forward_cuts[i + 1]});
+  }
+  for (size_t i = 0; i + 1 < backward_cuts.size(); ++i) {
+    run.backward_stages.push_back({backward_cuts[i], backward_cuts[i + 1]});
+  }
+  const size_t passes = run.forward_stages.size() + run.backward_stages.size();
+  for (size_t j = 0; j < passes; ++j) run.pass_rank.push_back(static_cast<int>(j % workers));
+  return run;
+}
+
 inline LaunchOptions MakeLaunch(const RunConfig& run, const std::string& run_dir) {
   LaunchOptions o;
   o.run = run;

@@ -1,0 +1,255 @@
+// The weight slots and the stage passes of one rank (pipeline_state.h).
+#include <algorithm>
+#include <functional>
+#include <utility>
+
+#include "common/status_macros.h"
+#include "worker/runtime/pipeline_state.h"
+
+namespace mobius::runtime {
+
+using backend::DeviceBuffer;
+using State = PipelineWorker::State;
+
+bool State::runs_head_forward() const {
+  return std::find(forward_stages.begin(), forward_stages.end(), head_forward) !=
+         forward_stages.end();
+}
+
+absl::Status Await(State& s, int64_t word, uint32_t value) {
+  if (s.store->Load(word) >= value) return absl::OkStatus();
+  const Clock::time_point t0 = Clock::now();
+  absl::Status st = s.store->WaitAtLeast(word, value);
+  s.stall += Since(t0);
+  return st;
+}
+
+absl::Status SyncCompute(State& s) {
+  const Clock::time_point t0 = Clock::now();
+  absl::Status st = s.backend->Synchronize(*s.compute);
+  s.compute_wait += Since(t0);
+  return st;
+}
+
+std::vector<int> WeightSources(const State& s, const StageRange& range) {
+  std::vector<int> out;
+  const std::vector<StageRange>& backward = BackwardStages(s.run);
+  for (int b = 0; b < static_cast<int>(backward.size()); ++b) {
+    if (backward[b].begin < range.end && range.begin < backward[b].end) out.push_back(b);
+  }
+  // A tied head's copy of the embedding is written by the embedding's update.
+  if (s.tied && range.end == s.num_units() && out.front() != 0) out.push_back(0);
+  return out;
+}
+
+namespace {
+
+bool WeightsReady(const State& s, const StageRange& range, uint32_t r) {
+  for (int src : WeightSources(s, range)) {
+    if (s.store->Load(s.layout.updated_word(src)) < r - 1) return false;
+  }
+  return true;
+}
+
+// Starts the upload of `range`'s weights for step r into `slot` on the H2D queue.
+absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t r) {
+  const uint64_t bytes = s.layout.stage_weight_bytes(range);
+  // The slot's gradients may still be on their way to the store; the weights may be overwritten
+  // only after the compute queue is done with them (every pass ends by synchronising it).
+  MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
+      *s.h2d, s.store->at<uint8_t>(s.layout.unit_weights[range.begin]), slot.weights, 0, bytes));
+  MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.h2d, *slot.loaded));
+  s.h2d_bytes += bytes;
+  slot.range = range;
+  slot.version = r;
+  return absl::OkStatus();
+}
+
+DeviceBuffer UnitWeights(const State& s, const Slot& slot, int64_t unit) {
+  const int64_t begin = slot.range.begin;
+  return backend::DeviceView(slot.weights, s.layout.unit_weights[unit] - s.layout.unit_weights[begin],
+                             s.layout.units[unit].weight_bytes());
+}
+
+DeviceBuffer UnitGrads(const State& s, const Slot& slot, int64_t unit) {
+  const int64_t begin = slot.range.begin;
+  return backend::DeviceView(slot.grads, s.layout.unit_grads[unit] - s.layout.unit_grads[begin],
+                             s.layout.units[unit].grad_bytes());
+}
+
+// Puts microbatch m's input of `range` (token ids for unit 0, else the activation checkpoint at
+// its first unit, waited for) and, for the head, its targets on the device.
+absl::Status UploadInput(State& s, const StageRange& range, int m, uint32_t r,
+                         const data::Batch& batch) {
+  const uint64_t n = static_cast<uint64_t>(s.mb * s.t);
+  if (range.begin == 0) {
+    MOBIUS_RETURN_IF_ERROR(
+        s.backend->CopyToDevice(*s.compute, batch.tokens.data() + m * n, s.tokens, 0, 4 * n));
+    s.h2d_bytes += 4 * n;
+  } else {
+    const int k = s.layout.checkpoint_of(range.begin);
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.act_ready_word(k, m), r));
+    const uint64_t bytes = 2 * s.layout.boundary_elements;
+    MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
+        *s.compute, s.store->at<uint8_t>(s.layout.activation_offset(k, m)), s.stage_in, 0, bytes));
+    s.h2d_bytes += bytes;
+  }
+  if (range.end == s.num_units()) {
+    MOBIUS_RETURN_IF_ERROR(
+        s.backend->CopyToDevice(*s.compute, batch.targets.data() + m * n, s.targets, 0, 4 * n));
+    s.h2d_bytes += 4 * n;
+  }
+  return absl::OkStatus();
+}
+
+units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit) {
+  const void* input = unit == 0             ? s.tokens.data()
+                      : unit == range.begin ? s.stage_in.data()
+                                            : s.hidden[unit - range.begin - 1].data();
+  const bool head = unit == s.num_units() - 1;
+  return {s.mb, s.t, input, head ? static_cast<const int32_t*>(s.targets.data()) : nullptr};
+}
+
+}  // namespace
+
+absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t r) {
+  for (Slot& slot : s.slots) {
+    if (slot.Holds(range, r)) {
+      MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
+      return &slot;
+    }
+  }
+  for (int src : WeightSources(s, range)) {
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(src), r - 1));
+  }
+  // Replace the slot least recently loaded (the other one may hold a prefetch for later).
+  Slot& slot = s.slots[0].version <= s.slots[1].version ? s.slots[0] : s.slots[1];
+  MOBIUS_RETURN_IF_ERROR(Upload(s, slot, range, r));
+  MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
+  return &slot;
+}
+
+absl::Status Prefetch(State& s, const Slot* current, const StageRange& next, uint32_t r) {
+  for (const Slot& slot : s.slots) {
+    if (slot.Holds(next, r)) return absl::OkStatus();
+  }
+  if (!WeightsReady(s, next, r)) return absl::OkStatus();  // loaded on demand later
+  Slot& other = current == &s.slots[0] ? s.slots[1] : s.slots[0];
+  return Upload(s, other, next, r);
+}
+
+absl::Status ForwardUnits(State& s, const StageRange& range, const Slot& slot,
+                          const std::function<absl::Status(int64_t, const DeviceBuffer&)>&
+                              after_unit) {
+  for (int64_t u = range.begin; u < range.end; ++u) {
+    const DeviceBuffer& out = u == s.num_units() - 1 ? s.loss
+                              : u == range.end - 1    ? s.out
+                                                      : s.hidden[u - range.begin];
+    MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, range, u),
+                                                 UnitWeights(s, slot, u), out.data(),
+                                                 s.workspace));
+    MOBIUS_RETURN_IF_ERROR(after_unit(u, out));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
+                         std::vector<float>& losses) {
+  const StageRange range = s.fwd(f);
+  MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, r));
+  // Step r overwrites step r-1's checkpoints at this stage's output: the next forward stage must
+  // have read them (their backward readers have: the updates this stage waited for imply it).
+  if (f + 1 < s.layout.num_forward_stages) {
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(f + 1), r - 1));
+  }
+  const bool head = range.end == s.num_units();
+  const uint64_t bytes = 2 * s.layout.boundary_elements;
+  std::vector<int> written;  // checkpoints written for the current microbatch
+  for (int m = 0; m < s.layout.num_microbatches; ++m) {
+    MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
+    written.clear();
+    // Every unit output that is the input of a checkpoint unit goes to the store (the stage's
+    // output for the next forward stage; in roundrobin also interior units that start a backward
+    // stage).
+    MOBIUS_RETURN_IF_ERROR(ForwardUnits(
+        s, range, *slot, [&](int64_t u, const DeviceBuffer& out) -> absl::Status {
+          const int k = u + 1 < s.num_units() ? s.layout.checkpoint_of(u + 1) : -1;
+          if (k < 0) return absl::OkStatus();
+          written.push_back(k);
+          s.d2h_bytes += bytes;
+          return s.backend->CopyToHost(*s.compute, out, 0,
+                                       s.store->at<uint8_t>(s.layout.activation_offset(k, m)),
+                                       bytes);
+        }));
+    if (head) MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(*s.compute, s.loss, 0, &losses[m], 4));
+    MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+    for (int k : written) s.store->Publish(s.layout.act_ready_word(k, m), r);
+  }
+  s.store->Publish(s.layout.forward_done_word(f), r);
+  return absl::OkStatus();
+}
+
+absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
+                          const std::vector<float>& shares) {
+  const StageRange range = s.bwd(b);
+  MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, r));
+  // The slot's previous gradients must have reached the store before they are zeroed.
+  MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot->saved));
+  MOBIUS_RETURN_IF_ERROR(s.backend->Zero(
+      *s.compute, {.dst = slot->grads.data(), .bytes = s.layout.stage_grad_bytes(range)}));
+  const int64_t num_units = s.num_units();
+  const uint64_t hidden_bytes = 4 * s.layout.boundary_elements;
+  for (int m = 0; m < s.layout.num_microbatches; ++m) {
+    MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
+    // Recompute the stage interior from its checkpoint: the inputs of units begin+1 .. end-1.
+    for (int64_t u = range.begin; u + 1 < range.end; ++u) {
+      MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, range, u),
+                                                   UnitWeights(s, *slot, u),
+                                                   s.hidden[u - range.begin].data(), s.workspace));
+    }
+    int cur = 0;  // dh[cur] holds d(loss)/d(output) of the unit about to run backward
+    if (range.end != num_units) {
+      MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.dgrad_ready_word(b, m), r));
+      MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
+          *s.compute, s.store->at<uint8_t>(s.layout.dgrad_offset(b, m)), s.dh[cur], 0,
+          hidden_bytes));
+      s.h2d_bytes += hidden_bytes;
+    }
+    for (int64_t u = range.end - 1; u >= range.begin; --u) {
+      const float* dout =
+          u == num_units - 1 ? nullptr : static_cast<const float*>(s.dh[cur].data());
+      float* dinp = u > 0 ? static_cast<float*>(s.dh[1 - cur].data()) : nullptr;
+      MOBIUS_RETURN_IF_ERROR(s.runners[u]->Backward(
+          *s.compute, Micro(s, range, u), UnitWeights(s, *slot, u), UnitGrads(s, *slot, u), dout,
+          dinp, shares[m], s.workspace, /*recompute=*/true));
+      cur = 1 - cur;
+    }
+    if (b > 0) {
+      MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
+          *s.compute, s.dh[cur], 0, s.store->at<uint8_t>(s.layout.dgrad_offset(b - 1, m)),
+          hidden_bytes));
+      s.d2h_bytes += hidden_bytes;
+      MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+      s.store->Publish(s.layout.dgrad_ready_word(b - 1, m), r);
+    }
+  }
+  MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+  // Gradients to the store on the D2H queue; the optimizer thread waits for the copy.
+  std::unique_ptr<backend::Event> done;
+  MOBIUS_ASSIGN_OR_RETURN(done, s.backend->CreateEvent());
+  MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.compute, *done));
+  MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.d2h, *done));
+  const uint64_t bytes = s.layout.stage_grad_bytes(range);
+  MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
+      *s.d2h, slot->grads, 0, s.store->at<uint8_t>(s.layout.unit_grads[range.begin]), bytes));
+  MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.d2h, *slot->saved));
+  s.d2h_bytes += bytes;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.tasks.push_back({b, r, slot});
+  }
+  s.cv.notify_one();
+  return absl::OkStatus();
+}
+
+}  // namespace mobius::runtime

@@ -1,0 +1,163 @@
+// Internal to the pipeline worker (pipeline_worker.h): one rank's state and the pieces that run
+// it, split by concern:
+//   pipeline_passes.cc     the two weight slots (upload, prefetch) and the stage passes: the
+//                          forward of a forward stage, the backward of a backward stage;
+//   pipeline_eval.cc       the eval pass (forward only, through the forward stages);
+//   pipeline_optimizer.cc  the optimizer thread (norm partials, clipping, AdamW per backward
+//                          stage);
+//   pipeline_worker.cc     creation, store fill, checkpoints and the step loop.
+//
+// Schedule-independent: a rank runs a list of passes (run_config.h: PassesOfRank), each the
+// forward of a forward stage or the backward of a backward stage. For the mobius schedule both
+// partitions are the same and a rank's passes are its stages' forwards ascending, then their
+// backwards descending; for roundrobin they are its positions of the pass stream.
+//
+// Threads: the main thread owns everything except the members marked "guarded by mu", which the
+// optimizer thread shares; the optimizer thread reads the immutable members (run, layout, ranges).
+#ifndef MOBIUS_WORKER_RUNTIME_PIPELINE_STATE_H_
+#define MOBIUS_WORKER_RUNTIME_PIPELINE_STATE_H_
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/model/unit_runner.h"
+#include "worker/optim/adamw.h"
+#include "worker/runtime/host_store.h"
+#include "worker/runtime/link_emulator.h"
+#include "worker/runtime/pipeline_worker.h"
+#include "worker/runtime/run_config.h"
+#include "worker/runtime/store_layout.h"
+#include "worker/train/training_setup.h"
+
+namespace mobius::runtime {
+
+using Clock = std::chrono::steady_clock;
+
+inline double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// A device slot for one pass's weights (and, for a backward pass, its gradients). A slot is
+// identified by the unit range and step whose weights it holds, so a forward and a backward pass
+// over the same units share it (mobius: the first backward stages of a rank need no upload).
+struct Slot {
+  backend::DeviceBuffer weights;  // bf16, the largest pass of this rank
+  backend::DeviceBuffer grads;    // fp32
+  StageRange range{-1, -1};
+  uint32_t version = 0;  // run-local step whose weights it holds
+  std::unique_ptr<backend::Event> loaded;  // recorded after the weight upload
+  std::unique_ptr<backend::Event> saved;   // recorded after the gradient download
+
+  bool Holds(const StageRange& r, uint32_t step) const {
+    return range.begin == r.begin && range.end == r.end && version == step;
+  }
+};
+
+struct OptimizerTask {
+  int stage = 0;  // backward stage
+  uint32_t r = 0;
+  Slot* slot = nullptr;
+};
+
+struct PipelineWorker::State {
+  RunConfig run;
+  int rank = 0;
+  std::vector<Pass> passes;          // this rank's, in execution order
+  std::vector<int> forward_stages;   // this rank's forward stages, ascending
+  std::vector<int> backward_stages;  // this rank's backward stages, ascending
+  train::TrainingStart start;
+  StoreLayout layout;
+  std::unique_ptr<HostStore> store;
+  std::unique_ptr<LinkEmulator> links;
+  std::unique_ptr<backend::CpuBackend> backend;
+  std::vector<std::unique_ptr<units::UnitRunner>> runners;  // [unit]; null for units not run here
+  std::unique_ptr<backend::Queue> compute, h2d, d2h;
+  Slot slots[2];
+  int64_t mb = 0, t = 0;
+  int head_forward = 0, head_backward = 0;  // the stages holding the head unit
+  bool tied = false;
+  backend::DeviceBuffer tokens, targets, loss, stage_in, out, workspace;
+  std::vector<backend::DeviceBuffer> hidden;  // [j] input of the pass's unit begin + 1 + j
+  backend::DeviceBuffer dh[2];                // fp32 boundary gradients, ping-pong
+  std::unique_ptr<optim::CpuAdamW> adamw;
+  std::optional<optim::LrSchedule> schedule;
+
+  uint32_t eval_seq = 0;  // eval microbatches passed over the run (store_layout.h eval words)
+
+  // Per-step accounting (main thread).
+  double stall = 0, compute_wait = 0;
+  uint64_t h2d_bytes = 0, d2h_bytes = 0;
+
+  // Optimizer thread.
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<OptimizerTask> tasks;  // guarded by mu
+  bool stop = false;                // guarded by mu
+  absl::Status optimizer_error;     // guarded by mu
+  double optimizer_seconds = 0;     // guarded by mu
+  double grad_norm = 0;             // guarded by mu
+  uint32_t norm_step = 0;           // guarded by mu: the run-local step grad_norm belongs to
+
+  const StageRange& fwd(int f) const { return ForwardStages(run)[f]; }
+  const StageRange& bwd(int b) const { return BackwardStages(run)[b]; }
+  const StageRange& range(const Pass& p) const { return p.backward ? bwd(p.stage) : fwd(p.stage); }
+  int64_t num_units() const { return static_cast<int64_t>(layout.units.size()); }
+  bool runs_head_forward() const;  // whether this rank computes the loss
+};
+
+// ---- pipeline_passes.cc (main thread) ----
+
+// Waits for a control word, counting the time as stall.
+absl::Status Await(PipelineWorker::State& s, int64_t word, uint32_t value);
+absl::Status SyncCompute(PipelineWorker::State& s);
+// The backward stages whose updates of step r-1 the weights of `range` at step r depend on: those
+// overlapping it, and backward stage 0 (the embedding's owner) for a tied head.
+std::vector<int> WeightSources(const PipelineWorker::State& s, const StageRange& range);
+// The slot holding `range`'s weights of step r, uploading them (after waiting for their update)
+// if needed; the compute queue waits for the upload.
+absl::StatusOr<Slot*> EnsureLoaded(PipelineWorker::State& s, const StageRange& range, uint32_t r);
+// Prefetches `next`'s weights into the slot not used by `current`, if they are ready.
+absl::Status Prefetch(PipelineWorker::State& s, const Slot* current, const StageRange& next,
+                      uint32_t r);
+// The forward of forward stage f for every microbatch (loss on the head's stage; activation
+// checkpoints to the store), then forward_done.
+absl::Status ForwardPass(PipelineWorker::State& s, int f, uint32_t r, const data::Batch& batch,
+                         std::vector<float>& losses);
+// The backward of backward stage b for every microbatch (recompute from its checkpoint); its
+// gradients go to the store and the stage to the optimizer thread.
+absl::Status BackwardPass(PipelineWorker::State& s, int b, uint32_t r, const data::Batch& batch,
+                          const std::vector<float>& shares);
+// Runs the units of a forward range on one microbatch whose input is already on the device
+// (tokens or stage_in; targets for the head); the last unit's output goes to `out` (the loss for
+// the head). Calls `after_unit(u, output)` after each unit is enqueued.
+absl::Status ForwardUnits(PipelineWorker::State& s, const StageRange& range, const Slot& slot,
+                          const std::function<absl::Status(int64_t, const backend::DeviceBuffer&)>&
+                              after_unit);
+
+// ---- pipeline_eval.cc (main thread) ----
+
+// Held-out loss with the weights step r left; every rank calls it, ends with a barrier. Returns
+// the loss on the rank running the head's forward.
+absl::StatusOr<std::optional<float>> EvalPass(PipelineWorker::State& s, uint32_t r);
+
+// ---- pipeline_optimizer.cc ----
+
+// The optimizer thread's body: takes OptimizerTasks until stop (pipeline_worker.h).
+void OptimizerLoop(PipelineWorker::State& s);
+// Store addresses of a parameter of `unit`.
+float* GradOf(const PipelineWorker::State& s, const std::string& name, int64_t unit);
+uint16_t* WeightOf(const PipelineWorker::State& s, const std::string& name, int64_t unit);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_PIPELINE_STATE_H_
