@@ -11,6 +11,9 @@
 //   mobius-worker tokenize REQUEST.json
 //                              tokenizes a text dataset into a token file, SentencePiece included
 //                              (worker/data/tokenize_verb.h).
+//   mobius-worker profile --model DIR --microbatch B --seq T
+//                              measures the model's layer units and the copy bandwidths on the
+//                              backend for the planner, cached (worker/profile/profile_command.h).
 // Exit codes: 0 ok, 1 failure, 2 usage.
 #include <iostream>
 #include <string>
@@ -28,6 +31,9 @@
 #endif
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE
 #include "worker/data/tokenize_verb.h"
+#endif
+#ifdef MOBIUS_WORKER_HAVE_PROFILE
+#include "worker/profile/profile_command.h"
 #endif
 
 namespace {
@@ -72,6 +78,9 @@ int main(int argc, char** argv) {
 #endif
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE
   if (args.size() >= 2 && args[1] == "tokenize") return mobius::data::RunTokenizeVerb(args);
+#endif
+#ifdef MOBIUS_WORKER_HAVE_PROFILE
+  if (args.size() >= 2 && args[1] == "profile") return mobius::profile::RunProfileCommand(args);
 #endif
   std::cerr << "usage: mobius-worker devices\n       " << mobius::checkpoint::kInitModelUsage
             << "\n";

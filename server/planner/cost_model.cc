@@ -18,6 +18,24 @@ double NvLinkGBytesPerSecond(const topology::Topology& topology, int a, int b) {
   return 0;
 }
 
+struct MeasuredRates {
+  double h2d = std::numeric_limits<double>::infinity();
+  double d2h = std::numeric_limits<double>::infinity();
+};
+
+// A device's measured rate while k devices of its group copy at once: alone for k = 1; with a
+// group measurement, the group's aggregate (group_size x per-device rate) shared by k, capped by
+// the rate alone. Zero (unmeasured) fields do not constrain.
+MeasuredRates MeasuredRatesFor(const LinkProfile& l, int k) {
+  auto pick = [&](double alone, double group) {
+    double r = alone > 0 ? alone : std::numeric_limits<double>::infinity();
+    if (k > 1 && group > 0) r = std::min(r, group * l.group_size / k);
+    return r;
+  };
+  return {pick(l.h2d_bytes_per_s, l.group_h2d_bytes_per_s),
+          pick(l.d2h_bytes_per_s, l.group_d2h_bytes_per_s)};
+}
+
 }  // namespace
 
 int GpusInContentionGroup(const topology::TopologyFacts& facts, const std::vector<int>& gpus,
@@ -84,9 +102,19 @@ StageCost StageAccumulator::Cost() const {
   s.forward_seconds = std::max({s.forward_compute_seconds, h2d, act / p.d2h_bytes_per_s});
   s.backward_seconds = std::max({s.backward_compute_seconds, h2d,
                                  (static_cast<double>(gradient_bytes_) + act) / p.d2h_bytes_per_s});
-  s.slot_seconds = s.forward_seconds + s.backward_seconds;
-  s.slot_bytes = weight_bytes_ + gradient_bytes_ + activation_bytes_;
-  s.memory_bytes = 2 * s.slot_bytes;
+  switch (p.pass) {
+    case Pass::kBoth:
+      s.slot_seconds = s.forward_seconds + s.backward_seconds;
+      break;
+    case Pass::kForward:
+      s.slot_seconds = s.forward_seconds;
+      break;
+    case Pass::kBackward:
+      s.slot_seconds = s.backward_seconds;
+      break;
+  }
+  s.memory_bytes = MemoryBytes();
+  s.slot_bytes = s.memory_bytes / 2;
   return s;
 }
 
@@ -109,6 +137,28 @@ double Objective(const PartitionProblem& p, int num_stages, double max_slot_seco
          p.optimizer_seconds;
 }
 
+double RoundRobinSlots(int num_passes, int num_gpus, int num_microbatches) {
+  const double step = 1.0 / num_microbatches;
+  std::vector<double> start(num_passes, 0.0);
+  for (int j = 1; j < num_passes; ++j) {
+    start[j] = start[j - 1] + step;
+    if (j >= num_gpus) start[j] = std::max(start[j], start[j - num_gpus] + 1.0);
+  }
+  return start[num_passes - 1] + 1.0;
+}
+
+double RoundRobinObjective(const PartitionProblem& p, int num_passes, double max_pass_seconds) {
+  return RoundRobinSlots(num_passes, p.num_gpus, p.num_microbatches) *
+             (max_pass_seconds + p.stage_overhead_seconds / 2) +
+         p.optimizer_seconds;
+}
+
+PartitionProblem PassProblem(const PartitionProblem& problem, Pass pass) {
+  PartitionProblem p = problem;
+  p.pass = pass;
+  return p;
+}
+
 absl::StatusOr<PartitionProblem> MakePartitionProblem(
     const Profile& profile, const model::ModelDescription& model,
     const topology::Topology& topology, const topology::TopologyFacts& facts,
@@ -129,6 +179,8 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
   p.num_gpus = static_cast<int>(gpus.size());
   p.num_microbatches = num_microbatches;
   double bw = std::numeric_limits<double>::infinity();
+  double measured_h2d = std::numeric_limits<double>::infinity();
+  double measured_d2h = measured_h2d;
   int64_t memory = std::numeric_limits<int64_t>::max();
   for (int g : gpus) {
     if (g < 0 || g >= static_cast<int>(topology.gpus.size())) {
@@ -137,6 +189,11 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
     }
     const int k = GpusInContentionGroup(facts, gpus, g);
     bw = std::min(bw, EffectiveHostGBytesPerSecond(facts, g, k, options.dma_efficiency));
+    if (profile.links.has_value()) {
+      const MeasuredRates r = MeasuredRatesFor(*profile.links, k);
+      measured_h2d = std::min(measured_h2d, r.h2d);
+      measured_d2h = std::min(measured_d2h, r.d2h);
+    }
     const uint64_t m = topology.gpus[g].memory_bytes;
     memory = std::min(memory, m > 0 ? static_cast<int64_t>(m) : gpu_memory_bytes);
   }
@@ -147,8 +204,8 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
   if (!(bw > 0)) {
     return absl::InvalidArgumentError("host link bandwidth of the plan's GPUs is unknown (0 GB/s)");
   }
-  p.h2d_bytes_per_s = bw * kGiga;
-  p.d2h_bytes_per_s = bw * kGiga;
+  p.h2d_bytes_per_s = std::min(bw * kGiga, measured_h2d);
+  p.d2h_bytes_per_s = std::min(bw * kGiga, measured_d2h);
   p.gpu_memory_bytes = memory;
   p.reserved_bytes = options.memory_margin_bytes + profile.MaxWorkspaceBytes();
   p.stage_overhead_seconds = options.stage_overhead_seconds;

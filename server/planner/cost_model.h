@@ -93,9 +93,16 @@ struct UnitCost {
   int64_t activation_bytes = 0;  // boundary + saved, resident during the stage's backward
 };
 
+// Which passes a stage runs. kBoth: the Mobius schedule (a stage is one range in both passes; tau
+// = tau_F + tau_B, slot = W + G + A). The round-robin schedule partitions each pass on its own
+// (partition.h, RoundRobinPartition): kForward: tau = tau_F, slot = W + A (no gradients on the
+// GPU); kBackward: tau = tau_B, slot = W + G + A. Memory stays "2 x slot <= budget" in every case.
+enum class Pass { kBoth, kForward, kBackward };
+
 // Everything a partitioner needs, as plain numbers (tests build random ones directly).
 struct PartitionProblem {
   std::vector<UnitCost> units;
+  Pass pass = Pass::kBoth;
   int num_gpus = 1;            // N
   int num_microbatches = 1;    // M
   double h2d_bytes_per_s = 1;  // per GPU, under contention (the slowest GPU of the plan)
@@ -116,8 +123,8 @@ struct StageCost {
   double load_seconds = 0;      // W_R over H2D (once per pass)
   double forward_seconds = 0;   // tau_F
   double backward_seconds = 0;  // tau_B
-  double slot_seconds = 0;      // tau = tau_F + tau_B
-  int64_t slot_bytes = 0;       // W + G + activations
+  double slot_seconds = 0;      // tau = tau_F + tau_B (kForward: tau_F; kBackward: tau_B)
+  int64_t slot_bytes = 0;       // W + G + activations (kForward: W + activations)
   int64_t memory_bytes = 0;     // 2 * slot_bytes (compare with the stage budget)
 };
 
@@ -128,7 +135,10 @@ class StageAccumulator {
   explicit StageAccumulator(const PartitionProblem& problem) : problem_(&problem) {}
   void Add(int unit);
   StageCost Cost() const;
-  int64_t MemoryBytes() const { return 2 * (weight_bytes_ + gradient_bytes_ + activation_bytes_); }
+  int64_t MemoryBytes() const {
+    const int64_t g = problem_->pass == Pass::kForward ? 0 : gradient_bytes_;
+    return 2 * (weight_bytes_ + g + activation_bytes_);
+  }
 
  private:
   const PartitionProblem* problem_;
@@ -147,6 +157,24 @@ double PipelineSlots(int num_stages, int num_gpus, int num_microbatches);
 
 // J above.
 double Objective(const PartitionProblem& problem, int num_stages, double max_slot_seconds);
+
+// The round-robin schedule's counterpart of K: stage passes (forward stages, then backward stages)
+// form one stream, pass j on GPU j mod N. With every pass taking one time unit, pass j starts at
+//   start(j) = max(start(j-1) + 1/M,  start(j-N) + 1)      (start(0) = 0; the second term only
+//                                                           for j >= N)
+// (its first microbatch needs the previous pass's first microbatch; its GPU is free once pass j-N
+// ended), and the stream ends at start(P-1) + 1 = K_rr(P). Non-decreasing in P.
+// REQUIRES: num_passes, num_gpus, num_microbatches >= 1.
+double RoundRobinSlots(int num_passes, int num_gpus, int num_microbatches);
+
+// J_rr = K_rr(S_F + S_B) * (max pass tau + o/2) + T_opt (o is per stage slot, both passes: o/2 per
+// pass). T_opt is kept as the constant tail for comparability with J, although the round-robin
+// schedule overlaps the optimizer with the backward.
+double RoundRobinObjective(const PartitionProblem& problem, int num_passes,
+                           double max_pass_seconds);
+
+// `problem` restricted to one pass (pass = kForward or kBackward; everything else equal).
+PartitionProblem PassProblem(const PartitionProblem& problem, Pass pass);
 
 // Builds the problem for a job on `gpus` (indices into topology.gpus, all of them prefetching at
 // once in the steady state, so k = GpusInContentionGroup) with the smallest GPU memory among them

@@ -3,12 +3,15 @@
 //
 //   GPU g:   reserved (margin + max unit workspace) + 2 x max over g's stages of slot bytes
 //            (the two-slot model of cost_model.h: the computing and the prefetched stage).
-//   host:    host_bytes_per_parameter x TotalParameters (full fine-tuning with Adam: bf16 weights 2
-//            + bf16 gradients 2 + fp32 master 4 + fp32 moments 8 = 16, design/mobius.md section 3)
+//   host:    (weight + gradient + optimizer bytes per parameter) x TotalParameters: bf16 weights 2
+//            + gradients in the profile's dtype (Profile::gradient_bytes_per_parameter: 4 = fp32,
+//            what worker/runtime keeps in its host store; 2 = bf16, design/mobius.md section 3's
+//            16-byte figure) + fp32 master and Adam moments 12 = 18 bytes/parameter by default
 //            + activation checkpoints: sum over stages of M x the boundary bytes of the stage's
 //            first unit (its input, kept in host memory from forward to backward).
-//   pinned:  pinned_bytes_per_parameter x parameters (bf16 upload copy + bf16 gradient landing
-//            zone = 4) + the activation checkpoints. Master weights and moments stay pageable.
+//   pinned:  (weight + gradient bytes) x parameters (bf16 upload copy + gradient landing zone =
+//            6 with fp32 gradients) + the activation checkpoints. Master weights and moments stay
+//            pageable.
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_ESTIMATOR_H_
@@ -22,8 +25,9 @@
 namespace mobius::planner {
 
 struct EstimatorOptions {
-  int64_t host_bytes_per_parameter = 16;
-  int64_t pinned_bytes_per_parameter = 4;
+  int64_t weight_bytes_per_parameter = 2;      // bf16 upload copy
+  int64_t optimizer_bytes_per_parameter = 12;  // fp32 master + Adam m + v
+  // Gradient bytes per parameter come from Profile::gradient_bytes_per_parameter.
 };
 
 // REQUIRES: `partition` and `mapping` were made from `problem`, which was made from `profile`.
@@ -31,6 +35,14 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
                               const PartitionProblem& problem, const Partition& partition,
                               const Mapping& mapping, int num_microbatches,
                               const EstimatorOptions& options = {});
+
+// The round-robin schedule (plan.h): GPU position i holds two of the passes j = i (mod N), so
+// reserved + 2 x its largest pass slot (forward: W + A; backward: W + G + A); host checkpoints =
+// M x the boundary bytes of every unit in CheckpointUnits() (forward and backward stage inputs).
+// REQUIRES: `plan.round_robin` and `plan.mapping` made from `problem`, made from `profile`.
+MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
+                                        const Profile& profile, const PartitionProblem& problem,
+                                        const Plan& plan, const EstimatorOptions& options = {});
 
 }  // namespace mobius::planner
 

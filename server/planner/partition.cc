@@ -178,4 +178,94 @@ absl::StatusOr<Partition> UniformPartition(const PartitionProblem& p, int num_st
   return ScorePartition(p, make(n));
 }
 
+namespace {
+
+RoundRobinPartition FinishRoundRobin(const PartitionProblem& p, Partition forward,
+                                     Partition backward) {
+  RoundRobinPartition rr;
+  rr.forward = std::move(forward);
+  rr.backward = std::move(backward);
+  rr.max_pass_seconds = std::max(rr.forward.max_slot_seconds, rr.backward.max_slot_seconds);
+  rr.objective_seconds = RoundRobinObjective(p, rr.num_passes(), rr.max_pass_seconds);
+  return rr;
+}
+
+// Candidate bottlenecks of one pass: tau of every memory-feasible range.
+void CollectCandidates(const PartitionProblem& p, std::vector<double>* out) {
+  const int n = p.num_units();
+  const int64_t budget = p.stage_memory_budget_bytes();
+  for (int begin = 0; begin < n; ++begin) {
+    StageAccumulator acc(p);
+    for (int end = begin; end < n; ++end) {
+      acc.Add(end);
+      if (acc.MemoryBytes() > budget) break;
+      out->push_back(acc.Cost().slot_seconds);
+    }
+  }
+}
+
+double Bottleneck(const PartitionProblem& p, const std::vector<StageRange>& stages) {
+  double b = 0;
+  for (const StageRange& r : stages) b = std::max(b, EvaluateStage(p, r.begin, r.end).slot_seconds);
+  return b;
+}
+
+}  // namespace
+
+absl::StatusOr<RoundRobinPartition> ScoreRoundRobinPartition(
+    const PartitionProblem& p, const std::vector<StageRange>& forward,
+    const std::vector<StageRange>& backward) {
+  absl::StatusOr<Partition> f = ScorePartition(PassProblem(p, Pass::kForward), forward);
+  if (!f.ok()) {
+    return absl::Status(f.status().code(),
+                        absl::StrCat("forward partition: ", f.status().message()));
+  }
+  absl::StatusOr<Partition> b = ScorePartition(PassProblem(p, Pass::kBackward), backward);
+  if (!b.ok()) {
+    return absl::Status(b.status().code(),
+                        absl::StrCat("backward partition: ", b.status().message()));
+  }
+  return FinishRoundRobin(p, *std::move(f), *std::move(b));
+}
+
+absl::StatusOr<RoundRobinPartition> ExactRoundRobinPartition(const PartitionProblem& problem) {
+  const PartitionProblem fp = PassProblem(problem, Pass::kForward);
+  const PartitionProblem bp = PassProblem(problem, Pass::kBackward);
+  // The backward slot (W + G + A) is the larger one: if every unit fits there, it fits forward.
+  MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(bp));
+  std::vector<double> candidates;
+  CollectCandidates(fp, &candidates);
+  CollectCandidates(bp, &candidates);
+  std::sort(candidates.begin(), candidates.end());
+  candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+
+  std::vector<StageRange> fwd, bwd, best_fwd, best_bwd;
+  double best = 0;
+  for (double t : candidates) {
+    if (!GreedyPack(fp, t, &fwd) || !GreedyPack(bp, t, &bwd)) continue;
+    const double bottleneck = std::max(Bottleneck(fp, fwd), Bottleneck(bp, bwd));
+    const double j =
+        RoundRobinObjective(problem, static_cast<int>(fwd.size() + bwd.size()), bottleneck);
+    if (best_fwd.empty() || j < best) {
+      best = j;
+      best_fwd = fwd;
+      best_bwd = bwd;
+    }
+  }
+  // Every unit fits, so the largest candidate packs both passes.
+  return FinishRoundRobin(problem, Finish(fp, std::move(best_fwd)),
+                          Finish(bp, std::move(best_bwd)));
+}
+
+absl::StatusOr<RoundRobinPartition> UniformRoundRobinPartition(const PartitionProblem& problem) {
+  MOBIUS_ASSIGN_OR_RETURN(Partition f, UniformPartition(PassProblem(problem, Pass::kForward)));
+  MOBIUS_ASSIGN_OR_RETURN(Partition b, UniformPartition(PassProblem(problem, Pass::kBackward)));
+  return FinishRoundRobin(problem, std::move(f), std::move(b));
+}
+
+absl::StatusOr<RoundRobinPartition> SharedRoundRobinPartition(
+    const PartitionProblem& problem, const std::vector<StageRange>& stages) {
+  return ScoreRoundRobinPartition(problem, stages, stages);
+}
+
 }  // namespace mobius::planner

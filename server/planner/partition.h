@@ -16,7 +16,19 @@
 // `uniform` the naive baseline: S stages of equal unit counts (sizes differ by at most one); S
 // given,
 //           or the smallest S >= min(N, L) whose stages all fit.
-// The MIP (the paper's formulation, COIN-OR CBC) will optimise the same J.
+// The MIP (the paper's formulation, COIN-OR CBC, mip/) optimises the same J.
+//
+// Round-robin (RoundPipe) partitions: the forward and the backward pass are partitioned
+// separately (backward with recompute costs ~3x forward, so its stages hold fewer units), and the
+// stage passes of both form one stream over the GPUs. Objective (cost_model.h):
+//   J_rr = K_rr(S_F + S_B) * (max over all passes of tau + o/2) + T_opt
+// with tau_F for forward stages and tau_B for backward stages, and each pass's stages fitting
+// 2 x slot (forward: W + A; backward: W + G + A) in the stage budget.
+// `ExactRoundRobinPartition` is `exact` run on each pass with a shared bottleneck bound: for every
+// candidate t (the taus of all memory-feasible ranges of either pass) greedy packing gives the
+// fewest forward stages S_F(t) and the fewest backward stages S_B(t) with every tau <= t; J_rr is
+// non-decreasing in S_F + S_B and in the bottleneck, so the best t is the optimum (same exchange
+// argument as above). O(L^3).
 //
 // Errors: FAILED_PRECONDITION when a single unit does not fit a GPU (the message has the numbers,
 // needed vs available, and what would make it fit); INVALID_ARGUMENT for malformed input.
@@ -62,6 +74,33 @@ absl::StatusOr<Partition> ExactPartition(const PartitionProblem& problem);
 // num_stages == 0: the smallest feasible S >= min(N, L). Otherwise exactly num_stages
 // (INVALID_ARGUMENT outside [1, L], FAILED_PRECONDITION when a stage does not fit).
 absl::StatusOr<Partition> UniformPartition(const PartitionProblem& problem, int num_stages = 0);
+
+// Separate forward and backward partitions for the round-robin schedule (see above). Both cover
+// [0, L) with ascending, contiguous stages; the backward stages run in descending order.
+struct RoundRobinPartition {
+  Partition forward;   // scored on PassProblem(problem, kForward): costs[s].slot_seconds = tau_F
+  Partition backward;  // scored on PassProblem(problem, kBackward): costs[s].slot_seconds = tau_B
+  double max_pass_seconds = 0;   // the bottleneck over both passes
+  double objective_seconds = 0;  // J_rr
+
+  int num_passes() const { return forward.num_stages() + backward.num_stages(); }
+};
+
+// Scores given forward and backward stages (each validated like ScorePartition, on its pass).
+absl::StatusOr<RoundRobinPartition> ScoreRoundRobinPartition(
+    const PartitionProblem& problem, const std::vector<StageRange>& forward,
+    const std::vector<StageRange>& backward);
+
+// The J_rr optimum (see above). FAILED_PRECONDITION when a unit alone does not fit.
+absl::StatusOr<RoundRobinPartition> ExactRoundRobinPartition(const PartitionProblem& problem);
+
+// Each pass: the smallest feasible S >= min(N, L) of equal unit counts (UniformPartition per pass).
+absl::StatusOr<RoundRobinPartition> UniformRoundRobinPartition(const PartitionProblem& problem);
+
+// One partition for both passes (what mip or a fixed stage count gives): the same ranges scored
+// per pass.
+absl::StatusOr<RoundRobinPartition> SharedRoundRobinPartition(
+    const PartitionProblem& problem, const std::vector<StageRange>& stages);
 
 }  // namespace mobius::planner
 

@@ -79,6 +79,11 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
     return absl::InvalidArgumentError(
         absl::StrCat("device spec '", device.name, "' needs positive peak FLOP/s and efficiency"));
   }
+  if (options.gradient_bytes_per_parameter != 2 && options.gradient_bytes_per_parameter != 4) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("gradient_bytes_per_parameter must be 2 (bf16) or 4 (fp32) (got ",
+                     options.gradient_bytes_per_parameter, ")"));
+  }
   const double tokens = static_cast<double>(shape.tokens());
   const double rate = device.effective_flops_per_s();
   const model::ModelConfig& c = model.config;
@@ -88,6 +93,7 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
   p.source = "analytic";
   p.device = device.name;
   p.shape = shape;
+  p.gradient_bytes_per_parameter = options.gradient_bytes_per_parameter;
   p.units.reserve(model.units.size());
   for (int64_t u = 0; u < model.num_units(); ++u) {
     const model::LayerUnit& unit = model.units[u];
@@ -99,7 +105,8 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
         flops.backward_flops + (options.recompute ? flops.forward_flops : 0.0);
     up.backward_seconds = backward_flops * tokens / rate;
     up.parameter_bytes = model::UnitResidentParameterBytes(unit);
-    up.gradient_bytes = up.parameter_bytes;
+    up.gradient_bytes =
+        model::UnitResidentParameterBytes(unit, options.gradient_bytes_per_parameter);
     up.boundary_bytes = act.boundary_bytes_per_token * shape.tokens();
     up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();
     const int64_t width =

@@ -7,10 +7,14 @@
 // cached by model, shape and device). Both fill the same UnitProfile.
 //
 // Conventions: all bytes and seconds are for ONE microbatch of `shape` (microbatch_size sequences
-// of seq_len tokens) unless the name says otherwise. bf16 weights and gradients (2 bytes/param).
+// of seq_len tokens) unless the name says otherwise. bf16 weights (2 bytes/param); gradients in
+// the dtype the runtime accumulates and offloads them in: fp32 (4 bytes/param) by default, because
+// worker/runtime keeps fp32 gradient buffers on the device and copies them D2H as fp32
+// (gradient_bytes_per_parameter below; 2 would model a bf16-gradient runtime).
 //
-// Link bandwidths are not part of a profile: they depend on where a GPU sits in the PCIe tree and
-// who shares its uplink, so the cost model (cost_model.h) takes them from the topology.
+// Link bandwidths come from the topology: they depend on where a GPU sits in the PCIe tree and who
+// shares its uplink, so the cost model (cost_model.h) derives them. A measured profile may add
+// measured copy rates (`links`); the cost model then uses the slower of the two.
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_PROFILE_H_
@@ -76,18 +80,32 @@ struct UnitProfile {
   // checkpoint, then its backward (~2x forward FLOPs): ~3x forward in total.
   double backward_seconds = 0;
   int64_t parameter_bytes = 0;  // bf16 copy that must be resident (tied head: + the embedding)
-  int64_t gradient_bytes = 0;   // bf16 gradients accumulated on the GPU during backward
+  // Gradients accumulated on the GPU during backward and offloaded once per step (D2H), in the
+  // profile's gradient dtype (fp32 by default: parameter elements x 4).
+  int64_t gradient_bytes = 0;
   int64_t boundary_bytes =
       0;  // the unit's input (stage-boundary checkpoint if a stage starts here)
   int64_t saved_activation_bytes = 0;  // kept for the unit's backward beyond its input (recomputed)
   int64_t workspace_bytes = 0;  // transient buffers while the unit runs (not summed over units)
 };
 
+// Measured copy rates of the slowest measured device (measured profiles only), bytes/s per
+// direction: alone, with the other direction busy (duplex), and while `group_size` devices of a
+// contention group copy the same direction at once.
+struct LinkProfile {
+  double h2d_bytes_per_s = 0, d2h_bytes_per_s = 0;
+  double duplex_h2d_bytes_per_s = 0, duplex_d2h_bytes_per_s = 0;
+  int group_size = 1;
+  double group_h2d_bytes_per_s = 0, group_d2h_bytes_per_s = 0;
+};
+
 struct Profile {
-  std::string source;  // "analytic" or "measured"
-  std::string device;  // DeviceSpec::name
+  std::string source;  // "analytic" or "measured" (measured_profile.h)
+  std::string device;  // DeviceSpec::name, or the measured device ("cpu", "cuda:0 NVIDIA ...")
   MicrobatchShape shape;
+  int64_t gradient_bytes_per_parameter = 4;  // 4 = fp32 (the runtime), 2 = bf16
   std::vector<UnitProfile> units;  // one per model unit, in execution order
+  std::optional<LinkProfile> links;  // measured profiles with link measurements
 
   double ForwardSeconds(int begin, int end) const;  // sum over units [begin, end)
   double BackwardSeconds(int begin, int end) const;
@@ -98,18 +116,23 @@ struct Profile {
 struct AnalyticOptions {
   model::ActivationOptions activations;  // bf16 activations, flash attention, fp32 logits
   bool recompute = true;  // backward re-runs the forward (Mobius keeps only checkpoints)
+  // Gradient dtype on the GPU and over D2H: 4 = fp32, what worker/runtime does (fp32 gradient
+  // buffers, one fp32 D2H copy per stage); 2 = bf16 gradients (the paper's accounting).
+  int64_t gradient_bytes_per_parameter = 4;
   int64_t library_workspace_bytes = int64_t{64} << 20;  // cuBLAS/cuDNN workspace
 };
 
 // The ANALYTIC profile. Per unit at B x T tokens:
 //   forward  = forward_flops_per_token * B * T / (peak * efficiency)
 //   backward = (backward_flops_per_token + recompute ? forward : 0) * B * T / (peak * efficiency)
-//   parameter/gradient bytes = UnitResidentParameterBytes (bf16)
+//   parameter bytes = UnitResidentParameterBytes (bf16); gradient bytes = the same elements x
+//                      gradient_bytes_per_parameter
 //   boundary / saved bytes   = UnitActivations(...) * B * T
 //   workspace = library workspace + 2 * B * T * max(C, I, boundary/token) * activation_bytes
 //               (gradient buffers for the widest intermediate; the logits gradient reuses the
 //               logits buffer counted in saved bytes)
-// INVALID_ARGUMENT for a non-positive shape or a device without peak FLOP/s.
+// INVALID_ARGUMENT for a non-positive shape, a device without peak FLOP/s, or a gradient size
+// other than 2 or 4 bytes.
 absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
                                         const MicrobatchShape& shape, const DeviceSpec& device,
                                         const AnalyticOptions& options = {});

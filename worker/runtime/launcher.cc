@@ -3,7 +3,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -20,6 +19,7 @@
 #include "common/errors.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
+#include "common/subprocess.h"
 #include "glog/logging.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/data/loader.h"
@@ -29,7 +29,6 @@
 #include "worker/runtime/store_layout.h"
 #include "worker/runtime/store_layout.h"
 
-extern char** environ;
 
 namespace mobius::runtime {
 namespace {
@@ -114,37 +113,12 @@ absl::Status ValidateLaunch(const RunConfig& run) {
 namespace {
 
 absl::Status Spawn(Launcher::State& s, Worker& w, const std::string& config_path) {
-  int out[2], err[2];
-  if (pipe2(out, O_CLOEXEC) != 0) return MOBIUS_ERRNO_ERROR("pipe");
-  if (pipe2(err, O_CLOEXEC) != 0) {
-    close(out[0]);
-    close(out[1]);
-    return MOBIUS_ERRNO_ERROR("pipe");
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, out[1], 1);
-  posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  const std::string rank = absl::StrCat(w.rank);
-  std::vector<std::string> argv_s = {s.options.worker_binary, "run", config_path, rank};
-  std::vector<char*> argv;
-  for (std::string& a : argv_s) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid = -1;
-  const int rc = posix_spawn(&pid, s.options.worker_binary.c_str(), &actions, nullptr, argv.data(),
-                             environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out[1]);
-  close(err[1]);
-  if (rc != 0) {
-    close(out[0]);
-    close(err[0]);
-    errno = rc;
-    return MOBIUS_ERRNO_ERROR(absl::StrCat("spawn ", s.options.worker_binary));
-  }
-  w.pid = pid;
-  w.out_fd = out[0];
-  w.err_fd = err[0];
+  MOBIUS_ASSIGN_OR_RETURN(SpawnedProcess child,
+                          SpawnWithPipes({s.options.worker_binary, "run", config_path,
+                                          absl::StrCat(w.rank)}));
+  w.pid = child.pid;
+  w.out_fd = child.out_fd;
+  w.err_fd = child.err_fd;
   return absl::OkStatus();
 }
 

@@ -43,6 +43,11 @@ Alternative RowFromSim(const PlanContext& ctx, const std::string& dimension,
   return a;
 }
 
+std::string RoundRobinNote(const RoundRobinPartition& rr, const std::string& extra) {
+  return absl::StrCat(rr.forward.num_stages(), " fwd + ", rr.backward.num_stages(), " bwd stages",
+                      extra.empty() ? "" : "; ", extra);
+}
+
 Alternative Unavailable(const std::string& dimension, const std::string& name,
                         const absl::Status& why) {
   Alternative a;
@@ -81,6 +86,17 @@ absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const st
   return out;
 }
 
+absl::StatusOr<RoundRobinPartition> RunRoundRobinPartitioner(const PlanContext& ctx,
+                                                             const std::string& name,
+                                                             const Partition& shared) {
+  if (ctx.options.num_stages > 0 || name == "mip") {
+    return SharedRoundRobinPartition(ctx.problem, shared.stages);
+  }
+  if (name == "exact") return ExactRoundRobinPartition(ctx.problem);
+  if (name == "uniform") return UniformRoundRobinPartition(ctx.problem);
+  return absl::InvalidArgumentError(absl::StrCat("unknown partitioner '", name, "'"));
+}
+
 absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& name,
                                   int num_stages) {
   if (name == "cross") return CrossMapping(*ctx.facts, ctx.gpus, num_stages);
@@ -101,15 +117,18 @@ absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx) {
   const int64_t budget = p.gpu_memory_bytes - p.reserved_bytes;
   int64_t total_weights = 0;
   for (const UnitCost& u : p.units) total_weights += u.weight_bytes;
-  // bf16 weights are 2 bytes/parameter; resident full fine-tuning keeps 16 bytes/parameter.
-  const int64_t gpus_needed = budget > 0 ? (8 * total_weights + budget - 1) / budget : 0;
+  // bf16 weights are 2 bytes/parameter; resident full fine-tuning keeps weights 2 + gradients
+  // (the profile's dtype) + fp32 master and moments 12 bytes/parameter: state per weight byte.
+  const int64_t state_per_param = 2 + ctx.profile.gradient_bytes_per_parameter + 12;
+  auto state_of = [&](int64_t weight_bytes) { return weight_bytes / 2 * state_per_param; };
+  const int64_t gpus_needed = budget > 0 ? (state_of(total_weights) + budget - 1) / budget : 0;
   for (int s = 0; s < stages; ++s) {
     int64_t weights = 0, activations = 0;
     for (int u = ranges[s].begin; u < ranges[s].end; ++u) {
       weights += p.units[u].weight_bytes;
       activations += p.units[u].activation_bytes;
     }
-    const int64_t state = 8 * weights;
+    const int64_t state = state_of(weights);
     const int64_t checkpoints = p.num_microbatches * p.boundary_bytes;
     const int64_t need = state + activations + checkpoints;
     if (need > budget) {
@@ -133,16 +152,23 @@ Partition UnitPartition(const PlanContext& ctx) {
 }
 
 absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,
-                                                const Partition& partition,
-                                                const Mapping& mapping) {
+                                                const Partition& partition, const Mapping& mapping,
+                                                const RoundRobinPartition* rr) {
   sim::SimConfig c;
   c.schedule = schedule;
   c.num_microbatches = ctx.num_microbatches;
   if (schedule == sim::Schedule::kZeroOffload) {
     c.gpu_order = ctx.gpus;
-    return sim::Simulate(ctx.machine, sim::MakeUnitSimStages(ctx.problem), c);
+    // DeepSpeed's ZeRO-offload moves bf16 gradients to the host, whatever our runtime's dtype.
+    return sim::Simulate(
+        ctx.machine, sim::MakeZeroSimStages(ctx.problem, ctx.profile.gradient_bytes_per_parameter),
+        c);
   }
   c.gpu_order = mapping.gpu_order;
+  if (schedule == sim::Schedule::kRoundRobin && rr != nullptr) {
+    c.backward_stages = sim::MakeSimStages(ctx.problem, rr->backward);
+    return sim::Simulate(ctx.machine, sim::MakeSimStages(ctx.problem, rr->forward), c);
+  }
   return sim::Simulate(ctx.machine, sim::MakeSimStages(ctx.problem, partition), c);
 }
 
@@ -157,12 +183,30 @@ absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& 
                                      : sim::Schedule::kMobius;
   MOBIUS_ASSIGN_OR_RETURN(Mapping base_mapping,
                           RunMapper(ctx, o.mapper, base.partition.num_stages()));
+  const bool rr_chosen = chosen_schedule == sim::Schedule::kRoundRobin;
+  MOBIUS_ASSIGN_OR_RETURN(RoundRobinPartition base_rr,
+                          RunRoundRobinPartitioner(ctx, o.partitioner, base.partition));
 
   for (const std::string name : {"exact", "mip", "uniform"}) {
     absl::StatusOr<PartitionOutcome> part =
         name == o.partitioner ? absl::StatusOr<PartitionOutcome>(base) : RunPartitioner(ctx, name);
     if (!part.ok()) {
       rows.push_back(Unavailable("partitioner", name, part.status()));
+      continue;
+    }
+    if (rr_chosen) {
+      MOBIUS_ASSIGN_OR_RETURN(RoundRobinPartition rr,
+                              RunRoundRobinPartitioner(ctx, name, part->partition));
+      MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, o.mapper, rr.num_passes()));
+      MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
+                              SimulateSchedule(ctx, pipeline, rr.forward, map, &rr));
+      Alternative a = RowFromSim(ctx, "partitioner", name, r);
+      a.chosen = name == o.partitioner;
+      a.note = RoundRobinNote(rr, part->note);
+      a.num_stages = rr.num_passes();
+      a.objective_seconds = rr.objective_seconds;
+      a.contention_score = map.contention_score;
+      rows.push_back(std::move(a));
       continue;
     }
     MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, o.mapper, part->partition.num_stages()));
@@ -178,13 +222,14 @@ absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& 
   }
 
   for (const std::string name : {"cross", "sequential"}) {
-    MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, name, base.partition.num_stages()));
-    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
-                            SimulateSchedule(ctx, pipeline, base.partition, map));
+    const int slots = rr_chosen ? base_rr.num_passes() : base.partition.num_stages();
+    MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, name, slots));
+    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r, SimulateSchedule(ctx, pipeline, base.partition, map,
+                                                               rr_chosen ? &base_rr : nullptr));
     Alternative a = RowFromSim(ctx, "mapper", name, r);
     a.chosen = name == o.mapper;
-    a.num_stages = base.partition.num_stages();
-    a.objective_seconds = base.partition.objective_seconds;
+    a.num_stages = slots;
+    a.objective_seconds = rr_chosen ? base_rr.objective_seconds : base.partition.objective_seconds;
     a.contention_score = map.contention_score;
     a.note = map.method;
     rows.push_back(std::move(a));
@@ -195,6 +240,30 @@ absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& 
     const std::string name = sim::ScheduleName(s);
     Partition part = base.partition;
     Mapping map = base_mapping;
+    if (s == sim::Schedule::kRoundRobin) {
+      // Separate forward/backward partitions (the schedule's own), and for contrast one
+      // partition for both passes (the chosen partitioner's stages).
+      MOBIUS_ASSIGN_OR_RETURN(Mapping rr_map, RunMapper(ctx, o.mapper, base_rr.num_passes()));
+      MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
+                              SimulateSchedule(ctx, s, base_rr.forward, rr_map, &base_rr));
+      Alternative a = RowFromSim(ctx, "schedule", name, r);
+      a.chosen = s == chosen_schedule;
+      a.num_stages = base_rr.num_passes();
+      a.objective_seconds = base_rr.objective_seconds;
+      a.note = RoundRobinNote(base_rr, "");
+      rows.push_back(std::move(a));
+      MOBIUS_ASSIGN_OR_RETURN(RoundRobinPartition shared,
+                              SharedRoundRobinPartition(ctx.problem, base.partition.stages));
+      MOBIUS_ASSIGN_OR_RETURN(Mapping shared_map, RunMapper(ctx, o.mapper, shared.num_passes()));
+      MOBIUS_ASSIGN_OR_RETURN(sim::SimResult rs,
+                              SimulateSchedule(ctx, s, shared.forward, shared_map, &shared));
+      Alternative b = RowFromSim(ctx, "schedule", "rr-shared", rs);
+      b.num_stages = shared.num_passes();
+      b.objective_seconds = shared.objective_seconds;
+      b.note = "roundrobin, one partition for both passes";
+      rows.push_back(std::move(b));
+      continue;
+    }
     if (s == sim::Schedule::kResident) {
       absl::StatusOr<Partition> res = ResidentPartition(ctx);
       if (!res.ok()) {

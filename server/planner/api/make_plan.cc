@@ -87,6 +87,10 @@ absl::StatusOr<DeviceSpec> ResolveDevice(const topology::Topology& t, const std:
     bool found = false;
     for (int g : gpus) {
       std::optional<DeviceSpec> s = DeviceSpecForGpuName(t.gpus[g].name, t.gpus[g].memory_bytes);
+      if (!s.has_value() && options.profile.has_value()) {
+        // A measured profile needs no peak FLOP/s; memory comes from the topology.
+        s = DeviceSpec{t.gpus[g].name, 0, 0.5, static_cast<int64_t>(t.gpus[g].memory_bytes)};
+      }
       if (!s.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat(
             "no device spec for GPU ", g, " '", t.gpus[g].name,
@@ -103,6 +107,23 @@ absl::StatusOr<DeviceSpec> ResolveDevice(const topology::Topology& t, const std:
   }
   spec.efficiency = options.efficiency;
   return spec;
+}
+
+// A given (measured) profile must describe this model at this microbatch shape.
+absl::Status CheckProfileFits(const Profile& p, const model::ModelDescription& model,
+                              const JobShape& job) {
+  if (static_cast<int64_t>(p.units.size()) != model.num_units()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", p.source, " profile has ", p.units.size(), " layer units but the model has ",
+        model.num_units(), ": it was made for another model"));
+  }
+  if (p.shape.microbatch_size != job.microbatch || p.shape.seq_len != job.seq_len) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", p.source, " profile was measured at microbatch ", p.shape.microbatch_size,
+        " x seq ", p.shape.seq_len, " but the job runs microbatch ", job.microbatch, " x seq ",
+        job.seq_len, "; profile again at the job's shape"));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status CheckChoices(const PlanOptions& o) {
@@ -137,8 +158,15 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
   MOBIUS_ASSIGN_OR_RETURN(ctx.num_microbatches, ValidateJob(model, job));
   MOBIUS_ASSIGN_OR_RETURN(ctx.gpus, ResolveGpus(topology, options));
   MOBIUS_ASSIGN_OR_RETURN(ctx.device, ResolveDevice(topology, ctx.gpus, options));
-  MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
-                          AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device));
+  if (options.profile.has_value()) {
+    MOBIUS_RETURN_IF_ERROR(CheckProfileFits(*options.profile, model, job));
+    ctx.profile = *options.profile;
+  } else {
+    AnalyticOptions ao;
+    ao.gradient_bytes_per_parameter = options.gradient_bytes_per_parameter;
+    MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
+                            AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
+  }
   MOBIUS_ASSIGN_OR_RETURN(
       ctx.problem, MakePartitionProblem(ctx.profile, model, topology, facts, ctx.gpus,
                                         ctx.num_microbatches, ctx.device.memory_bytes,
@@ -172,11 +200,13 @@ absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, in
     fix = absl::StrCat("a global batch <= ", spare / per_microbatch * ctx.job.microbatch,
                        " sequences, a shorter sequence, ", fix);
   }
+  const int64_t per_param = m.host_model_state_bytes / std::max<int64_t>(params, 1);
   return absl::FailedPreconditionError(absl::StrCat(
       "host RAM too small: the plan needs ", GiB(m.host_bytes), " (model state ",
-      GiB(m.host_model_state_bytes), " = 16 bytes x ", params, " parameters + activation "
-      "checkpoints ", GiB(m.host_activation_bytes), ") but the server has ", GiB(available),
-      " (", ctx.topology->numa_nodes.size(), " NUMA nodes); to fit: ", fix));
+      GiB(m.host_model_state_bytes), " = ", per_param, " bytes x ", params,
+      " parameters + activation checkpoints ", GiB(m.host_activation_bytes),
+      ") but the server has ", GiB(available), " (", ctx.topology->numa_nodes.size(),
+      " NUMA nodes); to fit: ", fix));
 }
 
 void FillPlacements(const PlanContext& ctx, PlanReport& r) {
@@ -185,9 +215,21 @@ void FillPlacements(const PlanContext& ctx, PlanReport& r) {
   for (int i = 0; i < n; ++i) {
     const int g = map.gpu_order[i];
     const topology::GpuFacts& f = ctx.facts->gpus[g];
-    GpuPlacement p{g, ctx.topology->gpus[g].name, f.root_complex, f.package, f.numa_node,
-                   f.contention_group, {}, 0};
-    for (int s = i; s < r.plan.num_stages(); s += n) p.stages.push_back(s);
+    GpuPlacement p;
+    p.gpu = g;
+    p.name = ctx.topology->gpus[g].name;
+    p.root_complex = f.root_complex;
+    p.package = f.package;
+    p.numa_node = f.numa_node;
+    p.contention_group = f.contention_group;
+    if (r.plan.round_robin) {
+      for (int j = i; j < r.plan.num_passes(); j += n) {
+        const PassRef pass = r.plan.PassAt(j);
+        (pass.backward ? p.backward_stages : p.stages).push_back(pass.stage);
+      }
+    } else {
+      for (int s = i; s < r.plan.num_stages(); s += n) p.stages.push_back(s);
+    }
     if (i < static_cast<int>(r.plan.memory.gpu_bytes.size())) p.memory_bytes = r.plan.memory.gpu_bytes[i];
     r.placements.push_back(std::move(p));
   }
@@ -242,6 +284,11 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
     MOBIUS_ASSIGN_OR_RETURN(plan.partition, UniformPartition(ctx.problem, options.num_stages));
     plan.partitioner = "uniform";
   }
+  if (schedule == sim::Schedule::kRoundRobin) {
+    MOBIUS_ASSIGN_OR_RETURN(plan.round_robin, internal::RunRoundRobinPartitioner(
+                                                  ctx, options.partitioner, plan.partition));
+    plan.partition = plan.round_robin->forward;
+  }
   if (schedule == sim::Schedule::kResident) {
     MOBIUS_ASSIGN_OR_RETURN(plan.partition, internal::ResidentPartition(ctx));
     plan.partitioner = "uniform";
@@ -249,27 +296,38 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
     plan.partition = internal::UnitPartition(ctx);
     plan.partitioner = "per-unit";
   }
-  MOBIUS_ASSIGN_OR_RETURN(plan.mapping,
-                          internal::RunMapper(ctx, options.mapper, plan.num_stages()));
+  MOBIUS_ASSIGN_OR_RETURN(
+      plan.mapping, internal::RunMapper(ctx, options.mapper,
+                                        plan.round_robin ? plan.num_passes() : plan.num_stages()));
   if (schedule == sim::Schedule::kZeroOffload) {
     plan.mapper = "data-parallel";
     plan.mapping.method = "data-parallel";
   }
-  plan.memory = EstimateMemory(model, ctx.profile, ctx.problem, plan.partition, plan.mapping,
-                               ctx.num_microbatches);
+  plan.memory = plan.round_robin ? EstimateRoundRobinMemory(model, ctx.profile, ctx.problem, plan)
+                                 : EstimateMemory(model, ctx.profile, ctx.problem, plan.partition,
+                                                  plan.mapping, ctx.num_microbatches);
   r.host_memory_available_bytes = HostMemoryAvailable(topology, options);
   if (schedule != sim::Schedule::kResident) {
     MOBIUS_RETURN_IF_ERROR(CheckHostMemory(ctx, plan.memory, r.host_memory_available_bytes));
   }
 
-  MOBIUS_ASSIGN_OR_RETURN(sim::SimResult sr,
-                          internal::SimulateSchedule(ctx, schedule, plan.partition, plan.mapping));
-  r.device = ctx.device.name;
+  MOBIUS_ASSIGN_OR_RETURN(sim::SimResult sr, internal::SimulateSchedule(
+                                                 ctx, schedule, plan.partition, plan.mapping,
+                                                 plan.round_robin ? &*plan.round_robin : nullptr));
+  r.device = ctx.profile.device;
+  r.profile_source = ctx.profile.source;
+  r.gradient_bytes_per_parameter = ctx.profile.gradient_bytes_per_parameter;
   r.parameters = model::TotalParameters(model);
   r.num_gpus = static_cast<int>(ctx.gpus.size());
-  r.objective_seconds = plan.partition.objective_seconds;
+  r.objective_seconds =
+      plan.round_robin ? plan.round_robin->objective_seconds : plan.partition.objective_seconds;
   for (const StageRange& s : plan.partition.stages) {
     r.stage_parameter_bytes.push_back(ctx.profile.ParameterBytes(s.begin, s.end));
+  }
+  if (plan.round_robin) {
+    for (const StageRange& s : plan.round_robin->backward.stages) {
+      r.backward_stage_parameter_bytes.push_back(ctx.profile.ParameterBytes(s.begin, s.end));
+    }
   }
   FillPlacements(ctx, r);
   FillSimulation(ctx, sr, r);

@@ -4,20 +4,27 @@
 // alternatives on the same cost model. The daemon will serve the same call as a dry-run RPC.
 //
 //   ModelDescription + Topology/Facts + JobShape + PlanOptions
-//     -> AnalyticProfile (device spec from the GPU name, or PlanOptions::device)
+//     -> PlanOptions::profile (a measured profile, measured_profile.h) or AnalyticProfile (device
+//        spec from the GPU name, or PlanOptions::device); PlanReport::profile_source says which
 //     -> MakePartitionProblem (granted GPUs; memory cap override)
 //     -> partitioner (exact | mip | uniform) -> mapper (cross | sequential)
 //     -> Simulate(schedule) -> EstimateMemory -> host RAM check -> alternatives
 //
-// Schedules and their stages: mobius and roundrobin use the partitioner's stages and the mapper's
-// GPU order; resident uses min(N, L) uniform stages, one per GPU, and must fit with the optimizer
-// state on the GPU (16 bytes/parameter + activations); zero (ZeRO-3-offload reference) runs at
-// layer-unit granularity, microbatch m on GPU m mod N.
+// Schedules and their stages: mobius uses the partitioner's stages and the mapper's GPU order;
+// roundrobin gets separate forward and backward partitions (Plan::round_robin, documented in
+// server/planner/plan.h: the pass stream, GPU of each pass, checkpoints; exact: the J_rr optimum
+// of partition.h, uniform: per pass, mip or a fixed stage count: one partition for both) and the
+// mapper's order over its pass stream (pass j -> gpu_order[j mod N]); resident uses min(N, L)
+// uniform stages, one per GPU, and must fit with the optimizer state on the GPU (18 bytes/parameter
+// with fp32 gradients + activations); zero (ZeRO-3-offload reference) runs at layer-unit
+// granularity, microbatch m on GPU m mod N.
 //
 // Errors (one line each, with the numbers and what would make it fit):
-//   INVALID_ARGUMENT     non-positive shape, global batch not a multiple of the microbatch, sequence
-//                        longer than the model's positions, unknown dtype/partitioner/mapper,
-//                        granted GPU out of range or duplicated, GPU without a known device spec;
+//   INVALID_ARGUMENT     non-positive shape, global batch not a multiple of the microbatch, a
+//                        sequence longer than the model's positions, unknown dtype/partitioner/
+//                        mapper, granted GPU out of range or duplicated, GPU without a known
+//                        device spec (analytic profile), a given profile for another model or
+//                        microbatch shape;
 //   FAILED_PRECONDITION  no GPUs in the topology (a GPU plan needs one), a unit that does not fit
 //                        one GPU alone, host RAM (sum of the NUMA nodes, or the override) smaller
 //                        than the plan needs, `resident` chosen but the model does not fit, `mip`
@@ -62,6 +69,11 @@ struct PlanOptions {
   int64_t host_memory_bytes = 0;       // > 0: host RAM available (else sum of NUMA nodes)
   double efficiency = 0.5;             // fraction of peak FLOP/s (analytic profile)
   std::optional<DeviceSpec> device;    // overrides the spec looked up from the GPU name
+  // A measured profile (measured_profile.h: MeasuredToProfile) used instead of the analytic one;
+  // it must have the model's unit count and the job's microbatch shape (INVALID_ARGUMENT).
+  // The device spec still gives the GPU memory when the topology lacks it.
+  std::optional<Profile> profile;
+  int64_t gradient_bytes_per_parameter = 4;  // analytic profile: 4 = fp32 (the runtime), 2 = bf16
   CostOptions cost;
   double duplex_factor = 1.0;          // simulator: full-duplex degradation (sim/engine.h)
   double mip_time_limit_seconds = 10;  // all MIP solves together (the plan still comes back)
@@ -97,7 +109,8 @@ struct GpuPlacement {
   int package = -1;
   int numa_node = -1;
   int contention_group = -1;  // TopologyFacts::contention_groups index
-  std::vector<int> stages;    // stage indices it runs
+  std::vector<int> stages;    // stage indices it runs (roundrobin: forward stages)
+  std::vector<int> backward_stages;  // roundrobin: backward stage indices it runs
   int64_t memory_bytes = 0;   // estimator's GPU memory
 };
 
@@ -110,12 +123,15 @@ struct LinkTraffic {
 
 struct PlanReport {
   Plan plan;  // predicted_step_seconds = the simulated step; partition.objective_seconds = J
-  std::string device;               // DeviceSpec name the profile used
+  std::string device;          // the profile's device (DeviceSpec name or measured device)
+  std::string profile_source;  // "analytic" or "measured"
+  int64_t gradient_bytes_per_parameter = 4;  // the profile's gradient dtype (4 = fp32)
   int64_t parameters = 0;
   int num_gpus = 0;
-  std::vector<int64_t> stage_parameter_bytes;  // bf16, per stage
+  std::vector<int64_t> stage_parameter_bytes;  // bf16, per stage (roundrobin: forward stages)
+  std::vector<int64_t> backward_stage_parameter_bytes;  // roundrobin: per backward stage
   std::vector<GpuPlacement> placements;
-  double objective_seconds = 0;     // J of cost_model.h
+  double objective_seconds = 0;     // J of cost_model.h (roundrobin: J_rr)
   double step_seconds = 0;          // simulated
   double tokens_per_second = 0;     // global_batch x seq_len / step
   double bubble_fraction = 0;

@@ -35,22 +35,30 @@ struct PartitionOutcome {
 // "exact" | "mip" | "uniform". FAILED_PRECONDITION for mip without CBC in the build.
 absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const std::string& name);
 
+// The round-robin schedule's forward and backward partitions for partitioner `name`: exact ->
+// ExactRoundRobinPartition; uniform -> UniformRoundRobinPartition; mip (and a fixed stage count)
+// -> `shared`'s ranges for both passes (the MIP optimises one partition for both passes).
+absl::StatusOr<RoundRobinPartition> RunRoundRobinPartitioner(const PlanContext& ctx,
+                                                             const std::string& name,
+                                                             const Partition& shared);
+
 // "cross" | "sequential" over ctx.gpus.
 absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& name,
                                   int num_stages);
 
 // min(N, L) stages of equal unit counts, one per GPU, scored on ctx.problem; FAILED_PRECONDITION
-// (with the numbers) when a stage with its optimizer state (16 bytes/parameter), one microbatch's
-// activations and M checkpoints does not fit the GPU.
+// (with the numbers) when a stage with its optimizer state (18 bytes/parameter with fp32
+// gradients), one microbatch's activations and M checkpoints does not fit the GPU.
 absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx);
 
 // One stage per unit (the ZeRO model's granularity), scored on ctx.problem.
 Partition UnitPartition(const PlanContext& ctx);
 
-// Simulates one step. zero: unit stages, machine order; others: the partition's stages.
+// Simulates one step. zero: unit stages, machine order; roundrobin with `rr`: its forward and
+// backward stages (without: `partition` in both passes); others: the partition's stages.
 absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,
-                                                const Partition& partition,
-                                                const Mapping& mapping);
+                                                const Partition& partition, const Mapping& mapping,
+                                                const RoundRobinPartition* rr = nullptr);
 
 double TokensPerSecond(const PlanContext& ctx, double step_seconds);
 

@@ -40,6 +40,8 @@ std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<Stag
       st.gradient_bytes += p.units[u].gradient_bytes;
     }
     st.overhead_seconds = p.stage_overhead_seconds / 2;
+    st.unit_begin = ranges[s].begin;
+    st.unit_end = ranges[s].end;
     st.input_bytes = s == 0 ? 0 : p.boundary_bytes;
     st.optimizer_seconds = total_w > 0 ? p.optimizer_seconds * static_cast<double>(st.weight_bytes) /
                                              static_cast<double>(total_w)
@@ -67,6 +69,7 @@ class Builder {
   }
 
   TaskGraph Pipeline();
+  TaskGraph RoundRobin(const std::vector<SimStage>& backward);
   TaskGraph Zero();
 
  private:
@@ -164,10 +167,9 @@ class Builder {
 
 TaskGraph Builder::Pipeline() {
   const bool resident = c_.schedule == Schedule::kResident;
-  const bool rr = c_.schedule == Schedule::kRoundRobin;
-  auto gpu_of = [&](int stage, bool bwd) {
-    const int job = bwd && rr ? 2 * s_ - 1 - stage : stage;
-    return order_[job % static_cast<int>(order_.size())];
+  // mobius and resident: stage s on order[s mod N] in both passes (roundrobin: RoundRobin()).
+  auto gpu_of = [&](int stage, bool /*bwd*/) {
+    return order_[stage % static_cast<int>(order_.size())];
   };
   std::vector<std::vector<std::vector<int>>> releases(n_);  // per GPU, per slot
   std::vector<std::vector<int>> fwd(s_, std::vector<int>(mb_, -1)), bwd = fwd, ckpt = fwd;
@@ -259,6 +261,93 @@ TaskGraph Builder::Pipeline() {
   return std::move(g_);
 }
 
+TaskGraph Builder::RoundRobin(const std::vector<SimStage>& bst) {
+  const int sf = s_, sb = static_cast<int>(bst.size());
+  const int n = static_cast<int>(order_.size());
+  auto gpu_of_pass = [&](int pass) { return order_[pass % n]; };
+  std::vector<std::vector<std::vector<int>>> releases(n_);  // per GPU, per slot
+  auto upload = [&](int gpu, const SimStage& st, int stage, bool back) {
+    std::vector<int> deps;
+    const auto& rel = releases[gpu];
+    if (rel.size() >= 2) deps = rel[rel.size() - 2];
+    return Bulk(TaskKind::kWeightUpload, Direction::kH2D, gpu, st.weight_bytes,
+                m_.gpus[gpu].h2d_path, deps, stage, back,
+                absl::StrCat(back ? "B" : "F", " weights s", stage));
+  };
+  // Units where a checkpoint is needed: the input of every backward stage but the first (and of
+  // every forward stage, which the next forward stage receives through it).
+  std::vector<int64_t> ckpt_bytes_at;  // by unit; 0 = no checkpoint there
+  int num_units = 0;
+  for (const SimStage& st : st_) num_units = std::max(num_units, st.unit_end);
+  ckpt_bytes_at.assign(num_units + 1, 0);
+  for (int s = 1; s < sf; ++s) ckpt_bytes_at[st_[s].unit_begin] = st_[s].input_bytes;
+  for (int b = 1; b < sb; ++b) ckpt_bytes_at[bst[b].unit_begin] = bst[b].input_bytes;
+  // [unit][mb]: the D2H task that put the unit's input in host memory; fwd_of_unit: the forward
+  // compute that produced it.
+  std::vector<std::vector<int>> ckpt(num_units + 1, std::vector<int>(mb_, -1));
+  std::vector<std::vector<int>> fwd(sf, std::vector<int>(mb_, -1));
+  std::vector<int> fstage_of_unit(num_units, 0);
+
+  for (int s = 0; s < sf; ++s) {  // forward passes 0..S_F-1
+    const SimStage& st = st_[s];
+    for (int u = st.unit_begin; u < st.unit_end; ++u) fstage_of_unit[u] = s;
+    const int g = gpu_of_pass(s);
+    std::vector<int> w = upload(g, st, s, false);
+    for (int mb = 0; mb < mb_; ++mb) {
+      std::vector<int> deps = w;
+      if (s > 0) {
+        deps.push_back(Move(TaskKind::kActivation, gpu_of_pass(s - 1), g, st.input_bytes,
+                            fwd[s - 1][mb], ckpt[st.unit_begin][mb], s, mb, false,
+                            absl::StrCat("F act s", s - 1, "->", s)));
+      }
+      fwd[s][mb] = Compute(g, st.forward_seconds + (mb == 0 ? st.overhead_seconds : 0), deps, s, mb,
+                           false, absl::StrCat("F s", s, " mb", mb));
+      for (int u = st.unit_begin + 1; u <= st.unit_end && u < num_units; ++u) {
+        if (ckpt_bytes_at[u] <= 0) continue;
+        ckpt[u][mb] = Add(
+            Xfer(TaskKind::kCheckpoint, Direction::kD2H, g, ckpt_bytes_at[u], m_.gpus[g].d2h_path,
+                 {fwd[s][mb]}, s, mb, false, absl::StrCat("F ckpt u", u, " mb", mb)),
+            kClassActivation);
+      }
+    }
+    releases[g].push_back({fwd[s][mb_ - 1]});
+  }
+  std::vector<std::vector<int>> bwd(sb, std::vector<int>(mb_, -1));
+  for (int b = sb - 1; b >= 0; --b) {  // backward passes S_F..S_F+S_B-1
+    const SimStage& st = bst[b];
+    const int g = gpu_of_pass(sf + (sb - 1 - b));
+    std::vector<int> w = upload(g, st, b, true);
+    for (int mb = 0; mb < mb_; ++mb) {
+      std::vector<int> deps = w;
+      deps.push_back(fwd[fstage_of_unit[st.unit_end - 1]][mb]);  // its forward happened
+      if (st.input_bytes > 0) {
+        std::vector<int> src = ckpt[st.unit_begin][mb] >= 0
+                                   ? std::vector<int>{ckpt[st.unit_begin][mb]}
+                                   : std::vector<int>{};
+        deps.push_back(
+            Add(Xfer(TaskKind::kCheckpoint, Direction::kH2D, g, st.input_bytes, m_.gpus[g].h2d_path,
+                     src, b, mb, true, absl::StrCat("B ckpt s", b, " mb", mb)),
+                kClassActivation));
+      }
+      if (b + 1 < sb) {
+        const int q = gpu_of_pass(sf + (sb - 2 - b));
+        deps.push_back(Move(TaskKind::kActivation, q, g, bst[b + 1].input_bytes, bwd[b + 1][mb], -1,
+                            b, mb, true, absl::StrCat("B grad s", b + 1, "->", b)));
+      }
+      bwd[b][mb] = Compute(g, st.backward_seconds + (mb == 0 ? st.overhead_seconds : 0), deps, b,
+                           mb, true, absl::StrCat("B s", b, " mb", mb));
+    }
+    std::vector<int> rel = {bwd[b][mb_ - 1]};
+    std::vector<int> gr =
+        Bulk(TaskKind::kGradientOffload, Direction::kD2H, g, st.gradient_bytes, m_.gpus[g].d2h_path,
+             {bwd[b][mb_ - 1]}, b, true, absl::StrCat("grads s", b));
+    rel.insert(rel.end(), gr.begin(), gr.end());
+    Optimizer(b, st.optimizer_seconds, gr);
+    releases[g].push_back(rel);
+  }
+  return std::move(g_);
+}
+
 TaskGraph Builder::Zero() {
   bool nvlink_all = n_ > 1;
   for (int a = 0; a < n_; ++a) {
@@ -338,6 +427,15 @@ std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem) {
   return StagesOf(problem, r);
 }
 
+std::vector<SimStage> MakeZeroSimStages(const PartitionProblem& problem,
+                                        int64_t gradient_bytes_per_parameter) {
+  std::vector<SimStage> stages = MakeUnitSimStages(problem);
+  for (SimStage& st : stages) {
+    st.gradient_bytes = st.gradient_bytes / std::max<int64_t>(gradient_bytes_per_parameter, 1) * 2;
+  }
+  return stages;
+}
+
 absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
                                          const std::vector<SimStage>& stages,
                                          const SimConfig& config) {
@@ -357,8 +455,38 @@ absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
       order.push_back(pos);
     }
   }
-  Builder b(machine, stages, config, std::move(order));
-  return config.schedule == Schedule::kZeroOffload ? b.Zero() : b.Pipeline();
+  if (config.schedule != Schedule::kRoundRobin) {
+    Builder b(machine, stages, config, std::move(order));
+    return config.schedule == Schedule::kZeroOffload ? b.Zero() : b.Pipeline();
+  }
+  // Hand-built stages without unit ranges: one unit each (only meaningful without a separate
+  // backward partition).
+  std::vector<SimStage> forward = stages;
+  bool unnamed = true;
+  for (const SimStage& s : forward) unnamed = unnamed && s.unit_end == 0;
+  if (unnamed) {
+    for (size_t s = 0; s < forward.size(); ++s) {
+      forward[s].unit_begin = static_cast<int>(s);
+      forward[s].unit_end = static_cast<int>(s) + 1;
+    }
+  }
+  const std::vector<SimStage>& backward =
+      config.backward_stages.empty() ? forward : config.backward_stages;
+  auto covered = [](const std::vector<SimStage>& v) {
+    int next = 0;
+    for (const SimStage& s : v) {
+      if (s.unit_begin != next || s.unit_end <= s.unit_begin) return -1;
+      next = s.unit_end;
+    }
+    return next;
+  };
+  const int units = covered(forward);
+  if (units < 0 || covered(backward) != units) {
+    return absl::InvalidArgumentError(
+        "roundrobin: forward and backward stages must each cover the same units contiguously");
+  }
+  Builder b(machine, forward, config, std::move(order));
+  return b.RoundRobin(backward);
 }
 
 }  // namespace mobius::planner::sim

@@ -13,10 +13,18 @@
 //               from stage s+1 (host-staged or P2P), compute (recompute included), and after the
 //               last microbatch offload the gradients (D2H); the CPU optimizer of the stage runs as
 //               soon as they are in host memory, or, with paper_barrier, all after the backward.
-//   roundrobin  RoundPipe: stages are not bound. The 2S stage passes (forward 0..S-1, backward
-//               S-1..0) form one stream assigned round-robin: pass j -> gpu_order[j mod N]
-//               (the next free GPU when passes cost the same); optimizer overlapped. Same
-//               partition for both passes (a separate backward partition is not modelled).
+//   roundrobin  RoundPipe: stages are not bound to GPUs. The S_F forward stage passes (0..S_F-1)
+//               and then the S_B backward stage passes (S_B-1..0) form one stream assigned
+//               round-robin: pass j -> gpu_order[j mod N] (the next free GPU when passes cost the
+//               same). Forward and backward have their own partitions (SimConfig::
+//               backward_stages; empty = the forward stages for both). A GPU holds two passes (the
+//               computing one and the prefetched next) like mobius. Forward: besides its output,
+//               a forward stage offloads (D2H) the activation at every backward-stage boundary
+//               inside it, the checkpoint a backward stage starting there recomputes from.
+//               Backward stage b reloads its input checkpoint, receives the output gradient from
+//               backward stage b+1 (host-staged or P2P), computes (recompute included), offloads
+//               its gradients; its CPU optimizer runs as soon as they are in host memory
+//               (overlapped). Backward-stage optimizer time is its share of weight bytes.
 //   resident    no swapping: weights stay on the GPUs (no uploads, no gradient offload, optimizer
 //               on the GPU, not modelled); checkpoints stay on the GPU; only boundary activations
 //               move between GPUs.
@@ -57,6 +65,8 @@ struct SimStage {
   int64_t gradient_bytes = 0;   // bf16, offloaded once per step
   int64_t input_bytes = 0;      // per microbatch: activation entering the stage (and its gradient)
   double optimizer_seconds = 0; // CPU Adam for the stage's parameters
+  int unit_begin = 0;           // the stage's layer units [unit_begin, unit_end) (roundrobin
+  int unit_end = 0;             // matches checkpoints to backward stages by unit)
 };
 
 // Stages of a partition: sums over units; input_bytes = problem.boundary_bytes except stage 0
@@ -65,6 +75,11 @@ struct SimStage {
 std::vector<SimStage> MakeSimStages(const PartitionProblem& problem, const Partition& partition);
 // One stage per unit (the ZeRO model's layer granularity).
 std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem);
+// The ZeRO-offload reference's stages: one per unit, with the gradients DeepSpeed moves to the
+// host in bf16 (2 bytes/parameter) whatever the problem's gradient dtype
+// (`gradient_bytes_per_parameter`, Profile's: 4 for our runtime's fp32 gradients).
+std::vector<SimStage> MakeZeroSimStages(const PartitionProblem& problem,
+                                        int64_t gradient_bytes_per_parameter);
 
 struct SimConfig {
   Schedule schedule = Schedule::kMobius;
@@ -73,9 +88,13 @@ struct SimConfig {
   bool paper_barrier = false;   // mobius/roundrobin: optimizer after the whole backward
   bool zero_optimizer_barrier = true;  // zero: optimizer after the backward (DeepSpeed)
   int64_t chunk_bytes = int64_t{256} << 20;  // weight/gradient copies in chunks; 0 = whole
+  // roundrobin only: the backward partition's stages (MakeSimStages of it), covering the same
+  // units as the forward stages. Empty: the forward stages in both passes.
+  std::vector<SimStage> backward_stages;
 };
 
-// INVALID_ARGUMENT for no stages, M < 1, or a gpu_order entry not in the machine.
+// INVALID_ARGUMENT for no stages, M < 1, a gpu_order entry not in the machine, or backward stages
+// that do not cover the forward stages' units.
 absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
                                          const std::vector<SimStage>& stages,
                                          const SimConfig& config);

@@ -137,7 +137,9 @@ absl::StatusOr<SimResult> Simulate(const SimMachine& machine, const std::vector<
                        r.engine.links[l].busy_seconds});
   }
   GpuMetrics(machine, r);
-  StageMetrics(machine, r, static_cast<int>(stages.size()));
+  // roundrobin with a backward partition: backward_* fields of StageTiming k are backward stage k.
+  StageMetrics(machine, r,
+               static_cast<int>(std::max(stages.size(), config.backward_stages.size())));
   return r;
 }
 

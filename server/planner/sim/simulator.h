@@ -38,6 +38,8 @@ struct LinkStats {
   double busy_seconds = 0;
 };
 
+// roundrobin with a separate backward partition: forward_* describe forward stage `stage`,
+// backward_* backward stage `stage` (max(S_F, S_B) entries; unused halves stay 0 / -1).
 struct StageTiming {
   int stage = 0;
   int forward_gpu = -1, backward_gpu = -1;  // topology GPU indices

@@ -24,18 +24,20 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   ASSERT_TRUE(map.ok());
   const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, microbatches);
 
-  // 16 tokens per microbatch. Host: 16 B x 210240 params; checkpoints: stage 0 input = token ids
-  // 4 x 16 x 4 microbatches = 256, stage 1 input = hidden 128 x 16 x 4 = 8192.
-  EXPECT_EQ(e.host_model_state_bytes, 16 * 210240);
+  // 16 tokens per microbatch. Host: 18 B x 210240 params (bf16 weights 2 + fp32 gradients 4 +
+  // master and moments 12); checkpoints: stage 0 input = token ids 4 x 16 x 4 microbatches = 256,
+  // stage 1 input = hidden 128 x 16 x 4 = 8192.
+  EXPECT_EQ(e.host_model_state_bytes, 18 * 210240);
   EXPECT_EQ(e.host_activation_bytes, 256 + 8192);
-  EXPECT_EQ(e.host_bytes, 3363840 + 8448);
-  EXPECT_EQ(e.pinned_bytes, 4 * 210240 + 8448);
+  EXPECT_EQ(e.host_bytes, 3784320 + 8448);
+  EXPECT_EQ(e.pinned_bytes, 6 * 210240 + 8448);
 
-  // GPU: slot = weights + gradients (bf16 each) + per unit (input + saved) for one microbatch.
+  // GPU: slot = weights (bf16) + gradients (fp32, what the runtime keeps) + per unit (input +
+  // saved) for one microbatch.
   // Block saved = 1688 B/token (see profile_test), input 128 B/token; embedding input 4 B/token.
   const int64_t block_act = (128 + 1688) * 16;
-  const int64_t slot0 = 2 * 2 * (64000 + 41088) + 4 * 16 + block_act;
-  const int64_t slot1 = 2 * 2 * (41088 + 64064) + block_act + (128 + /*head saved*/ 0) * 16 +
+  const int64_t slot0 = (2 + 4) * (64000 + 41088) + 4 * 16 + block_act;
+  const int64_t slot1 = (2 + 4) * (41088 + 64064) + block_act + (128 + /*head saved*/ 0) * 16 +
                         prof->units[3].saved_activation_bytes;
   // Reserved: 1 GiB margin + workspace 64 MiB + 2 x 16 tokens x max(C, I) x 2 bytes.
   const int64_t reserved = (int64_t{1} << 30) + (int64_t{64} << 20) + 2 * 16 * 128 * 2;
@@ -45,6 +47,15 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(e.gpu_capacity_bytes, int64_t{24850752} * 1024);
   // Head saved bytes per token: final norm out 64 x 2 + rstd 4 + logits 1000 x 4 + labels 4.
   EXPECT_EQ(prof->units[3].saved_activation_bytes, (128 + 4 + 4000 + 4) * 16);
+
+  // bf16 gradients (the paper's accounting): 16 bytes/parameter on the host, 4 pinned.
+  AnalyticOptions bf16;
+  bf16.gradient_bytes_per_parameter = 2;
+  absl::StatusOr<Profile> prof16 = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), bf16);
+  ASSERT_TRUE(prof16.ok());
+  const MemoryEstimate e16 = EstimateMemory(m, *prof16, *p, *part, *map, microbatches);
+  EXPECT_EQ(e16.host_model_state_bytes, 16 * 210240);
+  EXPECT_EQ(e16.pinned_bytes, 4 * 210240 + 8448);
 }
 
 }  // namespace

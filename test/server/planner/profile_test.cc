@@ -32,7 +32,8 @@ TEST(AnalyticProfile, TinyLlamaByHand) {
   EXPECT_EQ(p->units[0].parameter_bytes, 2 * 64000);
   EXPECT_EQ(p->units[1].parameter_bytes, 2 * 41088);
   EXPECT_EQ(p->units[3].parameter_bytes, 2 * 64064);
-  EXPECT_EQ(p->units[1].gradient_bytes, 2 * 41088);
+  EXPECT_EQ(p->units[1].gradient_bytes, 4 * 41088);  // fp32 gradients (the runtime)
+  EXPECT_EQ(p->gradient_bytes_per_parameter, 4);
   EXPECT_EQ(p->units[0].boundary_bytes, 4 * 16);    // token ids
   EXPECT_EQ(p->units[1].boundary_bytes, 128 * 16);  // bf16 hidden state
   // Block saved bytes per token: bf16 {norm1 C, q, k, v, attn out, residual C, norm2 C} = 7*64,

@@ -2,6 +2,7 @@
 // the comparison table is complete, and bad input fails with numbers and a fix.
 #include "server/planner/api/make_plan.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -87,7 +88,9 @@ TEST(MakePlan, PaperTestbedLlama7bMobius) {
   EXPECT_GE(stage_bytes, 2 * r->parameters);
   EXPECT_GT(r->plan.memory.max_gpu_bytes, 0);
   EXPECT_LE(r->plan.memory.max_gpu_bytes, r->plan.memory.gpu_capacity_bytes);
-  EXPECT_EQ(r->plan.memory.host_model_state_bytes, 16 * r->parameters);
+  // bf16 weights 2 + fp32 gradients 4 (what the runtime keeps) + master and Adam moments 12.
+  EXPECT_EQ(r->plan.memory.host_model_state_bytes, 18 * r->parameters);
+  EXPECT_EQ(r->gradient_bytes_per_parameter, 4);
   EXPECT_GT(r->plan.memory.pinned_bytes, 0);
   EXPECT_EQ(r->host_memory_available_bytes, int64_t{2} * 824633720832);
 
@@ -107,9 +110,10 @@ TEST(MakePlan, ComparisonTableHasEveryAlternative) {
   auto r = MakePlan(m, f.topology, f.facts, Job(4, 1, 512), o);
   ASSERT_TRUE(r.ok()) << r.status();
   const std::vector<std::pair<std::string, std::string>> expected = {
-      {"partitioner", "exact"}, {"partitioner", "mip"},       {"partitioner", "uniform"},
-      {"mapper", "cross"},      {"mapper", "sequential"},     {"schedule", "mobius"},
-      {"schedule", "roundrobin"}, {"schedule", "resident"}, {"schedule", "zero"}};
+      {"partitioner", "exact"},   {"partitioner", "mip"},    {"partitioner", "uniform"},
+      {"mapper", "cross"},        {"mapper", "sequential"},  {"schedule", "mobius"},
+      {"schedule", "roundrobin"}, {"schedule", "rr-shared"}, {"schedule", "resident"},
+      {"schedule", "zero"}};
   EXPECT_EQ(r->alternatives.size(), expected.size());
   for (const auto& [dim, name] : expected) {
     const Alternative* a = Row(*r, dim, name);
@@ -175,6 +179,86 @@ TEST(MakePlan, SmallModelOtherSchedulesSubsetAndTrace) {
       EXPECT_TRUE(p.gpu == 0 || p.gpu == 1 || p.gpu == 4 || p.gpu == 5) << p.gpu;
     }
   }
+}
+
+// The round-robin schedule's plan carries separate forward and backward partitions that each cover
+// the model and fit the GPUs; backward stages (~3x the compute) hold fewer units.
+TEST(MakePlan, RoundRobinHasSeparateForwardAndBackwardPartitions) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("llama-2-7b.json");
+  PlanOptions o;
+  o.schedule = "roundrobin";
+  o.mip_time_limit_seconds = 0.3;
+  auto r = MakePlan(m, f.topology, f.facts, Job(16, 1, 2048), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Plan& p = r->plan;
+  ASSERT_TRUE(p.round_robin.has_value());
+  const RoundRobinPartition& rr = *p.round_robin;
+  EXPECT_EQ(p.partition.stages, rr.forward.stages);
+  for (const Partition* part : {&rr.forward, &rr.backward}) {
+    int next = 0;
+    for (const StageRange& s : part->stages) {
+      EXPECT_EQ(s.begin, next);
+      next = s.end;
+    }
+    EXPECT_EQ(next, m.num_units());
+    for (const StageCost& c : part->costs) {
+      EXPECT_LE(c.memory_bytes, p.memory.gpu_capacity_bytes);
+    }
+  }
+  EXPECT_GE(rr.backward.num_stages(), rr.forward.num_stages());
+  EXPECT_LE(p.memory.max_gpu_bytes, p.memory.gpu_capacity_bytes);
+  EXPECT_EQ(p.num_passes(), rr.forward.num_stages() + rr.backward.num_stages());
+  EXPECT_EQ(p.PassAt(0).backward, false);
+  EXPECT_EQ(p.PassAt(p.num_passes() - 1).backward, true);
+  EXPECT_EQ(p.PassAt(p.num_passes() - 1).stage, 0);
+  EXPECT_DOUBLE_EQ(r->objective_seconds, rr.objective_seconds);
+  EXPECT_EQ(r->backward_stage_parameter_bytes.size(), rr.backward.stages.size());
+  // Every forward and backward stage start (but unit 0) is checkpointed.
+  for (const StageRange& s : rr.backward.stages) {
+    if (s.begin == 0) continue;
+    const std::vector<int> ck = p.CheckpointUnits();
+    EXPECT_TRUE(std::find(ck.begin(), ck.end(), s.begin) != ck.end()) << s.begin;
+  }
+  // The table compares it with one shared partition and with mobius.
+  const Alternative* own = Row(*r, "schedule", "roundrobin");
+  const Alternative* shared = Row(*r, "schedule", "rr-shared");
+  ASSERT_TRUE(own && shared && Row(*r, "schedule", "mobius"));
+  EXPECT_TRUE(own->chosen);
+  EXPECT_THAT(own->note, HasSubstr("bwd stages"));
+  EXPECT_LE(own->objective_seconds, shared->objective_seconds + 1e-9);
+  EXPECT_EQ(own->num_stages, p.num_passes());
+}
+
+// A measured profile replaces the analytic one: the report says so, and a profile for another
+// model or shape is rejected with the numbers.
+TEST(MakePlan, MeasuredProfileIsUsedAndChecked) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("gpt2.json");
+  absl::StatusOr<Profile> measured = AnalyticProfile(m, {1, 512}, Rtx3090Spec());
+  ASSERT_TRUE(measured.ok());
+  measured->source = "measured";
+  measured->device = "cpu";
+  for (UnitProfile& u : measured->units) u.backward_seconds *= 2;
+  PlanOptions o;
+  o.compare = false;
+  o.profile = *measured;
+  auto r = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->profile_source, "measured");
+  EXPECT_EQ(r->device, "cpu");
+  PlanOptions analytic;
+  analytic.compare = false;
+  auto a = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), analytic);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->profile_source, "analytic");
+  EXPECT_GT(r->step_seconds, a->step_seconds);  // slower backward measured
+  auto wrong_shape = MakePlan(m, f.topology, f.facts, Job(8, 1, 256), o);
+  EXPECT_EQ(wrong_shape.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong_shape.status().message(), HasSubstr("seq 512"));
+  auto wrong_model = MakePlan(LoadModel("llama-2-7b.json"), f.topology, f.facts, Job(8, 1, 512), o);
+  EXPECT_EQ(wrong_model.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong_model.status().message(), HasSubstr("another model"));
 }
 
 TEST(MakePlan, CrossEqualsSequentialWithoutSharedUplinks) {

@@ -79,7 +79,8 @@ Comparison Compare(const Fixture& f, const DeviceSpec& device, int microbatches,
   absl::StatusOr<SimResult> mob = Simulate(*machine, MakeSimStages(*p, *part), c);
   c.schedule = Schedule::kZeroOffload;
   c.gpu_order.clear();
-  absl::StatusOr<SimResult> zero = Simulate(*machine, MakeUnitSimStages(*p), c);
+  absl::StatusOr<SimResult> zero =
+      Simulate(*machine, MakeZeroSimStages(*p, prof->gradient_bytes_per_parameter), c);
   EXPECT_TRUE(mob.ok() && zero.ok());
   ExpectInvariants(*mob);
   ExpectInvariants(*zero);

@@ -178,6 +178,40 @@ TEST(Simulator, MobiusNeverHoldsMoreThanTwoStagesAndTracesParse) {
   }
 }
 
+// Round-robin with separate partitions: forward one stage F0 = units [0, 2) (2 s, 1 GB weights);
+// backward B0 = [0, 1), B1 = [1, 2) (2 s each, 1 GB weights; B1's input 0.5 GB). Two GPUs with
+// own 1 GB/s links, M = 1. Passes: F0 -> gpu0, B1 -> gpu1, B0 -> gpu0.
+//   gpu0 h2d: F0 w [0,1], B0 w [1,2]; compute F0 [1,3]; d2h: checkpoint of unit 1 [3,3.5]
+//   gpu1 h2d: B1 w [0,1], B1 checkpoint [3.5,4]; compute B1 [4,6]; d2h: B1's input grad [6,6.5]
+//   gpu0 h2d: the gradient [6.5,7]; compute B0 [7,9]  -> step 9
+TEST(Simulator, RoundRobinSeparateBackwardPartition) {
+  const SimMachine m = HandMachine(2, 1e9);
+  const std::vector<SimStage> forward = {{2, 0, 0, int64_t{1'000'000'000}, 0, 0, 0, 0, 2}};
+  SimConfig c = Config(Schedule::kRoundRobin, 1);
+  c.backward_stages = {{0, 2, 0, int64_t{1'000'000'000}, 0, 0, 0, 0, 1},
+                       {0, 2, 0, int64_t{1'000'000'000}, 0, 500'000'000, 0, 1, 2}};
+  absl::StatusOr<SimResult> r = Simulate(m, forward, c);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectInvariants(*r);
+  EXPECT_NEAR(r->step_seconds, 9, kEps);
+  ASSERT_EQ(r->stages.size(), 2u);
+  EXPECT_EQ(r->stages[0].forward_gpu, 0);
+  EXPECT_NEAR(r->stages[0].forward_end, 3, kEps);
+  EXPECT_EQ(r->stages[1].backward_gpu, 1);
+  EXPECT_NEAR(r->stages[1].backward_start, 4, kEps);
+  EXPECT_EQ(r->stages[0].backward_gpu, 0);
+  EXPECT_NEAR(r->stages[0].backward_start, 7, kEps);
+  EXPECT_EQ(r->weight_upload_bytes, int64_t{3'000'000'000});
+  // The internal checkpoint went D2H once and came back once; the gradient crossed once each way.
+  EXPECT_EQ(r->d2h_bytes, int64_t{1'000'000'000});
+  EXPECT_EQ(r->h2d_bytes, int64_t{4'000'000'000});
+  for (const GpuStats& g : r->gpus) EXPECT_LE(g.max_resident_stages, 2);
+
+  // Backward stages that do not cover the forward's units.
+  c.backward_stages.pop_back();
+  EXPECT_EQ(Simulate(m, forward, c).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(Simulator, BadInput) {
   const SimMachine m = HandMachine(1, 1e9);
   EXPECT_EQ(Simulate(m, {}, {}).status().code(), absl::StatusCode::kInvalidArgument);

@@ -1,0 +1,117 @@
+#include "worker/profile/profile_command.h"
+
+#include <iostream>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "common/model/model_config_parse.h"
+#include "server/planner/profile_io/profile_cache.h"
+#include "server/planner/profile_io/profile_json.h"
+#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/checkpoint/worker_flags.h"
+#include "worker/profile/profile_flags.h"
+#include "worker/profile/unit_profiler.h"
+
+namespace mobius::profile {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailure = 1;
+constexpr int kExitUsage = 2;
+
+int Usage(const std::string& message) {
+  std::cerr << "mobius-worker profile: " << message << "\nusage: " << kProfileUsage << "\n";
+  return kExitUsage;
+}
+
+int Fail(const absl::Status& s) {
+  std::cerr << "mobius-worker profile: " << s.message() << "\n";
+  return kExitFailure;
+}
+
+// The CPU backend's factory: one capped CpuBackend per (emulated) device.
+BackendFactory CpuFactory(uint64_t capacity_bytes, int threads) {
+  return [capacity_bytes, threads](int) -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
+    backend::CpuBackendOptions o;
+    o.backend.capacity_bytes = capacity_bytes;
+    o.blas_threads = threads;
+    o.op_threads = threads;
+    auto b = backend::CpuBackend::Create(o);
+    if (!b.ok()) return b.status();
+    return std::unique_ptr<backend::Backend>(std::move(*b));
+  };
+}
+
+}  // namespace
+
+int RunProfileCommand(const std::vector<std::string>& args) {
+  if (args.size() != 2) return Usage("unexpected positional arguments");
+  const std::string model_path = absl::GetFlag(FLAGS_model);
+  if (model_path.empty()) return Usage("--model DIR|config.json is required");
+  const int64_t microbatch = std::max<int64_t>(absl::GetFlag(FLAGS_microbatch), 1);
+  const int64_t seq = absl::GetFlag(FLAGS_seq);
+  if (seq < 1) return Usage(absl::StrCat("--seq must be >= 1 (got ", seq, ")"));
+  ProfilerOptions o;
+  o.warmup = absl::GetFlag(FLAGS_profile_warmup);
+  o.repetitions = absl::GetFlag(FLAGS_profile_repetitions);
+  o.num_devices = absl::GetFlag(FLAGS_devices);
+  o.measure_links = absl::GetFlag(FLAGS_links);
+  const int64_t copy_mib = absl::GetFlag(FLAGS_copy_mib);
+  if (o.warmup < 0 || o.repetitions < 1 || o.num_devices < 1 || copy_mib < 1) {
+    return Usage(
+        "--profile_warmup >= 0, --profile_repetitions >= 1, --devices >= 1 and "
+        "--copy_mib >= 1 are required");
+  }
+  o.copy_bytes = static_cast<uint64_t>(copy_mib) << 20;
+  const std::string backend_name = absl::GetFlag(FLAGS_backend);
+  if (backend_name != "cpu") {
+    return Usage(absl::StrCat("--backend ", backend_name,
+                              ": only cpu can be profiled in this build (the CUDA backend plugs "
+                              "in through unit_profiler.h's BackendFactory)"));
+  }
+  int threads = absl::GetFlag(FLAGS_threads);
+  if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
+
+  absl::StatusOr<model::ModelConfig> config = model::LoadModelConfig(model_path);
+  if (!config.ok()) return Usage(std::string(config.status().message()));
+  absl::StatusOr<model::ModelDescription> model = model::DescribeModel(*config);
+  if (!model.ok()) return Usage(std::string(model.status().message()));
+  if (seq > config->max_position_embeddings) {
+    return Usage(absl::StrCat("--seq ", seq, " exceeds the model's max_position_embeddings ",
+                              config->max_position_embeddings));
+  }
+  const planner::MicrobatchShape shape{microbatch, seq};
+  const std::string device_name = "cpu";
+  absl::StatusOr<std::string> dir = planner::ResolveProfileCacheDir(absl::GetFlag(FLAGS_cache_dir));
+  if (!dir.ok()) return Fail(dir.status());
+  const std::string key = planner::ProfileCacheKey(
+      planner::ModelConfigHash(*config), shape, backend_name, device_name, planner::BuildVersion());
+  const std::string path = planner::ProfileCachePath(*dir, key);
+
+  std::optional<planner::MeasuredProfile> profile;
+  bool cached = false;
+  if (!absl::GetFlag(FLAGS_refresh)) {
+    absl::StatusOr<std::optional<planner::MeasuredProfile>> hit =
+        planner::LookupCachedProfile(*dir, key);
+    if (!hit.ok()) return Fail(hit.status());
+    profile = *std::move(hit);
+    cached = profile.has_value();
+  }
+  if (!profile.has_value()) {
+    absl::StatusOr<planner::MeasuredProfile> m =
+        MeasureProfile(*model, shape, CpuFactory(absl::GetFlag(FLAGS_device_memory_bytes), threads),
+                       backend_name, device_name, planner::BuildVersion(), o);
+    if (!m.ok()) return Fail(m.status());
+    if (absl::Status s = planner::WriteProfileFile(path, *m); !s.ok()) return Fail(s);
+    profile = *std::move(m);
+  }
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (!out.empty()) {
+    if (absl::Status s = planner::WriteProfileFile(out, *profile); !s.ok()) return Fail(s);
+  }
+  std::cout << "profile: " << path << " (" << (cached ? "cached" : "measured") << ")\n";
+  return kExitOk;
+}
+
+}  // namespace mobius::profile
