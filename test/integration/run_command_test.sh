@@ -13,9 +13,9 @@ cd "$TMP"
 "$BIN/mobius-worker" init-model --family gpt2 --preset tiny --vocab 700 --layers 4 --out model >/dev/null 2>&1
 python3 -c 'import json; print(json.dumps({"text": open("/usr/share/common-licenses/GPL-2").read()}))' >d.jsonl
 "$BIN/mobius" tokenize d.jsonl d.tok --tokenizer "$SRC/test/data/tokenizers/gpt2" >/dev/null
-spec() {  # name steps gpus
-  printf 'name: %s\nmodel_dir: model\ndataset: {path: d.tok}\ntraining: {steps: %s, global_batch: 4, microbatch: 2, seq_len: 32, lr: 1e-3}\nresources: {gpus: %s}\nplan: {stages: 4}\n' \
-    "$1" "$2" "$3" >"$1.yaml"
+spec() {  # name steps gpus [plan]
+  printf 'name: %s\nmodel_dir: model\ndataset: {path: d.tok}\ntraining: {steps: %s, global_batch: 4, microbatch: 2, seq_len: 32, lr: 1e-3}\nresources: {gpus: %s}\nplan: {%s}\n' \
+    "$1" "$2" "$3" "${4:-stages: 4}" >"$1.yaml"
 }
 FIX=$SRC/test/data/topology/paper_testbed_2s_2sw_8x3090.xml
 
@@ -26,6 +26,15 @@ spec short 3 2
 grep -q "done: 3 steps" out.txt || fail "no summary"
 [[ -f mobius-run-short/checkpoints/checkpoint-00000003/DONE ]] || fail "no checkpoint"
 echo "ok: mobius run completed 3 steps with a checkpoint"
+
+# The round-robin schedule (separate forward/backward partitions) gives the same losses.
+spec rr 3 2 "schedule: roundrobin"
+"$BIN/mobius" run rr.yaml --topology-file "$FIX" --link-scale 0.05 >out_rr.txt 2>err_rr.txt ||
+  { cat out_rr.txt err_rr.txt; fail "roundrobin run failed"; }
+losses() { grep -o "loss [0-9.]*" "$1"; }
+[[ "$(losses out_rr.txt)" == "$(losses out.txt)" ]] ||
+  { paste <(losses out.txt) <(losses out_rr.txt); fail "roundrobin losses differ from mobius"; }
+echo "ok: mobius run with schedule roundrobin: same losses as the mobius schedule"
 
 spec long 100000 2
 "$BIN/mobius" run long.yaml --topology-file "$FIX" --link-scale 0.05 >out2.txt 2>err2.txt &
