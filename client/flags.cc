@@ -4,6 +4,20 @@
 
 ABSL_FLAG(std::string, socket, "",
           "mobiusd's unix socket (default: $MOBIUS_SOCKET, else /run/mobius/mobiusd.sock).");
+ABSL_FLAG(std::string, daemon, "",
+          "Where mobiusd listens: a unix socket path (or unix:PATH), or tcp://HOST:PORT for its "
+          "TLS port (default: $MOBIUS_DAEMON, else --socket / $MOBIUS_SOCKET).");
+ABSL_FLAG(std::string, tls_ca, "",
+          "tcp://: PEM CA bundle that signed the daemon's certificate (default: the system's CAs).");
+ABSL_FLAG(std::string, tls_cert, "",
+          "tcp://: client certificate (PEM) to authenticate with; its CN is your user name on the "
+          "server. Needs --tls_key.");
+ABSL_FLAG(std::string, tls_key, "", "tcp://: private key (PEM) of --tls_cert.");
+ABSL_FLAG(std::string, tls_server_name, "",
+          "tcp://: the name to expect in the daemon's certificate (default: the HOST of "
+          "--daemon).");
+ABSL_FLAG(std::string, token_file, "",
+          "tcp://: file holding your bearer token (mode 0600; default: $MOBIUS_TOKEN).");
 ABSL_FLAG(double, timeout_seconds, 10, "Deadline of each call to the daemon, in seconds.");
 ABSL_FLAG(bool, json, false, "Print machine-readable JSON instead of text.");
 ABSL_FLAG(bool, xml, false, "topo: print the topology as hwloc XML (lstopo --input can read it).");

@@ -9,6 +9,12 @@
 #include "absl/flags/declare.h"
 
 ABSL_DECLARE_FLAG(std::string, socket);
+ABSL_DECLARE_FLAG(std::string, daemon);
+ABSL_DECLARE_FLAG(std::string, tls_ca);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_server_name);
+ABSL_DECLARE_FLAG(std::string, token_file);
 ABSL_DECLARE_FLAG(double, timeout_seconds);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, xml);

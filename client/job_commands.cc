@@ -17,6 +17,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/strip.h"
+#include "client/daemon_channel.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
 #include "common/jobspec/yaml.h"
@@ -33,15 +34,22 @@ namespace mobius::cli {
 namespace {
 
 struct Connection {
-  std::string socket;
+  DaemonEndpoint endpoint;
   absl::Duration timeout;
+  absl::Status init;  // unusable TLS files
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::JobService::Stub> jobs;
   std::unique_ptr<v1::AdminService::Stub> admin;
   std::unique_ptr<v1::NodeService::Stub> node;
 
-  Connection(const JobCommandOptions& o) : socket(o.socket_path), timeout(o.timeout) {
-    channel = grpc::CreateChannel(absl::StrCat("unix:", socket), grpc::InsecureChannelCredentials());
+  Connection(const JobCommandOptions& o) : endpoint(o.daemon), timeout(o.timeout) {
+    absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeDaemonChannel(endpoint);
+    if (made.ok()) {
+      channel = *std::move(made);
+    } else {
+      init = made.status();
+      channel = grpc::CreateChannel("unix:/nonexistent", grpc::InsecureChannelCredentials());
+    }
     jobs = v1::JobService::NewStub(channel);
     admin = v1::AdminService::NewStub(channel);
     node = v1::NodeService::NewStub(channel);
@@ -49,9 +57,9 @@ struct Connection {
   void Deadline(grpc::ClientContext* ctx) const {
     ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
   }
-  absl::Status Check() const { return CheckDaemonSocket(socket); }
+  absl::Status Check() const { return init.ok() ? CheckDaemonSocket(endpoint) : init; }
   absl::Status Explain(const grpc::Status& g) const {
-    return ExplainDaemonError(FromGrpcStatus(g), socket, timeout);
+    return ExplainDaemonError(FromGrpcStatus(g), endpoint, timeout);
   }
 };
 

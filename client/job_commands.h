@@ -25,11 +25,12 @@
 #include <vector>
 
 #include "absl/time/time.h"
+#include "client/daemon_endpoint.h"
 
 namespace mobius::cli {
 
 struct JobCommandOptions {
-  std::string socket_path;
+  DaemonEndpoint daemon;       // unix socket or tcp:// (client/daemon_endpoint.h)
   absl::Duration timeout = absl::Seconds(10);  // per unary call; streams have none
   bool json = false;
   bool wait = false;

@@ -4,6 +4,8 @@
 //   mobius plan --model DIR [--topology-file FILE] [--batch --microbatch --seq --schedule
 //               --partitioner --mapper --gpus 0,1] [--json] [--trace out.json]
 //   mobius health                                         is the daemon serving?
+//   connection (every daemon verb): --socket PATH | --daemon tcp://HOST:PORT [--tls_ca --tls_cert
+//               --tls_key --tls_server_name --token_file] (client/daemon_endpoint.h)
 //   mobius submit|ls|describe|logs|watch|cancel|queue|node|drain|undrain|quota   jobs
 //                                                         (client/job_commands.h)
 //
@@ -44,14 +46,36 @@ constexpr char kUsage[] =
     "  node                       GPUs (free / used by which job), memory budgets\n"
     "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
     "  tokenize IN... OUT --tokenizer DIR  tokenize a dataset into a token file (no daemon)\n"
+    "Connection: --socket PATH (or $MOBIUS_SOCKET), or --daemon tcp://HOST:PORT (or\n"
+    "  $MOBIUS_DAEMON) with --tls_ca CA.pem and either --token_file FILE ($MOBIUS_TOKEN) or\n"
+    "  --tls_cert/--tls_key (a client certificate); TCP is always TLS.\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
     "4 daemon error.";
 
 absl::Duration Timeout() { return absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)); }
 
+// The daemon's address and credentials from the connection flags and environment.
+absl::StatusOr<mobius::cli::DaemonEndpoint> Endpoint() {
+  mobius::cli::EndpointFlags f;
+  f.daemon = absl::GetFlag(FLAGS_daemon);
+  f.socket = absl::GetFlag(FLAGS_socket);
+  f.tls_ca = absl::GetFlag(FLAGS_tls_ca);
+  f.tls_cert = absl::GetFlag(FLAGS_tls_cert);
+  f.tls_key = absl::GetFlag(FLAGS_tls_key);
+  f.tls_server_name = absl::GetFlag(FLAGS_tls_server_name);
+  f.token_file = absl::GetFlag(FLAGS_token_file);
+  return mobius::cli::ResolveDaemonEndpoint(f);
+}
+
+int EndpointError(const absl::Status& s) {
+  std::cerr << "mobius: " << s.message() << "\n";
+  return mobius::cli::kExitUsage;
+}
+
 int RunHealth() {
-  auto client = mobius::cli::DaemonClient::ForSocket(
-      mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket)), Timeout());
+  absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
+  if (!endpoint.ok()) return EndpointError(endpoint.status());
+  auto client = mobius::cli::DaemonClient::For(*endpoint, Timeout());
   absl::StatusOr<std::string> status = client->Health();
   if (!status.ok()) {
     std::cerr << "mobius health: " << status.status().message() << "\n";
@@ -65,7 +89,11 @@ int RunPlanCommand() {
   mobius::cli::PlanCommandOptions o;
   o.model = absl::GetFlag(FLAGS_model);
   o.topology_file = absl::GetFlag(FLAGS_topology_file);
-  o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+  if (o.topology_file.empty()) {
+    absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
+    if (!endpoint.ok()) return EndpointError(endpoint.status());
+    o.daemon = *std::move(endpoint);
+  }
   o.timeout = Timeout();
   o.batch = absl::GetFlag(FLAGS_batch);
   o.microbatch = absl::GetFlag(FLAGS_microbatch);
@@ -105,7 +133,11 @@ int main(int argc, char** argv) {
   if (args.size() == 3 && args[1] == "plan") {  // mobius plan JOB.yaml
     mobius::cli::PlanCommandOptions o;
     o.topology_file = absl::GetFlag(FLAGS_topology_file);
-    o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+    if (o.topology_file.empty()) {
+      absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
+      if (!endpoint.ok()) return EndpointError(endpoint.status());
+      o.daemon = *std::move(endpoint);
+    }
     o.timeout = Timeout();
     o.gpus = absl::GetFlag(FLAGS_gpus);
     o.json = absl::GetFlag(FLAGS_json);
@@ -130,7 +162,9 @@ int main(int argc, char** argv) {
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {
     mobius::cli::JobCommandOptions o;
-    o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+    absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
+    if (!endpoint.ok()) return EndpointError(endpoint.status());
+    o.daemon = *std::move(endpoint);
     o.timeout = Timeout();
     o.json = absl::GetFlag(FLAGS_json);
     o.wait = absl::GetFlag(FLAGS_wait);
@@ -149,7 +183,11 @@ int main(int argc, char** argv) {
   if (command == "topo") {
     mobius::cli::TopoOptions o;
     o.topology_file = absl::GetFlag(FLAGS_topology_file);
-    o.socket_path = mobius::cli::ResolveSocketPath(absl::GetFlag(FLAGS_socket));
+    if (o.topology_file.empty()) {
+      absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
+      if (!endpoint.ok()) return EndpointError(endpoint.status());
+      o.daemon = *std::move(endpoint);
+    }
     o.timeout = Timeout();
     o.json = absl::GetFlag(FLAGS_json);
     o.xml = absl::GetFlag(FLAGS_xml);

@@ -1,8 +1,18 @@
 #include "client/plan_command.h"
 
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <vector>
 
+#include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -13,11 +23,31 @@
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
 #include "server/planner/api/make_plan.h"
+#include "server/planner/measured_profile.h"
+#include "server/planner/profile_io/profile_cache.h"
 #include "server/rpc/topology_convert.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
 
+extern char** environ;
+
+// `mobius plan`'s profile flags. They live here rather than in client/flags.cc so that the plan
+// command owns them; PlanCommandOptions reads them as its defaults.
+ABSL_FLAG(std::string, profile, "analytic",
+          "plan: profile source: analytic (FLOPs / device spec), measured (mobius-worker profile, "
+          "cached) or a profile JSON file.");
+ABSL_FLAG(std::string, profile_cache_dir, "",
+          "plan: measured-profile cache directory; empty: $XDG_CACHE_HOME/mobius/profiles or "
+          "~/.cache/mobius/profiles.");
+ABSL_FLAG(std::string, worker_binary, "",
+          "plan: mobius-worker used for --profile=measured; empty: the one next to mobius.");
+
 namespace mobius::cli {
+
+std::string PlanProfileFlagDefault() { return absl::GetFlag(FLAGS_profile); }
+std::string PlanProfileCacheDirFlagDefault() { return absl::GetFlag(FLAGS_profile_cache_dir); }
+std::string PlanWorkerBinaryFlagDefault() { return absl::GetFlag(FLAGS_worker_binary); }
+
 namespace {
 
 using planner::PlanReport;
@@ -36,7 +66,7 @@ absl::StatusOr<Server> LoadServer(const PlanCommandOptions& o) {
     if (!loaded.ok()) return loaded.status();
     s.topology = std::move(loaded->topology);
   } else {
-    auto resp = DaemonClient::ForSocket(o.socket_path, o.timeout)->GetTopology(false);
+    auto resp = DaemonClient::For(o.daemon, o.timeout)->GetTopology(false);
     if (!resp.ok()) return resp.status();
     auto t = TopologyFromProto(resp->topology());
     if (!t.ok()) {
@@ -61,6 +91,105 @@ absl::StatusOr<std::vector<int>> ParseGpus(const std::string& text) {
     gpus.push_back(g);
   }
   return gpus;
+}
+
+// Where the profile came from, for the output.
+struct ProfileChoice {
+  std::optional<planner::Profile> profile;  // nullopt: analytic
+  std::string path;                         // the measured profile's file
+  std::string backend;
+};
+
+std::string WorkerBinary(const PlanCommandOptions& o) {
+  if (!o.worker_binary.empty()) return o.worker_binary;
+  std::error_code ec;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "mobius-worker";
+  return (self.parent_path() / "mobius-worker").string();
+}
+
+// Runs `mobius-worker profile` for the job's shape; it answers from the cache or measures. The
+// profile comes back through a temporary --out file.
+absl::StatusOr<planner::MeasuredProfile> RunWorkerProfile(const PlanCommandOptions& o,
+                                                          std::string* cache_path) {
+  const std::string worker = WorkerBinary(o);
+  if (::access(worker.c_str(), X_OK) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "--profile=measured needs mobius-worker, not found at ", worker,
+        "; build it next to mobius, pass --worker_binary, or use --profile=analytic or a file"));
+  }
+  char tmpl[] = "/tmp/mobius-plan-profile-XXXXXX";
+  const int fd = ::mkstemp(tmpl);
+  if (fd < 0) return absl::InternalError("cannot create a temporary file in /tmp");
+  ::close(fd);
+  const std::string out = tmpl;
+  std::vector<std::string> args = {worker,
+                                   "profile",
+                                   "--model",
+                                   o.model,
+                                   absl::StrCat("--microbatch=", o.microbatch),
+                                   absl::StrCat("--seq=", o.seq),
+                                   "--backend=cpu",
+                                   "--out",
+                                   out};
+  if (!o.profile_cache_dir.empty()) args.push_back("--cache_dir=" + o.profile_cache_dir);
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  // The worker's stdout names the cache file; send it to stderr so `--json` stays clean.
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  pid_t pid = 0;
+  const int rc = ::posix_spawn(&pid, worker.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    ::unlink(out.c_str());
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start ", worker, ": ", std::strerror(rc)));
+  }
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    ::unlink(out.c_str());
+    return absl::FailedPreconditionError(absl::StrCat(
+        worker, " profile failed (",
+        WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status)) : "killed by a signal",
+        "); its message is above"));
+  }
+  absl::StatusOr<planner::MeasuredProfile> m = planner::ReadProfileFile(out);
+  ::unlink(out.c_str());
+  if (!m.ok()) return m.status();
+  absl::StatusOr<std::string> dir = planner::ResolveProfileCacheDir(o.profile_cache_dir);
+  *cache_path = dir.ok() ? planner::ProfileCachePath(*dir, planner::CacheKeyOf(*m)) : out;
+  return m;
+}
+
+absl::StatusOr<ProfileChoice> ResolveProfile(const PlanCommandOptions& o,
+                                             const model::ModelDescription& model) {
+  ProfileChoice c;
+  if (o.profile.empty() || o.profile == "analytic") return c;
+  absl::StatusOr<planner::MeasuredProfile> m;
+  if (o.profile == "measured") {
+    m = RunWorkerProfile(o, &c.path);
+  } else {
+    c.path = o.profile;
+    m = planner::ReadProfileFile(o.profile);
+    if (absl::IsNotFound(m.status())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--profile ", o.profile,
+          ": no such file (--profile takes analytic, measured or a profile JSON file)"));
+    }
+  }
+  if (!m.ok()) return m.status();
+  c.backend = m->backend;
+  absl::StatusOr<planner::Profile> p = planner::MeasuredToProfile(*m, model);
+  if (!p.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("profile ", c.path, ": ", p.status().message()));
+  }
+  c.profile = *std::move(p);
+  return c;
 }
 
 absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
@@ -101,8 +230,21 @@ std::string Join(const std::vector<int>& v) {
   return s;
 }
 
+std::string ProfileLine(const PlanReport& r, const ProfileChoice& c) {
+  std::string line = absl::StrCat(r.profile_source, " (", r.device);
+  if (!c.path.empty()) absl::StrAppend(&line, ", ", c.path);
+  absl::StrAppend(&line, "), gradients ", r.gradient_bytes_per_parameter == 4 ? "fp32" : "bf16",
+                  " (", r.gradient_bytes_per_parameter, " bytes/parameter)");
+  return line;
+}
+
+std::string RangeLabel(const model::ModelDescription& m, const planner::StageRange& st) {
+  return st.end - st.begin == 1 ? UnitLabel(m, st.begin)
+                                : UnitLabel(m, st.begin) + " .. " + UnitLabel(m, st.end - 1);
+}
+
 void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, const PlanReport& r,
-               std::ostream& out) {
+               const ProfileChoice& profile, std::ostream& out) {
   const planner::Plan& p = r.plan;
   const planner::MemoryEstimate& mem = p.memory;
   out << absl::StrFormat("Model: %s (%s), %.2fB parameters\n", m.config.model_type, o.model,
@@ -110,29 +252,46 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
   out << absl::StrFormat(
       "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s)\n",
       o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device);
+  out << absl::StrFormat("Profile: %s\n", ProfileLine(r, profile));
   out << absl::StrFormat("Plan: schedule %s, partitioner %s, mapper %s (%s)%s\n\n", p.schedule,
                          p.partitioner, p.mapper, p.mapping.method,
                          r.partitioner_note.empty() ? "" : "; " + r.partitioner_note);
 
-  out << "Stages (" << p.num_stages() << "):\n";
+  out << (p.round_robin ? "Forward stages (" : "Stages (") << p.num_stages() << "):\n";
   out << absl::StrFormat("  %-5s %-9s %-28s %12s %5s\n", "stage", "units", "", "parameters", "GPU");
   for (int s = 0; s < p.num_stages(); ++s) {
     const planner::StageRange& st = p.partition.stages[s];
     out << absl::StrFormat("  %-5d %-9s %-28s %12s %5d\n", s,
-                           absl::StrCat(st.begin, "-", st.end - 1),
-                           st.end - st.begin == 1
-                               ? UnitLabel(m, st.begin)
-                               : UnitLabel(m, st.begin) + " .. " + UnitLabel(m, st.end - 1),
+                           absl::StrCat(st.begin, "-", st.end - 1), RangeLabel(m, st),
                            Gib(r.stage_parameter_bytes[s]), p.GpuOfStage(s));
   }
-  out << "\nMapping (stage s runs on position s mod N):\n";
+  if (p.round_robin) {
+    const planner::Partition& b = p.round_robin->backward;
+    out << "\nBackward stages (" << b.num_stages() << ", run last to first):\n";
+    out << absl::StrFormat("  %-5s %-9s %-28s %12s %5s\n", "stage", "units", "", "parameters",
+                           "GPU");
+    for (int s = 0; s < b.num_stages(); ++s) {
+      const planner::StageRange& st = b.stages[s];
+      out << absl::StrFormat("  %-5d %-9s %-28s %12s %5d\n", s,
+                             absl::StrCat(st.begin, "-", st.end - 1), RangeLabel(m, st),
+                             Gib(r.backward_stage_parameter_bytes[s]),
+                             p.GpuOfPass(p.num_passes() - 1 - s));
+    }
+    out << "\nMapping (pass j runs on position j mod N; forward stages are passes 0..S_F-1, "
+           "backward stage b is pass S_F+S_B-1-b):\n";
+  } else {
+    out << "\nMapping (stage s runs on position s mod N):\n";
+  }
   out << absl::StrFormat("  %-3s %-4s %-26s %-5s %-7s %-6s %-12s %s\n", "pos", "GPU", "name",
                          "root", "socket", "group", "GPU memory", "stages");
   for (size_t i = 0; i < r.placements.size(); ++i) {
     const planner::GpuPlacement& g = r.placements[i];
+    const std::string stages =
+        p.round_robin ? absl::StrCat("F ", Join(g.stages), " / B ", Join(g.backward_stages))
+                      : Join(g.stages);
     out << absl::StrFormat("  %-3d %-4d %-26s %-5d %-7d %-6d %-12s %s\n", i, g.gpu, g.name,
                            g.root_complex, g.package, g.contention_group, Gib(g.memory_bytes),
-                           Join(g.stages));
+                           stages);
   }
   out << absl::StrFormat(
       "\nMemory: GPU max %s of %s; host RAM %s (model state %s + checkpoints %s) of %s; pinned "
@@ -179,7 +338,7 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
 }
 
 nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDescription& m,
-                              const PlanReport& r) {
+                              const PlanReport& r, const ProfileChoice& profile) {
   using nlohmann::ordered_json;
   const planner::Plan& p = r.plan;
   ordered_json j;
@@ -188,6 +347,10 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
   j["job"] = {{"global_batch", o.batch}, {"microbatch", p.shape.microbatch_size},
               {"seq_len", p.shape.seq_len}, {"num_microbatches", p.num_microbatches}};
   j["device"] = r.device;
+  j["profile"] = {{"source", r.profile_source},
+                  {"path", profile.path},
+                  {"backend", profile.backend},
+                  {"gradient_bytes_per_parameter", r.gradient_bytes_per_parameter}};
   j["schedule"] = p.schedule;
   j["partitioner"] = p.partitioner;
   j["partitioner_note"] = r.partitioner_note;
@@ -203,11 +366,33 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
                       {"slot_seconds", p.partition.costs[s].slot_seconds}});
   }
   j["stages"] = stages;
+  if (p.round_robin) {
+    ordered_json bwd = ordered_json::array();
+    const planner::Partition& b = p.round_robin->backward;
+    for (int s = 0; s < b.num_stages(); ++s) {
+      bwd.push_back({{"stage", s},
+                     {"unit_begin", b.stages[s].begin},
+                     {"unit_end", b.stages[s].end},
+                     {"parameter_bytes", r.backward_stage_parameter_bytes[s]},
+                     {"gpu", p.GpuOfPass(p.num_passes() - 1 - s)},
+                     {"slot_seconds", b.costs[s].slot_seconds}});
+    }
+    j["round_robin"] = {{"forward_stages", p.round_robin->forward.num_stages()},
+                        {"backward_stages", bwd},
+                        {"num_passes", p.num_passes()},
+                        {"checkpoint_units", p.CheckpointUnits()},
+                        {"objective_seconds", p.round_robin->objective_seconds}};
+  }
   ordered_json gpus = ordered_json::array();
   for (const planner::GpuPlacement& g : r.placements) {
-    gpus.push_back({{"gpu", g.gpu}, {"name", g.name}, {"root_complex", g.root_complex},
-                    {"package", g.package}, {"numa_node", g.numa_node},
-                    {"contention_group", g.contention_group}, {"stages", g.stages},
+    gpus.push_back({{"gpu", g.gpu},
+                    {"name", g.name},
+                    {"root_complex", g.root_complex},
+                    {"package", g.package},
+                    {"numa_node", g.numa_node},
+                    {"contention_group", g.contention_group},
+                    {"stages", g.stages},
+                    {"backward_stages", g.backward_stages},
                     {"memory_bytes", g.memory_bytes}});
   }
   j["gpus"] = gpus;
@@ -279,6 +464,12 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
     err << "mobius plan: " << options.status().message() << "\n";
     return kExitUsage;
   }
+  auto profile = ResolveProfile(o, *model);
+  if (!profile.ok()) {
+    err << "mobius plan: " << profile.status().message() << "\n";
+    return PlanExitCode(profile.status());
+  }
+  options->profile = profile->profile;
   auto server = LoadServer(o);
   if (!server.ok()) {
     err << "mobius plan: " << server.status().message() << "\n";
@@ -303,9 +494,9 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   if (o.json) {
-    out << ToJson(o, *model, *report).dump(2) << "\n";
+    out << ToJson(o, *model, *report, *profile).dump(2) << "\n";
   } else {
-    PrintText(o, *model, *report, out);
+    PrintText(o, *model, *report, *profile, out);
     if (!o.trace.empty()) out << "\nTrace: " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
   return kExitOk;

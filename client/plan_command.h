@@ -4,6 +4,11 @@
 // the stage -> GPU mapping with root complexes and contention groups, per-GPU memory, host and
 // pinned RAM, the predicted step time and tokens/s, traffic per link and the comparison table.
 //
+// Profile: --profile=analytic (default) | measured | FILE. `measured` runs `mobius-worker profile`
+// (the binary next to `mobius`, or --worker_binary) at the job's microbatch shape; the worker
+// answers from its cache (--profile_cache_dir; default $XDG_CACHE_HOME/mobius/profiles) or
+// measures on its backend and caches. The output says which source was used.
+//
 // Output: readable text (default) or one JSON object (--json); --trace FILE also writes the
 // simulated step as a Chrome trace (open in Perfetto). Errors are one line on `err`; the return
 // value is an exit code (client/exit_codes.h): 2 for bad input, including a job that does not fit
@@ -16,13 +21,20 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "client/daemon_endpoint.h"
 
 namespace mobius::cli {
+
+// The values of `mobius plan`'s profile flags (--profile, --profile_cache_dir, --worker_binary),
+// read as PlanCommandOptions' defaults so that every caller gets them.
+std::string PlanProfileFlagDefault();
+std::string PlanProfileCacheDirFlagDefault();
+std::string PlanWorkerBinaryFlagDefault();
 
 struct PlanCommandOptions {
   std::string model;          // model directory or config.json (required)
   std::string topology_file;  // hwloc XML; empty: ask the daemon
-  std::string socket_path;
+  DaemonEndpoint daemon;      // where to ask for the topology
   absl::Duration timeout = absl::Seconds(10);
   int64_t batch = 8;          // global batch, sequences per optimizer step
   int64_t microbatch = 1;     // sequences per microbatch
@@ -39,6 +51,13 @@ struct PlanCommandOptions {
   int stages = 0;             // > 0: exactly this many uniform stages (a job spec's plan.stages)
   bool json = false;
   std::string trace;          // write the Chrome trace here
+  // Profile source: "analytic" (FLOPs and the device spec), "measured" (the measured-profile
+  // cache: runs `mobius-worker profile`, which answers from the cache or measures on its backend),
+  // or the path of a profile JSON file (server/planner/profile_io/profile_json.h). The defaults
+  // come from --profile, --profile_cache_dir and --worker_binary (defined in plan_command.cc).
+  std::string profile = PlanProfileFlagDefault();
+  std::string profile_cache_dir = PlanProfileCacheDirFlagDefault();
+  std::string worker_binary = PlanWorkerBinaryFlagDefault();  // empty: next to this executable
 };
 
 int RunPlan(const PlanCommandOptions& options, std::ostream& out, std::ostream& err);

@@ -26,7 +26,7 @@ absl::StatusOr<Fetched> FromFile(const std::string& path) {
 }
 
 absl::StatusOr<Fetched> FromDaemon(const TopoOptions& o) {
-  auto client = DaemonClient::ForSocket(o.socket_path, o.timeout);
+  auto client = DaemonClient::For(o.daemon, o.timeout);
   auto resp = client->GetTopology(o.xml);
   if (!resp.ok()) return resp.status();
   return Fetched{std::move(*resp->mutable_topology()), std::move(*resp->mutable_hwloc_xml())};

@@ -11,12 +11,13 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "client/daemon_endpoint.h"
 
 namespace mobius::cli {
 
 struct TopoOptions {
   std::string topology_file;   // if set, read this file instead of asking the daemon
-  std::string socket_path;
+  DaemonEndpoint daemon;       // where to ask (client/daemon_endpoint.h)
   absl::Duration timeout = absl::Seconds(10);
   bool json = false;
   bool xml = false;

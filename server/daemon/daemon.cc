@@ -5,6 +5,8 @@
 
 #include <chrono>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
@@ -21,7 +23,9 @@
 #include "common/rpc/jobspec_convert.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/node_service.h"
+#include "server/rpc/caller_resolver.h"
 #include "server/rpc/peer_listener.h"
+#include "server/rpc/tcp_auth.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
 #include "worker/backend/device_probe.h"
@@ -32,6 +36,8 @@ namespace {
 class DaemonImpl : public Daemon {
  public:
   absl::Status Start(const DaemonOptions& options) {
+    // First, so that a TCP misconfiguration is reported before anything is claimed or started.
+    MOBIUS_RETURN_IF_ERROR(SetUpTcp(options));
     MOBIUS_RETURN_IF_ERROR(LoadTopology(options));
     MetricsOptions mo;
     mo.address = options.metrics_address;
@@ -57,8 +63,7 @@ class DaemonImpl : public Daemon {
     node_service_->SetPlanProvider(
         [this](grpc::ServerContext* context,
                const v1::PlanRequest& request) -> absl::StatusOr<v1::PlanResponse> {
-          MOBIUS_ASSIGN_OR_RETURN(jobs::Caller caller,
-                                  ResolveCaller(*listener_, access_, context->peer()));
+          MOBIUS_ASSIGN_OR_RETURN(jobs::Caller caller, callers_->Resolve(*context));
           MOBIUS_ASSIGN_OR_RETURN(auto plan,
                                   jobs_->Plan(caller, JobSpecFromProto(request.spec())));
           v1::PlanResponse r;
@@ -69,20 +74,32 @@ class DaemonImpl : public Daemon {
     // The socket is ours, not gRPC's: each accepted connection's SO_PEERCRED identifies the
     // caller (peer_listener.h). Created with no access for others; SetMode() opens it up.
     MOBIUS_ASSIGN_OR_RETURN(listener_, PeerListener::Listen(options.socket_path));
-    access_ = AccessConfig{options.admin_uids, options.admin_gid};
-    const AccessConfig& access = access_;
+    callers_ = std::make_unique<CallerResolver>(
+        listener_.get(), tcp_auth_.get(), AccessConfig{options.admin_uids, options.admin_gid});
     RpcObserver on_rpc = [this](const std::string& method, double seconds) {
       metrics_->ObserveRpc(method, seconds);
     };
-    job_service_ = std::make_unique<JobServiceImpl>(jobs_.get(), listener_.get(), access, on_rpc);
-    admin_service_ =
-        std::make_unique<AdminServiceImpl>(jobs_.get(), listener_.get(), access, on_rpc);
+    job_service_ = std::make_unique<JobServiceImpl>(jobs_.get(), callers_.get(), on_rpc);
+    admin_service_ = std::make_unique<AdminServiceImpl>(jobs_.get(), callers_.get(), on_rpc);
     grpc::ServerBuilder builder;
     builder.RegisterService(node_service_.get());
     builder.RegisterService(job_service_.get());
     builder.RegisterService(admin_service_.get());
+    int tcp_port = 0;
+    if (tcp_auth_ != nullptr) {
+      // TLS only: there is no insecure TCP port, and every call passes the authenticator.
+      builder.AddListeningPort(options.listen_tcp, TcpAuthenticator::ServerCredentials(tcp_auth_),
+                               &tcp_port);
+    }
     server_ = builder.BuildAndStart();
-    if (server_ == nullptr) return absl::UnavailableError("gRPC server failed to start");
+    if (server_ == nullptr || (tcp_auth_ != nullptr && tcp_port == 0)) {
+      if (tcp_auth_ != nullptr) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--listen_tcp ", options.listen_tcp,
+            ": cannot listen there (address in use, or not an address of this host?)"));
+      }
+      return absl::UnavailableError("gRPC server failed to start");
+    }
     listener_->Start(server_.get());
     if (options.socket_gid != static_cast<gid_t>(-1) &&
         chown(options.socket_path.c_str(), static_cast<uid_t>(-1), options.socket_gid) != 0) {
@@ -92,6 +109,11 @@ class DaemonImpl : public Daemon {
     LOG(INFO) << "serving gRPC (NodeService, JobService, AdminService, grpc.health.v1, "
                  "reflection) on unix:"
               << options.socket_path;
+    if (tcp_auth_ != nullptr) {
+      // Tests and scripts parse this line for the port (--listen_tcp=HOST:0 picks one).
+      LOG(INFO) << "serving gRPC over TLS on tcp:" << tcp_host_ << ":" << tcp_port
+                << " (callers authenticate with " << tcp_auth_->Describe() << ")";
+    }
     return absl::OkStatus();
   }
 
@@ -112,6 +134,46 @@ class DaemonImpl : public Daemon {
   ~DaemonImpl() override { Shutdown(absl::ZeroDuration()); }
 
  private:
+  // Checks the TCP flags and reads the TLS and token files. Without --listen_tcp the TLS and token
+  // flags are refused rather than silently ignored.
+  absl::Status SetUpTcp(const DaemonOptions& options) {
+    if (options.listen_tcp.empty()) {
+      const std::pair<const char*, const std::string*> tls_flags[] = {
+          {"--tls_cert", &options.tls_cert_file},
+          {"--tls_key", &options.tls_key_file},
+          {"--tls_client_ca", &options.tls_client_ca_file},
+          {"--token_file", &options.token_file}};
+      for (const auto& [flag, value] : tls_flags) {
+        if (!value->empty()) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              flag, " is set but --listen_tcp is empty: TLS and tokens apply to the TCP listener "
+                    "only (the unix socket identifies callers by their uid)"));
+        }
+      }
+      return absl::OkStatus();
+    }
+    const std::string& address = options.listen_tcp;
+    const size_t colon = address.rfind(':');
+    uint32_t port = 0;
+    const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
+    const std::string port_text = colon == std::string::npos ? "" : address.substr(colon + 1);
+    if (host.empty() || port_text.empty() || !absl::SimpleAtoi(port_text, &port) ||
+        port > 65535 || (host.find(':') != std::string::npos && host.front() != '[')) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--listen_tcp '", address,
+          "' is not HOST:PORT (e.g. 0.0.0.0:7465, [::]:7465, 127.0.0.1:0 for any free port)"));
+    }
+    tcp_host_ = host;
+    TcpSecurityOptions tls;
+    tls.cert_file = options.tls_cert_file;
+    tls.key_file = options.tls_key_file;
+    tls.client_ca_file = options.tls_client_ca_file;
+    tls.token_file = options.token_file;
+    MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TcpAuthenticator> auth, TcpAuthenticator::Create(tls));
+    tcp_auth_ = std::move(auth);
+    return absl::OkStatus();
+  }
+
   absl::Status LoadTopology(const DaemonOptions& options) {
     std::unique_ptr<topology::TopologySource> source =
         options.topology_file.empty() ? topology::MakeHwlocLiveSource()
@@ -197,7 +259,9 @@ class DaemonImpl : public Daemon {
   std::unique_ptr<SocketClaim> claim_;
   std::unique_ptr<NodeServiceImpl> node_service_;
   bool has_cuda_ = false;
-  AccessConfig access_;
+  std::shared_ptr<const TcpAuthenticator> tcp_auth_;  // null: no TCP listener
+  std::string tcp_host_;
+  std::unique_ptr<CallerResolver> callers_;
   std::unique_ptr<DaemonMetrics> metrics_;  // before jobs_: the manager reports to it
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;

@@ -1,10 +1,13 @@
 // mobiusd's server object: owns the topology snapshot, the claimed socket, the job manager and the
-// gRPC server (NodeService, JobService, AdminService, health, reflection).
+// gRPC server (NodeService, JobService, AdminService, health, reflection) on the unix socket and,
+// when `listen_tcp` is set, on a TLS-only TCP port whose callers authenticate with a client
+// certificate or a bearer token (server/rpc/tcp_auth.h).
 //
 //   auto d = Daemon::Create(options);   // loads topology, claims the socket, starts serving
 //   d->Shutdown(grace);                 // stops serving, removes the socket
 //
-// Create() errors: INVALID_ARGUMENT / NOT_FOUND for a bad topology file or allow-list, the job
+// Create() errors: INVALID_ARGUMENT for an incomplete or unusable TCP/TLS configuration (naming the
+// flag and file), INVALID_ARGUMENT / NOT_FOUND for a bad topology file or allow-list, the job
 // store's errors for an unusable state directory, FAILED_PRECONDITION /
 // PERMISSION_DENIED for a socket that is taken or whose directory is unusable. Shutdown() may be
 // called from any one thread, once.
@@ -43,6 +46,10 @@ struct DaemonOptions {
   absl::Duration kill_grace = absl::Seconds(5);
   std::string metrics_address;         // Prometheus exposer "host:port"; empty: none
   bool preemption = false;             // higher priority may preempt (checkpoint + requeue)
+  // The TCP listener: "HOST:PORT" (port 0: any free port, logged); empty: none. Needs the TLS
+  // certificate and key and at least one of client CA / token file.
+  std::string listen_tcp;
+  std::string tls_cert_file, tls_key_file, tls_client_ca_file, token_file;
 };
 
 class Daemon {

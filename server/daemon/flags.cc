@@ -49,3 +49,18 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
 ABSL_FLAG(bool, preemption, false,
           "Let a higher-priority job that cannot start preempt lower-priority running jobs: they "
           "checkpoint, stop and go back to the queue (resuming from that checkpoint).");
+ABSL_FLAG(std::string, listen_tcp, "",
+          "Also serve gRPC on this TCP address (HOST:PORT; port 0 picks a free one, logged as "
+          "'serving gRPC over TLS on tcp:HOST:PORT'); empty: unix socket only. TLS only: needs "
+          "--tls_cert, --tls_key and at least one of --tls_client_ca / --token_file.");
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate (chain) the TCP listener presents; required with --listen_tcp.");
+ABSL_FLAG(std::string, tls_key, "",
+          "PEM private key of --tls_cert (unencrypted); required with --listen_tcp.");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA bundle: TCP clients may present a certificate it signed (required unless "
+          "--token_file is set); the certificate's subject CN names the user (a user name of "
+          "this server or a uid).");
+ABSL_FLAG(std::string, token_file, "",
+          "Bearer tokens accepted on the TCP listener: lines 'TOKEN USER' (USER: a user name of "
+          "this server or a uid; TOKEN: 16+ visible ASCII characters); mode 0600. Read at start.");

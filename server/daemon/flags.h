@@ -26,5 +26,10 @@ ABSL_DECLARE_FLAG(int32_t, max_running_jobs_per_user);
 ABSL_DECLARE_FLAG(double, kill_grace_seconds);
 ABSL_DECLARE_FLAG(std::string, metrics_address);
 ABSL_DECLARE_FLAG(bool, preemption);
+ABSL_DECLARE_FLAG(std::string, listen_tcp);
+ABSL_DECLARE_FLAG(std::string, tls_cert);
+ABSL_DECLARE_FLAG(std::string, tls_key);
+ABSL_DECLARE_FLAG(std::string, tls_client_ca);
+ABSL_DECLARE_FLAG(std::string, token_file);
 
 #endif  // MOBIUS_SERVER_DAEMON_FLAGS_H_

@@ -2,7 +2,7 @@
 // stop gracefully.
 //
 // Exit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration (flags, topology file,
-// socket taken or unusable).
+// socket taken or unusable, TCP listener without TLS or authentication, unusable TLS/token files).
 #include <grp.h>
 #include <pthread.h>
 #include <signal.h>
@@ -99,6 +99,11 @@ int main(int argc, char** argv) {
   options.kill_grace = absl::Seconds(absl::GetFlag(FLAGS_kill_grace_seconds));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.preemption = absl::GetFlag(FLAGS_preemption);
+  options.listen_tcp = absl::GetFlag(FLAGS_listen_tcp);
+  options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls_key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls_client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.token_file = absl::GetFlag(FLAGS_token_file);
 
   // Block the stop signals in every thread (gRPC's included) and wait for them here.
   sigset_t stop_signals;

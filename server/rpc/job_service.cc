@@ -1,12 +1,12 @@
 #include "server/rpc/job_service.h"
 
-#include <grp.h>
 #include <pwd.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <vector>
 
+#include "absl/hash/hash.h"
 #include "absl/strings/str_cat.h"
 #include "common/jobspec/json.h"
 #include "common/rpc/grpc_status.h"
@@ -14,35 +14,6 @@
 
 namespace mobius {
 namespace {
-
-std::string UserName(uid_t uid) {
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* out = nullptr;
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &out) == 0 && out != nullptr) {
-    return out->pw_name;
-  }
-  return absl::StrCat("uid ", uid);
-}
-
-bool InGroup(uid_t uid, gid_t primary, gid_t group) {
-  if (group == static_cast<gid_t>(-1)) return false;
-  if (primary == group) return true;
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* out = nullptr;
-  if (getpwuid_r(uid, &pw, buf.data(), buf.size(), &out) != 0 || out == nullptr) return false;
-  int n = 64;
-  std::vector<gid_t> groups(n);
-  if (getgrouplist(out->pw_name, out->pw_gid, groups.data(), &n) < 0) {
-    groups.resize(n);
-    if (getgrouplist(out->pw_name, out->pw_gid, groups.data(), &n) < 0) return false;
-  }
-  for (int i = 0; i < n; ++i) {
-    if (groups[i] == group) return true;
-  }
-  return false;
-}
 
 v1::JobState StateToProto(jobs::JobState s) {
   switch (s) {
@@ -72,20 +43,6 @@ bool EmulatedPlan(const std::string& plan_json) {
 
 }  // namespace
 
-absl::StatusOr<jobs::Caller> ResolveCaller(const PeerListener& peers, const AccessConfig& access,
-                                           const std::string& peer) {
-  std::optional<PeerCredentials> cred = peers.Lookup(peer);
-  if (!cred) {
-    return absl::UnauthenticatedError(absl::StrCat("cannot identify the caller (peer ", peer, ")"));
-  }
-  jobs::Caller c;
-  c.uid = cred->uid;
-  c.user = UserName(cred->uid);
-  c.admin = cred->uid == 0 || access.admin_uids.count(cred->uid) > 0 ||
-            InGroup(cred->uid, cred->gid, access.admin_gid);
-  return c;
-}
-
 v1::StepReport StepToProto(const jobs::StepReportRow& r, bool emulated) {
   v1::StepReport p;
   p.set_step(r.step);
@@ -107,7 +64,27 @@ v1::StepReport StepToProto(const jobs::StepReportRow& r, bool emulated) {
   return p;
 }
 
-v1::Job JobToProto(const jobs::JobView& v) {
+void SpecProtoCache::Get(const std::string& id, const std::string& spec_json, v1::JobSpec* out) {
+  const size_t hash = absl::HashOf(spec_json);
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = entries_.find(id);
+    if (it != entries_.end() && it->second.json_hash == hash) {
+      if (it->second.spec != nullptr) *out = *it->second.spec;
+      return;
+    }
+  }
+  std::shared_ptr<const v1::JobSpec> spec;
+  if (absl::StatusOr<jobspec::JobSpec> parsed = jobspec::JobSpecFromJson(spec_json); parsed.ok()) {
+    spec = std::make_shared<const v1::JobSpec>(JobSpecToProto(*parsed));
+    *out = *spec;
+  }
+  absl::MutexLock lock(&mu_);
+  if (entries_.size() >= capacity_) entries_.clear();
+  entries_[id] = Entry{hash, std::move(spec)};
+}
+
+v1::Job JobToProto(const jobs::JobView& v, SpecProtoCache* cache) {
   const jobs::JobRecord& r = v.record;
   v1::Job j;
   j.set_id(r.id);
@@ -115,7 +92,10 @@ v1::Job JobToProto(const jobs::JobView& v) {
   j.set_uid(r.uid);
   j.set_user(r.user);
   j.set_name(r.name);
-  if (absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json); spec.ok()) {
+  if (cache != nullptr) {
+    cache->Get(r.id, r.spec_json, j.mutable_spec());
+  } else if (absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json);
+             spec.ok()) {
     *j.mutable_spec() = JobSpecToProto(*spec);
   }
   j.set_state(StateToProto(r.state));
@@ -155,7 +135,7 @@ class RpcTimer {
 
 #define MOBIUS_RPC_CALLER(service, var)                                                 \
   RpcTimer rpc_timer_(on_rpc_, absl::StrCat(service, ".", __func__));                   \
-  absl::StatusOr<jobs::Caller> var = ResolveCaller(*peers_, access_, context->peer()); \
+  absl::StatusOr<jobs::Caller> var = callers_->Resolve(*context);                      \
   if (!var.ok()) return ToGrpcStatus(var.status())
 
 grpc::Status JobServiceImpl::SubmitJob(grpc::ServerContext* context,
@@ -173,7 +153,7 @@ grpc::Status JobServiceImpl::GetJob(grpc::ServerContext* context, const v1::GetJ
   MOBIUS_RPC_CALLER("JobService", caller);
   absl::StatusOr<jobs::JobView> v = manager_->Get(*caller, request->id());
   if (!v.ok()) return ToGrpcStatus(v.status());
-  *response = JobToProto(*v);
+  *response = JobToProto(*v, &specs_);
   return grpc::Status::OK;
 }
 
@@ -201,7 +181,7 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   }
   auto page = manager_->List(*caller, filter, request->page_size(), request->page_token());
   if (!page.ok()) return ToGrpcStatus(page.status());
-  for (const jobs::JobView& v : page->first) *response->add_jobs() = JobToProto(v);
+  for (const jobs::JobView& v : page->first) *response->add_jobs() = JobToProto(v, &specs_);
   response->set_next_page_token(page->second);
   return grpc::Status::OK;
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -74,7 +75,9 @@ TEST(PlanCommand, JsonIsMachineReadable) {
   EXPECT_GT(j["memory"]["host_bytes"].get<int64_t>(), 0);
   EXPECT_FALSE(j["stages"].empty());
   EXPECT_EQ(j["stages"][0]["unit_begin"], 0);
-  EXPECT_EQ(j["alternatives"].size(), 9u);
+  EXPECT_EQ(j["alternatives"].size(), 10u);  // + rr-shared
+  EXPECT_EQ(j["profile"]["source"], "analytic");
+  EXPECT_EQ(j["profile"]["gradient_bytes_per_parameter"], 4);
   EXPECT_FALSE(j["links"].empty());
 }
 
@@ -91,6 +94,83 @@ TEST(PlanCommand, TraceIsWrittenAndParses) {
   ASSERT_TRUE(j.contains("traceEvents"));
   EXPECT_FALSE(j["traceEvents"].empty());
   std::remove(o.trace.c_str());
+}
+
+// --profile=measured runs the real `mobius-worker profile` (tiny model, CPU backend), which caches;
+// --profile=FILE reads that file; a profile file for another model, or a damaged one, exits 2.
+TEST(PlanCommand, MeasuredProfileFromTheWorkerAndFromAFile) {
+  const std::string worker = mobius::testing::BinaryPath("bin/mobius-worker");
+  if (!std::filesystem::exists(worker)) GTEST_SKIP() << "no " << worker;
+  const std::string dir = ::testing::TempDir() + "/plan_profile_cache";
+  std::filesystem::remove_all(dir);
+  PlanCommandOptions o = Options("tiny-llama", kPaper);
+  o.batch = 4;
+  o.microbatch = 2;
+  o.seq = 32;
+  o.gpus = "0,4";
+  o.profile = "measured";
+  o.profile_cache_dir = dir;
+  o.worker_binary = worker;
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Profile: measured (cpu, " + dir));
+  EXPECT_THAT(r.out, HasSubstr("gradients fp32"));
+  // The cache now holds exactly one profile; plan from that file too.
+  std::string file;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) file = e.path().string();
+  ASSERT_FALSE(file.empty());
+  o.profile = file;
+  o.json = true;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["profile"]["source"], "measured");
+  EXPECT_EQ(j["profile"]["path"], file);
+  EXPECT_EQ(j["device"], "cpu");
+  // Another model, another shape, a damaged file: exit 2, one line naming the file.
+  o.json = false;
+  PlanCommandOptions other = o;
+  other.model = mobius::testing::SourcePath("test/data/models/gpt2.json");
+  r = RunCommand(other);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("another model"));
+  EXPECT_THAT(r.err, HasSubstr(file));
+  other = o;
+  other.seq = 64;
+  r = RunCommand(other);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("profile again at the job's shape"));
+  const std::string bad = dir + "/bad.json";
+  std::ofstream(bad) << "{\"format\": \"mobius-profile\", \"version\": 1}";
+  other = o;
+  other.profile = bad;
+  r = RunCommand(other);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_EQ(Lines(r.err), 1) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("profile " + bad + ": field model: missing"));
+  other.profile = dir + "/none.json";
+  r = RunCommand(other);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("no such file"));
+}
+
+TEST(PlanCommand, RoundRobinShowsBothPartitions) {
+  PlanCommandOptions o = Options("llama-2-7b.json", kPaper);
+  o.schedule = "roundrobin";
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"Forward stages (", "Backward stages (", "pass j runs on position",
+                        "*roundrobin", "rr-shared", "bwd stages"}) {
+    EXPECT_THAT(r.out, HasSubstr(s)) << s;
+  }
+  o.json = true;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  ASSERT_TRUE(j.contains("round_robin"));
+  EXPECT_FALSE(j["round_robin"]["backward_stages"].empty());
+  EXPECT_EQ(j["round_robin"]["num_passes"].get<int>(),
+            j["stages"].size() + j["round_robin"]["backward_stages"].size());
 }
 
 struct BadCase {

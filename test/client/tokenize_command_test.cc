@@ -22,7 +22,7 @@ TEST(TokenizeCommand, WritesATokenFileThatDecodesBackToTheDocuments) {
   std::string in = dir + ".jsonl", out = dir + ".tok";
   std::ofstream(in) << "{\"text\": \"GNU General Public License\"}\n{\"text\": \"version 3 ✓\"}\n";
   TokenizeOptions o;
-  o.input = in;
+  o.inputs = {in};
   o.output = out;
   o.tokenizer_dir = mobius::testing::SourcePath("test/data/tokenizers/qwen2");
   std::ostringstream sout, serr;
@@ -45,7 +45,7 @@ TEST(TokenizeCommand, BadInputsExitTwoWithTheLine) {
   std::string in = ::testing::TempDir() + "/bad" + std::to_string(getpid()) + ".jsonl";
   std::ofstream(in) << "{\"text\": \"ok\"}\n{\"body\": \"x\"}\n";
   TokenizeOptions o;
-  o.input = in;
+  o.inputs = {in};
   o.output = in + ".tok";
   o.tokenizer_dir = mobius::testing::SourcePath("test/data/tokenizers/gpt2");
   std::ostringstream sout, serr;
@@ -58,6 +58,29 @@ TEST(TokenizeCommand, BadInputsExitTwoWithTheLine) {
   o.tokenizer_dir = "/nonexistent";
   std::ostringstream sout3, serr3;
   EXPECT_EQ(RunTokenize(o, sout3, serr3), kExitUsage);
+}
+
+TEST(TokenizeCommand, SentencePieceRunsInTheWorkerAndTakesSeveralInputs) {
+  std::string dir = ::testing::TempDir() + "/sp" + std::to_string(getpid());
+  std::ofstream(dir + "a.jsonl") << "{\"text\": \"hello world\"}\n";
+  std::ofstream(dir + "b.jsonl") << "{\"text\": \"second file\"}\n{\"text\": \"third\"}\n";
+  TokenizeOptions o;
+  o.inputs = {dir + "a.jsonl", dir + "b.jsonl"};
+  o.output = dir + ".tok";
+  o.tokenizer_dir = mobius::testing::SourcePath("test/data/tokenizers/sentencepiece");
+  o.worker_binary = mobius::testing::BinaryPath("bin/mobius-worker");
+  std::ostringstream sout, serr;
+  ASSERT_EQ(RunTokenize(o, sout, serr), kExitOk) << serr.str();
+  EXPECT_THAT(sout.str(), HasSubstr("3 documents"));
+  EXPECT_THAT(sout.str(), HasSubstr("vocab 600, eos 2"));
+  auto f = data::TokenFile::Open(o.output);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_EQ((*f)->num_docs(), 3);
+
+  o.worker_binary = "/nonexistent/mobius-worker";
+  std::ostringstream sout2, serr2;
+  EXPECT_NE(RunTokenize(o, sout2, serr2), kExitOk);
+  EXPECT_THAT(serr2.str(), HasSubstr("/nonexistent/mobius-worker"));
 }
 
 }  // namespace

@@ -91,7 +91,7 @@ TEST(TopoCommand, JsonAndXmlTogetherIsUsageError) {
 
 TEST(TopoCommand, NoDaemonIsUnreachable) {
   TopoOptions o;
-  o.socket_path = ::testing::TempDir() + "/no-daemon-here.sock";
+  o.daemon = UnixEndpoint(::testing::TempDir() + "/no-daemon-here.sock");
   o.timeout = absl::Seconds(2);
   Result r = RunCommand(o);
   EXPECT_EQ(r.code, kExitUnreachable);

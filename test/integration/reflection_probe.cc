@@ -1,6 +1,7 @@
 // Lists the services a gRPC server exposes through server reflection, one per line.
-//   reflection_probe SOCKET_PATH
-// Exit 0 when the reflection call succeeded; 1 otherwise.
+//   reflection_probe SOCKET_PATH | tcp://HOST:PORT
+// Exit 0 when the reflection call succeeded; 1 otherwise. Always plaintext: over tcp:// it is the
+// plaintext client that mobiusd's TLS-only TCP port must refuse (tcp_tls_test.py).
 #include <chrono>
 #include <iostream>
 
@@ -11,10 +12,12 @@
 
 int main(int argc, char** argv) {
   if (argc != 2) {
-    std::cerr << "usage: reflection_probe SOCKET_PATH\n";
+    std::cerr << "usage: reflection_probe SOCKET_PATH | tcp://HOST:PORT\n";
     return 2;
   }
-  auto channel = grpc::CreateChannel(std::string("unix:") + argv[1], grpc::InsecureChannelCredentials());
+  const std::string arg = argv[1];
+  const std::string target = arg.rfind("tcp://", 0) == 0 ? arg.substr(6) : "unix:" + arg;
+  auto channel = grpc::CreateChannel(target, grpc::InsecureChannelCredentials());
   auto stub = grpc::reflection::v1alpha::ServerReflection::NewStub(channel);
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
