@@ -28,6 +28,8 @@ ABSL_FLAG(std::string, format, "jsonl", "tokenize: jsonl | prompt_completion | c
 ABSL_FLAG(std::string, text_field, "text", "tokenize: JSON field holding a document.");
 ABSL_FLAG(std::string, prompt_field, "prompt", "tokenize: JSON field of the prompt.");
 ABSL_FLAG(std::string, completion_field, "completion", "tokenize: JSON field of the completion.");
+ABSL_FLAG(std::string, messages_field, "messages", "tokenize: JSON field of a chat's messages.");
+ABSL_FLAG(std::string, chat_template, "chatml", "tokenize: chat rendering, chatml | plain.");
 ABSL_FLAG(bool, skip_bad_lines, false, "tokenize: skip (and count) malformed lines.");
 ABSL_FLAG(int, eos_id, -1, "tokenize: end-of-document token id (default: from the model).");
 ABSL_FLAG(int, threads, 0, "tokenize: threads (0: all cores).");

@@ -24,6 +24,8 @@ ABSL_DECLARE_FLAG(std::string, format);
 ABSL_DECLARE_FLAG(std::string, text_field);
 ABSL_DECLARE_FLAG(std::string, prompt_field);
 ABSL_DECLARE_FLAG(std::string, completion_field);
+ABSL_DECLARE_FLAG(std::string, messages_field);
+ABSL_DECLARE_FLAG(std::string, chat_template);
 ABSL_DECLARE_FLAG(bool, skip_bad_lines);
 ABSL_DECLARE_FLAG(int, eos_id);
 ABSL_DECLARE_FLAG(int, threads);

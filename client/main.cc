@@ -125,6 +125,8 @@ int main(int argc, char** argv) {
     o.text_field = absl::GetFlag(FLAGS_text_field);
     o.prompt_field = absl::GetFlag(FLAGS_prompt_field);
     o.completion_field = absl::GetFlag(FLAGS_completion_field);
+    o.messages_field = absl::GetFlag(FLAGS_messages_field);
+    o.chat_template = absl::GetFlag(FLAGS_chat_template);
     o.skip_bad_lines = absl::GetFlag(FLAGS_skip_bad_lines);
     o.eos_id = absl::GetFlag(FLAGS_eos_id);
     o.threads = absl::GetFlag(FLAGS_threads);

@@ -51,6 +51,8 @@ int RunTokenize(const TokenizeOptions& o, std::ostream& out, std::ostream& err) 
   request.dataset.text_field = o.text_field;
   request.dataset.prompt_field = o.prompt_field;
   request.dataset.completion_field = o.completion_field;
+  request.dataset.messages_field = o.messages_field;
+  request.dataset.chat_template = o.chat_template;
   request.dataset.skip_bad_lines = o.skip_bad_lines;
 
   absl::StatusOr<std::unique_ptr<data::Tokenizer>> hf =

@@ -25,6 +25,8 @@ struct TokenizeOptions {
   std::string text_field = "text";
   std::string prompt_field = "prompt";
   std::string completion_field = "completion";
+  std::string messages_field = "messages";  // chat
+  std::string chat_template = "chatml";     // chat: chatml | plain
   bool skip_bad_lines = false;
   int eos_id = -1;
   int threads = 0;                 // 0: all cores
