@@ -217,6 +217,8 @@ class DaemonImpl : public Daemon {
                        (options.emulate_links == "auto" && !has_cuda_);
     jo.link_scale = options.link_scale;
     jo.kill_grace = options.kill_grace;
+    jo.heartbeat_timeout = options.heartbeat_timeout;
+    jo.step_timeout = options.step_timeout;
     jo.preemption = options.preemption;
     jo.observer = metrics_.get();
     LOG(INFO) << "jobs: state in " << jo.state_dir << ", workers " << jo.worker_binary << ", "

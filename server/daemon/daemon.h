@@ -44,6 +44,8 @@ struct DaemonOptions {
   gid_t admin_gid = static_cast<gid_t>(-1);
   int32_t max_gpus_per_user = 0, max_running_jobs_per_user = 0;
   absl::Duration kill_grace = absl::Seconds(5);
+  absl::Duration heartbeat_timeout = absl::Seconds(60);  // watchdog (launcher.h); zero: off
+  absl::Duration step_timeout = absl::Seconds(1800);     // watchdog (launcher.h); zero: off
   std::string metrics_address;         // Prometheus exposer "host:port"; empty: none
   bool preemption = false;             // higher priority may preempt (checkpoint + requeue)
   // The TCP listener: "HOST:PORT" (port 0: any free port, logged); empty: none. Needs the TLS

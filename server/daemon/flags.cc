@@ -43,6 +43,12 @@ ABSL_FLAG(int32_t, max_running_jobs_per_user, 0,
           "Default quota: running jobs per user; 0: no limit.");
 ABSL_FLAG(double, kill_grace_seconds, 5.0,
           "Cancel: SIGTERM to a job's workers, SIGKILL after this many seconds.");
+ABSL_FLAG(double, heartbeat_timeout_seconds, 60,
+          "Watchdog: a worker that sends no heartbeat (one per second) for this long is frozen; "
+          "its job fails (and restarts from its checkpoint within max_restarts). 0: off.");
+ABSL_FLAG(double, step_timeout_seconds, 1800,
+          "Watchdog: a job that completes no step for this long (since its start or its last "
+          "step) is hung; it fails (and restarts within max_restarts). 0: off.");
 ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
           "Serve Prometheus metrics at http://ADDRESS/metrics (host:port; port 0 picks a free "
           "one); empty: no metrics endpoint.");

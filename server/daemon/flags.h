@@ -24,6 +24,8 @@ ABSL_DECLARE_FLAG(std::string, admin_group);
 ABSL_DECLARE_FLAG(int32_t, max_gpus_per_user);
 ABSL_DECLARE_FLAG(int32_t, max_running_jobs_per_user);
 ABSL_DECLARE_FLAG(double, kill_grace_seconds);
+ABSL_DECLARE_FLAG(double, heartbeat_timeout_seconds);
+ABSL_DECLARE_FLAG(double, step_timeout_seconds);
 ABSL_DECLARE_FLAG(std::string, metrics_address);
 ABSL_DECLARE_FLAG(bool, preemption);
 ABSL_DECLARE_FLAG(std::string, listen_tcp);

@@ -7,9 +7,11 @@
 #include <pthread.h>
 #include <signal.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
@@ -97,6 +99,17 @@ int main(int argc, char** argv) {
   options.max_gpus_per_user = absl::GetFlag(FLAGS_max_gpus_per_user);
   options.max_running_jobs_per_user = absl::GetFlag(FLAGS_max_running_jobs_per_user);
   options.kill_grace = absl::Seconds(absl::GetFlag(FLAGS_kill_grace_seconds));
+  for (const auto& [name, value] :
+       {std::pair<const char*, double>{"kill_grace_seconds", absl::GetFlag(FLAGS_kill_grace_seconds)},
+        {"heartbeat_timeout_seconds", absl::GetFlag(FLAGS_heartbeat_timeout_seconds)},
+        {"step_timeout_seconds", absl::GetFlag(FLAGS_step_timeout_seconds)}}) {
+    if (!(value >= 0) || !std::isfinite(value)) {
+      LOG(ERROR) << "--" << name << " must be a finite number >= 0 (got " << value << ")";
+      return 2;
+    }
+  }
+  options.heartbeat_timeout = absl::Seconds(absl::GetFlag(FLAGS_heartbeat_timeout_seconds));
+  options.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_seconds));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.preemption = absl::GetFlag(FLAGS_preemption);
   options.listen_tcp = absl::GetFlag(FLAGS_listen_tcp);

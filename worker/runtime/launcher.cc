@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <ctime>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -260,6 +261,47 @@ void OnStdoutLine(Launcher::State& s, LaunchResult& result, const std::string& l
   if (s.options.on_step) s.options.on_step(agg);
 }
 
+uint32_t MonotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint32_t>(ts.tv_sec);
+}
+
+std::string WithTail(std::string what, const Worker& w) {
+  if (!w.tail.empty()) {
+    what += absl::StrCat("; last lines:\n  ", absl::StrJoin(w.tail.begin(), w.tail.end(), "\n  "));
+  }
+  return what;
+}
+
+// The watchdog's verdict (launcher.h, LaunchOptions): empty while every rank looks alive.
+std::string CheckWatchdog(const Launcher::State& s, const LaunchResult& result) {
+  const LaunchOptions& o = s.options;
+  if (o.heartbeat_timeout > absl::ZeroDuration()) {
+    const uint32_t now = MonotonicSeconds();
+    const int64_t limit = absl::ToInt64Seconds(o.heartbeat_timeout);
+    for (const Worker& w : s.workers) {
+      if (w.exited) continue;
+      const uint32_t beat = s.store->Load(s.layout.heartbeat_word(w.rank));
+      if (beat == 0 || now <= beat || now - beat < limit) continue;
+      return WithTail(absl::StrCat("rank ", w.rank, " (pid ", w.pid, ") sent no heartbeat for ",
+                                   now - beat, " s (stopped or frozen)"),
+                      w);
+    }
+  }
+  if (o.step_timeout > absl::ZeroDuration()) {
+    const double idle = std::chrono::duration<double>(Clock::now() - s.last_step_end).count();
+    if (idle >= absl::ToDoubleSeconds(o.step_timeout)) {
+      return absl::StrCat(
+          "no step completed in ", static_cast<int64_t>(idle), " s (",
+          result.steps.empty() ? "none yet" : absl::StrCat("last step ", result.steps.back().step),
+          "): the job is considered hung (step timeout ", absl::FormatDuration(o.step_timeout),
+          ")");
+    }
+  }
+  return "";
+}
+
 void OnStderrLine(Launcher::State& s, Worker& w, const std::string& line) {
   w.tail.push_back(line);
   if (w.tail.size() > kTailLines) w.tail.pop_front();
@@ -327,16 +369,21 @@ LaunchResult Launcher::Wait() {
             for (const std::string& line : TakeLines(w.err_buf)) OnStderrLine(s, w, line);
           }
         }
-        std::string failure = absl::StrCat("rank ", w.rank, " (pid ", w.pid, ") ", DescribeExit(w.wait_status));
-        if (!w.tail.empty()) {
-          failure += absl::StrCat("; last lines:\n  ",
-                                  absl::StrJoin(w.tail.begin(), w.tail.end(), "\n  "));
-        }
-        failures.push_back(std::move(failure));
+        failures.push_back(WithTail(
+            absl::StrCat("rank ", w.rank, " (pid ", w.pid, ") ", DescribeExit(w.wait_status)), w));
       }
       if (!ok && !killed_rest) {
         killed_rest = true;
         s.store->Abort(5);
+        KillAll(s, SIGKILL);
+      }
+    }
+    if (!killed_rest && !s.cancel && live > 0) {
+      std::string hung = CheckWatchdog(s, result);
+      if (!hung.empty()) {
+        failures.push_back(std::move(hung));
+        killed_rest = true;
+        s.store->Abort(6);
         KillAll(s, SIGKILL);
       }
     }

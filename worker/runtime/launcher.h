@@ -11,6 +11,8 @@
 //   - when a worker exits with an error or is killed, the launcher reports which rank and why (exit
 //     code or signal, and its last log lines) within a poll interval, sets the store's abort word,
 //     kills every other worker (SIGKILL after the grace period) and reaps them;
+//   - a frozen rank (no heartbeat) or a hung job (no step within step_timeout) is treated like a
+//     failed worker: reported with the rank or the last step, everything killed;
 //   - the store file is removed when Wait() returns, whatever happened; workers die with the
 //     launcher process (PR_SET_PDEATHSIG), so not even a SIGKILLed launcher leaves one behind, and
 //     CleanOrphanStores removes its store at the next daemon start.
@@ -43,6 +45,12 @@ struct LaunchOptions {
   std::string run_dir;              // the job's directory: run.json and worker logs go here
   std::string shm_dir = "/dev/shm";
   absl::Duration kill_grace = absl::Seconds(5);  // SIGTERM -> SIGKILL on Cancel
+  // Watchdog (zero: off). A rank that has started heartbeating (every second, from a thread of
+  // its own) and then sends none for `heartbeat_timeout` is frozen (stopped, stuck in the kernel);
+  // no completed step for `step_timeout` (since the start or the last step) means the job hangs,
+  // e.g. a deadlock. Either fails the job like a crashed worker (INTERNAL: retryable).
+  absl::Duration heartbeat_timeout = absl::Seconds(60);
+  absl::Duration step_timeout = absl::ZeroDuration();
   std::function<void(const StepReport&)> on_step;
   std::function<void(int rank, const std::string& line)> on_log;  // worker stderr lines
 };

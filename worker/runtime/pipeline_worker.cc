@@ -1,7 +1,9 @@
 #include "worker/runtime/pipeline_worker.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
+#include <ctime>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -95,6 +97,12 @@ absl::Status Allocate(State& s) {
   }
   MOBIUS_ASSIGN_OR_RETURN(s.workspace, s.backend->Allocate(workspace, "workspace"));
   return absl::OkStatus();
+}
+
+uint32_t MonotonicSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<uint32_t>(ts.tv_sec);
 }
 
 // Before the backend, the store's first touch and the optimizer thread exist, so all of them stay
@@ -234,6 +242,24 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
 absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport&)>& on_step) {
   State& s = *s_;
   const train::TrainerOptions& o = s.run.training;
+  // Heartbeats for the launcher's watchdog, from the start (filling the store can take a while).
+  std::atomic<bool> beating{true};
+  std::thread heartbeat([&s, &beating] {
+    while (beating) {
+      s.store->Publish(s.layout.heartbeat_word(s.rank), MonotonicSeconds());
+      for (int i = 0; i < 10 && beating; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    }
+  });
+  struct StopHeartbeat {
+    std::atomic<bool>& beating;
+    std::thread& thread;
+    ~StopHeartbeat() {
+      beating = false;
+      thread.join();
+    }
+  } stop_heartbeat{beating, heartbeat};
   FillStore(s);
   MOBIUS_RETURN_IF_ERROR(s.store->Barrier(s.run.num_workers));
   // Pinned once per worker (cudaHostRegister on CUDA), after every rank first-touched its stages:

@@ -101,9 +101,12 @@ struct StoreLayout {
   int64_t eval_free_word(int f, int slot) const {
     return eval_ready_word(f, slot) + num_forward_stages * num_microbatches;
   }
-  int64_t num_control_words() const {
-    return loss_word(num_microbatches) + 2 * num_forward_stages * num_microbatches;
+  // Per rank: CLOCK_MONOTONIC seconds of its last heartbeat, written every second by the
+  // worker while it runs (0: none yet); the launcher's watchdog reads them (launcher.h).
+  int64_t heartbeat_word(int rank) const {
+    return loss_word(num_microbatches) + 2 * num_forward_stages * num_microbatches + rank;
   }
+  int64_t num_control_words() const { return heartbeat_word(num_workers); }
   int num_backward_boundaries() const {
     return num_backward_stages > 1 ? num_backward_stages - 1 : 0;
   }

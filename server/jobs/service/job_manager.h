@@ -66,6 +66,9 @@ struct JobManagerOptions {
   bool emulate_links = true;        // CPU backend: emulate the PCIe links of the topology
   double link_scale = 1.0;          // emulated link bandwidth factor
   absl::Duration kill_grace = absl::Seconds(5);
+  // The launcher's watchdog (worker/runtime/launcher.h): frozen workers, hung jobs; zero: off.
+  absl::Duration heartbeat_timeout = absl::Seconds(60);
+  absl::Duration step_timeout = absl::Seconds(1800);
   // Shutdown: how long a running job may take to finish its step and checkpoint before it is
   // cancelled (SIGTERM, then SIGKILL after kill_grace).
   absl::Duration checkpoint_grace = absl::Seconds(60);

@@ -348,6 +348,8 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
   lo.shm_dir = options.shm_dir;
   lo.kill_grace = options.kill_grace;
+  lo.heartbeat_timeout = options.heartbeat_timeout;
+  lo.step_timeout = options.step_timeout;
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
     store->AppendStepReport(id, ToRow(r)).IgnoreError();

@@ -115,6 +115,45 @@ TEST_F(LauncherTest, KilledWorkerTakesTheJobDownCleanly) {
   EXPECT_FALSE(std::filesystem::exists(store)) << store;
 }
 
+// The watchdog: a SIGSTOPped rank stops heartbeating (the heartbeat timeout names it); with the
+// heartbeat check off, the step timeout catches the same hang. Both tear everything down.
+TEST_F(LauncherTest, WatchdogCatchesAFrozenRankAndAHungJob) {
+  for (const bool heartbeat : {true, false}) {
+    SCOPED_TRACE(heartbeat ? "heartbeat timeout" : "step timeout");
+    train::TrainerOptions o = o_;
+    o.steps = 100000;
+    LaunchOptions lo = MakeLaunch(MakeRun(o, {0, 2, 4, 6}, 2),
+                                  dir_ / (heartbeat ? "run-hb" : "run-step"));
+    lo.heartbeat_timeout = heartbeat ? absl::Seconds(2) : absl::ZeroDuration();
+    lo.step_timeout = heartbeat ? absl::ZeroDuration() : absl::Seconds(3);
+    int64_t steps_seen = 0;
+    lo.on_step = [&](const StepReport&) { ++steps_seen; };
+    auto l = Launcher::Start(lo);
+    ASSERT_TRUE(l.ok()) << l.status();
+    const std::vector<pid_t> pids = (*l)->worker_pids();
+    const std::string store = (*l)->store_path();
+    std::thread freezer([&] {
+      // After the first steps (so the worker has heartbeated), freeze rank 1.
+      for (int i = 0; i < 200 && steps_seen < 2; ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      }
+      kill(pids[1], SIGSTOP);
+    });
+    LaunchResult r = (*l)->Wait();
+    freezer.join();
+    ASSERT_EQ(r.status.code(), absl::StatusCode::kInternal) << r.status;
+    if (heartbeat) {
+      EXPECT_NE(r.status.message().find("rank 1"), std::string::npos) << r.status;
+      EXPECT_NE(r.status.message().find("no heartbeat"), std::string::npos) << r.status;
+    } else {
+      EXPECT_NE(r.status.message().find("no step completed"), std::string::npos) << r.status;
+      EXPECT_NE(r.status.message().find("last step"), std::string::npos) << r.status;
+    }
+    for (pid_t p : pids) EXPECT_FALSE(Alive(p)) << "worker " << p << " survived";
+    EXPECT_FALSE(std::filesystem::exists(store)) << store;
+  }
+}
+
 TEST_F(LauncherTest, CancelStopsEveryWorker) {
   train::TrainerOptions o = o_;
   o.steps = 100000;
