@@ -1,0 +1,160 @@
+// worker/kernels/cuda/attention.cuh against a naive fp32 reference that materialises the T x T
+// probabilities (label `gpu`). Shapes cover GQA, MHA, a sliding window (also over more than one
+// 64-row tile), head_dim 64 and 128 (the tiled tensor-core forward), 36 (the reference kernels'
+// scalar path) and 256, and T not a multiple of 32 or 64.
+//
+// Tolerances (relative to max|ref|): out, dq, dk, dv are bf16 computed in fp32 from the same bf16
+// inputs, so one output rounding plus a possible neighbour: kBf16Tol. The tiled forward also rounds
+// P to bf16 before P V (as FlashAttention does): 2^-9 relative per term, averaging out over the
+// keys, well inside the same tolerance. lse is fp32 (expf and fp32 sums over <= T terms): 1e-5.
+#include "worker/kernels/cuda/attention.cuh"
+
+#include <cmath>
+#include <vector>
+
+#include "test/gpu/gpu_test_util.h"
+
+namespace mobius::kernels::cuda {
+namespace {
+
+using gpu_test::DeviceArray;
+using gpu_test::ExpectClose;
+using gpu_test::kBf16Tol;
+using gpu_test::RandomBf16;
+
+struct Grads {
+  std::vector<float> out, lse, dq, dk, dv;
+};
+
+// out and the gradients (added to dq0/dk0/dv0) of causal GQA attention, in double.
+Grads Reference(const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
+                const std::vector<float>& v, const std::vector<float>& dout,
+                const std::vector<float>& dq0, const std::vector<float>& dk0,
+                const std::vector<float>& dv0) {
+  const int64_t T = s.t, H = s.heads, KV = s.kv_heads, hd = s.head_dim, group = H / KV;
+  const double scale = 1.0 / std::sqrt(static_cast<double>(hd));
+  auto qi = [&](int64_t b, int64_t t, int64_t h) { return ((b * T + t) * H + h) * hd; };
+  auto ki = [&](int64_t b, int64_t t, int64_t h) { return ((b * T + t) * KV + h) * hd; };
+  Grads g;
+  g.out.assign(q.size(), 0.0f);
+  g.lse.assign(s.b * H * T, 0.0f);
+  std::vector<double> dq(dq0.begin(), dq0.end()), dk(dk0.begin(), dk0.end()),
+      dv(dv0.begin(), dv0.end());
+  std::vector<double> p(T), dp(T);
+  for (int64_t b = 0; b < s.b; ++b) {
+    for (int64_t h = 0; h < H; ++h) {
+      const int64_t kh = h / group;
+      for (int64_t t = 0; t < T; ++t) {
+        const int64_t first = s.window > 0 ? std::max<int64_t>(0, t - s.window + 1) : 0;
+        double m = -INFINITY;
+        for (int64_t j = first; j <= t; ++j) {
+          double dot = 0;
+          for (int64_t d = 0; d < hd; ++d) dot += double{q[qi(b, t, h) + d]} * k[ki(b, j, kh) + d];
+          p[j] = dot * scale;
+          m = std::max(m, p[j]);
+        }
+        double sum = 0;
+        for (int64_t j = first; j <= t; ++j) sum += std::exp(p[j] - m);
+        const double lse = m + std::log(sum);
+        g.lse[(b * H + h) * T + t] = static_cast<float>(lse);
+        for (int64_t j = first; j <= t; ++j) p[j] = std::exp(p[j] - lse);
+        std::vector<double> o(hd, 0.0);
+        for (int64_t j = first; j <= t; ++j) {
+          for (int64_t d = 0; d < hd; ++d) o[d] += p[j] * v[ki(b, j, kh) + d];
+        }
+        for (int64_t d = 0; d < hd; ++d) g.out[qi(b, t, h) + d] = static_cast<float>(o[d]);
+        // Backward of this query row. D = dO . O from the bf16 output the op is given.
+        double dsum = 0;
+        for (int64_t d = 0; d < hd; ++d) {
+          dsum += dout[qi(b, t, h) + d] * double{gpu_test::RoundBf16(static_cast<float>(o[d]))};
+        }
+        for (int64_t j = first; j <= t; ++j) {
+          double dpj = 0;
+          for (int64_t d = 0; d < hd; ++d)
+            dpj += double{dout[qi(b, t, h) + d]} * v[ki(b, j, kh) + d];
+          const double ds = p[j] * (dpj - dsum) * scale;
+          for (int64_t d = 0; d < hd; ++d) {
+            dq[qi(b, t, h) + d] += ds * k[ki(b, j, kh) + d];
+            dk[ki(b, j, kh) + d] += ds * q[qi(b, t, h) + d];
+            dv[ki(b, j, kh) + d] += p[j] * dout[qi(b, t, h) + d];
+          }
+        }
+      }
+    }
+  }
+  g.dq.assign(dq.begin(), dq.end());
+  g.dk.assign(dk.begin(), dk.end());
+  g.dv.assign(dv.begin(), dv.end());
+  return g;
+}
+
+void CheckShape(const AttentionShape& s) {
+  SCOPED_TRACE(testing::Message() << "b=" << s.b << " t=" << s.t << " h=" << s.heads << " kv="
+                                  << s.kv_heads << " hd=" << s.head_dim << " window=" << s.window);
+  const int64_t nq = s.b * s.t * s.heads * s.head_dim, nk = s.b * s.t * s.kv_heads * s.head_dim;
+  const auto q = RandomBf16(nq, 1.0f, 1), k = RandomBf16(nk, 1.0f, 2), v = RandomBf16(nk, 1.0f, 3);
+  const auto dout = RandomBf16(nq, 1.0f, 4);
+  const auto dq0 = RandomBf16(nq, 0.05f, 5), dk0 = RandomBf16(nk, 0.05f, 6),
+             dv0 = RandomBf16(nk, 0.05f, 7);
+  const Grads ref =
+      Reference(s, q.values, k.values, v.values, dout.values, dq0.values, dk0.values, dv0.values);
+  DeviceArray<uint16_t> d_q(q.bits), d_k(k.bits), d_v(v.bits), d_out(nq), d_dout(dout.bits),
+      d_dq(dq0.bits), d_dk(dk0.bits), d_dv(dv0.bits);
+  DeviceArray<float> d_lse(s.b * s.heads * s.t);
+  // The reference forward first, then attention_fwd (the tiled kernel where it applies), whose
+  // out and lse the backward uses.
+  MOBIUS_ASSERT_KERNEL_OK(attention_fwd_reference(d_out.get(), d_lse.get(), d_q.get(), d_k.get(),
+                                                  d_v.get(), s, nullptr));
+  ExpectClose(d_out.ToHost(), ref.out, kBf16Tol, "attention out (reference)");
+  ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, "attention lse (reference)");
+  const bool tiled = AttentionFlashFwdApplies(s, d_q.get(), d_k.get(), d_v.get());
+  EXPECT_EQ(tiled, s.head_dim == 64 || s.head_dim == 128);
+  MOBIUS_ASSERT_KERNEL_OK(
+      attention_fwd(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr));
+  ExpectClose(d_out.ToHost(), ref.out, kBf16Tol, tiled ? "attention out (tiled)" : "attention out");
+  ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, tiled ? "attention lse (tiled)" : "attention lse");
+  MOBIUS_ASSERT_KERNEL_OK(attention_bwd(d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(), d_q.get(),
+                                        d_k.get(), d_v.get(), d_out.get(), d_lse.get(), s,
+                                        nullptr));
+  ExpectClose(d_dq.ToHost(), ref.dq, kBf16Tol, "attention dq");
+  ExpectClose(d_dk.ToHost(), ref.dk, kBf16Tol, "attention dk");
+  ExpectClose(d_dv.ToHost(), ref.dv, kBf16Tol, "attention dv");
+}
+
+TEST(AttentionCuda, GqaMatchesReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckShape({.b = 2, .t = 37, .heads = 4, .kv_heads = 2, .head_dim = 64, .window = 0});
+}
+
+TEST(AttentionCuda, MhaLongerSequenceMatchesReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckShape({.b = 1, .t = 100, .heads = 2, .kv_heads = 2, .head_dim = 128, .window = 0});
+}
+
+TEST(AttentionCuda, SlidingWindowAndScalarPathMatchReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckShape({.b = 2, .t = 45, .heads = 6, .kv_heads = 2, .head_dim = 36, .window = 16});
+}
+
+TEST(AttentionCuda, TiledForwardAcrossTilesWithWindowMatchesReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckShape({.b = 1, .t = 150, .heads = 4, .kv_heads = 1, .head_dim = 64, .window = 40});
+  CheckShape({.b = 2, .t = 130, .heads = 2, .kv_heads = 2, .head_dim = 128, .window = 0});
+}
+
+TEST(AttentionCuda, HeadDim256MatchesReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckShape({.b = 1, .t = 19, .heads = 2, .kv_heads = 1, .head_dim = 256, .window = 0});
+}
+
+TEST(AttentionCuda, ShapeChecks) {  // before anything touches the device
+  EXPECT_EQ(CheckAttentionShape({.b = 1, .t = 4, .heads = 3, .kv_heads = 2, .head_dim = 64}).code(),
+            KernelCode::kInvalidArgument);
+  EXPECT_EQ(
+      CheckAttentionShape({.b = 1, .t = 4, .heads = 2, .kv_heads = 1, .head_dim = 512}).code(),
+      KernelCode::kUnimplemented);
+  EXPECT_TRUE(CheckAttentionShape({.b = 1, .t = 4, .heads = 2, .kv_heads = 1, .head_dim = 8}).ok());
+}
+
+}  // namespace
+}  // namespace mobius::kernels::cuda

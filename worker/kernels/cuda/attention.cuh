@@ -1,0 +1,69 @@
+// Causal softmax attention with grouped-query heads (and an optional sliding window) on the GPU.
+// Same contract as worker/kernels/cpu/attention.h (backend::AttentionParams /
+// AttentionBackwardParams): q [B, T, H, hd], k, v [B, T, KV, hd], out [B, T, H, hd] bf16,
+// lse [B, H, T] fp32; query head h reads kv head h / (H / KV) (HF repeat_kv); scores scaled by
+// 1 / sqrt(hd); position t attends to 0..t, or with a window W > 0 to t - W < t2 <= t.
+//
+// The backward and attention_fwd_reference are the *reference* kernels: simple and obviously
+// correct, no T x T matrix in memory, but not fast (no tensor cores, no shared-memory tiling).
+// attention_fwd runs the tiled tensor-core forward (attention_flash_fwd) where it applies. In the
+// reference forward one warp per query row walks the keys 32 at a time (one key per lane for the
+// scores, an online softmax across chunks, the output accumulated with each lane owning
+// head_dim / 32 dimensions). The backward is FlashAttention-2's math in two race-free kernels: dQ
+// per (b, h, query row); dK, dV per (b, kv head, key row) summing over the group's heads,
+// recomputing P = exp(S - lse) and D = rowsum(dO * O) on the fly. Deterministic.
+//
+// All functions enqueue on `stream` and return the launch status; pointers are device addresses.
+#ifndef MOBIUS_WORKER_KERNELS_CUDA_ATTENTION_CUH_
+#define MOBIUS_WORKER_KERNELS_CUDA_ATTENTION_CUH_
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "worker/kernels/cuda/kernel_status.h"
+
+namespace mobius::kernels::cuda {
+
+struct AttentionShape {
+  int64_t b = 0, t = 0;
+  int64_t heads = 0;     // H, query heads
+  int64_t kv_heads = 0;  // KV, REQUIRES: H % KV == 0
+  int64_t head_dim = 0;  // hd, REQUIRES: <= kAttentionMaxHeadDim
+  int64_t window = 0;    // sliding window; 0 = full causal attention
+};
+
+inline constexpr int64_t kAttentionMaxHeadDim = 256;
+
+// INVALID_ARGUMENT unless sizes are >= 0, heads, kv_heads, head_dim > 0 for a non-empty shape,
+// H % KV == 0 and head_dim <= kAttentionMaxHeadDim.
+KernelStatus CheckAttentionShape(const AttentionShape& s);
+
+// q, k, v -> out bf16 and lse fp32 (saved for the backward). REQUIRES: out aliases none of q, k, v.
+// Runs attention_flash_fwd where it applies (AttentionFlashFwdApplies), else the reference kernel.
+KernelStatus attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                           const uint16_t* v, const AttentionShape& s, cudaStream_t stream);
+
+// The reference forward (one warp per query row, CUDA cores), for any head_dim <= 256.
+KernelStatus attention_fwd_reference(uint16_t* out, float* lse, const uint16_t* q,
+                                     const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                                     cudaStream_t stream);
+
+// The tiled forward (attention_flash_fwd.cu): FlashAttention-2's loop on tensor cores (WMMA bf16,
+// fp32 accumulation; 64 query rows x 32 keys per step), P rounded to bf16 before P V as
+// FlashAttention does. Applies to head_dim 64 or 128, b * heads <= 65535, q, k, v 16-byte aligned;
+// UNIMPLEMENTED otherwise.
+bool AttentionFlashFwdApplies(const AttentionShape& s, const void* q, const void* k, const void* v);
+KernelStatus attention_flash_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                                 const uint16_t* v, const AttentionShape& s, cudaStream_t stream);
+
+// dq [B, T, H, hd], dk, dv [B, T, KV, hd] bf16 += gradients from dout [B, T, H, hd], given the
+// forward's inputs, out and lse. REQUIRES: the gradients alias no input.
+KernelStatus attention_bwd(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout,
+                           const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                           const uint16_t* out, const float* lse, const AttentionShape& s,
+                           cudaStream_t stream);
+
+}  // namespace mobius::kernels::cuda
+
+#endif  // MOBIUS_WORKER_KERNELS_CUDA_ATTENTION_CUH_
