@@ -125,7 +125,9 @@ TEST_F(LauncherTest, WatchdogCatchesAFrozenRankAndAHungJob) {
     LaunchOptions lo = MakeLaunch(MakeRun(o, {0, 2, 4, 6}, 2),
                                   dir_ / (heartbeat ? "run-hb" : "run-step"));
     lo.heartbeat_timeout = heartbeat ? absl::Seconds(2) : absl::ZeroDuration();
-    lo.step_timeout = heartbeat ? absl::ZeroDuration() : absl::Seconds(3);
+    // In the heartbeat case the step timeout is a backstop (a worker that never heartbeats must
+    // fail the test, not hang it); the heartbeat must fire long before.
+    lo.step_timeout = heartbeat ? absl::Seconds(60) : absl::Seconds(3);
     int64_t steps_seen = 0;
     lo.on_step = [&](const StepReport&) { ++steps_seen; };
     auto l = Launcher::Start(lo);
