@@ -51,3 +51,6 @@ ABSL_FLAG(bool, resume, false,
           "train: continue from the latest complete checkpoint in --checkpoint_dir (bit-exact).");
 ABSL_FLAG(uint64_t, device_memory_bytes, 0, "train: cap of the CPU backend's memory; 0: RAM.");
 ABSL_FLAG(int32_t, threads, 0, "train: op, BLAS and optimizer threads; 0: all cores.");
+ABSL_FLAG(bool, recompute, false,
+          "train: recompute activations in the backward even when memory holds them all (same "
+          "gradients, less memory, one more forward per block).");

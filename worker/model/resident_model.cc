@@ -103,34 +103,56 @@ absl::Status ResidentModel::Prepare(int64_t b, int64_t t) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, const int32_t* targets,
-                                                     int64_t b, int64_t t, float loss_scale) {
-  if (b <= 0 || t <= 0) return absl::InvalidArgumentError("ForwardBackward: empty batch");
+const DeviceBuffer& ResidentModel::Workspace(int64_t unit) const {
+  return workspaces_[options_.recompute ? 0 : unit];
+}
+
+MicroBatch ResidentModel::Batch(int64_t unit) const {
+  const int64_t units = num_units();
+  return MicroBatch{b_, t_, unit == 0 ? tokens_.data() : inputs_[unit].data(),
+                    unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr};
+}
+
+absl::Status ResidentModel::EnqueueForward(const int32_t* tokens, const int32_t* targets,
+                                           int64_t b, int64_t t) {
+  if (b <= 0 || t <= 0) return absl::InvalidArgumentError("ResidentModel: empty batch");
   MOBIUS_RETURN_IF_ERROR(Prepare(b, t));
   backend::Queue& q = *queue_;
   const uint64_t n = b * t;
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(q, tokens, tokens_, 0, 4 * n));
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(q, targets, targets_, 0, 4 * n));
   const int64_t units = num_units();
-  auto batch = [&](int64_t u) {
-    return MicroBatch{b, t, u == 0 ? tokens_.data() : inputs_[u].data(),
-                      u == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr};
-  };
-  auto workspace = [&](int64_t u) -> const DeviceBuffer& {
-    return workspaces_[options_.recompute ? 0 : u];
-  };
   for (int64_t u = 0; u < units; ++u) {
     void* out = u + 1 < units ? inputs_[u + 1].data() : loss_.data();
-    MOBIUS_RETURN_IF_ERROR(runners_[u]->Forward(q, batch(u), weights_[u], out, workspace(u)));
+    MOBIUS_RETURN_IF_ERROR(runners_[u]->Forward(q, Batch(u), weights_[u], out, Workspace(u)));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<float> ResidentModel::Forward(const int32_t* tokens, const int32_t* targets,
+                                             int64_t b, int64_t t) {
+  MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
+  float loss = 0.0f;
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, loss_, 0, &loss, 4));
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+  return loss;
+}
+
+absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, const int32_t* targets,
+                                                     int64_t b, int64_t t, float loss_scale) {
+  MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
+  backend::Queue& q = *queue_;
   float loss = 0.0f;
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(q, loss_, 0, &loss, 4));
+  const int64_t units = num_units();
   for (int64_t u = units - 1; u >= 0; --u) {
     const float* dout = u + 1 < units ? static_cast<const float*>(dhidden_[(u + 1) % 2].data())
                                       : nullptr;
     float* dinp = u > 0 ? static_cast<float*>(dhidden_[u % 2].data()) : nullptr;
-    MOBIUS_RETURN_IF_ERROR(runners_[u]->Backward(q, batch(u), weights_[u], grads_[u], dout, dinp,
-                                                 loss_scale, workspace(u), options_.recompute));
+    // The head ran last: its internals are still in the (shared) workspace (see the header).
+    const bool recompute = options_.recompute && u != units - 1;
+    MOBIUS_RETURN_IF_ERROR(runners_[u]->Backward(q, Batch(u), weights_[u], grads_[u], dout, dinp,
+                                                 loss_scale, Workspace(u), recompute));
   }
   MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(q));
   return loss;

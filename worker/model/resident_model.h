@@ -8,6 +8,11 @@
 // boundary gradients and the workspace: one shared by all units with recompute (the point of
 // recompute), one per unit without.
 //
+// Recompute: with Options::recompute every decoder block re-runs its forward internals in the
+// backward; the head never does, because it is the last forward and its backward follows at once,
+// so the shared workspace still holds its internals. Either way the same ops run in the same order
+// on the same inputs: gradients are bitwise identical with and without recompute.
+//
 //   auto m = *ResidentModel::Create(config, &backend, {});
 //   m->SetWeights(bf16_by_name);
 //   float loss = *m->Step(tokens, targets, B, T, /*microbatches=*/2);  // zeroes, accumulates
@@ -55,6 +60,10 @@ class ResidentModel {
   absl::StatusOr<float> ForwardBackward(const int32_t* tokens, const int32_t* targets, int64_t b,
                                         int64_t t, float loss_scale);
 
+  // The forward alone (eval): the microbatch's mean loss; gradients are untouched.
+  absl::StatusOr<float> Forward(const int32_t* tokens, const int32_t* targets, int64_t b,
+                                int64_t t);
+
   // ZeroGrads, then the batch [b, t] in `microbatches` equal row slices, each scaled by its share
   // of the batch's non-ignored targets; returns the batch's mean loss.
   // REQUIRES: b % microbatches == 0 (INVALID_ARGUMENT otherwise).
@@ -68,10 +77,15 @@ class ResidentModel {
   absl::StatusOr<std::vector<float>> UnitInput(int64_t unit);
 
   int64_t num_units() const { return static_cast<int64_t>(runners_.size()); }
+  bool recompute() const { return options_.recompute; }
 
  private:
   ResidentModel(const model::ModelConfig& config, backend::Backend* backend, const Options& options);
   absl::Status Prepare(int64_t b, int64_t t);  // (re)allocates the per-shape buffers
+  // Copies the microbatch in and enqueues every unit's forward; the loss lands in loss_.
+  absl::Status EnqueueForward(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t);
+  const backend::DeviceBuffer& Workspace(int64_t unit) const;
+  MicroBatch Batch(int64_t unit) const;  // of the current shape
 
   model::ModelConfig config_;
   backend::Backend* backend_;

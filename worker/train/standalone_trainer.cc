@@ -49,14 +49,24 @@ struct StandaloneTrainer::State {
 
 namespace {
 
+// The resident model with its weights, and every per-shape buffer allocated by one throwaway
+// microbatch, so that a device cap too small for one microbatch fails here, before the first step
+// (Step zeroes the gradients it leaves).
+absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
+  const TrainerOptions& o = s.options;
+  MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(s.config, s.backend.get(),
+                                                                {.recompute = recompute}));
+  MOBIUS_RETURN_IF_ERROR(s.model->SetWeights(s.bf16));
+  std::vector<int32_t> zeros(static_cast<size_t>(o.microbatch * o.seq), 0);
+  return s.model->ForwardBackward(zeros.data(), zeros.data(), o.microbatch, o.seq, 0.0f).status();
+}
+
 absl::Status BuildEngine(StandaloneTrainer::State& s) {
   const TrainerOptions& o = s.options;
   backend::CpuBackendOptions bo;
   bo.backend.capacity_bytes = o.device_memory_bytes;
-  bo.blas_threads = o.threads;
   bo.op_threads = o.threads;
   MOBIUS_ASSIGN_OR_RETURN(s.backend, backend::CpuBackend::Create(bo));
-  MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(s.config, s.backend.get(), {}));
   MOBIUS_ASSIGN_OR_RETURN(s.adamw, MakeAdamW(o));
   MOBIUS_ASSIGN_OR_RETURN(optim::LrSchedule schedule, MakeLrSchedule(o));
   s.schedule = schedule;
@@ -65,14 +75,14 @@ absl::Status BuildEngine(StandaloneTrainer::State& s) {
     b.resize(t.data.size());
     numeric::Fp32ToBf16(t.data.data(), b.data(), b.size());
   }
-  MOBIUS_RETURN_IF_ERROR(s.model->SetWeights(s.bf16));
-  // One throwaway microbatch allocates every per-shape buffer now, so a device cap too small for
-  // one microbatch fails before the first step (Step zeroes the gradients it leaves).
-  std::vector<int32_t> zeros(static_cast<size_t>(o.microbatch * o.seq), 0);
-  absl::StatusOr<float> warm =
-      s.model->ForwardBackward(zeros.data(), zeros.data(), o.microbatch, o.seq, 0.0f);
-  if (!warm.ok()) return warm.status();
-  return absl::OkStatus();
+  // Keep the activations (no recompute) when the cap holds them, else fall back to recompute.
+  absl::Status kept = o.recompute ? absl::ResourceExhaustedError("recompute requested")
+                                  : BuildModel(s, /*recompute=*/false);
+  if (absl::IsResourceExhausted(kept)) {
+    s.model.reset();  // its buffers go back before the smaller model allocates
+    return BuildModel(s, /*recompute=*/true);
+  }
+  return kept;
 }
 
 }  // namespace
@@ -127,8 +137,11 @@ std::string StandaloneTrainer::Describe() const {
                       s_->start.file->num_tokens(), " tokens, ", s_->start.loader->num_train_sequences(),
                       " train / ", s_->start.loader->num_eval_sequences(), " eval sequences; B ",
                       o.batch, " MB ", o.microbatch, " T ", o.seq, "; ", o.threads,
-                      " threads; starting at step ", s_->step, " of ", o.steps);
+                      " threads; activations ", recomputes() ? "recomputed" : "kept",
+                      "; starting at step ", s_->step, " of ", o.steps);
 }
+
+bool StandaloneTrainer::recomputes() const { return s_->model->recompute(); }
 
 absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   State& s = *s_;
@@ -200,8 +213,7 @@ absl::StatusOr<float> StandaloneTrainer::EvalLoss() {
       int64_t n = 0;
       for (int32_t x : targets) n += x != data::kIgnoreIndex;
       if (n == 0) continue;
-      MOBIUS_ASSIGN_OR_RETURN(float loss,
-                              s.model->ForwardBackward(tokens.data(), targets.data(), mb, t, 0.0f));
+      MOBIUS_ASSIGN_OR_RETURN(float loss, s.model->Forward(tokens.data(), targets.data(), mb, t));
       sum += static_cast<double>(loss) * n;
       count += n;
     }

@@ -3,7 +3,9 @@
 //
 // Pieces (each documented in its own header):
 //   model directory   ReadModelDirectory (bf16 or fp32 safetensors) -> fp32 master weights
-//   engine            CpuBackend (capped "device" memory) + units::ResidentModel, recompute on;
+//   engine            CpuBackend (capped "device" memory) + units::ResidentModel; activations
+//                     kept from forward to backward when the cap holds them (else, or with
+//                     options.recompute, recomputed per block: bitwise the same gradients);
 //                     bf16 weights uploaded from the bf16 copy AdamW writes
 //   data              data::TokenLoader over a token file (or a headerless llm.c file): packed
 //                     sequences, seeded per-epoch shuffle, eval split, resumable position
@@ -79,7 +81,7 @@ class StandaloneTrainer {
   // Saves a checkpoint of the current state into checkpoint_dir; returns its directory.
   absl::StatusOr<std::string> SaveCheckpointNow();
 
-  // Mean loss over the eval split (forward/backward per microbatch; gradients discarded).
+  // Mean loss over the eval split (forward only, per microbatch; gradients untouched).
   absl::StatusOr<float> EvalLoss();
 
   bool done() const;
@@ -89,6 +91,7 @@ class StandaloneTrainer {
   // Gradients of the last step (fp32, by HF name, before clipping); empty before the first.
   const std::map<std::string, std::vector<float>>& last_grads() const;
   std::string Describe() const;  // one line: model, parameters, data, shapes (for the log)
+  bool recomputes() const;       // whether the backward recomputes the blocks' activations
 
   struct State;  // internal
 

@@ -33,6 +33,10 @@ struct TrainerOptions {
   bool resume = false;           // continue from LatestCheckpoint(checkpoint_dir)
   uint64_t device_memory_bytes = 0;  // CPU backend cap; 0: physical RAM
   int threads = 0;               // op, BLAS and optimizer threads; 0: hardware concurrency
+  // Standalone trainer only: recompute each block's activations in the backward even when the
+  // device memory holds them all. false: keep them when they fit, recompute otherwise. Gradients
+  // are bitwise the same either way; the pipeline runtime always recomputes.
+  bool recompute = false;
 };
 
 }  // namespace mobius::train

@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/cpu/cpu_gemm.h"
 
 namespace mobius::backend {
 namespace {
@@ -191,6 +192,18 @@ TEST_F(CpuGemmTest, TransformerShapeAgainstReference) {
   Check({64, 96, 768, false, true, DType::kBf16, DType::kBf16, DType::kFp32, 1.0f, 0.0f, 1, false, 0});
 }
 
+// Shapes that RunCpuGemm cuts into pieces: by rows of C, and by columns.
+TEST_F(CpuGemmTest, PiecewiseShapesAgainstReference) {
+  ASSERT_GT(CpuGemmPieces(600, 96, 300), 1);
+  ASSERT_GT(CpuGemmPieces(80, 560, 300), 1);
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Check({600, 96, 300, ta, tb});
+      Check({80, 560, 300, ta, tb, DType::kBf16, DType::kBf16, DType::kBf16, 1.0f, 0.5f});
+    }
+  }
+}
+
 TEST_F(CpuGemmTest, EmptyDimensions) {
   Check({0, 7, 7, false, false});
   Check({7, 0, 7, false, false});
@@ -217,6 +230,42 @@ TEST_F(CpuGemmTest, ConcurrentQueuesGiveTheSameResult) {
   ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
   ASSERT_TRUE(backend_->Synchronize(**second).ok());
   for (const auto& out : outs) EXPECT_EQ(out, outs[0]);
+}
+
+// The pieces depend on the shape only: 1, 2 and 3 op threads give the same bits.
+TEST_F(CpuGemmTest, SameBitsForOneTwoAndThreeThreads) {
+  for (bool by_rows : {true, false}) {
+    const int64_t m = by_rows ? 600 : 96, n = by_rows ? 200 : 560, k = 300;
+    ASSERT_GT(CpuGemmPieces(m, n, k), 1);
+    for (bool ta : {false, true}) {
+      for (bool tb : {false, true}) {
+        SCOPED_TRACE(testing::Message() << "m=" << m << " ta=" << ta << " tb=" << tb);
+        Operand a = ta ? Make(DType::kBf16, 1, k, m, 0, false) : Make(DType::kBf16, 1, m, k, 0, false);
+        Operand b = tb ? Make(DType::kBf16, 1, n, k, 0, false) : Make(DType::kBf16, 1, k, n, 0, false);
+        Operand c0 = Make(DType::kBf16, 1, m, n, 0, false);
+        std::vector<std::vector<uint16_t>> outs;
+        for (int threads : {1, 2, 3}) {
+          auto backend = CpuBackend::Create({.op_threads = threads});
+          ASSERT_TRUE(backend.ok());
+          auto queue = (*backend)->CreateQueue(QueueKind::kCompute, 0);
+          ASSERT_TRUE(queue.ok());
+          const auto* bits = static_cast<const uint16_t*>(c0.buffer.data());
+          std::vector<uint16_t> out(bits, bits + m * n);
+          GemmParams p;
+          p.m = m, p.n = n, p.k = k, p.trans_a = ta, p.trans_b = tb, p.beta = 0.5f;
+          p.a_type = p.b_type = p.c_type = DType::kBf16;
+          p.a = a.buffer.data(), p.lda = a.ld;
+          p.b = b.buffer.data(), p.ldb = b.ld;
+          p.c = out.data(), p.ldc = n;  // CPU backend: host memory is device memory
+          ASSERT_TRUE((*backend)->Gemm(**queue, p).ok());
+          ASSERT_TRUE((*backend)->Synchronize(**queue).ok());
+          outs.push_back(std::move(out));
+        }
+        EXPECT_EQ(outs[1], outs[0]);
+        EXPECT_EQ(outs[2], outs[0]);
+      }
+    }
+  }
 }
 
 TEST_F(CpuGemmTest, InvalidArgumentsAreRejectedAtEnqueue) {

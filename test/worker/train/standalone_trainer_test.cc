@@ -10,6 +10,7 @@
 //                             reference::AdamW (same decay mask, lr, clipping) on the same batches
 //   B=4 MB=2 vs B=4 MB=4      loss |diff| <= 1e-3 * |loss|; gradients 1e-2 * max + 1e-6
 //   resume                    bitwise: losses and final master weights
+//   kept vs recomputed activations   bitwise: losses, eval losses, gradients, master weights
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -258,6 +259,58 @@ TEST(StandaloneTrainerTest, ResumeIsBitExact) {
     EXPECT_EQ(std::memcmp(r.data(), t.data.data(), r.size() * sizeof(float)), 0) << name;
   }
   EXPECT_TRUE(std::filesystem::exists(tmp / "split/checkpoint-00000006/DONE"));
+}
+
+// Keeping the activations (the default when they fit) and recomputing them give the same run,
+// bit for bit: losses, eval losses (forward only), gradients and master weights.
+TEST(StandaloneTrainerTest, KeptActivationsAreBitExactWithRecompute) {
+  TempDir tmp;
+  const std::string model = testing::WriteTinyModel(tmp / "model", "gpt2");
+  const std::string data = testing::WriteRandomTokens(tmp / "data.tok", 512, 20, 100);
+  TrainerOptions o = BaseOptions(model, data);
+  o.steps = 3;
+  o.eval_every = 1;
+  o.eval_fraction = 0.2;
+  auto kept = MakeTrainer(o);
+  o.recompute = true;
+  auto recomputed = MakeTrainer(o);
+  ASSERT_TRUE(kept && recomputed);
+  EXPECT_FALSE(kept->recomputes());
+  EXPECT_TRUE(recomputed->recomputes());
+  while (!kept->done()) {
+    auto a = kept->Step(), b = recomputed->Step();
+    ASSERT_TRUE(a.ok() && b.ok());
+    EXPECT_EQ(a->loss, b->loss) << "step " << a->step;
+    ASSERT_TRUE(a->eval_loss && b->eval_loss);
+    EXPECT_EQ(*a->eval_loss, *b->eval_loss) << "step " << a->step;
+    for (const auto& [name, g] : kept->last_grads()) {
+      EXPECT_TRUE(g == recomputed->last_grads().at(name)) << name << " at step " << a->step;
+    }
+  }
+  for (const auto& [name, t] : kept->master().tensors) {
+    EXPECT_TRUE(t.data == recomputed->master().at(name).data) << name;
+  }
+}
+
+// A device cap that holds the model with recompute but not every unit's activations: the trainer
+// falls back to recompute instead of failing.
+TEST(StandaloneTrainerTest, FallsBackToRecomputeUnderATightCap) {
+  TempDir tmp;
+  const std::string model = testing::WriteTinyModel(tmp / "model", "llama");
+  const std::string data = testing::WriteRandomTokens(tmp / "data.tok", 512, 20, 100);
+  TrainerOptions o = BaseOptions(model, data);
+  o.recompute = true;
+  uint64_t lo = 1 << 10, hi = uint64_t{1} << 30;  // the smallest cap that fits with recompute
+  while (hi - lo > (1 << 10)) {
+    o.device_memory_bytes = (lo + hi) / 2;
+    (StandaloneTrainer::Create(o).ok() ? hi : lo) = o.device_memory_bytes;
+  }
+  o.device_memory_bytes = hi;
+  o.recompute = false;
+  auto tight = MakeTrainer(o);
+  ASSERT_NE(tight, nullptr);
+  EXPECT_TRUE(tight->recomputes());
+  EXPECT_TRUE(tight->Step().ok());
 }
 
 TEST(StandaloneTrainerTest, BadInputFailsBeforeAnyStep) {

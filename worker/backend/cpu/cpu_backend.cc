@@ -65,7 +65,7 @@ absl::StatusOr<std::unique_ptr<CpuBackend>> CpuBackend::Create(const CpuBackendO
   }
   uint64_t capacity = options.backend.capacity_bytes;
   if (capacity == 0) capacity = PhysicalMemoryBytes();
-  SetBlasThreads(options.blas_threads);
+  SetBlasThreads(1);  // GEMMs run on the op pool (cpu_gemm.h)
   return std::unique_ptr<CpuBackend>(new CpuBackend(options, capacity));
 }
 
@@ -272,7 +272,7 @@ absl::Status CpuBackend::CopyDeviceToDevice(Queue& queue, const DeviceBuffer& sr
 
 absl::Status CpuBackend::Gemm(Queue& queue, const GemmParams& params) {
   if (absl::Status s = ValidateGemm(params); !s.ok()) return s;
-  return Enqueue(queue, [params]() { return RunCpuGemm(params); });
+  return EnqueueOp(queue, [params](optim::ThreadPool* pool) { return RunCpuGemm(params, pool); });
 }
 
 }  // namespace mobius::backend

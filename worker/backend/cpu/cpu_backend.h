@@ -10,13 +10,15 @@
 //   copies          memcpy (memmove for device-to-device) per chunk, each chunk first passed to
 //                   options.link_model when set
 //   ops             kernels enqueued with Enqueue(); GEMM = bf16->fp32 + OpenBLAS sgemm (cpu_gemm.h)
+//                   in pieces on the op pool, like every other op
 //
 // Destroying a queue drains its pending work (cpu_queue.h). REQUIRES: queues, events and buffers
 // are destroyed before the backend.
 //
-// BLAS threads: Create() calls openblas_set_num_threads(blas_threads), which is process-wide; with
-// several compute queues, each GEMM may use up to blas_threads cores, so queues x threads should not
-// exceed the cores given to this worker.
+// Threads: every op, GEMMs included, runs on the queue's thread plus the backend's op pool
+// (op_threads in all), one op at a time across queues. Create() turns OpenBLAS's own threads off
+// (openblas_set_num_threads(1), process-wide): GEMMs are cut into pieces on the op pool instead
+// (cpu_gemm.h), so results do not depend on the thread count.
 //
 // Thread-safety: all methods are thread-safe.
 #ifndef MOBIUS_WORKER_BACKEND_CPU_CPU_BACKEND_H_
@@ -44,9 +46,11 @@ namespace mobius::backend {
 
 struct CpuBackendOptions {
   BackendOptions backend;
-  int blas_threads = 1;  // OpenBLAS threads per GEMM (process-wide setting, see above)
-  // Threads (the queue's own included) that run each non-GEMM op, from one pool owned by the
-  // backend. Ops on different queues take turns on the pool (one op at a time).
+  // Deprecated, validated (>= 1) and otherwise ignored: GEMMs now run on the op pool with
+  // OpenBLAS single-threaded (see above); op_threads sets their parallelism too.
+  int blas_threads = 1;
+  // Threads (the queue's own included) that run each op, GEMMs included, from one pool owned by
+  // the backend. Ops on different queues take turns on the pool (one op at a time).
   int op_threads = 1;
 };
 

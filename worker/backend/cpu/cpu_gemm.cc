@@ -10,6 +10,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/numeric/bf16.h"
+#include "worker/kernels/cpu/convert.h"
+#include "worker/kernels/cpu/parallel.h"
 
 namespace mobius::backend {
 namespace {
@@ -20,21 +22,66 @@ struct Scratch {
 // One set per queue thread, reused so that a steady stream of GEMMs does not fault in fresh pages.
 thread_local Scratch tls_scratch;
 
+using kernels::cpu::ParallelFor;
+using kernels::cpu::ParallelForRange;
+
+// Rows per conversion work item: about kElementwiseGrain elements.
+int64_t RowGrain(int64_t cols) {
+  return std::max<int64_t>(1, kernels::cpu::kElementwiseGrain / std::max<int64_t>(cols, 1));
+}
+
 // A rows x cols matrix (leading dimension ld) as fp32: the input itself, or a packed fp32 copy of
 // a bf16 one in `scratch` (leading dimension cols).
 const float* AsFp32(DType type, const void* ptr, int64_t rows, int64_t cols, int64_t ld,
-                    std::vector<float>& scratch, int64_t* out_ld) {
+                    std::vector<float>& scratch, int64_t* out_ld, optim::ThreadPool* pool) {
   if (type == DType::kFp32) {
     *out_ld = ld;
     return static_cast<const float*>(ptr);
   }
   scratch.resize(static_cast<size_t>(rows * cols));
   const auto* src = static_cast<const uint16_t*>(ptr);
-  for (int64_t r = 0; r < rows; ++r) {
-    numeric::Bf16ToFp32(src + r * ld, scratch.data() + r * cols, static_cast<size_t>(cols));
-  }
+  float* dst = scratch.data();
+  ParallelForRange(pool, rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      kernels::cpu::Bf16RowToFp32(dst + r * cols, src + r * ld, cols);
+    }
+  });
   *out_ld = std::max<int64_t>(cols, 1);
   return scratch.data();
+}
+
+// One fp32 product C = alpha op(A) op(B) + beta C, cut into CpuGemmPieces pieces along the longer
+// dimension of C (rows of C and op(A), or columns of C and op(B)), one sgemm call per piece.
+void PiecewiseSgemm(const GemmParams& p, const float* a, int64_t lda, const float* b, int64_t ldb,
+                    float* c, int64_t ldc, optim::ThreadPool* pool) {
+  const bool by_rows = p.m >= p.n;
+  const int64_t dim = by_rows ? p.m : p.n;
+  const int64_t pieces = CpuGemmPieces(p.m, p.n, p.k);
+  // Whole multiples of 16 rows/columns, so that every piece but the last runs OpenBLAS's full
+  // register blocks.
+  const int64_t step = ((dim + pieces - 1) / pieces + 15) / 16 * 16;
+  ParallelFor(pool, pieces, [&](int64_t piece) {
+    const int64_t begin = piece * step, end = std::min(dim, begin + step);
+    if (begin >= end) return;
+    const float* pa = a;
+    const float* pb = b;
+    float* pc = c;
+    int64_t m = p.m, n = p.n;
+    if (by_rows) {  // rows [begin, end) of op(A): stored rows, or columns of a stored A^T
+      pa += p.trans_a ? begin : begin * lda;
+      pc += begin * ldc;
+      m = end - begin;
+    } else {  // columns [begin, end) of op(B): stored columns, or rows of a stored B^T
+      pb += p.trans_b ? begin * ldb : begin;
+      pc += begin;
+      n = end - begin;
+    }
+    cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
+                p.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(m),
+                static_cast<blasint>(n), static_cast<blasint>(p.k), p.alpha, pa,
+                static_cast<blasint>(lda), pb, static_cast<blasint>(ldb), p.beta, pc,
+                static_cast<blasint>(ldc));
+  });
 }
 
 const void* Offset(const void* ptr, DType type, int64_t elements) {
@@ -60,7 +107,19 @@ absl::Status CheckBlasInt(const GemmParams& p) {
 
 }  // namespace
 
-absl::Status RunCpuGemm(const GemmParams& p) {
+int64_t CpuGemmPieces(int64_t m, int64_t n, int64_t k) {
+  // Each piece packs the operand it shares with the others again: op(B) [k, n] when C is cut by
+  // rows, op(A) [m, k] when by columns. Packing an element costs about as much as ~25
+  // multiply-adds, and a piece of r rows does r multiply-adds per element of op(B) (columns
+  // likewise), so kMinPieceDim = 256 keeps the repacking near 10% (measured: more, smaller pieces
+  // cost more CPU time); kMinPieceMacs keeps small products in one call.
+  constexpr int64_t kMinPieceMacs = int64_t{1} << 22, kMinPieceDim = 256, kMaxPieces = 8;
+  const int64_t macs = m * n * std::max<int64_t>(k, 1);
+  const int64_t pieces = std::min(macs / kMinPieceMacs, std::max(m, n) / kMinPieceDim);
+  return std::clamp<int64_t>(pieces, 1, kMaxPieces);
+}
+
+absl::Status RunCpuGemm(const GemmParams& p, optim::ThreadPool* pool) {
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   if (absl::Status s = CheckBlasInt(p); !s.ok()) return s;
   Scratch& scratch = tls_scratch;
@@ -73,40 +132,39 @@ absl::Status RunCpuGemm(const GemmParams& p) {
     // A broadcast bf16 operand (stride 0) is converted once for the whole batch.
     if (p.k > 0 && (batch == 0 || p.stride_a != 0)) {
       a32 = AsFp32(p.a_type, Offset(p.a, p.a_type, batch * p.stride_a), a_rows, a_cols, p.lda,
-                   scratch.a, &lda);
+                   scratch.a, &lda, pool);
     }
     if (p.k > 0 && (batch == 0 || p.stride_b != 0)) {
       b32 = AsFp32(p.b_type, Offset(p.b, p.b_type, batch * p.stride_b), b_rows, b_cols, p.ldb,
-                   scratch.b, &ldb);
+                   scratch.b, &ldb, pool);
     }
     void* c_ptr = static_cast<char*>(p.c) + batch * p.stride_c * DTypeBytes(p.c_type);
     float* c32 = static_cast<float*>(c_ptr);
     int64_t ldc = p.ldc;
+    auto* c_bf16 = static_cast<uint16_t*>(c_ptr);
     if (p.c_type == DType::kBf16) {  // compute in fp32, round once
-      scratch.c.assign(static_cast<size_t>(p.m * p.n), 0.0f);
-      if (p.beta != 0.0f) {
-        for (int64_t i = 0; i < p.m; ++i) {
-          numeric::Bf16ToFp32(static_cast<const uint16_t*>(c_ptr) + i * p.ldc,
-                              scratch.c.data() + i * p.n, static_cast<size_t>(p.n));
-        }
-      }
+      scratch.c.resize(static_cast<size_t>(p.m * p.n));
       c32 = scratch.c.data();
       ldc = p.n;
+      if (p.beta != 0.0f) {
+        ParallelForRange(pool, p.m, RowGrain(p.n), [&](int64_t i0, int64_t i1) {
+          for (int64_t i = i0; i < i1; ++i) {
+            kernels::cpu::Bf16RowToFp32(c32 + i * p.n, c_bf16 + i * p.ldc, p.n);
+          }
+        });
+      }  // beta == 0: sgemm does not read C
     }
     if (p.k == 0) {
       ScaleC(c32, p.m, p.n, ldc, p.beta);
     } else {
-      cblas_sgemm(CblasRowMajor, p.trans_a ? CblasTrans : CblasNoTrans,
-                  p.trans_b ? CblasTrans : CblasNoTrans, static_cast<blasint>(p.m),
-                  static_cast<blasint>(p.n), static_cast<blasint>(p.k), p.alpha, a32,
-                  static_cast<blasint>(lda), b32, static_cast<blasint>(ldb), p.beta, c32,
-                  static_cast<blasint>(ldc));
+      PiecewiseSgemm(p, a32, lda, b32, ldb, c32, ldc, pool);
     }
     if (p.c_type == DType::kBf16) {
-      for (int64_t i = 0; i < p.m; ++i) {
-        numeric::Fp32ToBf16(c32 + i * p.n, static_cast<uint16_t*>(c_ptr) + i * p.ldc,
-                            static_cast<size_t>(p.n));
-      }
+      ParallelForRange(pool, p.m, RowGrain(p.n), [&](int64_t i0, int64_t i1) {
+        for (int64_t i = i0; i < i1; ++i) {
+          kernels::cpu::Fp32RowToBf16(c_bf16 + i * p.ldc, c32 + i * p.n, p.n);
+        }
+      });
     }
   }
   return absl::OkStatus();

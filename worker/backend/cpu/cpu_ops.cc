@@ -9,6 +9,7 @@
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/kernels/cpu/attention.h"
 #include "worker/kernels/cpu/bias.h"
+#include "worker/kernels/cpu/convert.h"
 #include "worker/kernels/cpu/cross_entropy.h"
 #include "worker/kernels/cpu/embedding.h"
 #include "worker/kernels/cpu/gelu.h"
@@ -74,11 +75,11 @@ absl::Status CpuBackend::Cast(Queue& queue, const CastParams& p) {
       std::memmove(p.dst, p.src, bytes);
     } else if (p.src_type == DType::kFp32) {
       k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
-        numeric::Fp32ToBf16(F32(p.src) + b, Bf(p.dst) + b, e - b);
+        k::Fp32RowToBf16(Bf(p.dst) + b, F32(p.src) + b, e - b);
       });
     } else {
       k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
-        numeric::Bf16ToFp32(Bf(p.src) + b, F32(p.dst) + b, e - b);
+        k::Bf16RowToFp32(F32(p.dst) + b, Bf(p.src) + b, e - b);
       });
     }
     return absl::OkStatus();

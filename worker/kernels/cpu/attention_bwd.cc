@@ -1,11 +1,13 @@
 // attention_bwd: D = rowsum(dO * O), then two race-free passes that both recompute P per tile
 // (see attention.h): dK/dV per (batch, kv head, key tile), dQ per (batch, head, query tile).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "worker/kernels/cpu/attention.h"
 #include "worker/kernels/cpu/attention_tile.h"
 #include "worker/kernels/cpu/fast_math.h"
+#include "worker/kernels/cpu/tile_gemm.h"
 
 namespace mobius::kernels::cpu {
 namespace {
@@ -15,25 +17,42 @@ using attention_internal::kKeyTile;
 using attention_internal::KvTile;
 using attention_internal::kQueryTile;
 using attention_internal::LastQuery;
+using attention_internal::LoadRows;
 using attention_internal::LseIndex;
 using attention_internal::Row;
+using attention_internal::VisibleLanes;
+using tile_internal::TileGemm;
 
-// One query row against one key tile: P and dS (times the score scale) for keys [j0, j1).
-struct RowGrad {
-  float p[kKeyTile];
-  float ds[kKeyTile];
-
-  void Compute(const KvTile& tile, const float* qrow, const float* dorow, float lse, float d,
-               float scale, int64_t j0, int64_t j1) {
-    float dp[kKeyTile];
-    tile.Dots(tile.kt, qrow, j0, j1, p);
-    tile.Dots(tile.vt, dorow, j0, j1, dp);
-    for (int64_t j = j0; j < j1; ++j) {
-      p[j] = FastExp(p[j] * scale - lse);
-      ds[j] = p[j] * (dp[j] - d) * scale;
-    }
+// One query row against one key tile: on entry p [w] = q.k and dp [w] = dO.v; on return p = P
+// and dp = dS (times the score scale), both 0 for keys outside [j0, j1). REQUIRES: w % 8 == 0.
+MOBIUS_SIMD_INLINE void RowGrad(float* p, float* dp, int64_t w, int64_t j0, int64_t j1, float lse,
+                                float d, float scale) {
+  for (int64_t v = 0; v < w / 8; ++v) {
+    const F32x8 pv = FastExp(Load8(p + 8 * v) * scale - lse);
+    const F32x8 prob = VisibleLanes(v, j0, j1) ? pv : Splat8(0.0f);
+    Store8(p + 8 * v, prob);
+    Store8(dp + 8 * v, prob * (Load8(dp + 8 * v) - d) * scale);
   }
-};
+}
+
+// S = Q K^T and dP = dO V^T of `rows` query rows (row-major [rows, hd]) against the key tile, then
+// P and dS in place (RowGrad) for query positions t0.. of head h. Tiles are [rows, kKeyTile].
+MOBIUS_SIMD_INLINE void ProbsAndGrads(float* p, float* dp, const float* qs, const float* dos,
+                                      const KvTile& tile, const AttentionShape& s, int64_t b,
+                                      int64_t h, int64_t t0, int64_t rows, const float* lse,
+                                      const float* dvec, float scale) {
+  const int64_t hd = s.head_dim, w = tile.width();
+  std::fill(p, p + rows * kKeyTile, 0.0f);
+  std::fill(dp, dp + rows * kKeyTile, 0.0f);
+  TileGemm(p, kKeyTile, qs, hd, tile.kt.data(), kKeyTile, rows, w, hd);
+  TileGemm(dp, kKeyTile, dos, hd, tile.vt.data(), kKeyTile, rows, w, hd);
+  for (int64_t i = 0; i < rows; ++i) {
+    int64_t j0, j1;
+    tile.Visible(s, t0 + i, &j0, &j1);
+    const int64_t li = LseIndex(s, b, h, t0 + i);
+    RowGrad(&p[i * kKeyTile], &dp[i * kKeyTile], w, j0, j1, lse[li], dvec[li], scale);
+  }
+}
 
 // dst [n] bf16 += src [n] fp32, one rounding per element.
 void AccumulateRow(uint16_t* dst, const float* src, int64_t n) {
@@ -60,7 +79,9 @@ std::vector<float> RowDotDoutOut(const uint16_t* dout, const uint16_t* out, cons
   return d;
 }
 
-// dK, dV of one key tile: work item `item` of KeyValuePass.
+// dK, dV of one key tile: work item `item` of KeyValuePass. Query rows come in blocks of
+// kQueryTile; per block dV^T += dO^T P and dK^T += Q^T dS (tile GEMMs, transposed so that the
+// block's rows are the reduction), accumulated over the heads of the group and the rows in order.
 MOBIUS_KERNEL_CLONES
 void KeyValueItem(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* q,
                   const uint16_t* k, const uint16_t* v, const float* lse, const float* dvec,
@@ -71,32 +92,29 @@ void KeyValueItem(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16
   const int64_t k0 = item % k_tiles * kKeyTile, len = std::min(kKeyTile, s.t - k0);
   KvTile tile(hd);
   tile.Load(k, v, s, b, kvh, k0, len);
-  std::vector<float> dkt(len * hd, 0.0f), dvt(len * hd, 0.0f), qrow(hd), dorow(hd);
-  RowGrad g;
+  const int64_t w = tile.width();
+  std::vector<float> dkt(hd * kKeyTile, 0.0f), dvt(hd * kKeyTile, 0.0f);  // [hd, Bc]
+  std::vector<float> qs(kQueryTile * hd), qst(hd * kQueryTile), dos(kQueryTile * hd),
+      dost(hd * kQueryTile), p(kQueryTile * kKeyTile), ds(kQueryTile * kKeyTile);
   const int64_t last_query = LastQuery(s, k0 + len - 1);
   for (int64_t h = kvh * group; h < (kvh + 1) * group; ++h) {
-    for (int64_t t = k0; t <= last_query; ++t) {
-      int64_t j0, j1;
-      tile.Visible(s, t, &j0, &j1);
-      if (j0 >= j1) continue;
-      const int64_t off = Row(s, b, t, s.heads, h);
-      LoadRow(qrow.data(), q + off, hd);
-      LoadRow(dorow.data(), dout + off, hd);
-      const int64_t li = LseIndex(s, b, h, t);
-      g.Compute(tile, qrow.data(), dorow.data(), lse[li], dvec[li], scale, j0, j1);
-      for (int64_t j = j0; j < j1; ++j) {
-        const float pj = g.p[j], dsj = g.ds[j];
-        float* dvj = &dvt[j * hd];
-        float* dkj = &dkt[j * hd];
-        for (int64_t d = 0; d < hd; ++d) dvj[d] += pj * dorow[d];
-        for (int64_t d = 0; d < hd; ++d) dkj[d] += dsj * qrow[d];
-      }
+    for (int64_t t0 = k0; t0 <= last_query; t0 += kQueryTile) {
+      const int64_t rows = std::min(kQueryTile, last_query + 1 - t0);
+      LoadRows(qs.data(), qst.data(), q, s, b, t0, rows, s.heads, h);
+      LoadRows(dos.data(), dost.data(), dout, s, b, t0, rows, s.heads, h);
+      ProbsAndGrads(p.data(), ds.data(), qs.data(), dos.data(), tile, s, b, h, t0, rows, lse, dvec,
+                    scale);
+      TileGemm(dvt.data(), kKeyTile, dost.data(), rows, p.data(), kKeyTile, hd, w, rows);
+      TileGemm(dkt.data(), kKeyTile, qst.data(), rows, ds.data(), kKeyTile, hd, w, rows);
     }
   }
+  std::vector<float> row(hd);
   for (int64_t j = 0; j < len; ++j) {
     const int64_t off = Row(s, b, k0 + j, s.kv_heads, kvh);
-    AccumulateRow(dk + off, &dkt[j * hd], hd);
-    AccumulateRow(dv + off, &dvt[j * hd], hd);
+    for (int64_t d = 0; d < hd; ++d) row[d] = dkt[d * kKeyTile + j];
+    AccumulateRow(dk + off, row.data(), hd);
+    for (int64_t d = 0; d < hd; ++d) row[d] = dvt[d * kKeyTile + j];
+    AccumulateRow(dv + off, row.data(), hd);
   }
 }
 
@@ -109,7 +127,7 @@ void KeyValuePass(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16
   });
 }
 
-// dQ of one query tile: work item `item` of QueryPass.
+// dQ of one query tile: work item `item` of QueryPass; per key tile dQ += dS K (a tile GEMM).
 MOBIUS_KERNEL_CLONES
 void QueryItem(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint16_t* k,
                const uint16_t* v, const float* lse, const float* dvec, const AttentionShape& s,
@@ -120,28 +138,15 @@ void QueryItem(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint
   const int64_t t0 = item % q_tiles * kQueryTile, t1 = std::min(s.t, t0 + kQueryTile);
   const int64_t rows = t1 - t0, kvh = h / group;
   std::vector<float> qs(rows * hd), dos(rows * hd), dqt(rows * hd, 0.0f);
-  for (int64_t i = 0; i < rows; ++i) {
-    const int64_t off = Row(s, b, t0 + i, s.heads, h);
-    LoadRow(&qs[i * hd], q + off, hd);
-    LoadRow(&dos[i * hd], dout + off, hd);
-  }
+  std::vector<float> p(rows * kKeyTile), ds(rows * kKeyTile);
+  LoadRows(qs.data(), nullptr, q, s, b, t0, rows, s.heads, h);
+  LoadRows(dos.data(), nullptr, dout, s, b, t0, rows, s.heads, h);
   KvTile tile(hd);
-  RowGrad g;
   for (int64_t k0 = FirstKey(s, t0); k0 < t1; k0 += kKeyTile) {
     tile.Load(k, v, s, b, kvh, k0, std::min(kKeyTile, t1 - k0));
-    for (int64_t i = 0; i < rows; ++i) {
-      int64_t j0, j1;
-      tile.Visible(s, t0 + i, &j0, &j1);
-      if (j0 >= j1) continue;
-      const int64_t li = LseIndex(s, b, h, t0 + i);
-      g.Compute(tile, &qs[i * hd], &dos[i * hd], lse[li], dvec[li], scale, j0, j1);
-      float* dqi = &dqt[i * hd];
-      for (int64_t j = j0; j < j1; ++j) {
-        const float dsj = g.ds[j];
-        const float* kj = &tile.k[j * hd];
-        for (int64_t d = 0; d < hd; ++d) dqi[d] += dsj * kj[d];
-      }
-    }
+    ProbsAndGrads(p.data(), ds.data(), qs.data(), dos.data(), tile, s, b, h, t0, rows, lse, dvec,
+                  scale);
+    TileGemm(dqt.data(), hd, ds.data(), kKeyTile, tile.k.data(), hd, rows, hd, tile.len);
   }
   for (int64_t i = 0; i < rows; ++i) {
     AccumulateRow(dq + Row(s, b, t0 + i, s.heads, h), &dqt[i * hd], hd);

@@ -1,11 +1,13 @@
 // attention_fwd: one work item per (batch, head, query tile); each keeps the running max m, the
 // running sum l and the unnormalised output of its rows in fp32 while it walks the key tiles.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "worker/kernels/cpu/attention.h"
 #include "worker/kernels/cpu/attention_tile.h"
 #include "worker/kernels/cpu/fast_math.h"
+#include "worker/kernels/cpu/tile_gemm.h"
 
 namespace mobius::kernels::cpu {
 
@@ -13,13 +15,46 @@ using attention_internal::FirstKey;
 using attention_internal::kKeyTile;
 using attention_internal::KvTile;
 using attention_internal::kQueryTile;
+using attention_internal::LoadRows;
 using attention_internal::LseIndex;
 using attention_internal::Row;
+using attention_internal::VisibleLanes;
+using tile_internal::TileGemm;
 
 namespace {
 
-// One work item: query rows [t0, t1) of (b, h). Score rows are staged in a float array so that the
-// scale, exp and p.v loops each run over contiguous memory and vectorise.
+// Scores of one query row in the current key tile -> its unnormalised probabilities, updating the
+// running max m and sum l (online softmax). p [w] holds q.k on entry; keys outside [j0, j1) get
+// p = 0. Returns alpha = exp(m_old - m_new), the factor for the row's accumulated output.
+// REQUIRES: j0 < j1 <= w, w a multiple of 8.
+MOBIUS_SIMD_INLINE float SoftmaxRow(float* p, int64_t w, int64_t j0, int64_t j1, float scale, float* m,
+                        float* l) {
+  const F32x8 neg_inf = Splat8(-INFINITY);
+  F32x8 vmax = neg_inf;
+  for (int64_t v = 0; v < w / 8; ++v) {
+    const F32x8 x = VisibleLanes(v, j0, j1) ? Load8(p + 8 * v) * scale : neg_inf;
+    Store8(p + 8 * v, x);
+    vmax = x > vmax ? x : vmax;
+  }
+  float tile_max = -INFINITY;
+  for (int lane = 0; lane < 8; ++lane) tile_max = std::max(tile_max, vmax[lane]);
+  const float m_new = std::max(*m, tile_max);
+  const float alpha = FastExp(*m - m_new);  // 0 on the first visible tile
+  F32x8 vsum = Splat8(0.0f);
+  for (int64_t v = 0; v < w / 8; ++v) {
+    const F32x8 e = FastExp(Load8(p + 8 * v) - m_new);  // exp(-inf) == 0: masked keys
+    Store8(p + 8 * v, e);
+    vsum += e;
+  }
+  float sum = 0.0f;
+  for (int lane = 0; lane < 8; ++lane) sum += vsum[lane];
+  *l = *l * alpha + sum;
+  *m = m_new;
+  return alpha;
+}
+
+// One work item: query rows [t0, t1) of (b, h). Per key tile: S = Q K^T and O += P V as tile
+// GEMMs, the online softmax on each row of S in between.
 MOBIUS_KERNEL_CLONES
 void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                  const uint16_t* v, const AttentionShape& s, float scale, int64_t item) {
@@ -28,36 +63,28 @@ void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k
   const int64_t b = item / (s.heads * q_tiles), h = item / q_tiles % s.heads;
   const int64_t t0 = item % q_tiles * kQueryTile, t1 = std::min(s.t, t0 + kQueryTile);
   const int64_t rows = t1 - t0, kvh = h / group;
-  std::vector<float> qs(rows * hd), acc(rows * hd, 0.0f);
+  std::vector<float> qs(rows * hd), acc(rows * hd, 0.0f), scores(rows * kKeyTile);
   std::vector<float> m(rows, -INFINITY), l(rows, 0.0f);
-  for (int64_t i = 0; i < rows; ++i) LoadRow(&qs[i * hd], q + Row(s, b, t0 + i, s.heads, h), hd);
+  LoadRows(qs.data(), nullptr, q, s, b, t0, rows, s.heads, h);
   KvTile tile(hd);
-  float p[kKeyTile];
   for (int64_t k0 = FirstKey(s, t0); k0 < t1; k0 += kKeyTile) {
     tile.Load(k, v, s, b, kvh, k0, std::min(kKeyTile, t1 - k0));
+    const int64_t w = tile.width();
+    std::fill(scores.begin(), scores.end(), 0.0f);
+    TileGemm(scores.data(), kKeyTile, qs.data(), hd, tile.kt.data(), kKeyTile, rows, w, hd);
     for (int64_t i = 0; i < rows; ++i) {
+      float* p = &scores[i * kKeyTile];
       int64_t j0, j1;
       tile.Visible(s, t0 + i, &j0, &j1);
-      if (j0 >= j1) continue;
-      tile.Dots(tile.kt, &qs[i * hd], j0, j1, p);
-      for (int64_t j = j0; j < j1; ++j) p[j] *= scale;
-      float tile_max = -INFINITY;
-      for (int64_t j = j0; j < j1; ++j) tile_max = std::max(tile_max, p[j]);
-      const float m_new = std::max(m[i], tile_max);
-      const float alpha = FastExp(m[i] - m_new);  // 0 on the first visible tile
-      for (int64_t j = j0; j < j1; ++j) p[j] = FastExp(p[j] - m_new);
-      float sum = 0.0f;
-      for (int64_t j = j0; j < j1; ++j) sum += p[j];
-      l[i] = l[i] * alpha + sum;
-      m[i] = m_new;
+      if (j0 >= j1) {  // nothing visible in this tile: the row is left as it is
+        std::fill(p, p + w, 0.0f);
+        continue;
+      }
+      const float alpha = SoftmaxRow(p, w, j0, j1, scale, &m[i], &l[i]);
       float* a = &acc[i * hd];
       for (int64_t d = 0; d < hd; ++d) a[d] *= alpha;
-      for (int64_t j = j0; j < j1; ++j) {
-        const float pj = p[j];
-        const float* vj = &tile.v[j * hd];
-        for (int64_t d = 0; d < hd; ++d) a[d] += pj * vj[d];
-      }
     }
+    TileGemm(acc.data(), hd, scores.data(), kKeyTile, tile.v.data(), hd, rows, hd, tile.len);
   }
   for (int64_t i = 0; i < rows; ++i) {
     uint16_t* o = out + Row(s, b, t0 + i, s.heads, h);

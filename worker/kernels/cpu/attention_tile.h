@@ -1,5 +1,6 @@
-// Internal to the attention kernels: a key/value tile in fp32 and the index arithmetic shared by
-// attention_fwd.cc and attention_bwd.cc.
+// Internal to the attention kernels: a key/value tile in fp32, the index arithmetic and the
+// per-row masking shared by attention_fwd.cc and attention_bwd.cc. The products of a tile
+// (scores, P V, dS K, ...) are TileGemm calls (tile_gemm.h) on these fp32 layouts.
 #ifndef MOBIUS_WORKER_KERNELS_CPU_ATTENTION_TILE_H_
 #define MOBIUS_WORKER_KERNELS_CPU_ATTENTION_TILE_H_
 
@@ -8,6 +9,8 @@
 #include <vector>
 
 #include "worker/kernels/cpu/attention.h"
+#include "worker/kernels/cpu/fast_math.h"
+#include "worker/kernels/cpu/parallel.h"
 
 namespace mobius::kernels::cpu::attention_internal {
 
@@ -31,8 +34,9 @@ inline int64_t LastQuery(const AttentionShape& s, int64_t t2) {
   return s.window > 0 ? std::min<int64_t>(s.t - 1, t2 + s.window - 1) : s.t - 1;
 }
 
-// Keys [k0, k0 + len) of one (batch, kv head) in fp32, row-major and transposed so that the
-// inner loops run over contiguous memory (q.k over keys, p.v over dimensions).
+// Keys [k0, k0 + len) of one (batch, kv head) in fp32, row-major ([key, d]: the B of P V and
+// dS K) and transposed ([d, key]: the B of Q K^T and dO V^T). Columns len..kKeyTile of the
+// transposed copies are zero, so a score tile may be computed RoundUp8(len) wide.
 struct KvTile {
   explicit KvTile(int64_t hd)
       : hd(hd), k(kKeyTile * hd), v(kKeyTile * hd), kt(hd * kKeyTile), vt(hd * kKeyTile) {}
@@ -50,16 +54,9 @@ struct KvTile {
         vt[d * kKeyTile + j] = v[j * hd + d];
       }
     }
-  }
-
-  // out[j] = x . row_j for tile-relative keys j in [j0, j1); `xt_tile` is kt or vt.
-  void Dots(const std::vector<float>& xt_tile, const float* x, int64_t j0, int64_t j1,
-            float* out) const {
-    for (int64_t j = j0; j < j1; ++j) out[j] = 0.0f;
-    for (int64_t d = 0; d < hd; ++d) {
-      const float xd = x[d];
-      const float* col = &xt_tile[d * kKeyTile];
-      for (int64_t j = j0; j < j1; ++j) out[j] += xd * col[j];
+    for (int64_t d = 0; d < hd && len < kKeyTile; ++d) {
+      std::fill(&kt[d * kKeyTile + len], &kt[(d + 1) * kKeyTile], 0.0f);
+      std::fill(&vt[d * kKeyTile + len], &vt[(d + 1) * kKeyTile], 0.0f);
     }
   }
 
@@ -69,11 +66,31 @@ struct KvTile {
     *j1 = std::min<int64_t>(t + 1, k0 + len) - k0;
   }
 
+  // Columns of a score tile: len rounded up to whole F32x8 vectors.
+  int64_t width() const { return (len + 7) / 8 * 8; }
+
   int64_t hd;
   int64_t k0 = 0, len = 0;
   std::vector<float> k, v;    // [Bc, hd]
   std::vector<float> kt, vt;  // [hd, Bc]
 };
+
+// Lanes [8 * vec, 8 * vec + 8) of a score row inside [j0, j1): all bits set, else 0.
+MOBIUS_SIMD_INLINE I32x8 VisibleLanes(int64_t vec, int64_t j0, int64_t j1) {
+  const I32x8 j = I32x8{0, 1, 2, 3, 4, 5, 6, 7} + static_cast<int32_t>(8 * vec);
+  return (j >= static_cast<int32_t>(j0)) & (j < static_cast<int32_t>(j1));
+}
+
+// q rows [rows x hd] (and, when qt is not null, transposed [hd x rows]) of (b, t0.., nh, head).
+inline void LoadRows(float* q, float* qt, const uint16_t* src, const AttentionShape& s, int64_t b,
+                     int64_t t0, int64_t rows, int64_t nh, int64_t head) {
+  const int64_t hd = s.head_dim;
+  for (int64_t i = 0; i < rows; ++i) LoadRow(&q[i * hd], src + Row(s, b, t0 + i, nh, head), hd);
+  if (qt == nullptr) return;
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t d = 0; d < hd; ++d) qt[d * rows + i] = q[i * hd + d];
+  }
+}
 
 }  // namespace mobius::kernels::cpu::attention_internal
 

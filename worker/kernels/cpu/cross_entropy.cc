@@ -27,25 +27,35 @@ float BlockMax(const float* x, int64_t n, float init) {
   return m;
 }
 
-// sum over i of exp(x[i] - shift).
+// sum over i of exp(x[i] - shift); x[i] = exp(x[i] - shift). Lane l of the vector sum is the
+// interleaved partial kLanes wide, the tail is added after the lanes in order.
+static_assert(kLanes == 8, "one F32x8 of partial sums");
 MOBIUS_KERNEL_CLONES
 float BlockExpSum(float* x, int64_t n, float shift) {
-  for (int64_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - shift);
-  float lane[kLanes] = {};
+  const F32x8 s = Splat8(shift);
+  F32x8 lane = Splat8(0.0f);
   int64_t i = 0;
   for (; i + kLanes <= n; i += kLanes) {
-    for (int64_t l = 0; l < kLanes; ++l) lane[l] += x[i + l];
+    const F32x8 e = FastExp(Load8(x + i) - s);
+    Store8(x + i, e);
+    lane += e;
   }
   float sum = 0.0f;
   for (int64_t l = 0; l < kLanes; ++l) sum += lane[l];
-  for (; i < n; ++i) sum += x[i];
+  for (; i < n; ++i) {
+    x[i] = FastExp(x[i] - shift);
+    sum += x[i];
+  }
   return sum;
 }
 
 // x[i] = exp(x[i] - shift) * scale.
 MOBIUS_KERNEL_CLONES
 void BlockScaledExp(float* x, int64_t n, float shift, float scale) {
-  for (int64_t i = 0; i < n; ++i) x[i] = FastExp(x[i] - shift) * scale;
+  const F32x8 s = Splat8(shift);
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) Store8(x + i, FastExp(Load8(x + i) - s) * scale);
+  for (; i < n; ++i) x[i] = FastExp(x[i] - shift) * scale;
 }
 
 template <typename T>
