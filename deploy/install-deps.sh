@@ -13,6 +13,8 @@ PACKAGES=(
   # RPC and core libraries
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libgoogle-glog-dev libgflags-dev
+  # the TLS TCP listener (OpenSSL: key checks, token digests) and the test certificates (openssl)
+  libssl-dev openssl
   # hardware topology (library + lstopo to check the fixtures)
   libhwloc-dev hwloc
   # metrics, persistence, planning solver, BLAS
