@@ -64,7 +64,6 @@ std::vector<planner::sim::SimStage> RuntimeStages(const planner::PartitionProble
   std::vector<planner::sim::SimStage> stages = planner::sim::MakeSimStages(p, partition);
   for (int s = 0; s < partition.num_stages(); ++s) {
     planner::sim::SimStage& st = stages[s];
-    st.gradient_bytes *= 2;  // fp32 gradient accumulators go to the store, not bf16
     for (int u = partition.stages[s].begin; u + 1 < partition.stages[s].end; ++u) {
       st.backward_seconds += p.units[u].forward_seconds;  // interior inputs recomputed
     }

@@ -8,7 +8,7 @@
 //                BuildRunConfig gives the emulated link; its predicted_step_seconds is what
 //                `mobius plan` would print for that machine.
 //   runtime sim  the same partition and mapping simulated again with what the runtime actually
-//                moves and computes (pipeline_worker.h): fp32 gradients (the planner counts bf16),
+//                moves and computes (pipeline_worker.h; the planner already counts fp32 gradients):
 //                the stage interior recomputed once more in backward (the planner counts one
 //                recompute per unit), no backward re-upload of a rank's last two stages (their
 //                forward slots still hold them; the simulator uploads every stage in both passes),
