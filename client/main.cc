@@ -11,6 +11,7 @@
 //
 // Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error.
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -67,15 +68,21 @@ absl::StatusOr<mobius::cli::DaemonEndpoint> Endpoint() {
   return mobius::cli::ResolveDaemonEndpoint(f);
 }
 
-int EndpointError(const absl::Status& s) {
-  std::cerr << "mobius: " << s.message() << "\n";
-  return mobius::cli::kExitUsage;
+// Sets `out` from the connection flags and environment; the exit code when they are invalid.
+std::optional<int> ResolveDaemon(mobius::cli::DaemonEndpoint& out) {
+  absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
+  if (!endpoint.ok()) {
+    std::cerr << "mobius: " << endpoint.status().message() << "\n";
+    return mobius::cli::kExitUsage;
+  }
+  out = *std::move(endpoint);
+  return std::nullopt;
 }
 
 int RunHealth() {
-  absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
-  if (!endpoint.ok()) return EndpointError(endpoint.status());
-  auto client = mobius::cli::DaemonClient::For(*endpoint, Timeout());
+  mobius::cli::DaemonEndpoint endpoint;
+  if (std::optional<int> rc = ResolveDaemon(endpoint)) return *rc;
+  auto client = mobius::cli::DaemonClient::For(endpoint, Timeout());
   absl::StatusOr<std::string> status = client->Health();
   if (!status.ok()) {
     std::cerr << "mobius health: " << status.status().message() << "\n";
@@ -90,9 +97,7 @@ int RunPlanCommand() {
   o.model = absl::GetFlag(FLAGS_model);
   o.topology_file = absl::GetFlag(FLAGS_topology_file);
   if (o.topology_file.empty()) {
-    absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
-    if (!endpoint.ok()) return EndpointError(endpoint.status());
-    o.daemon = *std::move(endpoint);
+    if (std::optional<int> rc = ResolveDaemon(o.daemon)) return *rc;
   }
   o.timeout = Timeout();
   o.batch = absl::GetFlag(FLAGS_batch);
@@ -136,9 +141,7 @@ int main(int argc, char** argv) {
     mobius::cli::PlanCommandOptions o;
     o.topology_file = absl::GetFlag(FLAGS_topology_file);
     if (o.topology_file.empty()) {
-      absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
-      if (!endpoint.ok()) return EndpointError(endpoint.status());
-      o.daemon = *std::move(endpoint);
+      if (std::optional<int> rc = ResolveDaemon(o.daemon)) return *rc;
     }
     o.timeout = Timeout();
     o.gpus = absl::GetFlag(FLAGS_gpus);
@@ -164,9 +167,7 @@ int main(int argc, char** argv) {
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {
     mobius::cli::JobCommandOptions o;
-    absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
-    if (!endpoint.ok()) return EndpointError(endpoint.status());
-    o.daemon = *std::move(endpoint);
+    if (std::optional<int> rc = ResolveDaemon(o.daemon)) return *rc;
     o.timeout = Timeout();
     o.json = absl::GetFlag(FLAGS_json);
     o.wait = absl::GetFlag(FLAGS_wait);
@@ -186,9 +187,7 @@ int main(int argc, char** argv) {
     mobius::cli::TopoOptions o;
     o.topology_file = absl::GetFlag(FLAGS_topology_file);
     if (o.topology_file.empty()) {
-      absl::StatusOr<mobius::cli::DaemonEndpoint> endpoint = Endpoint();
-      if (!endpoint.ok()) return EndpointError(endpoint.status());
-      o.daemon = *std::move(endpoint);
+      if (std::optional<int> rc = ResolveDaemon(o.daemon)) return *rc;
     }
     o.timeout = Timeout();
     o.json = absl::GetFlag(FLAGS_json);
