@@ -37,6 +37,8 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "bench/common/latency_stats.h"
 #include "common/jobspec/json.h"
 #include "common/jobspec/yaml.h"
 #include "grpcpp/client_context.h"
@@ -242,19 +244,8 @@ void StopDaemon(const Daemon& d) {
 
 // --- measurement --------------------------------------------------------------------------------
 
-struct Stats {
-  double p50 = 0, p99 = 0, max = 0;
-};
-
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Stats s;
-  if (v.empty()) return s;
-  s.p50 = v[(v.size() - 1) / 2];
-  s.p99 = v[static_cast<size_t>(std::ceil(0.99 * v.size())) - 1];
-  s.max = v.back();
-  return s;
-}
+using Stats = mobius::bench::LatencyStats;
+using mobius::bench::Summarise;
 
 struct Kind {
   std::string name;
@@ -359,13 +350,14 @@ void Run(const Args& a, const std::string& dir) {
         tcp_stub.get());
   }
   {  // The floor: one job by id, what any call costs through gRPC on this machine.
+    const std::string id = absl::StrFormat("j-%06d", std::max(1, a.jobs / 2));
     const size_t index = kinds.size();
     kinds.emplace_back();
     kinds.back().name = "baseline: GetJob (1 job), unix socket";
     v1::JobService::Stub* stub = unix_stub.get();
-    kinds.back().rpc = [stub, index, &kinds] {
+    kinds.back().rpc = [stub, index, &kinds, id] {
       v1::GetJobRequest req;
-      req.set_id("j-004321");
+      req.set_id(id);
       v1::Job resp;
       grpc::ClientContext ctx;
       ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
@@ -374,8 +366,8 @@ void Run(const Args& a, const std::string& dir) {
       kinds[index].bytes = resp.ByteSizeLong();
       return size_t{1};
     };
-    kinds.back().store = [&store] {
-      Check(store->GetJob("j-004321"), "get");
+    kinds.back().store = [&store, id] {
+      Check(store->GetJob(id), "get");
       return size_t{1};
     };
   }

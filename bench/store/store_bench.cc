@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "bench/common/latency_stats.h"
 #include "server/jobs/store/job_store.h"
 
 namespace mobius::jobs {
@@ -119,19 +120,8 @@ JobRecord NewJob(int i, uint32_t uid) {
   return job;
 }
 
-struct Stats {
-  double p50 = 0, p99 = 0, max = 0;
-};
-
-Stats Summarise(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  Stats s;
-  if (v.empty()) return s;
-  s.p50 = v[(v.size() - 1) / 2];
-  s.p99 = v[static_cast<size_t>(std::ceil(0.99 * v.size())) - 1];
-  s.max = v.back();
-  return s;
-}
+using Stats = mobius::bench::LatencyStats;
+using mobius::bench::Summarise;
 
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
