@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "bench/common/latency_stats.h"
 #include "server/jobs/store/job_store.h"
 
@@ -316,9 +317,10 @@ void BenchList(const Args& args, const std::string& dir) {
                      return static_cast<size_t>(rows);
                    },
                    {}});
+  const std::string get_id = absl::StrFormat("j-%06d", std::max(1, args.jobs / 2));
   kinds.push_back({"GetJob",
-                   [&store] {
-                     Check(store->GetJob("j-004321"), "get");
+                   [&store, get_id] {
+                     Check(store->GetJob(get_id), "get");
                      return size_t{1};
                    },
                    {}});
