@@ -50,5 +50,7 @@ absl::Status Backend::CrossEntropyBackward(Queue&, const CrossEntropyBackwardPar
 absl::Status Backend::ResidualAdd(Queue&, const ResidualParams&) { return NotImplemented(*this, "ResidualAdd"); }
 absl::Status Backend::BiasAdd(Queue&, const BiasAddParams&) { return NotImplemented(*this, "BiasAdd"); }
 absl::Status Backend::BiasBackward(Queue&, const BiasBackwardParams&) { return NotImplemented(*this, "BiasBackward"); }
+absl::Status Backend::AdamW(Queue&, const AdamWParams&) { return NotImplemented(*this, "AdamW"); }
+absl::Status Backend::SumSquares(Queue&, const SumSquaresParams&) { return NotImplemented(*this, "SumSquares"); }
 
 }  // namespace mobius::backend

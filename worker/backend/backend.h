@@ -161,6 +161,8 @@ class Backend {
   virtual absl::Status ResidualAdd(Queue& queue, const ResidualParams& params);
   virtual absl::Status BiasAdd(Queue& queue, const BiasAddParams& params);
   virtual absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params);
+  virtual absl::Status AdamW(Queue& queue, const AdamWParams& params);
+  virtual absl::Status SumSquares(Queue& queue, const SumSquaresParams& params);
 
  protected:
   Backend() = default;

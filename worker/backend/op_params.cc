@@ -1,5 +1,7 @@
 #include "worker/backend/op_params.h"
 
+#include <cmath>
+
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -211,6 +213,28 @@ absl::Status ValidateBiasBackward(const BiasBackwardParams& p) {
   Check c("bias_backward");
   c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 1);
   c.Ptr("dout", p.dout, used).Ptr("dbias", p.dbias, used);
+  return c.status();
+}
+
+absl::Status ValidateAdamW(const AdamWParams& p) {
+  const bool used = p.n > 0;
+  Check c("adamw");
+  c.AtLeast("n", p.n, 0).AtLeast("step", p.step, 1);
+  c.Rule(std::isfinite(p.lr) && p.lr >= 0, absl::StrCat("lr = ", p.lr, ", want finite >= 0"));
+  c.Rule(p.beta1 >= 0 && p.beta1 < 1, absl::StrCat("beta1 = ", p.beta1, ", want [0, 1)"));
+  c.Rule(p.beta2 >= 0 && p.beta2 < 1, absl::StrCat("beta2 = ", p.beta2, ", want [0, 1)"));
+  c.Rule(std::isfinite(p.eps) && p.eps > 0, absl::StrCat("eps = ", p.eps, ", want finite > 0"));
+  c.Rule(std::isfinite(p.weight_decay) && p.weight_decay >= 0,
+         absl::StrCat("weight_decay = ", p.weight_decay, ", want finite >= 0"));
+  c.Rule(std::isfinite(p.grad_scale), absl::StrCat("grad_scale = ", p.grad_scale, ", want finite"));
+  c.Ptr("master", p.master, used).Ptr("m", p.m, used).Ptr("v", p.v, used);
+  c.Ptr("grad", p.grad, used);
+  return c.status();
+}
+
+absl::Status ValidateSumSquares(const SumSquaresParams& p) {
+  Check c("sum_squares");
+  c.AtLeast("n", p.n, 0).Ptr("x", p.x, p.n > 0).Ptr("out", p.out);
   return c.status();
 }
 

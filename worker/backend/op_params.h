@@ -216,6 +216,38 @@ struct BiasBackwardParams {
   float* dbias = nullptr;
 };
 
+// The optimizer ops (the `resident` schedule keeps fp32 master weights, Adam moments and gradients
+// in device memory and updates them there).
+//
+// AdamW over one tensor of n elements, step `step` (1-based), with worker/optim/adamw.h's
+// semantics (PyTorch's torch.optim.AdamW): g = grad * grad_scale; p *= 1 - lr * weight_decay
+// (`decay` false: no decay); m, v updated; p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 -
+// beta2^t) + eps); bf16_out = bf16(p) unless null. The per-step scalars are computed on the host
+// in double and rounded to float once, as worker/optim does, so every backend gives the CPU
+// optimizer's fused result bit for bit. master, m, v fp32 read and written; grad fp32; buffers must
+// not overlap.
+struct AdamWParams {
+  int64_t n = 0;
+  int64_t step = 1;
+  double lr = 1e-3, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0.0;
+  bool decay = true;
+  float grad_scale = 1.0f;
+  float* master = nullptr;
+  float* m = nullptr;
+  float* v = nullptr;
+  const float* grad = nullptr;
+  void* bf16_out = nullptr;
+};
+
+// *out (one double, device memory) += sum of x[i]^2 over [0, n), x fp32. The summation order is
+// the backend's (double accumulators: the result differs between backends only by double
+// rounding, ~1e-16 relative). Used for the global gradient norm.
+struct SumSquaresParams {
+  int64_t n = 0;
+  const float* x = nullptr;
+  double* out = nullptr;
+};
+
 // Each returns INVALID_ARGUMENT naming the op and the field unless the sizes are >= 0 (heads,
 // head_dim, C and V > 0 where they divide or index), the pointers an op reads or writes for a
 // non-empty shape are non-null, and the shape rules above hold.
@@ -239,6 +271,9 @@ absl::Status ValidateCrossEntropyBackward(const CrossEntropyBackwardParams& p);
 absl::Status ValidateResidual(const ResidualParams& p);
 absl::Status ValidateBiasAdd(const BiasAddParams& p);
 absl::Status ValidateBiasBackward(const BiasBackwardParams& p);
+// Also: step >= 1, finite lr >= 0, 0 <= beta < 1, eps > 0, weight_decay >= 0, finite grad_scale.
+absl::Status ValidateAdamW(const AdamWParams& p);
+absl::Status ValidateSumSquares(const SumSquaresParams& p);
 
 }  // namespace mobius::backend
 

@@ -29,7 +29,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/backend.h"
 #include "worker/model/unit_runner.h"
 #include "worker/optim/adamw.h"
 #include "worker/runtime/host_store.h"
@@ -79,7 +79,7 @@ struct PipelineWorker::State {
   StoreLayout layout;
   std::unique_ptr<HostStore> store;
   std::unique_ptr<LinkEmulator> links;
-  std::unique_ptr<backend::CpuBackend> backend;
+  std::unique_ptr<backend::Backend> backend;  // rank_backend.h: CPU or CUDA
   std::vector<std::unique_ptr<units::UnitRunner>> runners;  // [unit]; null for units not run here
   std::unique_ptr<backend::Queue> compute, h2d, d2h;
   Slot slots[2];

@@ -15,6 +15,7 @@
 #include "glog/logging.h"
 #include "worker/runtime/numa_affinity.h"
 #include "worker/runtime/pipeline_state.h"
+#include "worker/runtime/rank_backend.h"
 
 namespace mobius::runtime {
 
@@ -203,18 +204,12 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   s->head_backward = s->layout.num_backward_stages - 1;
   s->tied = s->start.config.tie_word_embeddings;
   MOBIUS_ASSIGN_OR_RETURN(s->store, HostStore::Open(s->run.store_path, s->layout.total_bytes));
-  backend::CpuBackendOptions bo;
-  bo.backend.capacity_bytes = o.device_memory_bytes;
-  // Link emulation reserves link time per chunk, first come first served: small chunks keep a
-  // boundary activation from waiting behind another GPU's whole stage upload.
-  bo.backend.copy_chunk_bytes = s->run.links.empty() ? uint64_t{64} << 20 : uint64_t{256} << 10;
   if (!s->run.links.empty()) {
     s->links = std::make_unique<LinkEmulator>(s->run, s->layout, s->store.get(), rank);
-    bo.backend.link_model = s->links.get();
   }
-  bo.blas_threads = o.threads;
-  bo.op_threads = o.threads;
-  MOBIUS_ASSIGN_OR_RETURN(s->backend, backend::CpuBackend::Create(bo));
+  MOBIUS_ASSIGN_OR_RETURN(RankBackend made, CreateRankBackend(s->run, rank, s->links.get()));
+  LOG(INFO) << made.description;
+  s->backend = std::move(made.backend);
   MOBIUS_ASSIGN_OR_RETURN(s->compute, s->backend->CreateQueue(backend::QueueKind::kCompute, 1));
   MOBIUS_ASSIGN_OR_RETURN(s->h2d, s->backend->CreateQueue(backend::QueueKind::kHostToDevice, 0));
   MOBIUS_ASSIGN_OR_RETURN(s->d2h, s->backend->CreateQueue(backend::QueueKind::kDeviceToHost, 0));

@@ -113,6 +113,18 @@ absl::Status ValidateRunConfig(const RunConfig& c, int64_t num_units) {
     }
   }
   if (c.store_path.empty()) return bad("store_path is empty");
+  if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
+    return bad("backend must be auto, cpu or cuda (got \"", c.backend, "\")");
+  }
+  if (c.transport != "auto" && c.transport != "host" && c.transport != "nccl") {
+    return bad("transport must be auto, host or nccl (got \"", c.transport, "\")");
+  }
+  if (!c.rank_device.empty() && c.rank_device.size() != static_cast<size_t>(c.num_workers)) {
+    return bad("rank_device has ", c.rank_device.size(), " entries for ", c.num_workers, " ranks");
+  }
+  for (size_t r = 0; r < c.rank_device.size(); ++r) {
+    if (c.rank_device[r] < 0) return bad("rank_device[", r, "] = ", c.rank_device[r], " < 0");
+  }
   return absl::OkStatus();
 }
 
@@ -143,7 +155,9 @@ std::string RunConfigToJson(const RunConfig& c) {
             {"num_workers", c.num_workers}, {"schedule", c.schedule},
             {"store_path", c.store_path}, {"links", links},
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
-            {"rank_gpu", c.rank_gpu}, {"rank_cpus", c.rank_cpus}};
+            {"rank_gpu", c.rank_gpu}, {"rank_cpus", c.rank_cpus},
+            {"backend", c.backend}, {"rank_device", c.rank_device},
+            {"transport", c.transport}};
   return j.dump(2);
 }
 
@@ -168,6 +182,9 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(j, "link_scale", c.link_scale, "");
     get(j, "rank_gpu", c.rank_gpu, "");
     get(j, "rank_cpus", c.rank_cpus, "");
+    get(j, "backend", c.backend, "");
+    get(j, "rank_device", c.rank_device, "");
+    get(j, "transport", c.transport, "");
     get(j, "pass_rank", c.pass_rank, "");
     for (auto [key, out] : {std::pair{"stages", &c.stages},
                             std::pair{"forward_stages", &c.forward_stages},

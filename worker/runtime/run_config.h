@@ -18,6 +18,13 @@
 //                      backward stage S_F+S_B-1-j (PassAt). The plan's mapping gives
 //                      pass_rank[j] = j mod N. Every rank runs its passes in stream order.
 //   store_path   the job's shared host model store (host_store.h), created by the launcher;
+//   backend      "auto" (CUDA where the worker has it and the rank's device exists, else CPU,
+//                logged), "cpu" or "cuda" (rank_backend.h); rank_device: [rank] -> CUDA ordinal
+//                (empty: rank_gpu, else the rank);
+//   transport    how boundary activations and their gradients move between ranks (transport.h):
+//                "host" (staged through the host store; works everywhere), "nccl" (NCCL
+//                send/recv between the ranks' GPUs; needs every rank on CUDA) or "auto" (nccl
+//                when every rank is on CUDA and the worker has NCCL, else host);
 //   links        emulated PCIe links (token buckets, link_emulator.h) and, per rank, the links a
 //                copy from that rank's "GPU" crosses; empty: no emulation (real links or none).
 //
@@ -65,6 +72,9 @@ struct RunConfig {
   // [rank] -> the CPUs (os indexes) of its GPU's NUMA node: the worker pins itself there (those
   // usable on this machine; numa_affinity.h). Empty (or an empty list): not pinned.
   std::vector<std::vector<int>> rank_cpus;
+  std::string backend = "auto";     // "auto" | "cpu" | "cuda"
+  std::vector<int> rank_device;     // [rank] -> CUDA device ordinal; empty: rank_gpu
+  std::string transport = "auto";   // "auto" | "host" | "nccl"
 };
 
 // Structural checks that need no files: stages (roundrobin: forward_stages and backward_stages)

@@ -7,6 +7,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/optim/adamw.h"
 
 namespace mobius::backend {
 namespace {
@@ -72,6 +73,94 @@ TEST_F(CpuOpsTest, ZeroAndCastRoundTrip) {
   ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
   EXPECT_EQ(got, src);  // all exactly representable in bf16
   EXPECT_EQ(zeros, std::vector<float>(4, 0.0f));
+}
+
+// The device optimizer op is the CPU optimizer, bit for bit, for a tensor that spans several
+// parallel chunks (tails included), with decay, clipping scale and a bf16 copy out.
+TEST_F(CpuOpsTest, AdamWMatchesTheCpuOptimizerBitwise) {
+  const int64_t n = 3 * (int64_t{1} << 14) + 37;
+  std::vector<float> master(n), m(n), v(n), grad(n);
+  for (int64_t i = 0; i < n; ++i) {
+    master[i] = 0.01f * static_cast<float>(i % 97) - 0.4f;
+    m[i] = 1e-3f * static_cast<float>(i % 13);
+    v[i] = 1e-6f * static_cast<float>(i % 7);
+    grad[i] = 0.02f * static_cast<float>((i * 31) % 41) - 0.4f;
+  }
+  std::vector<float> ref_master = master, ref_m = m, ref_v = v;
+  std::vector<uint16_t> ref_bf16(n);
+  const optim::AdamWConfig config{.lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95, .eps = 1e-8,
+                                  .weight_decay = 0.1};
+  ASSERT_TRUE(optim::AdamWStep(config, 7, 0.5f,
+                               {.master = ref_master.data(), .m = ref_m.data(),
+                                .v = ref_v.data(), .grad = grad.data(),
+                                .bf16_out = ref_bf16.data(), .n = static_cast<size_t>(n)})
+                  .ok());
+  const uint64_t f32 = 4 * static_cast<uint64_t>(n);
+  DeviceBuffer d_master = *backend_->Allocate(f32, "master"), d_m = *backend_->Allocate(f32, "m"),
+               d_v = *backend_->Allocate(f32, "v"), d_g = *backend_->Allocate(f32, "g"),
+               d_b = *backend_->Allocate(2 * static_cast<uint64_t>(n), "bf16");
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, master.data(), d_master, 0, f32).ok());
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, m.data(), d_m, 0, f32).ok());
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, v.data(), d_v, 0, f32).ok());
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, grad.data(), d_g, 0, f32).ok());
+  ASSERT_TRUE(backend_->AdamW(*queue_, {.n = n, .step = 7, .lr = 3e-3, .beta1 = 0.9,
+                                        .beta2 = 0.95, .eps = 1e-8, .weight_decay = 0.1,
+                                        .grad_scale = 0.5f,
+                                        .master = static_cast<float*>(d_master.data()),
+                                        .m = static_cast<float*>(d_m.data()),
+                                        .v = static_cast<float*>(d_v.data()),
+                                        .grad = static_cast<const float*>(d_g.data()),
+                                        .bf16_out = d_b.data()})
+                  .ok());
+  std::vector<float> got_master(n), got_m(n), got_v(n);
+  std::vector<uint16_t> got_bf16(n);
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_master, 0, got_master.data(), f32).ok());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_m, 0, got_m.data(), f32).ok());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_v, 0, got_v.data(), f32).ok());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_b, 0, got_bf16.data(), 2 * n).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  EXPECT_EQ(got_master, ref_master);
+  EXPECT_EQ(got_m, ref_m);
+  EXPECT_EQ(got_v, ref_v);
+  EXPECT_EQ(got_bf16, ref_bf16);
+}
+
+TEST_F(CpuOpsTest, AdamWRejectsBadHyperparameters) {
+  DeviceBuffer buf = *backend_->Allocate(64, "buf");
+  float* f = static_cast<float*>(buf.data());
+  AdamWParams p{.n = 4, .master = f, .m = f + 4, .v = f + 8, .grad = f + 12};
+  EXPECT_TRUE(backend_->AdamW(*queue_, p).ok());
+  AdamWParams bad = p;
+  bad.step = 0;
+  EXPECT_EQ(backend_->AdamW(*queue_, bad).code(), absl::StatusCode::kInvalidArgument);
+  bad = p;
+  bad.beta2 = 1.0;
+  const absl::Status s = backend_->AdamW(*queue_, bad);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("beta2"), std::string::npos) << s;
+  bad = p;
+  bad.grad = nullptr;
+  EXPECT_EQ(backend_->AdamW(*queue_, bad).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(backend_->Synchronize(*queue_).ok());
+}
+
+TEST_F(CpuOpsTest, SumSquaresAccumulates) {
+  const std::vector<float> x = {1.0f, -2.0f, 0.5f, 3.0f, -0.25f};
+  DeviceBuffer d_x = *backend_->Allocate(4 * x.size(), "x");
+  DeviceBuffer d_out = *backend_->Allocate(8, "out");
+  const double start = 2.0;
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, x.data(), d_x, 0, 4 * x.size()).ok());
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, &start, d_out, 0, 8).ok());
+  SumSquaresParams p{.n = 5, .x = static_cast<const float*>(d_x.data()),
+                     .out = static_cast<double*>(d_out.data())};
+  ASSERT_TRUE(backend_->SumSquares(*queue_, p).ok());
+  ASSERT_TRUE(backend_->SumSquares(*queue_, p).ok());
+  double got = 0;
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_out, 0, &got, 8).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  EXPECT_EQ(got, 2.0 + 2 * (1 + 4 + 0.25 + 9 + 0.0625));
+  EXPECT_EQ(backend_->SumSquares(*queue_, {.n = 1, .x = nullptr, .out = p.out}).code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -47,6 +47,9 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   c.link_scale = 0.5;
   c.rank_gpu = {4, 6};
   c.rank_cpus = {{0, 1, 2}, {8, 9}};
+  c.backend = "cuda";
+  c.rank_device = {1, 0};
+  c.transport = "nccl";
 
   absl::StatusOr<RunConfig> back = RunConfigFromJson(RunConfigToJson(c));
   ASSERT_TRUE(back.ok()) << back.status();
@@ -89,6 +92,30 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   EXPECT_EQ(back->link_scale, c.link_scale);
   EXPECT_EQ(back->rank_gpu, c.rank_gpu);
   EXPECT_EQ(back->rank_cpus, c.rank_cpus);
+  EXPECT_EQ(back->backend, "cuda");
+  EXPECT_EQ(back->rank_device, c.rank_device);
+  EXPECT_EQ(back->transport, "nccl");
+}
+
+TEST(RunConfigTest, BackendAndTransportValidationNamesTheField) {
+  RunConfig c;
+  c.num_workers = 2;
+  c.store_path = "/dev/shm/x";
+  c.stages = {{0, 3}, {3, 6}};
+  c.stage_rank = {0, 1};
+  EXPECT_TRUE(ValidateRunConfig(c, 6).ok());  // defaults: auto, auto
+  c.backend = "tpu";
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("backend must be auto, cpu or cuda"));
+  c.backend = "cuda";
+  c.transport = "infiniband";
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("transport must be auto, host or nccl"));
+  c.transport = "nccl";
+  c.rank_device = {0};
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("rank_device has 1 entries for 2"));
+  c.rank_device = {0, -1};
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("rank_device[1] = -1"));
+  c.rank_device = {1, 0};
+  EXPECT_TRUE(ValidateRunConfig(c, 6).ok());
 }
 
 TEST(RunConfigTest, RoundRobinScheduleRoundTrips) {

@@ -110,6 +110,8 @@ class CpuBackend final : public Backend {
   absl::Status ResidualAdd(Queue& queue, const ResidualParams& params) override;
   absl::Status BiasAdd(Queue& queue, const BiasAddParams& params) override;
   absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params) override;
+  absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
+  absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
 
   // For CPU op implementations (worker/kernels/cpu): runs `task` on the queue's thread after the
   // work enqueued before it; an error it returns is reported by Synchronize. The task must only

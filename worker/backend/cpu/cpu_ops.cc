@@ -2,6 +2,7 @@
 // thread with the backend's op pool. Data-dependent checks (token and target ids) run inside the
 // task and become the queue's error, so a bad id never reads out of bounds.
 #include <cstring>
+#include <mutex>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -18,6 +19,7 @@
 #include "worker/kernels/cpu/rmsnorm.h"
 #include "worker/kernels/cpu/rope.h"
 #include "worker/kernels/cpu/swiglu.h"
+#include "worker/optim/adamw.h"
 #include "worker/optim/thread_pool.h"
 
 namespace mobius::backend {
@@ -271,6 +273,37 @@ absl::Status CpuBackend::BiasBackward(Queue& queue, const BiasBackwardParams& p)
     } else {
       k::bias_bwd(p.dbias, Bf(p.dout), p.n, p.c, pool);
     }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::AdamW(Queue& queue, const AdamWParams& p) {
+  MOBIUS_VALIDATE(ValidateAdamW(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    const optim::AdamWConfig config{.lr = p.lr, .beta1 = p.beta1, .beta2 = p.beta2, .eps = p.eps,
+                                    .weight_decay = p.weight_decay};
+    // Chunks of the tensor in parallel: the element update is independent per element.
+    absl::Status first;
+    std::mutex mu;
+    k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
+      optim::ParamBuffers buffers{.master = p.master + b, .m = p.m + b, .v = p.v + b,
+                                  .grad = p.grad + b,
+                                  .bf16_out = p.bf16_out ? Bf(p.bf16_out) + b : nullptr,
+                                  .n = static_cast<size_t>(e - b), .decay = p.decay};
+      absl::Status s = optim::AdamWStep(config, p.step, p.grad_scale, buffers);
+      if (!s.ok()) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (first.ok()) first = s;
+      }
+    });
+    return first;
+  });
+}
+
+absl::Status CpuBackend::SumSquares(Queue& queue, const SumSquaresParams& p) {
+  MOBIUS_VALIDATE(ValidateSumSquares(p));
+  return EnqueueOp(queue, [p](ThreadPool*) {
+    *p.out += optim::SumOfSquares(p.x, static_cast<size_t>(p.n));
     return absl::OkStatus();
   });
 }

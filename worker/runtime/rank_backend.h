@@ -1,0 +1,61 @@
+// The compute backend of one pipeline rank: which one (RunConfig::backend) and how it is made.
+//
+//   "cpu"   CpuBackend: host memory counted against the device cap, queues are threads; the
+//           emulated PCIe links (link_emulator.h) apply to its copies.
+//   "cuda"  the rank's CUDA device (RunConfig::rank_device, else rank_gpu, else the rank itself),
+//           through the BackendFactory registered for it (worker/backend/cuda/: present when the
+//           worker is built with CUDA). FAILED_PRECONDITION, naming why, when there is no such
+//           device or the build has no CUDA.
+//   "auto"  "cuda" when the build has CUDA and the rank's device exists, else "cpu"; the choice
+//           and its reason are logged once per rank ("rank 2: CUDA backend on cuda:2 (NVIDIA ...)"
+//           or "rank 2: no usable CUDA device (cudaErrorInsufficientDriver: ...); falling back to
+//           the CPU backend").
+//
+// A seam, not a singleton: the CUDA factory is registered by the binary that links it
+// (RegisterCudaRankBackend), so the runtime library itself never links CUDA and CPU-only tests
+// see exactly the CPU path.
+#ifndef MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_
+#define MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "worker/backend/backend.h"
+#include "worker/runtime/run_config.h"
+
+namespace mobius::runtime {
+
+// What a rank's backend is made from. `link_model` (may be null) is only used by the CPU backend.
+struct RankBackendRequest {
+  int device = 0;                 // CUDA device ordinal
+  uint64_t capacity_bytes = 0;    // device memory cap (0: the device's memory)
+  uint64_t copy_chunk_bytes = uint64_t{64} << 20;
+  int threads = 1;                // CPU backend: op threads
+  backend::LinkModel* link_model = nullptr;
+};
+
+// Makes a CUDA backend; returns FAILED_PRECONDITION when the device is not usable (the "auto"
+// choice then falls back to the CPU backend with that message).
+using CudaBackendFactory =
+    std::function<absl::StatusOr<std::unique_ptr<backend::Backend>>(const RankBackendRequest&)>;
+
+// Installs the factory for "cuda"/"auto" (the worker binary does, when built with CUDA).
+// Not thread-safe against concurrent CreateRankBackend calls: call it at start-up.
+void RegisterCudaRankBackend(CudaBackendFactory factory);
+
+struct RankBackend {
+  std::unique_ptr<backend::Backend> backend;
+  bool emulated_links = false;  // the CPU backend with link emulation
+  std::string description;      // the log line's reason ("CUDA backend on cuda:1 (...)")
+};
+
+// The backend for `rank` of `run` as RunConfig::backend says. INVALID_ARGUMENT for an unknown
+// backend name; FAILED_PRECONDITION for "cuda" without a usable device.
+absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
+                                              backend::LinkModel* link_model);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_
