@@ -26,6 +26,9 @@
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
 #include "worker/train/train_command.h"
 #endif
+#ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
+#include "worker/runtime/cuda_rank_backend.h"
+#endif
 #ifdef MOBIUS_WORKER_HAVE_RUN
 #include "worker/runtime/run_command.h"
 #endif
@@ -74,6 +77,9 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "train") return mobius::train::RunTrainCommand(args);
 #endif
 #ifdef MOBIUS_WORKER_HAVE_RUN
+#ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
+  mobius::runtime::RegisterCudaBackendForRanks();  // `backend: auto|cuda` can use the GPU
+#endif
   if (args.size() >= 2 && args[1] == "run") return mobius::runtime::RunWorkerCommand(args);
 #endif
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE

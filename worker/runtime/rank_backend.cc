@@ -38,7 +38,9 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
   RankBackend out;
   std::string fallback_reason;
   if (name != "cpu") {
-    if (!CudaFactory()) {
+    if (name == "auto" && link_model != nullptr) {
+      fallback_reason = "the run emulates PCIe links, which only the CPU backend does";
+    } else if (!CudaFactory()) {
       fallback_reason = "this mobius-worker is built without CUDA";
     } else {
       absl::StatusOr<std::unique_ptr<backend::Backend>> cuda = CudaFactory()(request);

@@ -6,7 +6,8 @@
 //           through the BackendFactory registered for it (worker/backend/cuda/: present when the
 //           worker is built with CUDA). FAILED_PRECONDITION, naming why, when there is no such
 //           device or the build has no CUDA.
-//   "auto"  "cuda" when the build has CUDA and the rank's device exists, else "cpu"; the choice
+//   "auto"  "cuda" when the build has CUDA and the rank's device exists, else "cpu" (also "cpu"
+//           when the run emulates links: emulation is the CPU backend's job); the choice
 //           and its reason are logged once per rank ("rank 2: CUDA backend on cuda:2 (NVIDIA ...)"
 //           or "rank 2: no usable CUDA device (cudaErrorInsufficientDriver: ...); falling back to
 //           the CPU backend").

@@ -43,6 +43,7 @@ inline RunConfig MakeRun(const train::TrainerOptions& training, const std::vecto
   RunConfig run;
   run.job_id = "test";
   run.training = training;
+  run.backend = "cpu";  // the oracle is the CPU trainer: never pick up a GPU where there is one
   run.num_workers = workers;
   for (size_t i = 0; i + 1 < cuts.size(); ++i) {
     run.stages.push_back({cuts[i], cuts[i + 1]});
@@ -59,6 +60,7 @@ inline RunConfig MakeRoundRobinRun(const train::TrainerOptions& training,
   RunConfig run;
   run.job_id = "test";
   run.training = training;
+  run.backend = "cpu";
   run.num_workers = workers;
   run.schedule = "roundrobin";
   for (size_t i = 0; i + 1 < forward_cuts.size(); ++i) {

@@ -1,0 +1,426 @@
+// CudaBackend against CpuBackend (the oracle) through the Backend interface: every op on the same
+// seeded random inputs on both, outputs compared with the per-op tolerances of docs/gpu.md (rule:
+// worst |cuda - cpu| <= tol * max|cpu|; 0 = bitwise); plus the backend contract on a GPU: the
+// memory cap and arena reuse, chunked copies, events ordering two queues, pinned registration,
+// data errors reported once by Synchronize, argument errors at enqueue. Label `gpu`: skipped
+// without a device. Full tree only (CpuBackend and CudaBackend need Abseil).
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/numeric/bf16.h"
+#include "gtest/gtest.h"
+#include "test/gpu/gpu_test_util.h"
+#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/cuda/cuda_backend.h"
+
+namespace mobius::backend {
+namespace {
+
+using gpu_test::ExpectClose;
+using gpu_test::kBf16Tol;
+
+std::vector<uint16_t> Bf16Bits(size_t n, float scale, uint32_t seed) {
+  return gpu_test::RandomBf16(n, scale, seed).bits;
+}
+
+// One backend with its queue and the buffers of one test.
+class Side {
+ public:
+  explicit Side(Backend* b) : b_(b) {
+    auto q = b->CreateQueue(QueueKind::kCompute, 1);
+    EXPECT_TRUE(q.ok()) << q.status();
+    q_ = *std::move(q);
+  }
+  Backend& b() { return *b_; }
+  Queue& q() { return *q_; }
+
+  template <typename T>
+  T* Put(const std::vector<T>& v) {
+    const uint64_t bytes = std::max<uint64_t>(1, v.size() * sizeof(T));
+    auto d = b_->Allocate(bytes, "t");
+    EXPECT_TRUE(d.ok()) << d.status();
+    auto buf = std::make_unique<DeviceBuffer>(*std::move(d));
+    if (!v.empty()) {
+      EXPECT_TRUE(b_->CopyToDevice(*q_, v.data(), *buf, 0, v.size() * sizeof(T)).ok());
+    }
+    T* p = static_cast<T*>(buf->data());
+    bufs_[p] = std::move(buf);
+    return p;
+  }
+  template <typename T>
+  T* Zeros(size_t n) {
+    return Put(std::vector<T>(n, T{}));
+  }
+  template <typename T>
+  std::vector<T> Get(const void* p, size_t n) {
+    std::vector<T> out(n);
+    auto it = bufs_.find(const_cast<void*>(p));
+    EXPECT_NE(it, bufs_.end());
+    if (it == bufs_.end()) return out;
+    EXPECT_TRUE(b_->CopyToHost(*q_, *it->second, 0, out.data(), n * sizeof(T)).ok());
+    EXPECT_TRUE(b_->Synchronize(*q_).ok());
+    return out;
+  }
+  std::vector<float> GetBf16(const void* p, size_t n) { return gpu_test::ToFloat(Get<uint16_t>(p, n)); }
+  absl::Status Sync() { return b_->Synchronize(*q_); }
+
+ private:
+  Backend* b_;
+  std::unique_ptr<Queue> q_;
+  std::map<void*, std::unique_ptr<DeviceBuffer>> bufs_;
+};
+
+using Outputs = std::vector<std::vector<float>>;
+
+void Compare(const std::string& op, const Outputs& cpu, const Outputs& cuda,
+             const std::vector<double>& tol) {
+  ASSERT_EQ(cpu.size(), cuda.size());
+  ASSERT_EQ(cpu.size(), tol.size());
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    ExpectClose(cuda[i], cpu[i], tol[i], op + "[" + std::to_string(i) + "]");
+  }
+}
+
+class CudaBackendTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    MOBIUS_REQUIRE_GPU();
+    auto cuda = CreateCudaBackend({.backend = {.capacity_bytes = uint64_t{1} << 30}, .device = 0});
+    ASSERT_TRUE(cuda.ok()) << cuda.status();
+    cuda_ = *std::move(cuda);
+    auto cpu = CpuBackend::Create({.op_threads = 4});
+    ASSERT_TRUE(cpu.ok()) << cpu.status();
+    cpu_ = *std::move(cpu);
+  }
+  // Runs `op` on both backends and compares what it returns.
+  template <typename F>
+  void Both(const std::string& name, F op, const std::vector<double>& tol) {
+    Side cpu(cpu_.get()), cuda(cuda_.get());
+    const Outputs a = op(cpu);
+    const Outputs b = op(cuda);
+    Compare(name, a, b, tol);
+  }
+  std::unique_ptr<Backend> cuda_;
+  std::unique_ptr<CpuBackend> cpu_;
+};
+
+#define EXPECT_OK(expr)                              \
+  do {                                               \
+    const absl::Status mobius_s_ = (expr);           \
+    EXPECT_TRUE(mobius_s_.ok()) << #expr << ": " << mobius_s_; \
+  } while (0)
+
+TEST_F(CudaBackendTest, NameAndCapacity) {
+  EXPECT_EQ(cuda_->name(), "cuda:0");
+  EXPECT_EQ(cuda_->capacity_bytes(), uint64_t{1} << 30);
+}
+
+TEST_F(CudaBackendTest, GemmBf16AndFp32) {
+  const int64_t m = 96, n = 80, k = 200;
+  const auto a = Bf16Bits(m * k, 1.0f, 1), b = Bf16Bits(n * k, 1.0f, 2);
+  Both("gemm", [&](Side& s) -> Outputs {
+    float* c32 = s.Zeros<float>(m * n);
+    uint16_t* c16 = s.Zeros<uint16_t>(m * n);
+    GemmParams p{.m = m, .n = n, .k = k, .trans_b = true, .a_type = DType::kBf16, .a = s.Put(a),
+                 .lda = k, .b_type = DType::kBf16, .b = s.Put(b), .ldb = k,
+                 .c_type = DType::kFp32, .c = c32, .ldc = n};
+    EXPECT_OK(s.b().Gemm(s.q(), p));
+    p.c_type = DType::kBf16;
+    p.c = c16;
+    EXPECT_OK(s.b().Gemm(s.q(), p));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(c32, m * n), s.GetBf16(c16, m * n)};
+  }, {1e-4, kBf16Tol});
+}
+
+TEST_F(CudaBackendTest, CastZeroResidualBiasAreBitwise) {
+  const int64_t n = 64, c = 37;
+  const auto f = gpu_test::RandomFloats(n * c, -3, 3, 3);
+  const auto x = Bf16Bits(n * c, 2, 4), y = Bf16Bits(n * c, 2, 5), bias = Bf16Bits(c, 1, 6);
+  Both("cast/residual/bias", [&](Side& s) -> Outputs {
+    uint16_t* h = s.Zeros<uint16_t>(n * c);
+    float* back = s.Zeros<float>(n * c);
+    uint16_t* sum = s.Zeros<uint16_t>(n * c);
+    uint16_t* biased = s.Zeros<uint16_t>(n * c);
+    float* zeroed = s.Put(f);
+    EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = DType::kFp32, .dst_type = DType::kBf16,
+                                 .src = s.Put(f), .dst = h}));
+    EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = DType::kBf16, .dst_type = DType::kFp32,
+                                 .src = h, .dst = back}));
+    EXPECT_OK(s.b().ResidualAdd(s.q(), {.n = n * c, .a = s.Put(x), .b = s.Put(y), .out = sum}));
+    EXPECT_OK(s.b().BiasAdd(s.q(), {.n = n, .c = c, .inp = s.Put(x), .bias = s.Put(bias),
+                                    .out = biased}));
+    EXPECT_OK(s.b().Zero(s.q(), {.dst = zeroed, .bytes = 4 * static_cast<uint64_t>(n * c)}));
+    EXPECT_OK(s.Sync());
+    return {s.GetBf16(h, n * c), s.Get<float>(back, n * c), s.GetBf16(sum, n * c),
+            s.GetBf16(biased, n * c), s.Get<float>(zeroed, n * c)};
+  }, {0, 0, 0, 0, 0});
+}
+
+TEST_F(CudaBackendTest, BiasBackward) {
+  const int64_t n = 300, c = 70;
+  const auto d16 = Bf16Bits(n * c, 1, 7);
+  const auto d32 = gpu_test::RandomFloats(n * c, -1, 1, 8);
+  Both("bias_backward", [&](Side& s) -> Outputs {
+    float* a = s.Zeros<float>(c);
+    float* b = s.Zeros<float>(c);
+    EXPECT_OK(s.b().BiasBackward(s.q(), {.n = n, .c = c, .dout_type = DType::kBf16,
+                                         .dout = s.Put(d16), .dbias = a}));
+    EXPECT_OK(s.b().BiasBackward(s.q(), {.n = n, .c = c, .dout_type = DType::kFp32,
+                                         .dout = s.Put(d32), .dbias = b}));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(a, c), s.Get<float>(b, c)};
+  }, {1e-5, 1e-5});
+}
+
+TEST_F(CudaBackendTest, EmbeddingForwardBackward) {
+  const int64_t b = 2, t = 24, c = 48, vocab = 50, positions = 32;
+  std::vector<int32_t> tokens(b * t);
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7) % vocab);
+  const auto wte = Bf16Bits(vocab * c, 1, 9), wpe = Bf16Bits(positions * c, 1, 10);
+  const auto dout = Bf16Bits(b * t * c, 1, 11);
+  Both("embedding", [&](Side& s) -> Outputs {
+    uint16_t* out = s.Zeros<uint16_t>(b * t * c);
+    float* dwte = s.Zeros<float>(vocab * c);
+    float* dwpe = s.Zeros<float>(positions * c);
+    const int32_t* tok = s.Put(tokens);
+    EXPECT_OK(s.b().EmbeddingForward(s.q(), {.b = b, .t = t, .c = c, .vocab = vocab,
+                                             .positions = positions, .tokens = tok,
+                                             .wte = s.Put(wte), .wpe = s.Put(wpe), .out = out}));
+    EXPECT_OK(s.b().EmbeddingBackward(s.q(), {.b = b, .t = t, .c = c, .vocab = vocab,
+                                              .positions = positions, .tokens = tok,
+                                              .dout = s.Put(dout), .dwte = dwte, .dwpe = dwpe}));
+    EXPECT_OK(s.Sync());
+    return {s.GetBf16(out, b * t * c), s.Get<float>(dwte, vocab * c),
+            s.Get<float>(dwpe, positions * c)};
+  }, {0, 1e-5, 1e-5});
+}
+
+TEST_F(CudaBackendTest, BadTokenIdIsReportedOnceBySynchronize) {
+  Side s(cuda_.get());
+  const std::vector<int32_t> tokens = {1, 99};
+  uint16_t* out = s.Zeros<uint16_t>(2 * 4);
+  EXPECT_OK(s.b().EmbeddingForward(s.q(), {.b = 1, .t = 2, .c = 4, .vocab = 8,
+                                           .tokens = s.Put(tokens),
+                                           .wte = s.Put(Bf16Bits(32, 1, 1)), .out = out}));
+  const absl::Status st = s.Sync();
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("token id"), std::string::npos) << st;
+  EXPECT_OK(s.Sync());  // reported once; the queue accepts work again
+  EXPECT_OK(s.b().Zero(s.q(), {.dst = out, .bytes = 16}));
+  EXPECT_OK(s.Sync());
+  // Argument errors are returned at enqueue, as on the CPU.
+  EXPECT_EQ(s.b().GeluForward(s.q(), {.n = 8, .inp = nullptr, .out = out}).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CudaBackendTest, NormsForwardBackward) {
+  for (NormOp op : {NormOp::kLayerNorm, NormOp::kRmsNorm}) {
+    const bool ln = op == NormOp::kLayerNorm;
+    const int64_t n = 40, c = 200;
+    const auto x = Bf16Bits(n * c, 2, 12), w = Bf16Bits(c, 1, 13), bias = Bf16Bits(c, 1, 14);
+    const auto dout = Bf16Bits(n * c, 1, 15);
+    Both(ln ? "layernorm" : "rmsnorm", [&](Side& s) -> Outputs {
+      uint16_t* out = s.Zeros<uint16_t>(n * c);
+      float* mean = s.Zeros<float>(n);
+      float* rstd = s.Zeros<float>(n);
+      const uint16_t* inp = s.Put(x);
+      const uint16_t* weight = s.Put(w);
+      EXPECT_OK(s.b().NormForward(s.q(), {.op = op, .n = n, .c = c, .eps = 1e-5f, .inp = inp,
+                                          .weight = weight,
+                                          .bias = ln ? s.Put(bias) : nullptr, .out = out,
+                                          .mean = ln ? mean : nullptr, .rstd = rstd}));
+      float* dinp = s.Zeros<float>(n * c);
+      float* dw = s.Zeros<float>(c);
+      float* db = s.Zeros<float>(c);
+      EXPECT_OK(s.b().NormBackward(s.q(), {.op = op, .n = n, .c = c, .dout = s.Put(dout),
+                                           .inp = inp, .weight = weight,
+                                           .mean = ln ? mean : nullptr, .rstd = rstd,
+                                           .dinp_type = DType::kFp32, .dinp = dinp,
+                                           .dweight = dw, .dbias = ln ? db : nullptr}));
+      EXPECT_OK(s.Sync());
+      return {s.GetBf16(out, n * c), s.Get<float>(rstd, n), s.Get<float>(dinp, n * c),
+              s.Get<float>(dw, c), s.Get<float>(db, c)};
+    }, {kBf16Tol, 1e-4, 1e-4, 1e-4, 1e-4});
+  }
+}
+
+TEST_F(CudaBackendTest, GeluSwiGlu) {
+  const int64_t n = 5000;
+  const auto x = Bf16Bits(n, 4, 16), g = Bf16Bits(n, 4, 17), dout = Bf16Bits(n, 1, 18);
+  Both("gelu/swiglu", [&](Side& s) -> Outputs {
+    uint16_t* y = s.Zeros<uint16_t>(n);
+    uint16_t* dx = s.Zeros<uint16_t>(n);
+    uint16_t* sw = s.Zeros<uint16_t>(n);
+    uint16_t* dgate = s.Zeros<uint16_t>(n);
+    uint16_t* dup = s.Zeros<uint16_t>(n);
+    const uint16_t* xi = s.Put(x);
+    const uint16_t* gi = s.Put(g);
+    const uint16_t* di = s.Put(dout);
+    EXPECT_OK(s.b().GeluForward(s.q(), {.n = n, .inp = xi, .out = y}));
+    EXPECT_OK(s.b().GeluBackward(s.q(), {.n = n, .dout = di, .inp = xi, .dinp = dx}));
+    EXPECT_OK(s.b().SwiGluForward(s.q(), {.n = n, .gate = gi, .up = xi, .out = sw}));
+    EXPECT_OK(s.b().SwiGluBackward(s.q(), {.n = n, .dout = di, .gate = gi, .up = xi,
+                                           .dgate = dgate, .dup = dup}));
+    EXPECT_OK(s.Sync());
+    return {s.GetBf16(y, n), s.GetBf16(dx, n), s.GetBf16(sw, n), s.GetBf16(dgate, n),
+            s.GetBf16(dup, n)};
+  }, {kBf16Tol, kBf16Tol, kBf16Tol, kBf16Tol, kBf16Tol});
+}
+
+TEST_F(CudaBackendTest, Rope) {
+  const int64_t b = 2, t = 16, nh = 3, hd = 32, half = hd / 2;
+  std::vector<float> inv_freq(half);
+  for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
+  const auto x = Bf16Bits(b * t * nh * hd, 2, 19), dout = Bf16Bits(b * t * nh * hd, 1, 20);
+  Both("rope", [&](Side& s) -> Outputs {
+    float* cos = s.Zeros<float>(t * half);
+    float* sin = s.Zeros<float>(t * half);
+    uint16_t* y = s.Zeros<uint16_t>(b * t * nh * hd);
+    uint16_t* dx = s.Zeros<uint16_t>(b * t * nh * hd);
+    EXPECT_OK(s.b().RopeTables(s.q(), {.t = t, .half = half, .inv_freq = s.Put(inv_freq),
+                                       .cos = cos, .sin = sin}));
+    EXPECT_OK(s.b().RopeForward(s.q(), {.b = b, .t = t, .nh = nh, .head_dim = hd, .cos = cos,
+                                        .sin = sin, .inp = s.Put(x), .out = y}));
+    EXPECT_OK(s.b().RopeBackward(s.q(), {.b = b, .t = t, .nh = nh, .head_dim = hd, .cos = cos,
+                                         .sin = sin, .dout = s.Put(dout), .dinp = dx}));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(cos, t * half), s.Get<float>(sin, t * half),
+            s.GetBf16(y, b * t * nh * hd), s.GetBf16(dx, b * t * nh * hd)};
+  }, {3e-7, 3e-7, kBf16Tol, kBf16Tol});
+}
+
+TEST_F(CudaBackendTest, AttentionForwardBackward) {
+  for (int64_t hd : {64, 48}) {  // 64: the tiled kernel; 48: the reference path
+    const int64_t b = 2, t = 40, h = 4, kv = 2;
+    const AttentionShapeParams shape{.b = b, .t = t, .heads = h, .kv_heads = kv, .head_dim = hd};
+    const auto q = Bf16Bits(b * t * h * hd, 1, 21), k = Bf16Bits(b * t * kv * hd, 1, 22),
+               v = Bf16Bits(b * t * kv * hd, 1, 23), dout = Bf16Bits(b * t * h * hd, 1, 24);
+    Both("attention hd" + std::to_string(hd), [&](Side& s) -> Outputs {
+      uint16_t* out = s.Zeros<uint16_t>(b * t * h * hd);
+      float* lse = s.Zeros<float>(b * h * t);
+      const uint16_t* qi = s.Put(q);
+      const uint16_t* ki = s.Put(k);
+      const uint16_t* vi = s.Put(v);
+      EXPECT_OK(s.b().AttentionForward(s.q(), {.shape = shape, .q = qi, .k = ki, .v = vi,
+                                               .out = out, .lse = lse}));
+      uint16_t* dq = s.Zeros<uint16_t>(b * t * h * hd);
+      uint16_t* dk = s.Zeros<uint16_t>(b * t * kv * hd);
+      uint16_t* dv = s.Zeros<uint16_t>(b * t * kv * hd);
+      EXPECT_OK(s.b().AttentionBackward(s.q(), {.shape = shape, .dout = s.Put(dout), .q = qi,
+                                                .k = ki, .v = vi, .out = out, .lse = lse,
+                                                .dq = dq, .dk = dk, .dv = dv}));
+      EXPECT_OK(s.Sync());
+      return {s.GetBf16(out, b * t * h * hd), s.Get<float>(lse, b * h * t),
+              s.GetBf16(dq, b * t * h * hd), s.GetBf16(dk, b * t * kv * hd),
+              s.GetBf16(dv, b * t * kv * hd)};
+    }, {kBf16Tol, 1e-5, kBf16Tol, kBf16Tol, kBf16Tol});
+  }
+}
+
+TEST_F(CudaBackendTest, CrossEntropy) {
+  const int64_t n = 48, v = 1000;
+  const auto logits = Bf16Bits(n * v, 4, 25);
+  std::vector<int32_t> targets(n);
+  for (int64_t i = 0; i < n; ++i) targets[i] = i % 5 == 0 ? kIgnoreIndex : (i * 37) % v;
+  Both("cross_entropy", [&](Side& s) -> Outputs {
+    float* losses = s.Zeros<float>(n);
+    float* lse = s.Zeros<float>(n);
+    float* mean = s.Zeros<float>(1);
+    uint16_t* dlogits = s.Zeros<uint16_t>(n * v);
+    const uint16_t* li = s.Put(logits);
+    const int32_t* ti = s.Put(targets);
+    EXPECT_OK(s.b().CrossEntropyForward(s.q(), {.n = n, .v = v, .logits_type = DType::kBf16,
+                                                .logits = li, .targets = ti, .losses = losses,
+                                                .lse = lse, .mean_loss = mean}));
+    EXPECT_OK(s.b().CrossEntropyBackward(s.q(), {.n = n, .v = v, .logits_type = DType::kBf16,
+                                                 .logits = li, .lse = lse, .targets = ti,
+                                                 .dloss = 1.0f, .dlogits = dlogits}));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(losses, n), s.Get<float>(lse, n), s.Get<float>(mean, 1),
+            s.GetBf16(dlogits, n * v)};
+  }, {1e-5, 1e-5, 1e-5, kBf16Tol});
+}
+
+TEST_F(CudaBackendTest, AdamWIsBitwiseAndSumSquaresClose) {
+  const int64_t n = 70001;
+  const auto master = gpu_test::RandomFloats(n, -1, 1, 26);
+  const auto m = gpu_test::RandomFloats(n, -0.01f, 0.01f, 27);
+  const auto v = gpu_test::RandomFloats(n, 0, 1e-4f, 28);
+  const auto g = gpu_test::RandomFloats(n, -0.5f, 0.5f, 29);
+  Both("adamw", [&](Side& s) -> Outputs {
+    float* pm = s.Put(master);
+    float* pmm = s.Put(m);
+    float* pv = s.Put(v);
+    uint16_t* out = s.Zeros<uint16_t>(n);
+    EXPECT_OK(s.b().AdamW(s.q(), {.n = n, .step = 5, .lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95,
+                                  .eps = 1e-8, .weight_decay = 0.1, .grad_scale = 0.7f,
+                                  .master = pm, .m = pmm, .v = pv, .grad = s.Put(g),
+                                  .bf16_out = out}));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(pm, n), s.Get<float>(pmm, n), s.Get<float>(pv, n), s.GetBf16(out, n)};
+  }, {0, 0, 0, 0});
+  double got[2] = {0, 0};
+  int i = 0;
+  for (Backend* b : {static_cast<Backend*>(cpu_.get()), cuda_.get()}) {
+    Side s(b);
+    std::vector<double> start = {1.5};
+    double* out = s.Put(start);
+    EXPECT_OK(s.b().SumSquares(s.q(), {.n = n, .x = s.Put(g), .out = out}));
+    got[i++] = s.Get<double>(out, 1)[0];
+  }
+  EXPECT_NEAR(got[1], got[0], 1e-12 * got[0]);
+}
+
+TEST_F(CudaBackendTest, MemoryCapArenaReuseAndChunkedCopies) {
+  auto small = CreateCudaBackend(
+      {.backend = {.capacity_bytes = 4 << 20, .copy_chunk_bytes = 4096}, .device = 0});
+  ASSERT_TRUE(small.ok()) << small.status();
+  Backend& b = **small;
+  auto a = b.Allocate(3 << 20, "stage0.weights");
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto refused = b.Allocate(2 << 20, "stage1.weights");
+  ASSERT_EQ(refused.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_NE(refused.status().message().find("stage1.weights"), std::string::npos);
+  a->Reset();
+  EXPECT_EQ(b.used_bytes(), 0u);
+  auto again = b.Allocate(4 << 20, "whole");
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(b.peak_bytes(), uint64_t{4} << 20);
+
+  // A 1 MiB + 3 byte copy in 4 KiB chunks through a pinned host buffer, round trip, with an
+  // event ordering the download queue behind the upload queue.
+  const uint64_t bytes = (1 << 20) + 3;
+  auto pinned = b.AllocateHost(bytes);
+  ASSERT_TRUE(pinned.ok()) << pinned.status();
+  EXPECT_EQ(b.pinned_host_bytes(), bytes);
+  for (uint64_t i = 0; i < bytes; ++i) static_cast<uint8_t*>(pinned->data())[i] = i * 13 % 251;
+  std::vector<uint8_t> back(bytes, 0);
+  ASSERT_TRUE(b.RegisterHost(back.data(), bytes).ok());
+  EXPECT_EQ(b.RegisterHost(back.data() + 8, 16).code(), absl::StatusCode::kAlreadyExists);
+  auto up = *b.CreateQueue(QueueKind::kHostToDevice, 0);
+  auto down = *b.CreateQueue(QueueKind::kDeviceToHost, 0);
+  auto done = *b.CreateEvent();
+  EXPECT_OK(b.CopyToDevice(*up, pinned->data(), *again, 0, bytes));
+  EXPECT_OK(b.Record(*up, *done));
+  EXPECT_OK(b.Wait(*down, *done));
+  EXPECT_OK(b.CopyToHost(*down, *again, 0, back.data(), bytes));
+  EXPECT_OK(b.Synchronize(*down));
+  EXPECT_EQ(std::memcmp(back.data(), pinned->data(), bytes), 0);
+  EXPECT_EQ(b.CopyToHost(*down, *again, (4 << 20) - 2, back.data(), 4).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_OK(b.UnregisterHost(back.data()));
+  EXPECT_EQ(b.registered_host_bytes(), 0u);
+}
+
+TEST_F(CudaBackendTest, MissingDeviceIsAFailedPrecondition) {
+  auto none = CreateCudaBackend({.device = 1000});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kFailedPrecondition) << none.status();
+}
+
+}  // namespace
+}  // namespace mobius::backend
