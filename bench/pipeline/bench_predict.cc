@@ -1,6 +1,7 @@
 #include "bench/pipeline/bench_predict.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
@@ -71,41 +72,19 @@ std::vector<planner::sim::SimStage> RuntimeStages(const planner::PartitionProble
   return stages;
 }
 
-// A rank's stages run forward ascending, then backward descending, through two slots: when the
-// backward reaches its last two stages, the forward slots still hold them and nothing is uploaded
-// (pipeline_worker.cc, EnsureLoaded / Prefetch). Stage s is among the last two of its rank iff
-// s + 2N >= S. The simulator uploads every pass, so those uploads become zero-byte transfers
-// (done as soon as their dependencies are).
+// The planner's simulator on the runtime's stages and chunks (it already runs the backward of a
+// rank's last two stages from their forward slots, as the runtime does).
 absl::StatusOr<RuntimeSim> SimulateRuntime(const planner::sim::SimMachine& machine,
                                            const std::vector<planner::sim::SimStage>& stages,
                                            const planner::sim::SimConfig& config) {
-  MOBIUS_ASSIGN_OR_RETURN(planner::sim::TaskGraph graph,
-                          planner::sim::BuildTaskGraph(machine, stages, config));
-  const int n = static_cast<int>(config.gpu_order.size());
-  const int num_stages = static_cast<int>(stages.size());
+  MOBIUS_ASSIGN_OR_RETURN(planner::sim::SimResult r,
+                          planner::sim::Simulate(machine, stages, config));
   RuntimeSim out;
-  for (planner::sim::Task& t : graph.tasks) {
-    if (t.kind == planner::sim::TaskKind::kWeightUpload && t.backward &&
-        t.stage + 2 * n >= num_stages) {
-      out.skipped_upload_bytes += t.bytes;
-      t.bytes = 0;
-    }
+  out.step_seconds = r.step_seconds;
+  for (const planner::sim::GpuStats& g : r.gpus) {
+    out.max_busy_seconds = std::max(out.max_busy_seconds, g.busy_seconds);
   }
-  MOBIUS_ASSIGN_OR_RETURN(planner::sim::EngineResult engine,
-                          planner::sim::RunEngine(graph, machine.links, machine.duplex_factor));
-  out.step_seconds = engine.makespan;
-  std::vector<double> busy(machine.num_gpus(), 0.0);
-  for (size_t i = 0; i < graph.tasks.size(); ++i) {
-    const planner::sim::Task& t = graph.tasks[i];
-    if (t.kind == planner::sim::TaskKind::kCompute && t.gpu >= 0) {
-      busy[t.gpu] += engine.timings[i].end - engine.timings[i].start;
-    }
-  }
-  for (double b : busy) out.max_busy_seconds = std::max(out.max_busy_seconds, b);
-  for (size_t l = 0; l < machine.links.size(); ++l) {
-    out.links.push_back({machine.links[l].name, machine.links[l].bytes_per_s, engine.links[l].bytes,
-                         engine.links[l].busy_seconds});
-  }
+  out.links = std::move(r.links);
   return out;
 }
 

@@ -8,11 +8,11 @@
 //                BuildRunConfig gives the emulated link; its predicted_step_seconds is what
 //                `mobius plan` would print for that machine.
 //   runtime sim  the same partition and mapping simulated again with what the runtime actually
-//                moves and computes (pipeline_worker.h; the planner already counts fp32 gradients):
-//                the stage interior recomputed once more in backward (the planner counts one
-//                recompute per unit), no backward re-upload of a rank's last two stages (their
-//                forward slots still hold them; the simulator uploads every stage in both passes),
-//                4 MiB copy chunks, one CPU optimizer thread per rank.
+//                moves and computes (pipeline_worker.h; the planner already counts fp32 gradients
+//                and, like the runtime, runs the backward of a rank's last two stages from the
+//                slots their forward loaded): the stage interior recomputed once more in backward
+//                (the planner counts one recompute per unit), 4 MiB copy chunks, one CPU
+//                optimizer thread per rank.
 // The difference between the two is model mismatch between planner and runtime; the difference
 // between either and the measurement is the emulation's (and this machine's) doing.
 //
@@ -49,12 +49,10 @@ struct PredictOptions {
   double optimizer_seconds_per_billion_params = 0.3;
 };
 
-// The runtime-matched simulation's numbers (sim::Simulate's summary cannot describe the patched
-// task graph, so the engine runs directly).
+// The runtime-matched simulation's numbers.
 struct RuntimeSim {
   double step_seconds = 0;                     // makespan, optimizer included
   double max_busy_seconds = 0;                 // the busiest GPU's compute time
-  int64_t skipped_upload_bytes = 0;            // backward uploads the runtime does not do
   std::vector<planner::sim::LinkStats> links;  // bytes per simulator link
 };
 

@@ -66,6 +66,10 @@ struct Task {
   int64_t priority = 0;   // list-scheduled streams: lower first
   int gpu = -1, stage = -1, microbatch = -1;
   bool backward = false;
+  // mobius / roundrobin: which load of a weight slot on `gpu` (numbered per GPU in load order) a
+  // weight upload, compute or gradient offload belongs to; a pass that reuses a loaded slot
+  // (schedules.h) shares its number. -1: none (other tasks; the resident and zero schedules).
+  int slot = -1;
   std::string label;
 
   bool is_transfer() const { return !path.empty(); }

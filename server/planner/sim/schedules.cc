@@ -51,6 +51,46 @@ std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<Stag
   return out;
 }
 
+// The two weight slots of one GPU as the runtime uses them (worker/runtime/pipeline_worker.cc,
+// RunPasses; pipeline_passes.cc, EnsureLoaded / Prefetch): a pass whose unit range a slot still
+// holds runs from it; any other pass loads into the slot used less recently (the runtime prefetches
+// into the slot the current pass does not use), once that slot's last pass has released it.
+class SlotPair {
+ public:
+  struct Use {
+    bool load = true;        // the pass uploads its weights ...
+    std::vector<int> after;  // ... once these tasks have ended (the evicted slot's release)
+    int occupancy = 0;       // Task::slot of the pass's tasks
+  };
+
+  // The slot of the next pass on this GPU, over units `range`.
+  Use Take(std::pair<int, int> range) {
+    for (int i : {mru_, 1 - mru_}) {
+      if (slot_[i].range == range) {
+        mru_ = i;
+        return {false, {}, slot_[i].occupancy};
+      }
+    }
+    mru_ = 1 - mru_;
+    Entry& e = slot_[mru_];
+    Use u{true, std::move(e.release), loads_++};
+    e = {range, {}, u.occupancy};
+    return u;
+  }
+  // The tasks that end the pass just taken (its last compute; backward: its gradient offload).
+  void Release(std::vector<int> tasks) { slot_[mru_].release = std::move(tasks); }
+
+ private:
+  struct Entry {
+    std::pair<int, int> range{-1, -1};
+    std::vector<int> release;
+    int occupancy = -1;
+  };
+  Entry slot_[2];
+  int mru_ = 1;  // the slot used last; the first load goes to slot 0
+  int loads_ = 0;
+};
+
 constexpr int64_t kClassActivation = 0;
 constexpr int64_t kClassBulk = int64_t{1} << 40;
 
@@ -144,6 +184,10 @@ class Builder {
     t.label = std::move(label);
     return Add(std::move(t), 0);
   }
+  // Marks the tasks as held in weight slot occupancy `slot` (Task::slot).
+  void Hold(int slot, const std::vector<int>& ids) {
+    for (int id : ids) g_.tasks[id].slot = slot;
+  }
   int Optimizer(int stage, double seconds, std::vector<int> deps) {
     Task t;
     t.kind = TaskKind::kOptimizer;
@@ -171,22 +215,26 @@ TaskGraph Builder::Pipeline() {
   auto gpu_of = [&](int stage, bool /*bwd*/) {
     return order_[stage % static_cast<int>(order_.size())];
   };
-  std::vector<std::vector<std::vector<int>>> releases(n_);  // per GPU, per slot
+  std::vector<SlotPair> slots(n_);
   std::vector<std::vector<int>> fwd(s_, std::vector<int>(mb_, -1)), bwd = fwd, ckpt = fwd;
 
-  auto upload = [&](int gpu, int stage, bool back) -> std::vector<int> {
+  // Stage s's weights for a pass on `gpu` (one partition in both passes: the stage index names the
+  // units); no upload when a slot still holds them (a GPU's last two forward stages, in backward).
+  // Returns the upload's chunks and sets `slot` (Task::slot).
+  auto upload = [&](int gpu, int stage, bool back, int& slot) -> std::vector<int> {
     if (resident) return {};
-    std::vector<int> deps;
-    const auto& rel = releases[gpu];
-    if (rel.size() >= 2) deps = rel[rel.size() - 2];
+    const SlotPair::Use use = slots[gpu].Take({stage, stage + 1});
+    slot = use.occupancy;
+    if (!use.load) return {};
     return Bulk(TaskKind::kWeightUpload, Direction::kH2D, gpu, st_[stage].weight_bytes,
-                m_.gpus[gpu].h2d_path, deps, stage, back,
+                m_.gpus[gpu].h2d_path, use.after, stage, back,
                 absl::StrCat(back ? "B" : "F", " weights s", stage));
   };
 
   for (int s = 0; s < s_; ++s) {  // forward
     const int g = gpu_of(s, false);
-    std::vector<int> w = upload(g, s, false);
+    int slot = -1;
+    std::vector<int> w = upload(g, s, false, slot);
     for (int mb = 0; mb < mb_; ++mb) {
       std::vector<int> deps = w;
       if (s == 0) {
@@ -215,12 +263,15 @@ TaskGraph Builder::Pipeline() {
                           kClassActivation);
       }
     }
-    releases[g].push_back({fwd[s][mb_ - 1]});
+    Hold(slot, w);
+    Hold(slot, fwd[s]);
+    if (!resident) slots[g].Release({fwd[s][mb_ - 1]});
   }
   std::vector<int> all_grads;
   for (int s = s_ - 1; s >= 0; --s) {  // backward
     const int g = gpu_of(s, true);
-    std::vector<int> w = upload(g, s, true);
+    int slot = -1;
+    std::vector<int> w = upload(g, s, true, slot);
     for (int mb = 0; mb < mb_; ++mb) {
       std::vector<int> deps = w;
       deps.push_back(fwd[s][mb]);  // the forward happened (resident: its input is still here)
@@ -252,8 +303,11 @@ TaskGraph Builder::Pipeline() {
       rel.insert(rel.end(), gr.begin(), gr.end());
       all_grads.insert(all_grads.end(), gr.begin(), gr.end());
       if (!c_.paper_barrier) Optimizer(s, st_[s].optimizer_seconds, gr);
+      Hold(slot, w);
+      Hold(slot, bwd[s]);
+      Hold(slot, gr);
+      slots[g].Release(rel);
     }
-    releases[g].push_back(rel);
   }
   if (!resident && c_.paper_barrier) {
     for (int s = s_ - 1; s >= 0; --s) Optimizer(s, st_[s].optimizer_seconds, all_grads);
@@ -265,13 +319,15 @@ TaskGraph Builder::RoundRobin(const std::vector<SimStage>& bst) {
   const int sf = s_, sb = static_cast<int>(bst.size());
   const int n = static_cast<int>(order_.size());
   auto gpu_of_pass = [&](int pass) { return order_[pass % n]; };
-  std::vector<std::vector<std::vector<int>>> releases(n_);  // per GPU, per slot
-  auto upload = [&](int gpu, const SimStage& st, int stage, bool back) {
-    std::vector<int> deps;
-    const auto& rel = releases[gpu];
-    if (rel.size() >= 2) deps = rel[rel.size() - 2];
+  std::vector<SlotPair> slots(n_);
+  // A pass's weights, unless a slot of its GPU still holds its unit range (the runtime keys slots
+  // by range, so a backward pass may run from a forward pass's slot). Sets `slot` (Task::slot).
+  auto upload = [&](int gpu, const SimStage& st, int stage, bool back, int& slot) {
+    const SlotPair::Use use = slots[gpu].Take({st.unit_begin, st.unit_end});
+    slot = use.occupancy;
+    if (!use.load) return std::vector<int>{};
     return Bulk(TaskKind::kWeightUpload, Direction::kH2D, gpu, st.weight_bytes,
-                m_.gpus[gpu].h2d_path, deps, stage, back,
+                m_.gpus[gpu].h2d_path, use.after, stage, back,
                 absl::StrCat(back ? "B" : "F", " weights s", stage));
   };
   // Units where a checkpoint is needed: the input of every backward stage but the first (and of
@@ -292,7 +348,8 @@ TaskGraph Builder::RoundRobin(const std::vector<SimStage>& bst) {
     const SimStage& st = st_[s];
     for (int u = st.unit_begin; u < st.unit_end; ++u) fstage_of_unit[u] = s;
     const int g = gpu_of_pass(s);
-    std::vector<int> w = upload(g, st, s, false);
+    int slot = -1;
+    std::vector<int> w = upload(g, st, s, false, slot);
     for (int mb = 0; mb < mb_; ++mb) {
       std::vector<int> deps = w;
       if (s > 0) {
@@ -310,13 +367,16 @@ TaskGraph Builder::RoundRobin(const std::vector<SimStage>& bst) {
             kClassActivation);
       }
     }
-    releases[g].push_back({fwd[s][mb_ - 1]});
+    Hold(slot, w);
+    Hold(slot, fwd[s]);
+    slots[g].Release({fwd[s][mb_ - 1]});
   }
   std::vector<std::vector<int>> bwd(sb, std::vector<int>(mb_, -1));
   for (int b = sb - 1; b >= 0; --b) {  // backward passes S_F..S_F+S_B-1
     const SimStage& st = bst[b];
     const int g = gpu_of_pass(sf + (sb - 1 - b));
-    std::vector<int> w = upload(g, st, b, true);
+    int slot = -1;
+    std::vector<int> w = upload(g, st, b, true, slot);
     for (int mb = 0; mb < mb_; ++mb) {
       std::vector<int> deps = w;
       deps.push_back(fwd[fstage_of_unit[st.unit_end - 1]][mb]);  // its forward happened
@@ -343,7 +403,10 @@ TaskGraph Builder::RoundRobin(const std::vector<SimStage>& bst) {
              {bwd[b][mb_ - 1]}, b, true, absl::StrCat("grads s", b));
     rel.insert(rel.end(), gr.begin(), gr.end());
     Optimizer(b, st.optimizer_seconds, gr);
-    releases[g].push_back(rel);
+    Hold(slot, w);
+    Hold(slot, bwd[b]);
+    Hold(slot, gr);
+    slots[g].Release(rel);
   }
   return std::move(g_);
 }

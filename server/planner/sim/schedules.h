@@ -1,11 +1,12 @@
 // Schedules: one training step of a plan as a task graph (engine.h) on a SimMachine.
 //
 //   mobius      the paper's schedule. Stage s runs on gpu_order[s mod N] in both passes. Each GPU
-//               walks its "slots" (stage passes) in order: forward over its stages ascending, then
-//               backward descending. A slot's weights are uploaded (chunked, H2D) once slot k-2 of
-//               that GPU is released (its last compute, and for a backward slot its gradient
-//               offload), so a GPU holds at most two stages: the computing one and the prefetched
-//               next. All M microbatches of a stage run back to back (GPipe within the stage).
+//               walks its stage passes in order: forward over its stages ascending, then backward
+//               descending, through two weight slots used as the runtime uses them (see "Weight
+//               slots" below): its last two forward stages are still loaded when its backward
+//               starts, so the backward of stage s uploads nothing iff s + 2N >= S (every stage
+//               when S <= 2N); every other pass uploads its stage's weights. All M microbatches of
+//               a stage run back to back (GPipe within the stage).
 //               Forward: a stage's output for each microbatch goes D2H to host memory (the
 //               checkpoint the backward needs) and from there H2D to the next stage's GPU; P2P
 //               pairs copy GPU-to-GPU directly (the checkpoint still goes D2H, off the critical
@@ -17,8 +18,12 @@
 //               and then the S_B backward stage passes (S_B-1..0) form one stream assigned
 //               round-robin: pass j -> gpu_order[j mod N] (the next free GPU when passes cost the
 //               same). Forward and backward have their own partitions (SimConfig::
-//               backward_stages; empty = the forward stages for both). A GPU holds two passes (the
-//               computing one and the prefetched next) like mobius. Forward: besides its output,
+//               backward_stages; empty = the forward stages for both). Two weight slots per GPU
+//               like mobius, keyed by unit range: a backward pass uploads nothing when a pass over
+//               the same units is still in its GPU's slots. With one partition for both passes
+//               that happens only for N odd: backward stages S-1-(N-1)/2 (its pass directly
+//               follows its forward on that GPU) and S-1-(N-1)/2-N (N = 1: S-1 and S-2); with
+//               separate partitions, where ranges coincide. Forward: besides its output,
 //               a forward stage offloads (D2H) the activation at every backward-stage boundary
 //               inside it, the checkpoint a backward stage starting there recomputes from.
 //               Backward stage b reloads its input checkpoint, receives the output gradient from
@@ -30,11 +35,22 @@
 //               move between GPUs.
 //   zero        ZeRO-3-offload reference (data parallel): microbatch m on GPU m mod N; every GPU
 //               uploads every stage's weights in forward and in backward (~N x 4P bytes of H2D per
-//               step, double-buffered), computes its microbatches, offloads its gradients; the
+//               step, double-buffered; no slot reuse: ZeRO-3 gathers a layer's parameters again
+//               for its backward), computes its microbatches, offloads its gradients; the
 //               host reduces them and runs the optimizer (after the backward by default, like
 //               DeepSpeed). When every pair has NVLink, each GPU uploads 1/N and the rest is
 //               all-gathered over NVLink; gradients are reduce-scattered over NVLink and 1/N goes
 //               D2H. Activations stay on the GPU. Pass per-unit stages for layer granularity.
+//
+// Weight slots (mobius, roundrobin), as the runtime uses them (worker/runtime/pipeline_worker.cc,
+// RunPasses; pipeline_passes.cc, EnsureLoaded / Prefetch): each GPU has two, and a pass whose unit
+// range a slot holds (loaded in this step) runs from it without an upload. Any other pass's weights
+// are uploaded (chunked, H2D) into the slot used less recently, once that slot's last pass has
+// released it (its last compute; backward: also its gradient offload), so a GPU holds at most two
+// stages: the computing one and the prefetched next. Assumed: the runtime always prefetches (it
+// skips a prefetch whose weights' update from the previous step is not done yet, which a single
+// simulated step cannot show), and a slot's next upload waits for its gradient offload (the
+// runtime only waits for that before zeroing the slot's gradients).
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_SIM_SCHEDULES_H_

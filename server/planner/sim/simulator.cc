@@ -75,7 +75,8 @@ void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
   r.stages.assign(num_stages, {});
   for (int s = 0; s < num_stages; ++s) r.stages[s].stage = s;
   std::vector<std::array<bool, 2>> seen(num_stages, {false, false});
-  using Key = std::tuple<int, int, bool>;
+  // A residency per slot occupancy (Task::slot), else per pass (resident, zero).
+  using Key = std::tuple<int, int, int, bool>;  // gpu, occupancy, stage, backward
   std::map<Key, Residency> slots;
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const Task& k = g.tasks[i];
@@ -97,8 +98,10 @@ void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
     const bool held = k.kind == TaskKind::kCompute || k.kind == TaskKind::kWeightUpload ||
                       k.kind == TaskKind::kGradientOffload;
     if (!held || k.gpu < 0) continue;
-    auto [it, fresh] = slots.try_emplace(Key{k.gpu, k.stage, k.backward},
-                                         Residency{k.gpu, k.stage, k.backward, t[i].start, t[i].end});
+    const Key key =
+        k.slot >= 0 ? Key{k.gpu, k.slot, -1, false} : Key{k.gpu, -1, k.stage, k.backward};
+    auto [it, fresh] =
+        slots.try_emplace(key, Residency{k.gpu, k.stage, k.backward, t[i].start, t[i].end});
     it->second.begin = std::min(it->second.begin, t[i].start);
     it->second.end = std::max(it->second.end, t[i].end);
   }

@@ -28,7 +28,7 @@ struct GpuStats {
   int64_t h2d_bytes = 0;          // copies on its H2D engine
   int64_t d2h_bytes = 0;          // copies on its D2H engine (host-bound)
   int64_t p2p_bytes = 0;          // direct copies it sent
-  int max_resident_stages = 0;    // most stage slots held at once (upload start .. release)
+  int max_resident_stages = 0;    // most weight slots held at once (Residency)
 };
 
 struct LinkStats {
@@ -48,9 +48,12 @@ struct StageTiming {
   double optimizer_end = 0;                 // 0 without a CPU optimizer
 };
 
-struct Residency {  // one stage pass held on a GPU: first weight byte in .. slot released
+// One load of a weight slot on a GPU: first weight byte in .. its last pass released it (mobius,
+// roundrobin: a backward pass that found its weights still loaded extends its forward's
+// residency, schedules.h). resident and zero: one per stage pass, compute (and copies) only.
+struct Residency {
   int gpu = -1;     // machine position
-  int stage = 0;
+  int stage = 0;    // the pass that loaded it
   bool backward = false;
   double begin = 0, end = 0;
 };

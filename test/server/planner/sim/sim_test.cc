@@ -1,5 +1,7 @@
 // Hand-computed timelines of the simulator (engine, machine links, schedules) and its invariants.
 #include <cmath>
+#include <set>
+#include <utility>
 
 #include "gtest/gtest.h"
 #include "test/server/planner/sim/sim_test_util.h"
@@ -17,11 +19,15 @@ SimConfig Config(Schedule s, int m) {
   return c;
 }
 
-// One GPU, link 1 GB/s, two stages. Slot order F0 F1 B1 B0; slot k's upload waits for slot k-2.
-//   h2d:  F0 w [0,2]  F1 w [2,3]  B1 w [3,4] (after F0 ends at 3)  B0 w [5,7] (after F1 ends at 5)
-//   comp: F0 [2,3]    F1 [3,5]    B1 [5,7]                          B0 [7,10]
+// One GPU, link 1 GB/s, two stages. Passes F0 F1 B1 B0 through the GPU's two weight slots: F0
+// loads slot a, F1 slot b; B1 and B0 find their weights still loaded (S <= 2N: no backward upload).
+//   h2d:  F0 w [0,2]  F1 w [2,3]
+//   comp: F0 [2,3]    F1 [3,5]    B1 [5,7]    B0 [7,10]
 //   d2h:  grads s1 [7,8], grads s0 [10,11];  cpu: adam s1 [8,8.5], adam s0 [11,12]  -> step 12
-// Serially the same work takes 6 (uploads) + 8 (compute) + 2 (grads) + 1.5 (adam) = 17.5.
+// The step is what it was when the backward uploaded again (B1 w [3,4], B0 w [5,7], both hidden
+// behind compute); the uploads halve (6 -> 3 GB). Serially the same work takes 3 (uploads) + 8
+// (compute) + 2 (grads) + 1.5 (adam) = 14.5.
+// Slots held: a from F0's upload to s0's gradients [0,11], b from F1's upload to s1's [2,8].
 std::vector<SimStage> TwoStages() {
   SimStage s0{1, 3, 0, int64_t{2'000'000'000}, int64_t{1'000'000'000}, 0, 1.0};
   SimStage s1{2, 2, 0, int64_t{1'000'000'000}, int64_t{1'000'000'000}, 0, 0.5};
@@ -46,9 +52,14 @@ TEST(Simulator, OneGpuTwoStagesPrefetchOverlapsCompute) {
   EXPECT_NEAR(r->gpus[0].stall_prefetch_seconds, 2, kEps);  // only the first upload is exposed
   EXPECT_NEAR(r->bubble_fraction, 0.2, kEps);
   EXPECT_EQ(r->gpus[0].max_resident_stages, 2);
-  EXPECT_EQ(r->weight_upload_bytes, int64_t{6'000'000'000});
+  ASSERT_EQ(r->residencies.size(), 2u);
+  EXPECT_NEAR(r->residencies[0].begin, 0, kEps);
+  EXPECT_NEAR(r->residencies[0].end, 11, kEps);
+  EXPECT_NEAR(r->residencies[1].begin, 2, kEps);
+  EXPECT_NEAR(r->residencies[1].end, 8, kEps);
+  EXPECT_EQ(r->weight_upload_bytes, int64_t{3'000'000'000});
   EXPECT_EQ(r->d2h_bytes, int64_t{2'000'000'000});
-  EXPECT_NEAR(r->links[0].busy_seconds, 6, kEps);  // gpu0.h2d: 2 + 1 + 1 + 2
+  EXPECT_NEAR(r->links[0].busy_seconds, 3, kEps);  // gpu0.h2d: 2 + 1
 
   SimConfig barrier = Config(Schedule::kMobius, 1);
   barrier.paper_barrier = true;  // adam s1 [11,11.5], adam s0 [11.5,12.5]
@@ -85,7 +96,7 @@ TEST(Engine, FairSharingOfAnUplinkHalvesTheRate) {
 
 TEST(Simulator, TwoGpusSharingAnUplinkExactTimes) {
   // N = 2, M = 1, W = 2 GB per stage, uplink 2 GB/s shared, own links 2 GB/s.
-  //   h2d: F w s0 (gpu0) and F w s1 (gpu1) share the uplink: [0,2]; then B w s0 / B w s1: [2,4]
+  //   h2d: F w s0 (gpu0) and F w s1 (gpu1) share the uplink: [0,2]; no backward upload (S <= 2N)
   //   comp gpu0: F s0 [2,3];  gpu1: F s1 [3,4], B s1 [4,5];  gpu0: B s0 [5,6]
   //   d2h: grads s1 (1 GB alone at 2 GB/s) [5,5.5]; grads s0 [6,6.5]  -> step 6.5
   const SimMachine m = HandMachine(2, 2e9, 2e9);
@@ -98,6 +109,7 @@ TEST(Simulator, TwoGpusSharingAnUplinkExactTimes) {
   EXPECT_NEAR(r->stages[1].backward_start, 4, kEps);
   EXPECT_NEAR(r->stages[0].backward_end, 6, kEps);
   EXPECT_NEAR(r->step_seconds, 6.5, kEps);
+  EXPECT_EQ(r->weight_upload_bytes, int64_t{4'000'000'000});
   // Without the shared uplink each upload alone takes 1 s: F s0 [1,2], F s1 [2,3], B s1 [3,4],
   // B s0 [4,5], grads s0 [5,5.5].
   absl::StatusOr<SimResult> own = Simulate(HandMachine(2, 2e9), {s, s}, Config(Schedule::kMobius, 1));
@@ -126,6 +138,101 @@ TEST(Engine, FullDuplexDegradation) {
     EXPECT_NEAR(r->timings[1].end, factor == 1.0 ? 0.6 : 1.0, kEps);
     EXPECT_NEAR(r->timings[0].end, factor == 1.0 ? 1.2 : 1.6, kEps);
   }
+}
+
+// Which passes upload weights: {stage, backward} of every weight upload task.
+std::set<std::pair<int, bool>> Uploads(const SimResult& r) {
+  std::set<std::pair<int, bool>> out;
+  for (const Task& t : r.graph.tasks) {
+    if (t.kind == TaskKind::kWeightUpload) out.insert({t.stage, t.backward});
+  }
+  return out;
+}
+
+// The runtime's two weight slots (worker/runtime/pipeline_passes.cc): a GPU's last two forward
+// stages are still loaded when its backward starts, so the backward of stage s uploads nothing
+// iff s + 2N >= S. Every forward uploads.
+TEST(Simulator, MobiusBackwardRunsItsGpusLastTwoForwardStagesFromTheirSlots) {
+  const int64_t w = 1'000'000'000;
+  for (auto [n, s_count] :
+       {std::pair{2, 6}, std::pair{3, 4}, std::pair{2, 3}, std::pair{1, 3}, std::pair{4, 13}}) {
+    std::vector<SimStage> st(s_count, SimStage{1, 3, 0, w, w, 0, 0});
+    absl::StatusOr<SimResult> r = Simulate(HandMachine(n, 1e9), st, Config(Schedule::kMobius, 2));
+    ASSERT_TRUE(r.ok()) << r.status();
+    ExpectInvariants(*r);
+    const std::set<std::pair<int, bool>> up = Uploads(*r);
+    int backward_uploads = 0;
+    for (int s = 0; s < s_count; ++s) {
+      EXPECT_TRUE(up.count({s, false})) << "N=" << n << " S=" << s_count << " forward " << s;
+      const bool expected = s + 2 * n < s_count;
+      EXPECT_EQ(up.count({s, true}) == 1, expected)
+          << "N=" << n << " S=" << s_count << " stage " << s;
+      backward_uploads += expected;
+    }
+    EXPECT_EQ(r->weight_upload_bytes, (s_count + backward_uploads) * w);
+    for (const GpuStats& g : r->gpus) EXPECT_LE(g.max_resident_stages, 2);
+  }
+  // Spelled out for S = 6 on N = 2 (GPU 0: stages 0 2 4, GPU 1: 1 3 5): backward of 5, 4, 3, 2
+  // from the slots, of 1 and 0 uploaded. S = N + 1 = 4 on N = 3: GPU 0 holds stages 0 and 3, the
+  // others one each; no backward uploads at all.
+  std::vector<SimStage> six(6, SimStage{1, 3, 0, w, w, 0, 0});
+  absl::StatusOr<SimResult> r = Simulate(HandMachine(2, 1e9), six, Config(Schedule::kMobius, 1));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Uploads(*r), (std::set<std::pair<int, bool>>{{0, false}, {1, false}, {2, false},
+                                                          {3, false}, {4, false}, {5, false},
+                                                          {0, true}, {1, true}}));
+  std::vector<SimStage> four(4, SimStage{1, 3, 0, w, w, 0, 0});
+  r = Simulate(HandMachine(3, 1e9), four, Config(Schedule::kMobius, 1));
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(Uploads(*r), (std::set<std::pair<int, bool>>{{0, false}, {1, false}, {2, false},
+                                                          {3, false}}));
+}
+
+// One GPU, three stages (1 GB weights and gradients, link 1 GB/s each way, forward 1 s, backward
+// 2 s, M = 1). B2 and B1 run from the slots F2 and F1 loaded; B0 uploads into the slot used less
+// recently, F2's, once B2's gradients are out (not into F1's, which B1 used last).
+//   h2d:  F0 w [0,1]  F1 w [1,2]  F2 w [2,3] (into F0's slot, after F0 ends at 2)  B0 w [7,8]
+//   comp: F0 [1,2]    F1 [2,3]    F2 [3,4]    B2 [4,6]    B1 [6,8]    B0 [8,10]
+//   d2h:  grads s2 [6,7], grads s1 [8,9], grads s0 [10,11]  -> step 11
+// (Evicting B1's slot instead would start B0's upload after grads s1, at 9: step 13.)
+TEST(Simulator, MobiusBackwardUploadEvictsTheSlotUsedLessRecently) {
+  std::vector<SimStage> st(3, SimStage{1, 2, 0, int64_t{1'000'000'000}, int64_t{1'000'000'000},
+                                       0, 0});
+  absl::StatusOr<SimResult> r = Simulate(HandMachine(1, 1e9), st, Config(Schedule::kMobius, 1));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ExpectInvariants(*r);
+  EXPECT_NEAR(r->stages[2].forward_start, 3, kEps);
+  EXPECT_NEAR(r->stages[2].backward_start, 4, kEps);
+  EXPECT_NEAR(r->stages[1].backward_start, 6, kEps);
+  EXPECT_NEAR(r->stages[0].backward_start, 8, kEps);
+  EXPECT_NEAR(r->step_seconds, 11, kEps);
+  EXPECT_EQ(r->weight_upload_bytes, int64_t{4'000'000'000});
+  EXPECT_EQ(r->gpus[0].max_resident_stages, 2);
+  EXPECT_NEAR(r->gpus[0].stall_prefetch_seconds, 1, kEps);  // only F0's upload is exposed
+}
+
+// Round-robin keys the slots by unit range, like the runtime: with one partition for both passes a
+// backward pass finds its weights loaded only where its forward ran on the same GPU with at most
+// one other range in between. N = 3, S = 6: passes 0-5 forward, 6-11 backward of stages 5..0 on
+// GPU j mod 3. GPU 1 runs F1 (pass 1), F4 (4), B4 (7), B1 (10): B4 and B1 from the slots. GPU 0:
+// F0 F3 B5 B2, GPU 2: F2 F5 B3 B0: all uploaded. N = 2, S = 6 (even N): no backward from a slot.
+TEST(Simulator, RoundRobinReusesASlotOnlyForTheSameUnitsOnTheSameGpu) {
+  std::vector<SimStage> six(6, SimStage{1, 3, 0, int64_t{1'000'000'000}, 0, 0, 0});
+  absl::StatusOr<SimResult> odd =
+      Simulate(HandMachine(3, 1e9), six, Config(Schedule::kRoundRobin, 2));
+  ASSERT_TRUE(odd.ok()) << odd.status();
+  ExpectInvariants(*odd);
+  const std::set<std::pair<int, bool>> up = Uploads(*odd);
+  for (int s = 0; s < 6; ++s) {
+    EXPECT_TRUE(up.count({s, false})) << s;
+    EXPECT_EQ(up.count({s, true}) == 0, s == 4 || s == 1) << s;
+  }
+  EXPECT_EQ(odd->weight_upload_bytes, int64_t{10'000'000'000});
+  for (const GpuStats& g : odd->gpus) EXPECT_LE(g.max_resident_stages, 2);
+  absl::StatusOr<SimResult> even =
+      Simulate(HandMachine(2, 1e9), six, Config(Schedule::kRoundRobin, 2));
+  ASSERT_TRUE(even.ok());
+  EXPECT_EQ(even->weight_upload_bytes, int64_t{12'000'000'000});
 }
 
 TEST(Simulator, BubbleMatchesTheFormula) {
