@@ -55,6 +55,19 @@ if(NOT MOBIUS_CUDA STREQUAL "OFF")
     enable_language(CUDA)
     find_package(CUDAToolkit REQUIRED)
     set(MOBIUS_HAVE_CUDA ON)
+    # NCCL (preinstalled with the toolkit on our machines; optional: without it the runtime
+    # keeps the host-staged transport). No CMake package ships with it: header + library.
+    find_path(MOBIUS_NCCL_INCLUDE_DIR nccl.h HINTS ${CUDAToolkit_INCLUDE_DIRS} /usr/local/include)
+    find_library(MOBIUS_NCCL_LIBRARY nccl HINTS ${CUDAToolkit_LIBRARY_DIR} /usr/local/lib)
+    if(MOBIUS_NCCL_INCLUDE_DIR AND MOBIUS_NCCL_LIBRARY AND NOT TARGET mobius_nccl_imported)
+      add_library(mobius_nccl_imported UNKNOWN IMPORTED)
+      set_target_properties(mobius_nccl_imported PROPERTIES
+        IMPORTED_LOCATION ${MOBIUS_NCCL_LIBRARY}
+        INTERFACE_INCLUDE_DIRECTORIES ${MOBIUS_NCCL_INCLUDE_DIR})
+      message(STATUS "Mobius: NCCL ${MOBIUS_NCCL_LIBRARY}")
+    elseif(NOT MOBIUS_NCCL_LIBRARY)
+      message(STATUS "Mobius: NCCL not found; the GPU runtime uses the host-staged transport only")
+    endif()
   elseif(MOBIUS_CUDA STREQUAL "ON")
     message(FATAL_ERROR "MOBIUS_CUDA=ON but no CUDA compiler (nvcc) was found")
   else()

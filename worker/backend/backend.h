@@ -58,6 +58,9 @@ class Queue {
   QueueKind kind() const { return kind_; }
   // Higher runs first where the device arbitrates (CUDA stream priority); the CPU backend records it.
   int priority() const { return priority_; }
+  // The device's own handle for the queue (CUDA: the cudaStream_t), for libraries that enqueue on
+  // it directly (NCCL); nullptr where there is none (the CPU backend).
+  virtual void* native_handle() const { return nullptr; }
 
  protected:
   Queue(QueueKind kind, int priority) : kind_(kind), priority_(priority) {}

@@ -2,6 +2,10 @@
 
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/runtime/rank_backend.h"
+#ifdef MOBIUS_HAVE_NCCL
+#include "worker/runtime/nccl_transport.h"
+#include "worker/runtime/peer_transport.h"
+#endif
 
 namespace mobius::runtime {
 
@@ -13,6 +17,9 @@ void RegisterCudaBackendForRanks() {
     options.backend.copy_chunk_bytes = request.copy_chunk_bytes;
     return backend::CreateCudaBackend(options);
   });
+#ifdef MOBIUS_HAVE_NCCL
+  RegisterNcclTransport({.can_access_peer = CudaCanAccessPeer, .create = MakeNcclPeerTransport});
+#endif
 }
 
 }  // namespace mobius::runtime

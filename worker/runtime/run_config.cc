@@ -116,8 +116,12 @@ absl::Status ValidateRunConfig(const RunConfig& c, int64_t num_units) {
   if (c.backend != "auto" && c.backend != "cpu" && c.backend != "cuda") {
     return bad("backend must be auto, cpu or cuda (got \"", c.backend, "\")");
   }
-  if (c.transport != "auto" && c.transport != "host" && c.transport != "nccl") {
-    return bad("transport must be auto, host or nccl (got \"", c.transport, "\")");
+  if (c.transport != "auto" && c.transport != "host" && c.transport != "nccl" &&
+      c.transport != "emulated") {
+    return bad("transport must be auto, host, nccl or emulated (got \"", c.transport, "\")");
+  }
+  if (c.transport == "emulated" && c.backend == "cuda") {
+    return bad("transport emulated is the CPU backend's stand-in for nccl (backend is cuda)");
   }
   if (!c.rank_device.empty() && c.rank_device.size() != static_cast<size_t>(c.num_workers)) {
     return bad("rank_device has ", c.rank_device.size(), " entries for ", c.num_workers, " ranks");
@@ -296,6 +300,28 @@ std::vector<int64_t> CheckpointUnits(const RunConfig& config) {
   std::sort(units.begin(), units.end());
   units.erase(std::unique(units.begin(), units.end()), units.end());
   return units;
+}
+
+int BackwardRank(const RunConfig& config, int b) {
+  if (config.schedule == "roundrobin") {
+    const int sf = static_cast<int>(config.forward_stages.size());
+    const int sb = static_cast<int>(config.backward_stages.size());
+    return config.pass_rank[sf + sb - 1 - b];  // backward stage b is pass S_F + S_B - 1 - b
+  }
+  return config.stage_rank[b];
+}
+
+std::vector<PeerChannel> DgradChannels(const RunConfig& config) {
+  std::vector<PeerChannel> out;
+  const int sb = static_cast<int>(BackwardStages(config).size());
+  for (int b = 1; b < sb; ++b) {
+    const PeerChannel c{BackwardRank(config, b), BackwardRank(config, b - 1)};
+    if (c.from != c.to && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  }
+  std::sort(out.begin(), out.end(), [](const PeerChannel& a, const PeerChannel& b) {
+    return a.from != b.from ? a.from < b.from : a.to < b.to;
+  });
+  return out;
 }
 
 }  // namespace mobius::runtime

@@ -23,8 +23,11 @@
 //                (empty: rank_gpu, else the rank);
 //   transport    how boundary activations and their gradients move between ranks (transport.h):
 //                "host" (staged through the host store; works everywhere), "nccl" (NCCL
-//                send/recv between the ranks' GPUs; needs every rank on CUDA) or "auto" (nccl
-//                when every rank is on CUDA and the worker has NCCL, else host);
+//                send/recv between the ranks' GPUs; needs every rank on CUDA), "auto" (nccl
+//                when every rank is on CUDA, the worker has NCCL and the GPUs have P2P, else
+//                host) or "emulated" (the CPU backend's stand-in for nccl: rendezvous
+//                send/recv through the host store, for testing the runtime's use of a device
+//                transport without a GPU);
 //   links        emulated PCIe links (token buckets, link_emulator.h) and, per rank, the links a
 //                copy from that rank's "GPU" crosses; empty: no emulation (real links or none).
 //
@@ -59,7 +62,8 @@ struct RunConfig {
   std::vector<int> stage_rank;      // [stage] -> rank in [0, num_workers)
   int num_workers = 0;
   std::string schedule = "mobius";  // "mobius" (stages cycle over the GPUs) | "resident" (S == G;
-                                    // runs as mobius with one stage per GPU) | "roundrobin"
+                                    // mobius's passes, each stage and its optimizer state kept on
+                                    // its GPU, AdamW there) | "roundrobin"
   // schedule "roundrobin" only (see above).
   std::vector<StageRange> forward_stages;
   std::vector<StageRange> backward_stages;
@@ -74,7 +78,13 @@ struct RunConfig {
   std::vector<std::vector<int>> rank_cpus;
   std::string backend = "auto";     // "auto" | "cpu" | "cuda"
   std::vector<int> rank_device;     // [rank] -> CUDA device ordinal; empty: rank_gpu
-  std::string transport = "auto";   // "auto" | "host" | "nccl"
+  std::string transport = "auto";   // "auto" | "host" | "nccl" | "emulated"
+};
+
+// A directed channel of the boundary-gradient transport: rank `from` sends to rank `to`.
+struct PeerChannel {
+  int from = 0, to = 0;
+  bool operator==(const PeerChannel& o) const { return from == o.from && to == o.to; }
 };
 
 // Structural checks that need no files: stages (roundrobin: forward_stages and backward_stages)
@@ -118,6 +128,15 @@ std::vector<Pass> PassesOfRank(const RunConfig& config, int rank);
 // every unit that starts a forward or a backward stage, unit 0 excepted. Mobius: the stage
 // boundaries.
 std::vector<int64_t> CheckpointUnits(const RunConfig& config);
+
+// The rank that runs the backward of backward stage b (mobius/resident: stage_rank[b];
+// roundrobin: the rank of its pass).
+int BackwardRank(const RunConfig& config, int b);
+
+// The channels the activation gradients cross: (BackwardRank(b), BackwardRank(b - 1)) for every
+// backward boundary whose two ranks differ, without duplicates, sorted by (from, to). Gradients
+// between passes on the same rank stay on the host path.
+std::vector<PeerChannel> DgradChannels(const RunConfig& config);
 
 }  // namespace mobius::runtime
 

@@ -61,6 +61,7 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   l.num_workers = run.num_workers;
   l.num_microbatches = static_cast<int>(t.batch / mb);
   l.boundary_elements = static_cast<uint64_t>(mb * t.seq * config.hidden_size);
+  l.peer_channels = DgradChannels(run);
 
   uint64_t at = Align(StoreLayout::kControlOffset + 4 * static_cast<uint64_t>(l.num_control_words()));
   for (int64_t u = 0; u < num_units; ++u) {
@@ -101,6 +102,13 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   l.activation_grads = at;
   at += static_cast<uint64_t>(l.num_backward_boundaries()) * l.num_microbatches *
         Align(l.boundary_elements * 4);
+  l.channel_ids = at;
+  at += Align(128 * static_cast<uint64_t>(l.num_channels()));
+  l.channel_payload = at;
+  if (run.transport == "emulated") {
+    l.channel_payload_stride = Align(l.boundary_elements * 4);
+    at += static_cast<uint64_t>(l.num_channels()) * l.channel_payload_stride;
+  }
   l.link_words = at;
   at += Align(32 * static_cast<uint64_t>(run.links.size()));
   l.norm_partials = at;

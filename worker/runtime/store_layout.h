@@ -22,6 +22,9 @@
 //                      stage and the backward stage starting there
 //   activation grads   per backward boundary b (the input of backward stage b + 1) and
 //                      microbatch m: the fp32 gradient [mb, T, C] crossing it
+//   peer channels      per channel of the boundary-gradient transport (peer_transport.h): a
+//                      128-byte NCCL unique id, and with transport "emulated" one fp32 payload
+//                      slot [mb, T, C]
 //   link words         per emulated link: next free time (ns) per direction and bytes per direction
 //   norm partials      one double per 64 Ki-element chunk of every tensor, in HF-name order: the
 //                      exact partial sums CpuAdamW::GlobalGradNorm adds, so a pipeline's global
@@ -65,6 +68,11 @@ struct StoreLayout {
   uint64_t activation_grads = 0;              // offset of backward boundary 0, microbatch 0
   uint64_t norm_partials = 0;                 // offset of the doubles
   uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h)
+  // Boundary-gradient channels between ranks (DgradChannels in run_config.h).
+  std::vector<PeerChannel> peer_channels;
+  uint64_t channel_ids = 0;      // offset of 128 bytes per channel
+  uint64_t channel_payload = 0;  // offset of one fp32 [mb, T, C] per channel ("emulated" only)
+  uint64_t channel_payload_stride = 0;  // 0 unless transport "emulated"
   int64_t num_chunks = 0;
   uint64_t total_bytes = 0;
 
@@ -106,7 +114,17 @@ struct StoreLayout {
   int64_t heartbeat_word(int rank) const {
     return loss_word(num_microbatches) + 2 * num_forward_stages * num_microbatches + rank;
   }
-  int64_t num_control_words() const { return heartbeat_word(num_workers); }
+  // Transport set-up: per rank, its vote (peer_transport.h: 1 = can use NCCL, 2 = cannot); per
+  // channel c (peer_channels[c]), its id published (NCCL) and the emulated transport's counters:
+  // receives posted, payloads sent, payloads taken.
+  int64_t transport_vote_word(int rank) const { return heartbeat_word(num_workers) + rank; }
+  int64_t channel_word(int c, int which) const {
+    return transport_vote_word(num_workers) + 4 * c + which;
+  }
+  static constexpr int kChannelIdReady = 0, kChannelPosted = 1, kChannelSent = 2,
+                       kChannelTaken = 3;
+  int64_t num_control_words() const { return channel_word(num_channels(), 0); }
+  int num_channels() const { return static_cast<int>(peer_channels.size()); }
   int num_backward_boundaries() const {
     return num_backward_stages > 1 ? num_backward_stages - 1 : 0;
   }

@@ -108,7 +108,7 @@ TEST(RunConfigTest, BackendAndTransportValidationNamesTheField) {
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("backend must be auto, cpu or cuda"));
   c.backend = "cuda";
   c.transport = "infiniband";
-  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("transport must be auto, host or nccl"));
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("transport must be auto, host, nccl or emulated"));
   c.transport = "nccl";
   c.rank_device = {0};
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("rank_device has 1 entries for 2"));
@@ -116,6 +116,29 @@ TEST(RunConfigTest, BackendAndTransportValidationNamesTheField) {
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("rank_device[1] = -1"));
   c.rank_device = {1, 0};
   EXPECT_TRUE(ValidateRunConfig(c, 6).ok());
+  c.transport = "emulated";
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("CPU backend's stand-in"));
+}
+
+TEST(RunConfigTest, DgradChannelsFollowTheBackwardRanks) {
+  RunConfig c;
+  c.num_workers = 3;
+  c.stages = {{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}};
+  c.stage_rank = {0, 1, 2, 0, 1};  // gradients flow 1->0, 0->2, 2->1, 1->0
+  EXPECT_EQ(BackwardRank(c, 3), 0);
+  EXPECT_EQ(DgradChannels(c), (std::vector<PeerChannel>{{0, 2}, {1, 0}, {2, 1}}));
+  c.stage_rank = {0, 0, 1, 1, 1};  // same-rank boundaries need no channel
+  EXPECT_EQ(DgradChannels(c), (std::vector<PeerChannel>{{1, 0}}));
+  RunConfig rr;
+  rr.num_workers = 2;
+  rr.schedule = "roundrobin";
+  rr.forward_stages = {{0, 3}, {3, 6}};
+  rr.backward_stages = {{0, 2}, {2, 4}, {4, 6}};
+  rr.pass_rank = {0, 1, 0, 1, 0};  // passes: F0 F1 B2 B1 B0
+  EXPECT_EQ(BackwardRank(rr, 2), 0);
+  EXPECT_EQ(BackwardRank(rr, 1), 1);
+  EXPECT_EQ(BackwardRank(rr, 0), 0);
+  EXPECT_EQ(DgradChannels(rr), (std::vector<PeerChannel>{{0, 1}, {1, 0}}));
 }
 
 TEST(RunConfigTest, RoundRobinScheduleRoundTrips) {

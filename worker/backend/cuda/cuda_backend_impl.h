@@ -38,6 +38,7 @@ class CudaQueue final : public Queue {
   ~CudaQueue() override;
 
   cudaStream_t stream() const { return stream_; }
+  void* native_handle() const override { return stream_; }
   int32_t* counter(DataErrorSlot slot) const { return counters_ + slot; }
 
   std::mutex mu;
