@@ -22,10 +22,6 @@ uint16_t* WeightOf(const State& s, const std::string& name, int64_t unit) {
   return s.store->at<uint16_t>(s.layout.unit_weights[unit] + 2 * static_cast<uint64_t>(p->offset));
 }
 
-namespace {
-
-// The global gradient norm from every tensor's chunk partials, added in the standalone trainer's
-// order. REQUIRES: every backward stage published its partials for this step.
 double GlobalNorm(const State& s) {
   const double* partial = s.store->at<double>(s.layout.norm_partials);
   double total = 0.0;
@@ -41,6 +37,8 @@ std::vector<const TensorSlot*> OwnedTensors(const State& s, int stage) {
   }
   return tensors;
 }
+
+namespace {
 
 // Phase 1 of a backward stage's optimizer work: wait for its gradients to reach the store, fold
 // in the head's part of a tied embedding, publish its share of the global norm.

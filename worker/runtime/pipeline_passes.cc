@@ -234,6 +234,8 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
     }
   }
   MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+  // Resident: the gradients stay on the device; ResidentUpdate (pipeline_resident.cc) uses them.
+  if (s.resident != nullptr) return absl::OkStatus();
   // Gradients to the store on the D2H queue; the optimizer thread waits for the copy.
   std::unique_ptr<backend::Event> done;
   MOBIUS_ASSIGN_OR_RETURN(done, s.backend->CreateEvent());

@@ -5,6 +5,7 @@
 //   pipeline_eval.cc       the eval pass (forward only, through the forward stages);
 //   pipeline_optimizer.cc  the optimizer thread (norm partials, clipping, AdamW per backward
 //                          stage);
+//   pipeline_resident.cc   the resident schedule's device-side model state and optimizer;
 //   pipeline_worker.cc     creation, store fill, checkpoints and the step loop.
 //
 // Schedule-independent: a rank runs a list of passes (run_config.h: PassesOfRank), each the
@@ -63,6 +64,24 @@ struct Slot {
   }
 };
 
+// The resident schedule's model state on the device (pipeline_resident.cc). A resident rank runs
+// exactly one stage; its bf16 weights and fp32 gradients live in slots[0] for the whole run (the
+// slot's version is always the step its weights are for), the fp32 master weights and Adam
+// moments of the tensors the stage owns live here. The store's copy of that state is stale between
+// checkpoints (ResidentWriteBack refreshes it).
+struct ResidentStage {
+  int stage = 0;  // the rank's stage (forward and backward partition alike)
+  // A byte-for-byte mirror of the store's optimizer-state region of the stage's owned tensors
+  // (store_layout.h: master, m, v per tensor, grouped by owning unit, so one contiguous range):
+  // [optimizer_offset, optimizer_offset + optimizer.size_bytes()) of the store. fp32.
+  uint64_t optimizer_offset = 0;
+  backend::DeviceBuffer optimizer;
+  backend::DeviceBuffer norm;  // [owned chunks] double: the stage's norm partials
+  // Tied embeddings with the head on another rank, on the embedding's rank only: the head's fp32
+  // gradient of the shared matrix [V, C], received through the store each step.
+  backend::DeviceBuffer head_grad;
+};
+
 struct OptimizerTask {
   int stage = 0;  // backward stage
   uint32_t r = 0;
@@ -89,12 +108,14 @@ struct PipelineWorker::State {
   backend::DeviceBuffer tokens, targets, loss, stage_in, out, workspace;
   std::vector<backend::DeviceBuffer> hidden;  // [j] input of the pass's unit begin + 1 + j
   backend::DeviceBuffer dh[2];                // fp32 boundary gradients, ping-pong
+  std::unique_ptr<ResidentStage> resident;    // schedule "resident" only
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
 
   uint32_t eval_seq = 0;  // eval microbatches passed over the run (store_layout.h eval words)
 
-  // Per-step accounting (main thread).
+  // Per-step accounting (main thread). The byte counters run from one step report to the next, so
+  // copies before step 1 (resident's one-time upload) count in step 1's.
   double stall = 0, compute_wait = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
 
@@ -134,7 +155,8 @@ absl::Status Prefetch(PipelineWorker::State& s, const Slot* current, const Stage
 absl::Status ForwardPass(PipelineWorker::State& s, int f, uint32_t r, const data::Batch& batch,
                          std::vector<float>& losses);
 // The backward of backward stage b for every microbatch (recompute from its checkpoint); its
-// gradients go to the store and the stage to the optimizer thread.
+// gradients go to the store and the stage to the optimizer thread (resident: they stay on the
+// device for ResidentUpdate).
 absl::Status BackwardPass(PipelineWorker::State& s, int b, uint32_t r, const data::Batch& batch,
                           const std::vector<float>& shares);
 // Runs the units of a forward range on one microbatch whose input is already on the device
@@ -157,6 +179,43 @@ void OptimizerLoop(PipelineWorker::State& s);
 // Store addresses of a parameter of `unit`.
 float* GradOf(const PipelineWorker::State& s, const std::string& name, int64_t unit);
 uint16_t* WeightOf(const PipelineWorker::State& s, const std::string& name, int64_t unit);
+// The tensors whose optimizer state backward stage `stage` owns, in HF-name order.
+std::vector<const TensorSlot*> OwnedTensors(const PipelineWorker::State& s, int stage);
+// The global gradient norm from every tensor's chunk partials in the store, added in the
+// standalone trainer's order. REQUIRES: every backward stage published its partials for the step.
+double GlobalNorm(const PipelineWorker::State& s);
+
+// ---- pipeline_resident.cc (main thread; schedule "resident", s.resident set) ----
+//
+// Per step r: the passes run from slots[0] (no weight upload); BackwardPass leaves the gradients
+// on the device; ResidentUpdate then, on the device: folds in the tied head's gradient of the
+// embedding, computes the stage's norm partials (SumSquares per 64 Ki-element chunk, the store's
+// partials), combines them with the other ranks' through the store, clips, runs AdamW per owned
+// tensor writing the bf16 weights in place in the slot, and (tied) forwards the new bf16 embedding
+// to the head's rank. Per step only boundary activations and their gradients, tokens, targets,
+// the loss, the norm partials and, for a tied model split across ranks, the shared matrix's head
+// gradient (fp32) and new bf16 weights cross the host link.
+
+// Device bytes of the rank's resident model state: the stage's bf16 weights and fp32 gradients
+// (the slot; with a tied head's copy of the embedding), the fp32 master, m and v of its owned
+// tensors, the norm partials and the head-gradient buffer: ~18 bytes per parameter.
+uint64_t ResidentStateBytes(const PipelineWorker::State& s);
+// RESOURCE_EXHAUSTED, naming the bytes needed, unless the state plus `activation_bytes` (buffers,
+// workspace) fit the device's free memory. Called before anything is allocated.
+absl::Status CheckResidentFits(const PipelineWorker::State& s, uint64_t activation_bytes);
+// Allocates the optimizer mirror, norm partials and head-gradient buffer (slots[0] is allocated by
+// the worker, sized for the stage).
+absl::Status ResidentAllocate(PipelineWorker::State& s);
+// Once, after the store is filled (from the model or a checkpoint): uploads the stage's bf16
+// weights into slots[0] (for step 1) and its optimizer state into the mirror.
+absl::Status ResidentLoad(PipelineWorker::State& s);
+// After the passes of step r: the device optimizer (above). Publishes grads_ready, norm_ready and
+// updated for the stage, sets grad_norm / norm_step and adds the optimizer's device time to
+// optimizer_seconds; afterwards slots[0] holds the weights of step r + 1.
+absl::Status ResidentUpdate(PipelineWorker::State& s, uint32_t r);
+// Copies the device's master weights, moments and bf16 weights back to the store (before every
+// checkpoint), so checkpoints are the mobius schedule's bit for bit.
+absl::Status ResidentWriteBack(PipelineWorker::State& s);
 
 }  // namespace mobius::runtime
 

@@ -60,43 +60,61 @@ absl::StatusOr<std::string> SaveCheckpoint(State& s, int64_t global_step,
                                        m, v, global_step, position);
 }
 
-absl::Status Allocate(State& s) {
+// Device buffer sizes of one rank: its two slots (each sized for its largest pass; resident: one
+// slot, for its only stage) and one microbatch's activations and workspace.
+struct DeviceNeeds {
   uint64_t weight_bytes = 0, grad_bytes = 0, workspace = 0;
   int64_t max_units = 1;
+  uint64_t tokens = 0, hidden = 0;  // [mb, T] int32; one bf16 boundary activation
+
+  uint64_t activation_bytes() const {
+    return 2 * tokens + 4 + 2 * hidden + (max_units - 1) * hidden + 2 * 2 * hidden + workspace;
+  }
+};
+
+DeviceNeeds Needs(const State& s) {
+  DeviceNeeds d;
   for (const Pass& p : s.passes) {
     const StageRange& range = s.range(p);
-    weight_bytes = std::max(weight_bytes, s.layout.stage_weight_bytes(range));
-    if (p.backward) grad_bytes = std::max(grad_bytes, s.layout.stage_grad_bytes(range));
-    max_units = std::max(max_units, range.end - range.begin);
+    d.weight_bytes = std::max(d.weight_bytes, s.layout.stage_weight_bytes(range));
+    if (p.backward) d.grad_bytes = std::max(d.grad_bytes, s.layout.stage_grad_bytes(range));
+    d.max_units = std::max(d.max_units, range.end - range.begin);
     for (int64_t u = range.begin; u < range.end; ++u) {
-      workspace = std::max(workspace, s.runners[u]->WorkspaceBytes(s.mb, s.t));
+      d.workspace = std::max(d.workspace, s.runners[u]->WorkspaceBytes(s.mb, s.t));
     }
   }
+  d.tokens = 4 * static_cast<uint64_t>(s.mb * s.t);
+  d.hidden = 2 * s.layout.boundary_elements;
+  return d;
+}
+
+absl::Status Allocate(State& s, const DeviceNeeds& d) {
   for (int i = 0; i < 2; ++i) {
     Slot& slot = s.slots[i];
-    MOBIUS_ASSIGN_OR_RETURN(slot.weights,
-                            s.backend->Allocate(weight_bytes, absl::StrCat("slot", i, ".weights")));
-    MOBIUS_ASSIGN_OR_RETURN(slot.grads,
-                            s.backend->Allocate(grad_bytes, absl::StrCat("slot", i, ".grads")));
+    const bool used = i == 0 || s.resident == nullptr;  // resident: the stage never moves
+    MOBIUS_ASSIGN_OR_RETURN(slot.weights, s.backend->Allocate(used ? d.weight_bytes : 0,
+                                                              absl::StrCat("slot", i, ".weights")));
+    MOBIUS_ASSIGN_OR_RETURN(slot.grads, s.backend->Allocate(used ? d.grad_bytes : 0,
+                                                            absl::StrCat("slot", i, ".grads")));
     MOBIUS_ASSIGN_OR_RETURN(slot.loaded, s.backend->CreateEvent());
     MOBIUS_ASSIGN_OR_RETURN(slot.saved, s.backend->CreateEvent());
   }
-  const uint64_t n = static_cast<uint64_t>(s.mb * s.t);
-  const uint64_t hidden = 2 * s.layout.boundary_elements;
-  MOBIUS_ASSIGN_OR_RETURN(s.tokens, s.backend->Allocate(4 * n, "tokens"));
-  MOBIUS_ASSIGN_OR_RETURN(s.targets, s.backend->Allocate(4 * n, "targets"));
+  const uint64_t hidden = d.hidden;
+  MOBIUS_ASSIGN_OR_RETURN(s.tokens, s.backend->Allocate(d.tokens, "tokens"));
+  MOBIUS_ASSIGN_OR_RETURN(s.targets, s.backend->Allocate(d.tokens, "targets"));
   MOBIUS_ASSIGN_OR_RETURN(s.loss, s.backend->Allocate(4, "loss"));
   MOBIUS_ASSIGN_OR_RETURN(s.stage_in, s.backend->Allocate(hidden, "stage.input"));
   MOBIUS_ASSIGN_OR_RETURN(s.out, s.backend->Allocate(hidden, "stage.output"));
-  for (int j = 0; j + 1 < max_units; ++j) {
+  for (int j = 0; j + 1 < d.max_units; ++j) {
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer h,
                             s.backend->Allocate(hidden, absl::StrCat("stage.interior", j)));
     s.hidden.push_back(std::move(h));
   }
-  for (DeviceBuffer& d : s.dh) {
-    MOBIUS_ASSIGN_OR_RETURN(d, s.backend->Allocate(2 * hidden, "stage.dhidden"));
+  for (DeviceBuffer& dh : s.dh) {
+    MOBIUS_ASSIGN_OR_RETURN(dh, s.backend->Allocate(2 * hidden, "stage.dhidden"));
   }
-  MOBIUS_ASSIGN_OR_RETURN(s.workspace, s.backend->Allocate(workspace, "workspace"));
+  MOBIUS_ASSIGN_OR_RETURN(s.workspace, s.backend->Allocate(d.workspace, "workspace"));
+  if (s.resident != nullptr) MOBIUS_RETURN_IF_ERROR(ResidentAllocate(s));
   return absl::OkStatus();
 }
 
@@ -221,11 +239,23 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
                               units::UnitRunner::Create(s->start.config, u, s->backend.get()));
     }
   }
-  absl::Status alloc = Allocate(*s);
+  const DeviceNeeds needs = Needs(*s);
+  if (s->run.schedule == "resident") {
+    // ValidateRunConfig: one stage per rank.
+    if (s->backward_stages.size() != 1) {
+      return absl::InvalidArgumentError(absl::StrCat("schedule resident: rank ", rank, " runs ",
+                                                     s->backward_stages.size(), " stages, not 1"));
+    }
+    s->resident = std::make_unique<ResidentStage>();
+    s->resident->stage = s->backward_stages.front();
+    MOBIUS_RETURN_IF_ERROR(CheckResidentFits(*s, needs.activation_bytes()));
+  }
+  absl::Status alloc = Allocate(*s, needs);
   if (absl::IsResourceExhausted(alloc)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "rank ", rank, ": device memory ", o.device_memory_bytes,
-        " bytes cannot hold two stage slots and one microbatch: ", alloc.message()));
+        "rank ", rank, ": device memory ", o.device_memory_bytes, " bytes cannot hold ",
+        s->resident != nullptr ? "the resident stage's model state" : "two stage slots",
+        " and one microbatch: ", alloc.message()));
   }
   MOBIUS_RETURN_IF_ERROR(alloc);
   MOBIUS_ASSIGN_OR_RETURN(s->adamw, train::MakeAdamW(o));
@@ -279,11 +309,15 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     if (!st.ok() && !stopped) s.store->Abort(3);
     return st;
   };
+  // Resident: the stage's weights and optimizer state go to the device once, from the filled store.
+  if (s.resident != nullptr) {
+    absl::Status loaded = ResidentLoad(s);
+    if (!loaded.ok()) return finish(loaded);
+  }
   const int64_t steps_left = o.steps - s.start.step;
   for (uint32_t r = 1; r <= static_cast<uint32_t>(steps_left); ++r) {
     const Clock::time_point step_start = Clock::now();
     s.stall = s.compute_wait = 0;
-    s.h2d_bytes = s.d2h_bytes = 0;
     double opt_before;
     {
       std::lock_guard<std::mutex> lock(s.mu);
@@ -306,6 +340,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       shares[m] = total == 0 ? 0.0f : static_cast<float>(counts[m]) / total;
     }
     absl::Status st = RunPasses(s, r, *batch, shares, losses);
+    if (st.ok() && s.resident != nullptr) st = ResidentUpdate(s, r);  // the device optimizer
     if (!st.ok()) return finish(st);
     // The step ends for this rank when its backward stages are updated.
     for (int stage : s.backward_stages) {
@@ -346,8 +381,6 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     }
     rep.compute_seconds = s.compute_wait;
     rep.stall_seconds = s.stall;
-    rep.h2d_bytes = s.h2d_bytes;
-    rep.d2h_bytes = s.d2h_bytes;
     // Checkpoint and stop (pipeline_worker.h): rank 0 answers a request with the next step.
     if (s.rank == 0 && s.store->Load(StoreLayout::kStopAtWord) == 0 &&
         s.store->Load(StoreLayout::kStopRequestWord) != 0) {
@@ -356,8 +389,10 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     const bool stop_here = s.store->Load(StoreLayout::kStopAtWord) == r && !last;
     if (!o.checkpoint_dir.empty() &&
         ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
-      // Every rank parks (its stages are updated) while rank 0 copies the state out.
-      absl::Status b = s.store->Barrier(s.run.num_workers);
+      // Every rank parks (its stages are updated) while rank 0 copies the state out. Resident
+      // ranks first bring their device state back to the store.
+      absl::Status b = s.resident != nullptr ? ResidentWriteBack(s) : absl::OkStatus();
+      if (b.ok()) b = s.store->Barrier(s.run.num_workers);
       if (b.ok() && s.rank == 0) {
         absl::StatusOr<std::string> dir =
             SaveCheckpoint(s, global_step, s.start.loader->position());
@@ -368,6 +403,9 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       if (!b.ok()) return finish(b);
     }
     rep.step_seconds = Since(step_start);
+    // Every copy since the previous report (before step 1: resident's one-time upload).
+    rep.h2d_bytes = std::exchange(s.h2d_bytes, 0);
+    rep.d2h_bytes = std::exchange(s.d2h_bytes, 0);
     on_step(rep);
     if (stop_here) {
       return finish(absl::AbortedError(absl::StrCat(

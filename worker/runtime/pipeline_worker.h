@@ -6,7 +6,11 @@
 //               rank stage_rank[s], stages cycling over the GPUs; one partition for both passes);
 //   roundrobin  its positions j of the pass stream (forward stages 0 .. S_F-1, then backward
 //               stages S_B-1 .. 0, pass j on rank pass_rank[j] = j mod N), over separate forward
-//               and backward partitions.
+//               and backward partitions;
+//   resident    (S == G) mobius's passes over its one stage, which stays on the device with its
+//               optimizer state for the whole run: no weight uploads, no gradient offload, AdamW
+//               on the device (pipeline_state.h, ResidentUpdate); the device state is copied back
+//               to the store before every checkpoint. Otherwise as below.
 //   weights   a pass's weights come from the store into one of two device slots (the next pass's
 //             weights are prefetched into the other slot on the H2D queue while this one
 //             computes); a forward and a backward pass over the same units share the slot.
@@ -68,7 +72,8 @@ class PipelineWorker {
   // Loads the model (or the checkpoint when resuming), validates the config against it, maps the
   // store, creates the backend (CPU; with link emulation when the config has links) and allocates
   // both slots and the activation buffers, so a device cap that cannot hold two stages fails here
-  // with RESOURCE_EXHAUSTED, before any step.
+  // with RESOURCE_EXHAUSTED, before any step. Resident: one slot plus the stage's master weights
+  // and Adam moments (~18 bytes per parameter); RESOURCE_EXHAUSTED names the bytes needed.
   static absl::StatusOr<std::unique_ptr<PipelineWorker>> Create(const RunConfig& run, int rank);
   ~PipelineWorker();
 

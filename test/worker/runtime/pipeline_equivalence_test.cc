@@ -1,10 +1,14 @@
 // The pipeline runtime against the standalone trainer (the unsplit model): for several
 // (stages S, workers G, microbatches M) with S > G, uneven stages, tied (GPT-2) and untied (Llama)
-// embeddings, with and without clipping, for the mobius schedule and for roundrobin (separate
-// forward / backward partitions, passes rotating over the workers), every step's loss and gradient
-// norm and the final master weights and Adam moments must be bit-identical. On the CPU backend the
-// pipeline runs the same ops in the same order per unit and microbatch (pipeline_worker.h), so no
-// tolerance is needed; a difference of one ulp would mean the runtime changed the arithmetic.
+// embeddings, with and without clipping, for the mobius schedule, for roundrobin (separate
+// forward / backward partitions, passes rotating over the workers) and for resident (S == G, the
+// optimizer on the device), every step's loss and gradient norm and the final master weights and
+// Adam moments must be bit-identical. On the CPU backend the pipeline runs the same ops in the same
+// order per unit and microbatch (pipeline_worker.h), so no tolerance is needed; a difference of one
+// ulp would mean the runtime changed the arithmetic. (Resident's device optimizer sums the norm
+// partials per 64 Ki-element chunk with the backend's SumSquares: on the CPU backend that is the
+// host optimizer's sum, so it is bit-exact with clipping too; a CUDA backend sums in its own
+// order, see pipeline_resident.cc.)
 #include <cstring>
 #include <map>
 
@@ -30,6 +34,7 @@ struct Case {
   int eval_every = 0;  // > 0: an eval pass (held-out 25%) every K steps and at the end
   // Non-empty: schedule roundrobin with `cuts` as the forward and these as the backward stages.
   std::vector<int64_t> backward_cuts = {};
+  bool resident = false;  // schedule resident (S == G) over `cuts`
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -70,9 +75,10 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
 
   train::TrainerOptions po = o;
   po.checkpoint_dir = dir / "pipeline";
-  const RunConfig run = c.backward_cuts.empty()
-                            ? MakeRun(po, c.cuts, c.workers)
-                            : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
+  RunConfig run = c.backward_cuts.empty()
+                      ? MakeRun(po, c.cuts, c.workers)
+                      : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
+  if (c.resident) run.schedule = "resident";
   auto launcher = Launcher::Start(MakeLaunch(run, dir / "run"));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
   LaunchResult result = (*launcher)->Wait();
@@ -122,7 +128,7 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"gpt2_S3_G2_M4_uneven", "gpt2", 4, {0, 3, 4, 6}, 2, 4, 1, 0.0},
         Case{"llama_S5_G2_M2_uneven", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0},
         Case{"llama_S6_G3_M1", "llama", 4, {0, 1, 2, 3, 4, 5, 6}, 3, 2, 2, 0.5},
-        Case{"gpt2_S2_G2_resident", "gpt2", 2, {0, 2, 4}, 2, 2, 1, 1.0},
+        Case{"gpt2_S2_G2", "gpt2", 2, {0, 2, 4}, 2, 2, 1, 1.0},
         Case{"llama_S1_G1", "llama", 2, {0, 4}, 1, 2, 1, 1.0},
         // Eval passes: more eval microbatches than boundary slots (chunks), S > G, both embeddings.
         Case{"llama_S5_G2_M2_eval", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, 2},
@@ -139,7 +145,18 @@ INSTANTIATE_TEST_SUITE_P(
         // Same ranges for both passes (forward and backward of a stage share a slot).
         Case{"rr_gpt2_F3_B3_G2_M2_shared_clip", "gpt2", 4, {0, 2, 4, 6}, 2, 4, 2, 1.0, 0,
              {0, 2, 4, 6}},
-        Case{"rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2, {0, 2, 4, 6}}),
+        Case{"rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2, {0, 2, 4, 6}},
+        // Resident (S == G): tied embedding and head on different ranks (GPT-2) or one rank.
+        Case{"resident_gpt2_S2_G2_M2_uneven_clip", "gpt2", 2, {0, 3, 4}, 2, 4, 2, 1.0, 0, {},
+             true},
+        Case{"resident_gpt2_S3_G3_M1_uneven", "gpt2", 4, {0, 1, 4, 6}, 3, 2, 2, 0.0, 0, {}, true},
+        Case{"resident_gpt2_S3_G3_M2_clip_eval", "gpt2", 2, {0, 2, 3, 4}, 3, 4, 2, 1.0, 1, {},
+             true},
+        Case{"resident_gpt2_S1_G1_clip", "gpt2", 2, {0, 4}, 1, 2, 1, 1.0, 0, {}, true},
+        Case{"resident_llama_S2_G2_M4_uneven_clip", "llama", 4, {0, 4, 6}, 2, 4, 1, 1.0, 0, {},
+             true},
+        Case{"resident_llama_S3_G3_M2_uneven_eval", "llama", 4, {0, 2, 5, 6}, 3, 4, 2, 0.5, 2, {},
+             true}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
