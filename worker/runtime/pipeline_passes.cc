@@ -62,6 +62,7 @@ absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t r) {
   s.h2d_bytes += bytes;
   slot.range = range;
   slot.version = r;
+  slot.used = ++s.slot_clock;
   return absl::OkStatus();
 }
 
@@ -116,14 +117,16 @@ absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t r
   for (Slot& slot : s.slots) {
     if (slot.Holds(range, r)) {
       MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
+      slot.used = ++s.slot_clock;
       return &slot;
     }
   }
   for (int src : WeightSources(s, range)) {
     MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(src), r - 1));
   }
-  // Replace the slot least recently loaded (the other one may hold a prefetch for later).
-  Slot& slot = s.slots[0].version <= s.slots[1].version ? s.slots[0] : s.slots[1];
+  // Replace the slot least recently loaded or used: the other one holds the last pass's weights
+  // (mobius: a backward reuses its rank's last two forward stages) or a prefetch for later.
+  Slot& slot = s.slots[0].used <= s.slots[1].used ? s.slots[0] : s.slots[1];
   MOBIUS_RETURN_IF_ERROR(Upload(s, slot, range, r));
   MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
   return &slot;
@@ -208,7 +211,9 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
                                                    s.hidden[u - range.begin].data(), s.workspace));
     }
     int cur = 0;  // dh[cur] holds d(loss)/d(output) of the unit about to run backward
-    if (range.end != num_units) {
+    if (range.end != num_units && GradientOverTransport(s, b + 1, b)) {
+      MOBIUS_RETURN_IF_ERROR(ReceiveGradient(s, b, s.dh[cur]));
+    } else if (range.end != num_units) {
       MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.dgrad_ready_word(b, m), r));
       MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
           *s.compute, s.store->at<uint8_t>(s.layout.dgrad_offset(b, m)), s.dh[cur], 0,
@@ -224,7 +229,9 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
           dinp, shares[m], s.workspace, /*recompute=*/true));
       cur = 1 - cur;
     }
-    if (b > 0) {
+    if (b > 0 && GradientOverTransport(s, b, b - 1)) {
+      MOBIUS_RETURN_IF_ERROR(SendGradient(s, b, s.dh[cur]));
+    } else if (b > 0) {
       MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
           *s.compute, s.dh[cur], 0, s.store->at<uint8_t>(s.layout.dgrad_offset(b - 1, m)),
           hidden_bytes));

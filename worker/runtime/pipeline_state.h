@@ -35,6 +35,7 @@
 #include "worker/optim/adamw.h"
 #include "worker/runtime/host_store.h"
 #include "worker/runtime/link_emulator.h"
+#include "worker/runtime/peer_transport.h"
 #include "worker/runtime/pipeline_worker.h"
 #include "worker/runtime/run_config.h"
 #include "worker/runtime/store_layout.h"
@@ -59,6 +60,8 @@ struct Slot {
   std::unique_ptr<backend::Event> loaded;  // recorded after the weight upload
   std::unique_ptr<backend::Event> saved;   // recorded after the gradient download
 
+  uint64_t used = 0;  // State::slot_clock when last loaded or used: EnsureLoaded evicts the older
+
   bool Holds(const StageRange& r, uint32_t step) const {
     return range.begin == r.begin && range.end == r.end && version == step;
   }
@@ -80,6 +83,19 @@ struct ResidentStage {
   // Tied embeddings with the head on another rank, on the embedding's rank only: the head's fp32
   // gradient of the shared matrix [V, C], received through the store each step.
   backend::DeviceBuffer head_grad;
+};
+
+// The boundary-gradient transport of a rank (pipeline_transport.cc, peer_transport.h): gradients
+// sent to another rank are first copied (compute queue) into a ring of staging buffers and sent
+// from there on `comm`, so a send waiting for its receiver never holds up the compute queue; a
+// slot is reused after its previous send completed (event `sent`).
+inline constexpr int kTransportRingSlots = 4;
+struct TransportState {
+  std::unique_ptr<PeerTransport> peer;
+  std::unique_ptr<backend::Queue> comm;       // null on a rank that only receives
+  std::vector<backend::DeviceBuffer> ring;    // fp32 [mb, T, C] each
+  std::vector<std::unique_ptr<backend::Event>> ready, sent;
+  uint64_t next = 0;                          // sends so far (ring position)
 };
 
 struct OptimizerTask {
@@ -109,6 +125,8 @@ struct PipelineWorker::State {
   std::vector<backend::DeviceBuffer> hidden;  // [j] input of the pass's unit begin + 1 + j
   backend::DeviceBuffer dh[2];                // fp32 boundary gradients, ping-pong
   std::unique_ptr<ResidentStage> resident;    // schedule "resident" only
+  std::unique_ptr<TransportState> transport;  // null: every boundary host-staged
+  uint64_t slot_clock = 0;
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
 
@@ -118,6 +136,7 @@ struct PipelineWorker::State {
   // copies before step 1 (resident's one-time upload) count in step 1's.
   double stall = 0, compute_wait = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
+  uint64_t peer_bytes = 0;  // activation gradients sent or received over the PeerTransport
 
   // Optimizer thread.
   std::mutex mu;
@@ -135,6 +154,21 @@ struct PipelineWorker::State {
   int64_t num_units() const { return static_cast<int64_t>(layout.units.size()); }
   bool runs_head_forward() const;  // whether this rank computes the loss
 };
+
+// ---- pipeline_transport.cc (main thread) ----
+
+// Resolves RunConfig::transport with the other ranks (a blocking vote through the store; NCCL
+// communicators are made here) and, if a PeerTransport is used, sets up s.transport.
+absl::Status SetUpTransport(PipelineWorker::State& s);
+// Whether the gradient from backward stage `from_stage` to `to_stage` goes over s.transport
+// (set up, and the two stages on different ranks).
+bool GradientOverTransport(const PipelineWorker::State& s, int from_stage, int to_stage);
+// Backward stage b's input gradient in `src` to the rank of stage b - 1 (enqueued).
+absl::Status SendGradient(PipelineWorker::State& s, int b, const backend::DeviceBuffer& src);
+// Backward stage b's output gradient from the rank of stage b + 1 into `dst` (enqueued on compute).
+absl::Status ReceiveGradient(PipelineWorker::State& s, int b, const backend::DeviceBuffer& dst);
+// Waits until every send enqueued so far completed (end of a step; errors of the comm queue).
+absl::Status DrainTransport(PipelineWorker::State& s);
 
 // ---- pipeline_passes.cc (main thread) ----
 

@@ -179,7 +179,7 @@ absl::Status RunPasses(State& s, uint32_t r, const data::Batch& batch,
     MOBIUS_RETURN_IF_ERROR(pass.backward ? BackwardPass(s, pass.stage, r, batch, shares)
                                          : ForwardPass(s, pass.stage, r, batch, losses));
   }
-  return absl::OkStatus();
+  return DrainTransport(s);  // this step's gradient sends are received
 }
 
 }  // namespace
@@ -188,7 +188,8 @@ PipelineWorker::PipelineWorker(std::unique_ptr<State> state) : s_(std::move(stat
 
 PipelineWorker::~PipelineWorker() {
   if (s_ && s_->backend) {
-    for (auto* q : {s_->compute.get(), s_->h2d.get(), s_->d2h.get()}) {
+    backend::Queue* comm = s_->transport ? s_->transport->comm.get() : nullptr;
+    for (auto* q : {s_->compute.get(), s_->h2d.get(), s_->d2h.get(), comm}) {
       if (q != nullptr) s_->backend->Synchronize(*q).IgnoreError();
     }
     if (s_->store) s_->backend->UnregisterHost(s_->store->base()).IgnoreError();
@@ -289,7 +290,13 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
   MOBIUS_RETURN_IF_ERROR(s.store->Barrier(s.run.num_workers));
   // Pinned once per worker (cudaHostRegister on CUDA), after every rank first-touched its stages:
   // registering faults pages in, which must not decide their NUMA node.
-  MOBIUS_RETURN_IF_ERROR(s.backend->RegisterHost(s.store->base(), s.store->size_bytes()));
+  if (absl::Status pinned = s.backend->RegisterHost(s.store->base(), s.store->size_bytes());
+      !pinned.ok()) {
+    // Correct without it, slower: copies from pageable memory are staged by the driver.
+    LOG(WARNING) << "rank " << s.rank << ": the host store is not pinned: " << pinned;
+  }
+  // Every rank is here (the barrier above): agree on the gradient transport and set it up.
+  MOBIUS_RETURN_IF_ERROR(SetUpTransport(s));
   std::thread optimizer([&s] { OptimizerLoop(s); });
   auto finish = [&](absl::Status st) {
     {
@@ -406,6 +413,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     // Every copy since the previous report (before step 1: resident's one-time upload).
     rep.h2d_bytes = std::exchange(s.h2d_bytes, 0);
     rep.d2h_bytes = std::exchange(s.d2h_bytes, 0);
+    rep.peer_bytes = std::exchange(s.peer_bytes, 0);
     on_step(rep);
     if (stop_here) {
       return finish(absl::AbortedError(absl::StrCat(

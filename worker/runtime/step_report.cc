@@ -24,6 +24,7 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"optimizer_seconds", r.optimizer_seconds},
             {"h2d_bytes", r.h2d_bytes},
             {"d2h_bytes", r.d2h_bytes},
+            {"peer_bytes", r.peer_bytes},
             {"checkpoint", r.checkpoint}};
   if (r.loss) j["loss"] = *r.loss;
   if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
@@ -53,6 +54,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.optimizer_seconds = j.value("optimizer_seconds", 0.0);
     r.h2d_bytes = j.value("h2d_bytes", uint64_t{0});
     r.d2h_bytes = j.value("d2h_bytes", uint64_t{0});
+    r.peer_bytes = j.value("peer_bytes", uint64_t{0});
     r.checkpoint = j.value("checkpoint", std::string());
     if (j.contains("loss")) r.loss = j.at("loss").get<float>();
     if (j.contains("eval_loss")) r.eval_loss = j.at("eval_loss").get<float>();
@@ -80,6 +82,7 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     a.optimizer_seconds = std::max(a.optimizer_seconds, r.optimizer_seconds);
     a.h2d_bytes += r.h2d_bytes;
     a.d2h_bytes += r.d2h_bytes;
+    a.peer_bytes += r.peer_bytes;
     if (!r.checkpoint.empty()) a.checkpoint = r.checkpoint;
   }
   a.tokens_per_second = step_seconds > 0 ? a.tokens / step_seconds : 0;
@@ -95,6 +98,7 @@ std::string FormatStepReport(const StepReport& r) {
       "h2d %.1f MB | d2h %.1f MB",
       r.step, r.total_steps, r.loss, r.lr, r.grad_norm, r.tokens_per_second, r.step_seconds * 1e3,
       r.stall_seconds * 1e3, r.h2d_bytes / 1e6, r.d2h_bytes / 1e6);
+  if (r.peer_bytes > 0) line += absl::StrFormat(" | peer %.1f MB", r.peer_bytes / 1e6);
   if (r.eval_loss) line += absl::StrFormat(" | eval loss %.4f", *r.eval_loss);
   if (r.emulated) line += " | emulated links";
   return line;

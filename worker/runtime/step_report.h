@@ -37,6 +37,7 @@ struct WorkerStepReport {
   double stall_seconds = 0;    // waiting for weights (prefetch), activations, gradients, updates
   double optimizer_seconds = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
+  uint64_t peer_bytes = 0;     // activation gradients sent + received over the PeerTransport
   std::string checkpoint;      // directory written after this step (rank 0), if any
 };
 
@@ -56,6 +57,7 @@ struct StepReport {
   double tokens_per_second = 0;
   double compute_seconds = 0, stall_seconds = 0, optimizer_seconds = 0;  // max over ranks
   uint64_t h2d_bytes = 0, d2h_bytes = 0;                                 // all ranks
+  uint64_t peer_bytes = 0;       // all ranks (each transfer counted by sender and receiver)
   std::string checkpoint;
   bool emulated = false;         // link emulation was on
   std::vector<WorkerStepReport> ranks;  // the per-rank reports this aggregates, by rank
@@ -69,7 +71,8 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
                          bool emulated);
 
 // "step 12/100 | loss 3.4521 | lr 3.00e-04 | grad_norm 1.234 | tok/s 1234 | 456 ms |
-//  stall 12 ms | h2d 1.2 GB" (+ " | eval loss 3.5012" on eval steps)
+//  stall 12 ms | h2d 1.2 GB" (+ " | peer 3.4 MB" with a PeerTransport, " | eval loss 3.5012" on
+//  eval steps)
 std::string FormatStepReport(const StepReport& report);
 
 }  // namespace mobius::runtime

@@ -35,6 +35,9 @@ struct Case {
   // Non-empty: schedule roundrobin with `cuts` as the forward and these as the backward stages.
   std::vector<int64_t> backward_cuts = {};
   bool resident = false;  // schedule resident (S == G) over `cuts`
+  // "emulated": activation gradients between ranks over the PeerTransport stand-in (NCCL's
+  // rendezvous rule, ring of send buffers, comm queue) instead of the host store.
+  std::string transport = "";
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -79,6 +82,7 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
                       ? MakeRun(po, c.cuts, c.workers)
                       : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
   if (c.resident) run.schedule = "resident";
+  if (!c.transport.empty()) run.transport = c.transport;
   auto launcher = Launcher::Start(MakeLaunch(run, dir / "run"));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
   LaunchResult result = (*launcher)->Wait();
@@ -95,6 +99,11 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
           << "step " << i + 1;
     }
     EXPECT_GT(result.steps[i].h2d_bytes, 0u);
+    if (c.transport == "emulated") {
+      EXPECT_GT(result.steps[i].peer_bytes, 0u) << "step " << i + 1;
+    } else {
+      EXPECT_EQ(result.steps[i].peer_bytes, 0u) << "step " << i + 1;
+    }
   }
   EXPECT_FALSE(result.steps.back().checkpoint.empty());
 
@@ -156,7 +165,17 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"resident_llama_S2_G2_M4_uneven_clip", "llama", 4, {0, 4, 6}, 2, 4, 1, 1.0, 0, {},
              true},
         Case{"resident_llama_S3_G3_M2_uneven_eval", "llama", 4, {0, 2, 5, 6}, 3, 4, 2, 0.5, 2, {},
-             true}),
+             true},
+        // Gradients over the emulated device transport: 8 microbatches (the 4-slot send ring
+        // wraps, so sends wait for earlier ones), 3 workers, roundrobin, resident, eval.
+        Case{"emu_gpt2_S4_G2_M8_clip", "gpt2", 2, {0, 1, 2, 3, 4}, 2, 8, 1, 1.0, 0, {}, false,
+             "emulated"},
+        Case{"emu_llama_S6_G3_M2", "llama", 4, {0, 1, 2, 3, 4, 5, 6}, 3, 4, 2, 0.5, 0, {}, false,
+             "emulated"},
+        Case{"emu_rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2,
+             {0, 2, 4, 6}, false, "emulated"},
+        Case{"emu_resident_gpt2_S3_G3_M2_clip", "gpt2", 4, {0, 1, 4, 6}, 3, 4, 2, 1.0, 0, {},
+             true, "emulated"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
