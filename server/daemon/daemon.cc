@@ -227,7 +227,8 @@ class DaemonImpl : public Daemon {
               << " MiB; "
               << (jo.emulate_links ? absl::StrCat("CPU backend with emulated PCIe links (x",
                                                   jo.link_scale, ")")
-                                   : std::string("no link emulation"));
+                                   : std::string("no link emulation: each worker runs on its GPU "
+                                                 "(CUDA backend; CPU where a device is unusable)"));
     MOBIUS_ASSIGN_OR_RETURN(jobs_, jobs::JobManager::Create(std::move(jo)));
     return absl::OkStatus();
   }
