@@ -65,5 +65,11 @@ ABSL_FLAG(double, link_scale, 1.0,
           "run: multiplies every emulated PCIe link's bandwidth (CPU backend).");
 ABSL_FLAG(std::string, emulate_links, "auto",
           "run: auto | on | off; auto emulates the topology's links when no CUDA device is usable.");
+ABSL_FLAG(std::string, backend, "auto",
+          "run: auto | cpu | cuda; auto: each worker's GPU where one is usable, else the CPU "
+          "backend (logged).");
+ABSL_FLAG(std::string, transport, "auto",
+          "run: activation gradients between GPUs: auto | host | nccl | emulated "
+          "(docs/runtime.md, Transport).");
 ABSL_FLAG(std::string, run_dir, "", "run: run directory (run.json, default checkpoints); "
                                     "empty: ./mobius-run-<name>.");

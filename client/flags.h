@@ -52,6 +52,8 @@ ABSL_DECLARE_FLAG(int32_t, max_gpus);
 ABSL_DECLARE_FLAG(int32_t, max_running_jobs);
 ABSL_DECLARE_FLAG(double, link_scale);
 ABSL_DECLARE_FLAG(std::string, emulate_links);
+ABSL_DECLARE_FLAG(std::string, backend);
+ABSL_DECLARE_FLAG(std::string, transport);
 ABSL_DECLARE_FLAG(std::string, run_dir);
 
 #endif  // MOBIUS_CLIENT_FLAGS_H_

@@ -163,6 +163,8 @@ int main(int argc, char** argv) {
     o.run_dir = absl::GetFlag(FLAGS_run_dir);
     o.link_scale = absl::GetFlag(FLAGS_link_scale);
     o.emulate_links = absl::GetFlag(FLAGS_emulate_links);
+    o.backend = absl::GetFlag(FLAGS_backend);
+    o.transport = absl::GetFlag(FLAGS_transport);
     return mobius::cli::RunRunCommand(o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {

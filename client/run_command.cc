@@ -137,6 +137,8 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
       launch::BuildRunConfig(name, *training, planned->report.plan, loaded->topology, facts,
                              {.enabled = emulate, .link_scale = o.link_scale});
   if (!run.ok()) return Fail(err, run.status());
+  run->backend = o.backend;      // validated with the rest of the run config by the launcher
+  run->transport = o.transport;
 
   runtime::LaunchOptions lo;
   lo.run = *run;

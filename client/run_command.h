@@ -26,6 +26,8 @@ struct RunCommandOptions {
   std::string worker_binary;  // empty: mobius-worker next to this binary
   double link_scale = 1.0;
   std::string emulate_links = "auto";  // auto | on | off
+  std::string backend = "auto";        // RunConfig::backend: auto | cpu | cuda
+  std::string transport = "auto";      // RunConfig::transport: auto | host | nccl | emulated
 };
 
 int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);

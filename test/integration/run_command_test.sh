@@ -36,6 +36,27 @@ losses() { grep -o "loss [0-9.]*" "$1"; }
   { paste <(losses out.txt) <(losses out_rr.txt); fail "roundrobin losses differ from mobius"; }
 echo "ok: mobius run with schedule roundrobin: same losses as the mobius schedule"
 
+# Gradients over the emulated device transport: same losses; the progress line counts them.
+"$BIN/mobius" run short.yaml --topology-file "$FIX" --link-scale 0.05 --transport emulated \
+  --run_dir emu >out_emu.txt 2>err_emu.txt || { cat out_emu.txt err_emu.txt; fail "emulated transport run failed"; }
+[[ "$(losses out_emu.txt)" == "$(losses out.txt)" ]] ||
+  { paste <(losses out.txt) <(losses out_emu.txt); fail "emulated transport losses differ"; }
+grep -q "| peer " out_emu.txt || { cat out_emu.txt; fail "no peer bytes in the progress line"; }
+echo "ok: mobius run --transport emulated: same losses, gradients over the transport"
+# A forced backend that cannot be had here fails before any step, naming why.
+set +e; "$BIN/mobius" run short.yaml --topology-file "$FIX" --backend cuda --run_dir cuda \
+  >out_cuda.txt 2>err_cuda.txt; rc=$?; set -e
+if [[ -z "${MOBIUS_HAVE_GPU:-}" ]]; then
+  [[ $rc -ne 0 ]] && grep -q "backend cuda" err_cuda.txt ||
+    { cat err_cuda.txt; fail "--backend cuda without a GPU: exit $rc"; }
+  echo "ok: --backend cuda without a usable GPU is refused: $(grep -o 'backend cuda[^;]*' err_cuda.txt | head -1)"
+fi
+set +e; "$BIN/mobius" run short.yaml --topology-file "$FIX" --backend tpu --run_dir tpu \
+  >out_tpu.txt 2>err_tpu.txt; rc=$?; set -e
+[[ $rc -eq 2 ]] && grep -q "backend must be auto, cpu or cuda" err_tpu.txt ||
+  { cat err_tpu.txt; fail "--backend tpu: exit $rc"; }
+echo "ok: --backend tpu is refused with exit 2"
+
 spec long 100000 2
 "$BIN/mobius" run long.yaml --topology-file "$FIX" --link-scale 0.05 >out2.txt 2>err2.txt &
 pid=$!
