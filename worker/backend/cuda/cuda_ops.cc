@@ -73,9 +73,50 @@ absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
   a.ldc = p.ldc;
   a.stride_c = p.stride_c;
   a.batch = p.batch;
-  return Launch(queue, [&](CudaQueue& q) {
-    std::lock_guard<std::mutex> lock(gemm_mu_);  // the plan cache is not thread-safe
-    return gemm_->Run(a, q.stream());
+  if (p.a_type == p.b_type) {
+    return Launch(queue, [&](CudaQueue& q) {
+      std::lock_guard<std::mutex> lock(gemm_mu_);  // the plan cache is not thread-safe
+      return gemm_->Run(a, q.stream());
+    });
+  }
+  // Mixed fp32 x bf16 (the runtime's backward: an fp32 activation gradient times bf16 weights or
+  // activations): the fp32 operand is rounded to bf16 into stream-ordered scratch memory
+  // (cudaMallocAsync, outside the cap: at most one operand's size, covered by kCudaReserveBytes)
+  // and the GEMM runs on tensor cores with fp32 accumulation. The CPU backend multiplies the fp32
+  // operand unrounded: the two differ by one bf16 rounding of that operand (relative 2^-9 per
+  // element), which cuda_backend_test bounds.
+  const bool a_is_fp32 = p.a_type == DType::kFp32;
+  const int64_t rows = a_is_fp32 ? (p.trans_a ? p.k : p.m) : (p.trans_b ? p.n : p.k);
+  const int64_t cols = a_is_fp32 ? (p.trans_a ? p.m : p.k) : (p.trans_b ? p.k : p.n);
+  const int64_t ld = a_is_fp32 ? p.lda : p.ldb;
+  const int64_t stride = a_is_fp32 ? p.stride_a : p.stride_b;
+  const int64_t span = rows == 0 || cols == 0 || p.k == 0
+                           ? 0
+                           : (rows - 1) * ld + cols + (p.batch - 1) * stride;
+  return Launch(queue, [&](CudaQueue& q) -> KernelStatus {
+    void* scratch = nullptr;
+    if (span > 0) {
+      const cudaError_t e = cudaMallocAsync(&scratch, static_cast<size_t>(span) * 2, q.stream());
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        return kc::FromCudaError(e, "cudaMallocAsync (gemm operand)", __FILE__, __LINE__);
+      }
+      const float* src = static_cast<const float*>(a_is_fp32 ? p.a : p.b);
+      KernelStatus st = kc::cast_fp32_to_bf16(Bf(scratch), src, span, q.stream());
+      if (!st.ok()) {
+        cudaFreeAsync(scratch, q.stream());
+        return st;
+      }
+      (a_is_fp32 ? a.a : a.b) = scratch;
+    }
+    (a_is_fp32 ? a.a_type : a.b_type) = kc::GemmType::kBf16;
+    KernelStatus st;
+    {
+      std::lock_guard<std::mutex> lock(gemm_mu_);
+      st = gemm_->Run(a, q.stream());
+    }
+    if (scratch != nullptr) cudaFreeAsync(scratch, q.stream());
+    return st;
   });
 }
 
