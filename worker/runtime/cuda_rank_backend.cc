@@ -1,5 +1,7 @@
 #include "worker/runtime/cuda_rank_backend.h"
 
+#include <cstdlib>
+
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/runtime/rank_backend.h"
 #ifdef MOBIUS_HAVE_NCCL
@@ -10,6 +12,9 @@
 namespace mobius::runtime {
 
 void RegisterCudaBackendForRanks() {
+  // Ordinals in PCI bus order, as the topology (and CUDA_VISIBLE_DEVICES indices) number GPUs;
+  // CUDA's default is "fastest first". Before the first CUDA call of the process.
+  setenv("CUDA_DEVICE_ORDER", "PCI_BUS_ID", /*overwrite=*/1);
   RegisterCudaRankBackend([](const RankBackendRequest& request) {
     backend::CudaBackendOptions options;
     options.device = request.device;

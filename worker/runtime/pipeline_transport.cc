@@ -8,6 +8,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/runtime/pipeline_state.h"
+#include "worker/runtime/rank_backend.h"
 
 namespace mobius::runtime {
 
@@ -15,10 +16,9 @@ using State = PipelineWorker::State;
 
 absl::Status SetUpTransport(State& s) {
   const RunConfig& run = s.run;
-  auto device_of = [&run](int rank) {  // as rank_backend.cc picks the device
-    if (static_cast<size_t>(rank) < run.rank_device.size()) return run.rank_device[rank];
-    if (static_cast<size_t>(rank) < run.rank_gpu.size()) return run.rank_gpu[rank];
-    return rank;
+  auto device_of = [&run](int rank) {  // as rank_backend.cc picks the device (-1: none)
+    absl::StatusOr<int> ordinal = CudaOrdinalOfRank(run, rank);
+    return ordinal.ok() ? *ordinal : -1;
   };
   PeerTransportContext context{.run = &s.run, .layout = &s.layout, .store = s.store.get(),
                                .backend = s.backend.get(), .rank = s.rank,

@@ -1,8 +1,11 @@
 #include "worker/runtime/rank_backend.h"
 
+#include <cstdlib>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "common/status_macros.h"
 #include "worker/backend/cpu/cpu_backend.h"
 
@@ -14,13 +17,27 @@ CudaBackendFactory& CudaFactory() {
   return *factory;
 }
 
-int DeviceOfRank(const RunConfig& run, int rank) {
-  if (static_cast<size_t>(rank) < run.rank_device.size()) return run.rank_device[rank];
-  if (static_cast<size_t>(rank) < run.rank_gpu.size()) return run.rank_gpu[rank];
-  return rank;
-}
-
 }  // namespace
+
+absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank) {
+  if (static_cast<size_t>(rank) < run.rank_device.size()) return run.rank_device[rank];
+  const int gpu = static_cast<size_t>(rank) < run.rank_gpu.size() ? run.rank_gpu[rank] : rank;
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr) return gpu;
+  int position = 0;
+  for (absl::string_view entry : absl::StrSplit(visible, ',', absl::SkipWhitespace())) {
+    int index = 0;
+    if (!absl::SimpleAtoi(entry, &index)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "CUDA_VISIBLE_DEVICES=", visible, " names GPUs by UUID; give the daemon GPU indices "
+          "(or set rank_device) so rank ", rank, "'s GPU ", gpu, " can be found"));
+    }
+    if (index == gpu) return position;
+    ++position;
+  }
+  return absl::FailedPreconditionError(absl::StrCat("rank ", rank, "'s GPU ", gpu,
+                                                    " is not in CUDA_VISIBLE_DEVICES=", visible));
+}
 
 void RegisterCudaRankBackend(CudaBackendFactory factory) { CudaFactory() = std::move(factory); }
 
@@ -32,7 +49,7 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
         absl::StrCat("backend must be auto, cpu or cuda (got \"", name, "\")"));
   }
   RankBackendRequest request;
-  request.device = DeviceOfRank(run, rank);
+  absl::StatusOr<int> ordinal = CudaOrdinalOfRank(run, rank);
   request.capacity_bytes = run.training.device_memory_bytes;
   request.threads = run.training.threads;
   RankBackend out;
@@ -40,9 +57,12 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
   if (name != "cpu") {
     if (name == "auto" && link_model != nullptr) {
       fallback_reason = "the run emulates PCIe links, which only the CPU backend does";
+    } else if (!ordinal.ok()) {
+      fallback_reason = std::string(ordinal.status().message());
     } else if (!CudaFactory()) {
       fallback_reason = "this mobius-worker is built without CUDA";
     } else {
+      request.device = *ordinal;
       absl::StatusOr<std::unique_ptr<backend::Backend>> cuda = CudaFactory()(request);
       if (cuda.ok()) {
         out.backend = *std::move(cuda);

@@ -2,7 +2,7 @@
 //
 //   "cpu"   CpuBackend: host memory counted against the device cap, queues are threads; the
 //           emulated PCIe links (link_emulator.h) apply to its copies.
-//   "cuda"  the rank's CUDA device (RunConfig::rank_device, else rank_gpu, else the rank itself),
+//   "cuda"  the rank's CUDA device (CudaOrdinalOfRank below),
 //           through the BackendFactory registered for it (worker/backend/cuda/: present when the
 //           worker is built with CUDA). FAILED_PRECONDITION, naming why, when there is no such
 //           device or the build has no CUDA.
@@ -36,6 +36,14 @@ struct RankBackendRequest {
   int threads = 1;                // CPU backend: op threads
   backend::LinkModel* link_model = nullptr;
 };
+
+// The CUDA ordinal of `rank`: RunConfig::rank_device[rank] when given (an ordinal as this process
+// sees devices); else the node GPU rank_gpu[rank] (else the rank), an index in PCI bus order as the
+// topology numbers GPUs, translated through CUDA_VISIBLE_DEVICES when it is set (the daemon's
+// allow-list is inherited by the workers): its position in that list. mobius-worker sets
+// CUDA_DEVICE_ORDER=PCI_BUS_ID before CUDA starts, so ordinals follow the same order.
+// FAILED_PRECONDITION when the GPU is not in CUDA_VISIBLE_DEVICES or the list holds UUIDs.
+absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank);
 
 // Makes a CUDA backend; returns FAILED_PRECONDITION when the device is not usable (the "auto"
 // choice then falls back to the CPU backend with that message).

@@ -26,8 +26,9 @@
 // CUDA context unusable: every later call reports it; the worker must exit.
 //
 // Device selection: `device` is an ordinal of the devices this process sees, i.e. after
-// CUDA_VISIBLE_DEVICES (which the daemon sets to the job's granted GPUs). Every method binds the
-// calling thread to the device first (cudaSetDevice), so any thread may call.
+// CUDA_VISIBLE_DEVICES (the runtime maps a rank's node GPU to it: rank_backend.h
+// CudaOrdinalOfRank). Every method binds the calling thread to the device first (cudaSetDevice),
+// so any thread may call.
 //
 // Thread-safety: all methods are thread-safe (the GEMM's plan cache and the arena are guarded).
 #ifndef MOBIUS_WORKER_BACKEND_CUDA_CUDA_BACKEND_H_
