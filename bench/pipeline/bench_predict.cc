@@ -28,7 +28,8 @@ planner::CostOptions Cost(const PredictOptions& o) {
   return c;
 }
 
-std::vector<int> AllGpus(const topology::Topology& t) {
+std::vector<int> Gpus(const topology::Topology& t, const PredictOptions& o) {
+  if (!o.gpus.empty()) return o.gpus;
   std::vector<int> g(t.gpus.size());
   for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<int>(i);
   return g;
@@ -43,7 +44,7 @@ absl::StatusOr<planner::PartitionProblem> Problem(const model::ModelDescription&
   MOBIUS_ASSIGN_OR_RETURN(
       planner::Profile profile,
       planner::AnalyticProfile(model, {job.microbatch, job.seq_len}, CalibratedDevice(o)));
-  return planner::MakePartitionProblem(profile, model, topology, facts, AllGpus(topology),
+  return planner::MakePartitionProblem(profile, model, topology, facts, Gpus(topology, o),
                                        static_cast<int>(job.global_batch / job.microbatch),
                                        CalibratedDevice(o).memory_bytes, Cost(o));
 }
@@ -84,6 +85,9 @@ absl::StatusOr<RuntimeSim> SimulateRuntime(const planner::sim::SimMachine& machi
   for (const planner::sim::GpuStats& g : r.gpus) {
     out.max_busy_seconds = std::max(out.max_busy_seconds, g.busy_seconds);
   }
+  for (const planner::sim::StageTiming& t : r.stages) {
+    out.forward_end_seconds = std::max(out.forward_end_seconds, t.forward_end);
+  }
   out.links = std::move(r.links);
   return out;
 }
@@ -94,25 +98,33 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts,
                                    const planner::JobShape& job, const PredictOptions& o,
-                                   const std::string& mapper) {
+                                   const std::string& schedule, const std::string& mapper) {
   if (!(o.effective_flops_per_s > 0) || !(o.link_scale > 0)) {
     return absl::InvalidArgumentError(absl::StrCat("effective FLOP/s (", o.effective_flops_per_s,
                                                    ") and link scale (", o.link_scale,
                                                    ") must be positive"));
   }
+  MOBIUS_ASSIGN_OR_RETURN(const planner::sim::Schedule sim_schedule,
+                          planner::sim::ParseSchedule(schedule));
   Prediction pr;
+  pr.name = mapper;
+  pr.schedule = schedule;
   pr.mapper = mapper;
   MOBIUS_ASSIGN_OR_RETURN(planner::PartitionProblem problem,
                           Problem(model, topology, facts, job, o));
+  // roundrobin with its own partitioner: separate forward and backward partitions.
+  const bool rr_own =
+      sim_schedule == planner::sim::Schedule::kRoundRobin && o.roundrobin_partitioner != "shared";
   planner::PlanOptions po;
-  po.schedule = "mobius";
-  po.partitioner = o.partitioner;
+  po.schedule = schedule;
+  po.partitioner = rr_own ? o.roundrobin_partitioner : o.partitioner;
   po.mapper = mapper;
   po.efficiency = 1.0;
   po.device = CalibratedDevice(o);
   po.cost = Cost(o);
   po.compare = false;
-  po.num_stages = o.num_stages;
+  po.num_stages = rr_own ? 0 : o.num_stages;
+  po.gpus = o.gpus;
   if (o.units_per_stage > 0) {
     pr.gpu_memory_cap_bytes = CapFor(problem, std::min(o.units_per_stage, problem.num_units()));
     po.gpu_memory_bytes = pr.gpu_memory_cap_bytes;
@@ -120,23 +132,25 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   absl::StatusOr<planner::PlanReport> report = planner::MakePlan(model, topology, facts, job, po);
   if (!report.ok()) {
     return absl::Status(report.status().code(),
-                        absl::StrCat("plan (mapper ", mapper, "): ", report.status().message()));
+                        absl::StrCat("plan (schedule ", schedule, ", mapper ", mapper,
+                                     "): ", report.status().message()));
   }
   pr.report = *std::move(report);
+  const planner::Plan& plan = pr.report.plan;
 
   planner::sim::MachineOptions mo;
   mo.dma_efficiency = o.dma_efficiency * o.link_scale;
-  mo.cpu_optimizer_threads = static_cast<int>(pr.report.plan.mapping.gpu_order.size());
+  mo.cpu_optimizer_threads = static_cast<int>(plan.mapping.gpu_order.size());
   MOBIUS_ASSIGN_OR_RETURN(planner::sim::SimMachine machine,
-                          planner::sim::MakeMachine(topology, facts, AllGpus(topology), mo));
+                          planner::sim::MakeMachine(topology, facts, Gpus(topology, o), mo));
   planner::sim::SimConfig sc;
-  sc.schedule = planner::sim::Schedule::kMobius;
-  sc.num_microbatches = pr.report.plan.num_microbatches;
-  sc.gpu_order = pr.report.plan.mapping.gpu_order;
+  sc.schedule = sim_schedule;
+  sc.num_microbatches = plan.num_microbatches;
+  sc.gpu_order = plan.mapping.gpu_order;
   sc.chunk_bytes = int64_t{4} << 20;  // the CPU backend's copy chunk under emulation
-  MOBIUS_ASSIGN_OR_RETURN(
-      pr.runtime_sim,
-      SimulateRuntime(machine, RuntimeStages(problem, pr.report.plan.partition), sc));
+  if (plan.round_robin) sc.backward_stages = RuntimeStages(problem, plan.round_robin->backward);
+  MOBIUS_ASSIGN_OR_RETURN(pr.runtime_sim,
+                          SimulateRuntime(machine, RuntimeStages(problem, plan.partition), sc));
   return pr;
 }
 

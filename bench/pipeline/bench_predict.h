@@ -1,5 +1,6 @@
 // Predictions of the pipeline benchmark (pipeline_bench.cc): the plan the runtime will execute and
-// the simulator's step time for the same emulated machine.
+// the simulator's step time for the same emulated machine, for one schedule (mobius, roundrobin,
+// resident) and mapper.
 //
 // Both predictions use the calibrated DeviceSpec (bench_setup.h; efficiency 1, so the analytic
 // profile's seconds are FLOPs / the measured FLOP/s) and the emulation's link scale:
@@ -12,7 +13,9 @@
 //                and, like the runtime, runs the backward of a rank's last two stages from the
 //                slots their forward loaded): the stage interior recomputed once more in backward
 //                (the planner counts one recompute per unit), 4 MiB copy chunks, one CPU
-//                optimizer thread per rank.
+//                optimizer thread per rank. roundrobin: the same on its backward partition;
+//                resident: the planner's simulator as is (it does not model the on-device
+//                optimizer the runtime runs after the backward).
 // The difference between the two is model mismatch between planner and runtime; the difference
 // between either and the measurement is the emulation's (and this machine's) doing.
 //
@@ -21,6 +24,12 @@
 // included; the model then needs more stages than GPUs, as on the paper's testbed. The partitioner
 // picks the stages under that cap, identically for both mappers (the mapper does not change the
 // partition). num_stages > 0 instead asks MakePlan for exactly that many uniform stages.
+//
+// Schedules. mobius: as above. roundrobin: MakePlan's roundrobin plan; with roundrobin_partitioner
+// "exact" or "uniform" (num_stages ignored) separate forward and backward partitions
+// (partition.h, RoundRobinPartition), with "shared" the mobius stages (num_stages or the
+// partitioner's) for both passes; the mapper orders the pass stream. resident: min(N, L) uniform
+// stages, one per GPU (FAILED_PRECONDITION from MakePlan when the state does not fit the cap).
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_BENCH_PIPELINE_BENCH_PREDICT_H_
@@ -47,16 +56,21 @@ struct PredictOptions {
   double dma_efficiency = 0.8;       // launch::EmulationOptions' and the simulator's default
   double effective_flops_per_s = 0;  // calibrated
   double optimizer_seconds_per_billion_params = 0.3;
+  std::string roundrobin_partitioner = "exact";  // exact | uniform | shared (see above)
+  std::vector<int> gpus;  // the job's GPUs (Topology::gpus indices, ascending); empty: all
 };
 
 // The runtime-matched simulation's numbers.
 struct RuntimeSim {
   double step_seconds = 0;                     // makespan, optimizer included
   double max_busy_seconds = 0;                 // the busiest GPU's compute time
+  double forward_end_seconds = 0;              // the last forward pass's end (the rest: backward)
   std::vector<planner::sim::LinkStats> links;  // bytes per simulator link
 };
 
 struct Prediction {
+  std::string name;      // the variant's label in the report (the mapper or the schedule)
+  std::string schedule;  // mobius | roundrobin | resident
   std::string mapper;
   int64_t gpu_memory_cap_bytes = 0;  // 0: none
   planner::PlanReport report;        // the plan and its simulated step (links scaled)
@@ -68,7 +82,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts,
                                    const planner::JobShape& job, const PredictOptions& options,
-                                   const std::string& mapper);
+                                   const std::string& schedule, const std::string& mapper);
 
 }  // namespace mobius::bench
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -30,8 +31,26 @@ std::map<std::string, const planner::sim::LinkStats*> SimLinks(const RuntimeSim&
   return m;
 }
 
-// Measured bytes per step (averaged over runs) next to both simulations, per emulated link.
-std::vector<LinkRow> Links(const Prediction& p, const std::vector<const MappingRun*>& runs) {
+// {h2d, d2h} bytes per timed step on emulated link i: the cumulative counts after the last step
+// minus those after the warm-up (start-up copies, e.g. resident's state upload, excluded); the
+// whole run's average where the steps do not carry link counts.
+std::pair<double, double> TimedLinkBytes(const MappingRun& r, size_t i, int64_t warmup) {
+  const size_t n = r.steps.size(), w = static_cast<size_t>(warmup);
+  if (n > w && w >= 1 && r.steps.back().link_bytes.size() > i &&
+      r.steps[w - 1].link_bytes.size() > i) {
+    const auto& last = r.steps.back().link_bytes[i];
+    const auto& first = r.steps[w - 1].link_bytes[i];
+    const double k = static_cast<double>(n - w);
+    return {static_cast<double>(last.first - first.first) / k,
+            static_cast<double>(last.second - first.second) / k};
+  }
+  const double steps = static_cast<double>(std::max<size_t>(1, n));
+  return {r.links[i].h2d_bytes / steps, r.links[i].d2h_bytes / steps};
+}
+
+// Measured bytes per timed step (averaged over runs) next to both simulations, per emulated link.
+std::vector<LinkRow> Links(const Prediction& p, const std::vector<const MappingRun*>& runs,
+                           int64_t warmup) {
   std::vector<LinkRow> rows;
   const auto plan = PlanLinks(p.report);
   const auto sim = SimLinks(p.runtime_sim);
@@ -54,9 +73,9 @@ std::vector<LinkRow> Links(const Prediction& p, const std::vector<const MappingR
     row.name = first.links[i].name;
     row.capacity_bytes_per_s = i < first.link_capacity.size() ? first.link_capacity[i] : 0;
     for (const MappingRun* r : runs) {
-      const double steps = std::max<size_t>(1, r->steps.size());
-      row.h2d_measured += r->links[i].h2d_bytes / steps / runs.size();
-      row.d2h_measured += r->links[i].d2h_bytes / steps / runs.size();
+      const auto [h2d, d2h] = TimedLinkBytes(*r, i, warmup);
+      row.h2d_measured += h2d / static_cast<double>(runs.size());
+      row.d2h_measured += d2h / static_cast<double>(runs.size());
     }
     row.h2d_plan = bytes(plan, row.name + ".h2d");
     row.d2h_plan = bytes(plan, row.name + ".d2h");
@@ -67,10 +86,18 @@ std::vector<LinkRow> Links(const Prediction& p, const std::vector<const MappingR
   return rows;
 }
 
-MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const MappingRun*>& runs) {
+bool OwnGpuLink(const std::string& name) {  // "gpu3", not "uplink0" or "gpu3.nvlink"
+  return name.rfind("gpu", 0) == 0 && name.find('.') == std::string::npos;
+}
+
+MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const MappingRun*>& runs,
+                                int64_t warmup) {
   MappingSummary m;
+  m.name = p.name;
+  m.schedule = p.schedule;
   m.mapper = p.mapper;
   const planner::Plan& plan = p.report.plan;
+  if (plan.round_robin) m.num_backward_stages = plan.round_robin->backward.num_stages();
   m.gpu_order = plan.mapping.gpu_order;
   for (const planner::StageRange& s : plan.partition.stages) m.stages.push_back({s.begin, s.end});
   m.contention_score = plan.mapping.contention_score;
@@ -78,10 +105,11 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   m.predicted_plan_seconds = plan.predicted_step_seconds;
   m.predicted_sim_seconds = p.runtime_sim.step_seconds;
   m.predicted_sim_busy_seconds = p.runtime_sim.max_busy_seconds;
+  m.predicted_sim_forward_seconds = p.runtime_sim.forward_end_seconds;
   std::vector<double> compute, stall, opt;
   for (const MappingRun* r : runs) {
     std::vector<double> rep;
-    for (size_t i = 1; i < r->steps.size(); ++i) {  // the first step includes start-up
+    for (size_t i = static_cast<size_t>(warmup); i < r->steps.size(); ++i) {
       rep.push_back(r->steps[i].step_seconds);
       compute.push_back(r->steps[i].compute_seconds);
       stall.push_back(r->steps[i].stall_seconds);
@@ -89,6 +117,7 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
     }
     m.measured_seconds.insert(m.measured_seconds.end(), rep.begin(), rep.end());
     m.rep_medians.push_back(Median(rep));
+    m.run_load_averages.push_back(r->load_average);
     m.wall_seconds += r->wall_seconds;
   }
   if (!m.measured_seconds.empty()) {
@@ -102,7 +131,17 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   if (!runs.empty()) {
     for (const runtime::StepReport& s : runs.front()->steps) m.losses.push_back(s.loss);
   }
-  m.links = Links(p, runs);
+  m.links = Links(p, runs, warmup);
+  for (const LinkRow& l : m.links) {
+    if (!OwnGpuLink(l.name)) continue;
+    m.h2d_measured += l.h2d_measured;
+    m.h2d_plan += l.h2d_plan;
+    m.h2d_sim += l.h2d_sim;
+    m.d2h_measured += l.d2h_measured;
+    m.d2h_plan += l.d2h_plan;
+    m.d2h_sim += l.d2h_sim;
+  }
+  m.weight_upload_plan = static_cast<double>(p.report.weight_upload_bytes);
   return m;
 }
 
@@ -118,9 +157,9 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
   for (const Prediction& p : predictions) {
     std::vector<const MappingRun*> mine;
     for (const MappingRun& run : runs) {
-      if (run.mapper == p.mapper) mine.push_back(&run);
+      if (run.name == p.name) mine.push_back(&run);
     }
-    r.mappings.push_back(SummarizeMapping(p, mine));
+    r.mappings.push_back(SummarizeMapping(p, mine, setup.warmup));
   }
   // Every run trains the same model on the same batches with the same arithmetic: the losses must
   // agree bit for bit, across mappings and with the standalone trainer.
@@ -159,11 +198,60 @@ std::string Stages(const std::vector<std::pair<int, int>>& s) {
   return absl::StrJoin(parts, " ");
 }
 
-const MappingSummary* Find(const BenchResult& r, const std::string& mapper) {
+const MappingSummary* Find(const BenchResult& r, const std::string& name) {
   for (const MappingSummary& m : r.mappings) {
-    if (m.mapper == mapper) return &m;
+    if (m.name == name) return &m;
   }
   return nullptr;
+}
+
+std::string StageCount(const MappingSummary& m) {
+  return m.schedule == "roundrobin" ? absl::StrCat(m.stages.size(), "+", m.num_backward_stages)
+                                    : absl::StrCat(m.stages.size());
+}
+
+// The first mobius variant, when the variants differ in schedule.
+const MappingSummary* MobiusReference(const BenchResult& r) {
+  const MappingSummary* ref = nullptr;
+  bool others = false;
+  for (const MappingSummary& m : r.mappings) {
+    if (m.schedule == "mobius" && ref == nullptr) ref = &m;
+    if (m.schedule != "mobius") others = true;
+  }
+  return others ? ref : nullptr;
+}
+
+// Each schedule against mobius: predicted (plan, runtime-sim) and measured step-time ratios.
+void PrintScheduleComparison(const BenchResult& r, std::FILE* out) {
+  const MappingSummary* ref = MobiusReference(r);
+  if (ref == nullptr) return;
+  std::fprintf(out,
+               "\nschedules side by side, step time relative to %s (> 1: slower than mobius)\n"
+               "| schedule | S | measured / plan | plan / mobius plan | runtime-sim / mobius | "
+               "measured / mobius (per rep) | H2D MB/step meas / plan / rt-sim | "
+               "D2H MB/step meas / plan / rt-sim | rt-sim forward phase s |\n"
+               "|---|---|---|---|---|---|---|---|---|\n",
+               ref->name.c_str());
+  for (const MappingSummary& m : r.mappings) {
+    std::string measured = "-", ratio = "-";
+    if (r.runs && ref->measured_median > 0) {
+      ratio = absl::StrFormat("%.2f", m.measured_median / m.predicted_plan_seconds);
+      std::vector<std::string> per_rep;
+      for (size_t i = 0; i < std::min(m.rep_medians.size(), ref->rep_medians.size()); ++i) {
+        per_rep.push_back(absl::StrFormat("%.3f", m.rep_medians[i] / ref->rep_medians[i]));
+      }
+      measured = absl::StrFormat("**%.3f** (%s)", m.measured_median / ref->measured_median,
+                                 absl::StrJoin(per_rep, ", "));
+    }
+    std::fprintf(
+        out,
+        "| %s | %s | %s | %.3f | %.3f | %s | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.3f |\n",
+        m.name.c_str(), StageCount(m).c_str(), ratio.c_str(),
+        m.predicted_plan_seconds / ref->predicted_plan_seconds,
+        m.predicted_sim_seconds / ref->predicted_sim_seconds, measured.c_str(), MB(m.h2d_measured),
+        MB(m.h2d_plan), MB(m.h2d_sim), MB(m.d2h_measured), MB(m.d2h_plan), MB(m.d2h_sim),
+        m.predicted_sim_forward_seconds);
+  }
 }
 
 }  // namespace
@@ -172,18 +260,20 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
   const BenchSetup& s = r.setup;
   const Calibration& c = r.calibration;
   std::fprintf(out,
-               "EMULATED 8-GPU paper testbed (%s): CPU worker processes behind token-bucket PCIe "
+               "EMULATED paper testbed (%s), %s: CPU worker processes behind token-bucket PCIe "
                "links scaled by %g; %d CPU cores\n",
-               s.topology.c_str(), s.link_scale, s.cores);
+               s.topology.c_str(), s.gpus.empty() ? "all GPUs" : ("GPUs " + s.gpus).c_str(),
+               s.link_scale, s.cores);
   std::fprintf(out,
                "model %s (%.2fM params), seq %lld, batch %lld, microbatch %lld (M = %lld), %lld "
-               "steps x %d reps, threads %d per worker, grad_clip %g, partitioner %s, units per "
+               "steps (%lld warm-up, not timed) x %d reps, threads %d per worker, grad_clip %g, "
+               "partitioner %s, units per "
                "stage <= %d, stages requested %d (0: partitioner's choice)\n",
                s.model.c_str(), s.parameters / 1e6, static_cast<long long>(s.seq),
                static_cast<long long>(s.batch), static_cast<long long>(s.microbatch),
                static_cast<long long>(s.batch / s.microbatch), static_cast<long long>(s.steps),
-               s.reps, s.threads, s.grad_clip, s.partitioner.c_str(), s.units_per_stage,
-               s.num_stages);
+               static_cast<long long>(s.warmup), s.reps, s.threads, s.grad_clip,
+               s.partitioner.c_str(), s.units_per_stage, s.num_stages);
   std::fprintf(out,
                "calibration (standalone, %zu + %zu timed steps): step %.3f s at M=1, %.3f s at "
                "M=%lld -> %.4f s per microbatch (%.2f GFLOP/s effective), %.4f s fixed per step "
@@ -193,11 +283,11 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
                static_cast<long long>(c.large_microbatches), c.microbatch_seconds,
                c.effective_flops_per_s / 1e9, c.fixed_seconds, c.fixed_seconds_per_billion_params);
   std::fprintf(out,
-               "| mapping | S | GPU order | contention | predicted plan s | "
+               "| variant | schedule | S | GPU order | contention | predicted plan s | "
                "predicted runtime-sim s | measured s median (min-max) | measured / plan | "
                "measured / runtime-sim | "
-               "compute s | stall s | sim busy s |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "compute s | stall s | optimizer s | sim busy s |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const MappingSummary& m : r.mappings) {
     std::string measured = "-", ratio_plan = "-", ratio_sim = "-";
     if (r.runs) {
@@ -207,14 +297,20 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
       ratio_sim = absl::StrFormat("%.2f", m.measured_median / m.predicted_sim_seconds);
     }
     std::fprintf(
-        out, "| %s | %zu | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f |\n",
-        m.mapper.c_str(), m.stages.size(), Order(m.gpu_order).c_str(), m.contention_score,
-        m.predicted_plan_seconds, m.predicted_sim_seconds, measured.c_str(), ratio_plan.c_str(),
-        ratio_sim.c_str(), m.compute_median, m.stall_median, m.predicted_sim_busy_seconds);
+        out,
+        "| %s | %s | %s | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n",
+        m.name.c_str(), m.schedule.c_str(), StageCount(m).c_str(), Order(m.gpu_order).c_str(),
+        m.contention_score, m.predicted_plan_seconds, m.predicted_sim_seconds, measured.c_str(),
+        ratio_plan.c_str(), ratio_sim.c_str(), m.compute_median, m.stall_median, m.optimizer_median,
+        m.predicted_sim_busy_seconds);
   }
-  if (!r.mappings.empty()) {
-    std::fprintf(out, "\nstages (units): %s\n", Stages(r.mappings.front().stages).c_str());
+  for (const std::string& why : r.not_run) std::fprintf(out, "not run: %s\n", why.c_str());
+  std::fprintf(out, "\n");
+  for (const MappingSummary& m : r.mappings) {
+    std::fprintf(out, "%s: stages (units)%s %s\n", m.name.c_str(),
+                 m.schedule == "roundrobin" ? " forward" : "", Stages(m.stages).c_str());
   }
+  PrintScheduleComparison(r, out);
   const MappingSummary* seq = Find(r, "sequential");
   const MappingSummary* cross = Find(r, "cross");
   if (seq != nullptr && cross != nullptr) {
@@ -235,7 +331,17 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
   }
   if (r.runs) {
     std::fprintf(out,
-                 "losses bit-identical across mappings and reps: %s; equal to the standalone "
+                 "load average (1 min): %.2f before the runs, %.2f after; at each run's start:",
+                 r.load_before, r.load_after);
+    for (const MappingSummary& m : r.mappings) {
+      std::fprintf(out, " %s %s;", m.name.c_str(),
+                   absl::StrJoin(m.run_load_averages, " ", [](std::string* o, double v) {
+                     absl::StrAppendFormat(o, "%.2f", v);
+                   }).c_str());
+    }
+    std::fprintf(out, "\n");
+    std::fprintf(out,
+                 "losses bit-identical across variants and reps: %s; equal to the standalone "
                  "trainer's for the first %d steps: %s\n",
                  r.losses_identical ? "yes" : "NO", r.losses_checked_vs_standalone,
                  r.losses_checked_vs_standalone == 0 ? "n/a"
@@ -243,11 +349,14 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
                                                      : "NO");
   }
   for (const MappingSummary& m : r.mappings) {
-    std::fprintf(out,
-                 "\n%s: MB per step per emulated link (h2d / d2h): measured, plan sim, "
-                 "runtime sim\n| link | MB/s | h2d meas | h2d plan | h2d rt-sim | d2h meas | "
-                 "d2h plan | d2h rt-sim |\n|---|---|---|---|---|---|---|---|\n",
-                 m.mapper.c_str());
+    std::fprintf(
+        out,
+        "\n%s: MB per step per emulated link (h2d / d2h): measured, plan sim, "
+        "runtime sim (GPU links summed: h2d %.2f / %.2f / %.2f, of which plan weights "
+        "%.2f; d2h %.2f / %.2f / %.2f)\n| link | MB/s | h2d meas | h2d plan | h2d rt-sim | "
+        "d2h meas | d2h plan | d2h rt-sim |\n|---|---|---|---|---|---|---|---|\n",
+        m.name.c_str(), MB(m.h2d_measured), MB(m.h2d_plan), MB(m.h2d_sim), MB(m.weight_upload_plan),
+        MB(m.d2h_measured), MB(m.d2h_plan), MB(m.d2h_sim));
     for (const LinkRow& l : m.links) {
       std::fprintf(out, "| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |\n", l.name.c_str(),
                    MB(l.capacity_bytes_per_s), MB(l.h2d_measured), MB(l.h2d_plan), MB(l.h2d_sim),
@@ -268,6 +377,7 @@ std::string ResultJson(const BenchResult& r) {
                 {"batch", s.batch},
                 {"microbatch", s.microbatch},
                 {"steps", s.steps},
+                {"warmup_steps", s.warmup},
                 {"reps", s.reps},
                 {"threads_per_worker", s.threads},
                 {"cores", s.cores},
@@ -275,7 +385,8 @@ std::string ResultJson(const BenchResult& r) {
                 {"grad_clip", s.grad_clip},
                 {"partitioner", s.partitioner},
                 {"units_per_stage", s.units_per_stage},
-                {"num_stages", s.num_stages}};
+                {"num_stages", s.num_stages},
+                {"gpus", s.gpus}};
   j["calibration"] = {{"small_batch", c.small_batch},
                       {"large_batch", c.large_batch},
                       {"small_step_seconds", c.small_step_seconds},
@@ -299,14 +410,18 @@ std::string ResultJson(const BenchResult& r) {
     }
     Json stages = Json::array();
     for (const auto& [b, e] : m.stages) stages.push_back({b, e});
-    Json jm = {{"mapper", m.mapper},
+    Json jm = {{"name", m.name},
+               {"schedule", m.schedule},
+               {"mapper", m.mapper},
                {"gpu_order", m.gpu_order},
                {"stages", stages},
+               {"num_backward_stages", m.num_backward_stages},
                {"contention_score", m.contention_score},
                {"gpu_memory_cap_bytes", m.gpu_memory_cap_bytes},
                {"predicted_plan_seconds", m.predicted_plan_seconds},
                {"predicted_runtime_sim_seconds", m.predicted_sim_seconds},
-               {"runtime_sim_max_busy_seconds", m.predicted_sim_busy_seconds}};
+               {"runtime_sim_max_busy_seconds", m.predicted_sim_busy_seconds},
+               {"runtime_sim_forward_end_seconds", m.predicted_sim_forward_seconds}};
     if (r.runs) {
       jm["measured"] = {{"step_seconds", m.measured_seconds},
                         {"rep_medians", m.rep_medians},
@@ -317,10 +432,19 @@ std::string ResultJson(const BenchResult& r) {
                         {"stall_seconds_median", m.stall_median},
                         {"optimizer_seconds_median", m.optimizer_median},
                         {"wall_seconds", m.wall_seconds},
+                        {"load_averages", m.run_load_averages},
                         {"losses", m.losses}};
       jm["measured_over_plan"] = m.measured_median / m.predicted_plan_seconds;
       jm["measured_over_runtime_sim"] = m.measured_median / m.predicted_sim_seconds;
     }
+    jm["gpu_links_bytes_per_step"] = {
+        {"h2d",
+         {{"measured", m.h2d_measured},
+          {"plan_sim", m.h2d_plan},
+          {"runtime_sim", m.h2d_sim},
+          {"plan_weight_uploads", m.weight_upload_plan}}},
+        {"d2h",
+         {{"measured", m.d2h_measured}, {"plan_sim", m.d2h_plan}, {"runtime_sim", m.d2h_sim}}}};
     jm["links"] = links;
     maps.push_back(jm);
   }
@@ -333,6 +457,18 @@ std::string ResultJson(const BenchResult& r) {
     if (r.runs) sp["measured"] = seq->measured_median / cross->measured_median;
     j["speedup_sequential_over_cross"] = sp;
   }
+  if (const MappingSummary* ref = MobiusReference(r); ref != nullptr) {
+    Json rel = Json::object();
+    for (const MappingSummary& m : r.mappings) {
+      Json x = {{"plan", m.predicted_plan_seconds / ref->predicted_plan_seconds},
+                {"runtime_sim", m.predicted_sim_seconds / ref->predicted_sim_seconds}};
+      if (r.runs) x["measured"] = m.measured_median / ref->measured_median;
+      rel[m.name] = x;
+    }
+    j["step_time_relative_to_mobius"] = rel;
+  }
+  j["not_run"] = r.not_run;
+  j["load_average"] = {{"before", r.load_before}, {"after", r.load_after}};
   if (r.runs) {
     j["losses_identical_across_runs"] = r.losses_identical;
     j["losses_checked_vs_standalone"] = r.losses_checked_vs_standalone;

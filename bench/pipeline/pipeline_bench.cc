@@ -12,15 +12,25 @@
 //      (bench_predict.h);
 //   4. BuildRunConfig (server/launch/run_builder.h) with the same link scale, and a Launcher run of
 //      8 `mobius-worker run` processes (threads 1 each), mappings alternating over --reps;
-//   5. per mapping: measured step time (median over the steps after each run's first), the two
-//      predictions, their ratios, bytes per emulated link per step (measured and simulated), and
-//      the sequential / cross speedup measured vs predicted. A table on stdout, JSON with --out.
+//   5. per mapping: measured step time (median over the steps after each run's first --warmup),
+//      the two predictions, their ratios, bytes per emulated link per step (measured and
+//      simulated), and the sequential / cross speedup measured vs predicted. A table on stdout,
+//      JSON with --out.
+// --schedules=mobius,roundrobin,resident runs every schedule (with each of --mappers) instead of
+// mobius alone, the variants interleaved within each rep (rotated one place per rep), and adds
+// each schedule's step time relative to mobius (bench_predict.h says which plan each gets). A
+// schedule whose plan fails (resident: the model state does not fit the GPU cap) is reported as
+// not run; the others still run. bench/pipeline/run_schedules.sh is that comparison.
+// --rr_partitioner: roundrobin's partitions (exact | uniform: the planner's own forward and
+// backward partitions; shared: the mobius stages for both passes). --gpus=0,1,..: plan and run on
+// that subset of the fixture's GPUs (an odd count lets roundrobin reuse slots, schedules.h).
 // Everything it reports is EMULATED: CPU processes behind token-bucket links, not GPUs.
 //
 //   pipeline_bench [--layers=16 --hidden=256 --heads=4 --kv_heads=2 --intermediate=688
 //                   --vocab=512 --seq=32 --batch=4 --microbatch=1 --steps=5 --reps=2
 //                   --link_scale=1e-3 --num_stages=12 --units_per_stage=0 --partitioner=exact
-//                   --mappers=sequential,cross --grad_clip=0 --threads=1 --calib_steps=3
+//                   --mappers=sequential,cross --schedules=mobius --rr_partitioner=exact
+//                   --warmup=1 --gpus=0,1,.. --grad_clip=0 --threads=1 --calib_steps=3
 //                   --calib_reps=2 --plan_only --out=FILE --work_dir=DIR --keep
 //                   --worker=PATH --topology=FILE]
 #include <unistd.h>
@@ -35,6 +45,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -51,11 +62,14 @@ namespace {
 
 struct Args {
   ModelShape shape;
-  int64_t seq = 32, batch = 4, microbatch = 1, steps = 5;
+  int64_t seq = 32, batch = 4, microbatch = 1, steps = 5, warmup = 1;
   int reps = 2, calib_steps = 3, calib_reps = 2, threads = 1, units_per_stage = 0, num_stages = 12;
   double link_scale = 1e-3, grad_clip = 0;
   std::string partitioner = "exact";
   std::vector<std::string> mappers = {"sequential", "cross"};
+  std::vector<std::string> schedules = {"mobius"};
+  std::string rr_partitioner = "exact";
+  std::vector<int> gpus;  // empty: all of the topology's
   bool plan_only = false, keep = false;
   std::string out, work_dir, worker, topology;
 };
@@ -97,7 +111,8 @@ Args Parse(int argc, char** argv) {
                                           {"--seq", &a.seq},
                                           {"--batch", &a.batch},
                                           {"--microbatch", &a.microbatch},
-                                          {"--steps", &a.steps}};
+                                          {"--steps", &a.steps},
+                                          {"--warmup", &a.warmup}};
   std::map<std::string, int*> small = {{"--reps", &a.reps},
                                        {"--calib_steps", &a.calib_steps},
                                        {"--calib_reps", &a.calib_reps},
@@ -121,6 +136,14 @@ Args Parse(int argc, char** argv) {
       a.partitioner = value;
     } else if (key == "--mappers") {
       a.mappers = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (key == "--schedules") {
+      a.schedules = absl::StrSplit(value, ',', absl::SkipEmpty());
+    } else if (key == "--gpus") {
+      for (absl::string_view g : absl::StrSplit(value, ',', absl::SkipEmpty())) {
+        a.gpus.push_back(static_cast<int>(std::min<int64_t>(Int(key, std::string(g)), 1 << 20)));
+      }
+    } else if (key == "--rr_partitioner") {
+      a.rr_partitioner = value;
     } else if (key == "--plan_only") {
       a.plan_only = true;
     } else if (key == "--keep") {
@@ -141,13 +164,31 @@ Args Parse(int argc, char** argv) {
     Usage(absl::StrCat("--batch (", a.batch, ") must be a positive multiple of --microbatch (",
                        a.microbatch, ")"));
   }
-  if (a.steps < 2) Usage("--steps must be >= 2 (the first step of a run is not timed)");
+  if (a.warmup < 1 || a.steps <= a.warmup) {
+    Usage("--warmup must be >= 1 (the first step includes start-up) and < --steps");
+  }
   if (a.reps < 1 || a.calib_steps < 1 || a.calib_reps < 1 || a.threads < 1) {
     Usage("--reps, --calib_steps, --calib_reps and --threads must be >= 1");
   }
   if (!(a.link_scale > 0)) Usage("--link_scale must be positive");
   if (a.mappers.empty()) Usage("--mappers is empty");
+  if (a.schedules.empty()) Usage("--schedules is empty");
+  for (const std::string& sched : a.schedules) {
+    if (sched != "mobius" && sched != "roundrobin" && sched != "resident") {
+      Usage(absl::StrCat("--schedules: '", sched,
+                         "' is not mobius, roundrobin or resident (the "
+                         "schedules the runtime runs)"));
+    }
+  }
+  if (a.rr_partitioner == "shared" && a.num_stages == 0) {
+    Usage("--rr_partitioner=shared needs --num_stages > 0");
+  }
   return a;
+}
+
+double LoadAverage() {
+  double load[1] = {0};
+  return getloadavg(load, 1) == 1 ? load[0] : -1;
 }
 
 train::TrainerOptions Training(const Args& a, const BenchInputs& in) {
@@ -170,7 +211,7 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts, const Prediction& pred,
                                    int rep, const std::string& work) {
-  const std::string job = absl::StrCat("bench-", pred.mapper, "-", rep);
+  const std::string job = absl::StrCat("bench-", pred.name, "-", rep);
   launch::EmulationOptions em;
   em.enabled = true;
   em.link_scale = a.link_scale;
@@ -182,12 +223,13 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
   lo.worker_binary = a.worker;
   lo.run_dir = work + "/" + job;
   lo.on_step = [&](const runtime::StepReport& s) {
-    std::fprintf(stderr, "  [%s rep %d] %s\n", pred.mapper.c_str(), rep,
+    std::fprintf(stderr, "  [%s rep %d] %s\n", pred.name.c_str(), rep,
                  runtime::FormatStepReport(s).c_str());
   };
   MappingRun out;
-  out.mapper = pred.mapper;
+  out.name = pred.name;
   out.rep = rep;
+  out.load_average = LoadAverage();
   const auto t0 = std::chrono::steady_clock::now();
   absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
   if (!launcher.ok()) return launcher.status();
@@ -203,6 +245,12 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
   out.link_capacity.clear();
   for (const runtime::EmulatedLink& l : run->links) out.link_capacity.push_back(l.bytes_per_second);
   return out;
+}
+
+// Variant names: the mapper when only mappers vary, the schedule when only schedules do.
+std::string VariantName(const Args& a, const std::string& schedule, const std::string& mapper) {
+  if (a.schedules.size() > 1 && a.mappers.size() > 1) return absl::StrCat(schedule, "-", mapper);
+  return a.schedules.size() > 1 ? schedule : mapper;
 }
 
 std::string MakeWorkDir(const Args& a) {
@@ -265,18 +313,35 @@ int Main(int argc, char** argv) {
   po.link_scale = a.link_scale;
   po.effective_flops_per_s = cal->effective_flops_per_s;
   po.optimizer_seconds_per_billion_params = cal->fixed_seconds_per_billion_params;
+  po.roundrobin_partitioner = a.rr_partitioner;
+  po.gpus = a.gpus;
   std::vector<Prediction> preds;
-  for (const std::string& m : a.mappers) {
-    absl::StatusOr<Prediction> p = Predict(in->description, loaded->topology, facts, job, po, m);
-    if (!p.ok()) return Fail(p.status());
-    preds.push_back(*std::move(p));
+  std::vector<std::string> not_run;
+  for (const std::string& sched : a.schedules) {
+    for (const std::string& m : a.mappers) {
+      absl::StatusOr<Prediction> p =
+          Predict(in->description, loaded->topology, facts, job, po, sched, m);
+      if (!p.ok() && sched != "mobius" && absl::IsFailedPrecondition(p.status())) {
+        not_run.push_back(std::string(p.status().message()));  // e.g. resident does not fit
+        continue;
+      }
+      if (!p.ok()) return Fail(p.status());
+      p->name = VariantName(a, sched, m);
+      preds.push_back(*std::move(p));
+    }
   }
+  for (const std::string& why : not_run) std::fprintf(stderr, "not run: %s\n", why.c_str());
 
   std::vector<MappingRun> runs;
+  const double load_before = LoadAverage();
   if (!a.plan_only) {
+    // Interleaved, and rotated one place per rep, so that drifting load hits every variant alike.
+    const size_t n = preds.size();
     for (int rep = 0; rep < a.reps; ++rep) {
-      for (const Prediction& p : preds) {
-        std::fprintf(stderr, "running %s (rep %d of %d)...\n", p.mapper.c_str(), rep + 1, a.reps);
+      for (size_t i = 0; i < n; ++i) {
+        const Prediction& p = preds[(i + static_cast<size_t>(rep)) % n];
+        std::fprintf(stderr, "running %s (rep %d of %d; load %.2f)...\n", p.name.c_str(), rep + 1,
+                     a.reps, LoadAverage());
         absl::StatusOr<MappingRun> r = RunOnce(a, *in, loaded->topology, facts, p, rep, work);
         if (!r.ok()) return Fail(r.status());
         runs.push_back(*std::move(r));
@@ -293,7 +358,9 @@ int Main(int argc, char** argv) {
   setup.seq = a.seq;
   setup.batch = a.batch;
   setup.microbatch = a.microbatch;
+  setup.gpus = absl::StrJoin(a.gpus, ",");
   setup.steps = a.steps;
+  setup.warmup = a.warmup;
   setup.reps = a.reps;
   setup.threads = a.threads;
   setup.link_scale = a.link_scale;
@@ -302,7 +369,10 @@ int Main(int argc, char** argv) {
   setup.num_stages = a.num_stages;
   setup.partitioner = preds.front().report.plan.partitioner;  // "uniform" with --num_stages
   setup.cores = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
-  const BenchResult result = Summarize(setup, *cal, preds, runs);
+  BenchResult result = Summarize(setup, *cal, preds, runs);
+  result.not_run = not_run;
+  result.load_before = load_before;
+  result.load_after = LoadAverage();
   PrintReport(result, stdout);
   if (!a.out.empty()) {
     std::ofstream f(a.out);
