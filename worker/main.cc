@@ -69,6 +69,10 @@ int main(int argc, char** argv) {
   usage += std::string("\n  ") + mobius::train::kTrainUsage;
 #endif
   std::vector<std::string> args = mobius::InitProcess(argc, argv, usage);
+#ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
+  // Every verb may then use the GPU (run, train --backend, profile --backend); CPU otherwise.
+  mobius::runtime::RegisterCudaBackendForRanks();
+#endif
   if (args.size() == 2 && args[1] == "devices") return RunDevices();
   if (args.size() >= 2 && args[1] == "init-model") {
     return mobius::checkpoint::RunInitModelCommand(args);
@@ -77,9 +81,6 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "train") return mobius::train::RunTrainCommand(args);
 #endif
 #ifdef MOBIUS_WORKER_HAVE_RUN
-#ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
-  mobius::runtime::RegisterCudaBackendForRanks();  // `backend: auto|cuda` can use the GPU
-#endif
   if (args.size() >= 2 && args[1] == "run") return mobius::runtime::RunWorkerCommand(args);
 #endif
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE

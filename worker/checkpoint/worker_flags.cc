@@ -51,6 +51,9 @@ ABSL_FLAG(bool, resume, false,
           "train: continue from the latest complete checkpoint in --checkpoint_dir (bit-exact).");
 ABSL_FLAG(uint64_t, device_memory_bytes, 0, "train: cap of the CPU backend's memory; 0: RAM.");
 ABSL_FLAG(int32_t, threads, 0, "train: op, BLAS and optimizer threads; 0: all cores.");
+ABSL_FLAG(std::string, backend, "cpu",
+          "train, profile: compute backend: cpu | cuda (device 0 after CUDA_VISIBLE_DEVICES; "
+          "fails without a usable GPU) | auto (cuda where usable, else cpu, logged).");
 ABSL_FLAG(bool, recompute, false,
           "train: recompute activations in the backward even when memory holds them all (same "
           "gradients, less memory, one more forward per block).");

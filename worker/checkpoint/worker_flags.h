@@ -47,6 +47,7 @@ ABSL_DECLARE_FLAG(int64_t, checkpoint_every);
 ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(uint64_t, device_memory_bytes);
 ABSL_DECLARE_FLAG(int32_t, threads);
+ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(bool, recompute);
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_

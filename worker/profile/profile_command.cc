@@ -8,7 +8,9 @@
 #include "common/model/model_config_parse.h"
 #include "server/planner/profile_io/profile_cache.h"
 #include "server/planner/profile_io/profile_json.h"
+#include "worker/backend/backend_registry.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/device_probe.h"
 #include "worker/checkpoint/worker_flags.h"
 #include "worker/profile/profile_flags.h"
 #include "worker/profile/unit_profiler.h"
@@ -43,6 +45,13 @@ BackendFactory CpuFactory(uint64_t capacity_bytes, int threads) {
   };
 }
 
+// The CUDA backend's factory (worker/backend/backend_registry.h): device d = CUDA ordinal d.
+BackendFactory CudaFactory(uint64_t capacity_bytes) {
+  return [capacity_bytes](int device) {
+    return backend::MakeCudaBackend({.device = device, .capacity_bytes = capacity_bytes});
+  };
+}
+
 }  // namespace
 
 int RunProfileCommand(const std::vector<std::string>& args) {
@@ -64,11 +73,12 @@ int RunProfileCommand(const std::vector<std::string>& args) {
         "--copy_mib >= 1 are required");
   }
   o.copy_bytes = static_cast<uint64_t>(copy_mib) << 20;
-  const std::string backend_name = absl::GetFlag(FLAGS_backend);
-  if (backend_name != "cpu") {
-    return Usage(absl::StrCat("--backend ", backend_name,
-                              ": only cpu can be profiled in this build (the CUDA backend plugs "
-                              "in through unit_profiler.h's BackendFactory)"));
+  std::string backend_name = absl::GetFlag(FLAGS_backend);
+  if (backend_name != "cpu" && backend_name != "cuda" && backend_name != "auto") {
+    return Usage(absl::StrCat("--backend must be cpu, cuda or auto (got \"", backend_name, "\")"));
+  }
+  if (backend_name == "auto") {
+    backend_name = backend::CudaBackendRegistered() ? "cuda" : "cpu";
   }
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -82,7 +92,15 @@ int RunProfileCommand(const std::vector<std::string>& args) {
                               config->max_position_embeddings));
   }
   const planner::MicrobatchShape shape{microbatch, seq};
-  const std::string device_name = "cpu";
+  std::string device_name = "cpu";
+  if (backend_name == "cuda") {
+    const DeviceProbe probe = ProbeDevices();
+    if (probe.cuda_devices.empty()) {
+      return Fail(absl::FailedPreconditionError(
+          absl::StrCat("--backend cuda: ", DescribeBackendChoice(probe))));
+    }
+    device_name = probe.cuda_devices.front().name;  // the cache key names the GPU model
+  }
   absl::StatusOr<std::string> dir = planner::ResolveProfileCacheDir(absl::GetFlag(FLAGS_cache_dir));
   if (!dir.ok()) return Fail(dir.status());
   const std::string key = planner::ProfileCacheKey(
@@ -100,7 +118,10 @@ int RunProfileCommand(const std::vector<std::string>& args) {
   }
   if (!profile.has_value()) {
     absl::StatusOr<planner::MeasuredProfile> m =
-        MeasureProfile(*model, shape, CpuFactory(absl::GetFlag(FLAGS_device_memory_bytes), threads),
+        MeasureProfile(*model, shape,
+                       backend_name == "cuda"
+                           ? CudaFactory(absl::GetFlag(FLAGS_device_memory_bytes))
+                           : CpuFactory(absl::GetFlag(FLAGS_device_memory_bytes), threads),
                        backend_name, device_name, planner::BuildVersion(), o);
     if (!m.ok()) return Fail(m.status());
     if (absl::Status s = planner::WriteProfileFile(path, *m); !s.ok()) return Fail(s);

@@ -2,7 +2,6 @@
 
 #include "absl/flags/flag.h"
 
-ABSL_FLAG(std::string, backend, "cpu", "profile: backend to measure on (cpu; cuda when built).");
 ABSL_FLAG(std::string, cache_dir, "",
           "profile: measured-profile cache directory; empty: $XDG_CACHE_HOME/mobius/profiles or "
           "~/.cache/mobius/profiles.");

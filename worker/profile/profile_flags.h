@@ -8,8 +8,9 @@
 #include <string>
 
 #include "absl/flags/declare.h"
+#include "worker/checkpoint/worker_flags.h"
 
-ABSL_DECLARE_FLAG(std::string, backend);
+// --backend: worker/checkpoint/worker_flags.h (shared with train).
 ABSL_DECLARE_FLAG(std::string, cache_dir);
 ABSL_DECLARE_FLAG(bool, refresh);
 ABSL_DECLARE_FLAG(int32_t, profile_warmup);

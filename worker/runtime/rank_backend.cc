@@ -7,18 +7,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
+#include "worker/backend/backend_registry.h"
 #include "worker/backend/cpu/cpu_backend.h"
 
 namespace mobius::runtime {
-namespace {
-
-CudaBackendFactory& CudaFactory() {
-  static CudaBackendFactory* factory = new CudaBackendFactory();
-  return *factory;
-}
-
-}  // namespace
-
 absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank) {
   if (static_cast<size_t>(rank) < run.rank_device.size()) return run.rank_device[rank];
   const int gpu = static_cast<size_t>(rank) < run.rank_gpu.size() ? run.rank_gpu[rank] : rank;
@@ -39,8 +31,6 @@ absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank) {
                                                     " is not in CUDA_VISIBLE_DEVICES=", visible));
 }
 
-void RegisterCudaRankBackend(CudaBackendFactory factory) { CudaFactory() = std::move(factory); }
-
 absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
                                               backend::LinkModel* link_model) {
   const std::string& name = run.backend;
@@ -48,10 +38,9 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
     return absl::InvalidArgumentError(
         absl::StrCat("backend must be auto, cpu or cuda (got \"", name, "\")"));
   }
-  RankBackendRequest request;
+  backend::DeviceBackendRequest request;
   absl::StatusOr<int> ordinal = CudaOrdinalOfRank(run, rank);
   request.capacity_bytes = run.training.device_memory_bytes;
-  request.threads = run.training.threads;
   RankBackend out;
   std::string fallback_reason;
   if (name != "cpu") {
@@ -59,11 +48,11 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
       fallback_reason = "the run emulates PCIe links, which only the CPU backend does";
     } else if (!ordinal.ok()) {
       fallback_reason = std::string(ordinal.status().message());
-    } else if (!CudaFactory()) {
+    } else if (!backend::CudaBackendRegistered()) {
       fallback_reason = "this mobius-worker is built without CUDA";
     } else {
       request.device = *ordinal;
-      absl::StatusOr<std::unique_ptr<backend::Backend>> cuda = CudaFactory()(request);
+      absl::StatusOr<std::unique_ptr<backend::Backend>> cuda = backend::MakeCudaBackend(request);
       if (cuda.ok()) {
         out.backend = *std::move(cuda);
         out.description = absl::StrCat("rank ", rank, ": CUDA backend on ", out.backend->name());
@@ -85,7 +74,7 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
   // boundary activation from waiting behind another GPU's whole stage upload.
   bo.backend.copy_chunk_bytes = link_model == nullptr ? uint64_t{64} << 20 : uint64_t{256} << 10;
   bo.backend.link_model = link_model;
-  bo.op_threads = request.threads;
+  bo.op_threads = run.training.threads;
   MOBIUS_ASSIGN_OR_RETURN(out.backend, backend::CpuBackend::Create(bo));
   out.emulated_links = link_model != nullptr;
   out.description = name == "cpu"

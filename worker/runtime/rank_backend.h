@@ -2,9 +2,8 @@
 //
 //   "cpu"   CpuBackend: host memory counted against the device cap, queues are threads; the
 //           emulated PCIe links (link_emulator.h) apply to its copies.
-//   "cuda"  the rank's CUDA device (CudaOrdinalOfRank below),
-//           through the BackendFactory registered for it (worker/backend/cuda/: present when the
-//           worker is built with CUDA). FAILED_PRECONDITION, naming why, when there is no such
+//   "cuda"  the rank's CUDA device (CudaOrdinalOfRank below), through the CUDA factory of
+//           worker/backend/backend_registry.h (registered by mobius-worker when built with CUDA). FAILED_PRECONDITION, naming why, when there is no such
 //           device or the build has no CUDA.
 //   "auto"  "cuda" when the build has CUDA and the rank's device exists, else "cpu" (also "cpu"
 //           when the run emulates links: emulation is the CPU backend's job); the choice
@@ -12,30 +11,19 @@
 //           or "rank 2: no usable CUDA device (cudaErrorInsufficientDriver: ...); falling back to
 //           the CPU backend").
 //
-// A seam, not a singleton: the CUDA factory is registered by the binary that links it
-// (RegisterCudaRankBackend), so the runtime library itself never links CUDA and CPU-only tests
-// see exactly the CPU path.
+// The runtime library itself never links CUDA; CPU-only tests see exactly the CPU path.
 #ifndef MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_
 #define MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_
 
-#include <functional>
 #include <memory>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
+#include "worker/backend/link_model.h"
 #include "worker/runtime/run_config.h"
 
 namespace mobius::runtime {
-
-// What a rank's backend is made from. `link_model` (may be null) is only used by the CPU backend.
-struct RankBackendRequest {
-  int device = 0;                 // CUDA device ordinal
-  uint64_t capacity_bytes = 0;    // device memory cap (0: the device's memory)
-  uint64_t copy_chunk_bytes = uint64_t{64} << 20;
-  int threads = 1;                // CPU backend: op threads
-  backend::LinkModel* link_model = nullptr;
-};
 
 // The CUDA ordinal of `rank`: RunConfig::rank_device[rank] when given (an ordinal as this process
 // sees devices); else the node GPU rank_gpu[rank] (else the rank), an index in PCI bus order as the
@@ -44,15 +32,6 @@ struct RankBackendRequest {
 // CUDA_DEVICE_ORDER=PCI_BUS_ID before CUDA starts, so ordinals follow the same order.
 // FAILED_PRECONDITION when the GPU is not in CUDA_VISIBLE_DEVICES or the list holds UUIDs.
 absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank);
-
-// Makes a CUDA backend; returns FAILED_PRECONDITION when the device is not usable (the "auto"
-// choice then falls back to the CPU backend with that message).
-using CudaBackendFactory =
-    std::function<absl::StatusOr<std::unique_ptr<backend::Backend>>(const RankBackendRequest&)>;
-
-// Installs the factory for "cuda"/"auto" (the worker binary does, when built with CUDA).
-// Not thread-safe against concurrent CreateRankBackend calls: call it at start-up.
-void RegisterCudaRankBackend(CudaBackendFactory factory);
 
 struct RankBackend {
   std::unique_ptr<backend::Backend> backend;

@@ -12,10 +12,12 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "absl/strings/str_format.h"
 #include "common/model/layer_units.h"
 #include "common/numeric/bf16.h"
 #include "common/status_macros.h"
+#include "worker/backend/backend_registry.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/model_init.h"
@@ -39,7 +41,7 @@ struct StandaloneTrainer::State {
   reference::Parameters& adam_v = start.adam_v;
   std::map<std::string, std::vector<uint16_t>> bf16;  // upload copy, = bf16(master)
   std::map<std::string, std::vector<float>> grads;    // last step's
-  std::unique_ptr<backend::CpuBackend> backend;  // declared before the model: destroyed after it
+  std::unique_ptr<backend::Backend> backend;  // declared before the model: destroyed after it
   std::unique_ptr<units::ResidentModel> model;
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
@@ -61,12 +63,31 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   return s.model->ForwardBackward(zeros.data(), zeros.data(), o.microbatch, o.seq, 0.0f).status();
 }
 
-absl::Status BuildEngine(StandaloneTrainer::State& s) {
-  const TrainerOptions& o = s.options;
+absl::StatusOr<std::unique_ptr<backend::Backend>> MakeTrainerBackend(const TrainerOptions& o) {
+  if (o.backend != "cpu") {
+    absl::StatusOr<std::unique_ptr<backend::Backend>> cuda =
+        backend::MakeCudaBackend({.device = 0, .capacity_bytes = o.device_memory_bytes});
+    if (cuda.ok()) {
+      LOG(INFO) << "train: CUDA backend on " << (*cuda)->name();
+      return cuda;
+    }
+    if (o.backend == "cuda") {
+      return absl::FailedPreconditionError(
+          absl::StrCat("backend cuda requested but unusable: ", cuda.status().message()));
+    }
+    LOG(INFO) << "train: no usable CUDA device (" << cuda.status().message()
+              << "); falling back to the CPU backend";
+  }
   backend::CpuBackendOptions bo;
   bo.backend.capacity_bytes = o.device_memory_bytes;
   bo.op_threads = o.threads;
-  MOBIUS_ASSIGN_OR_RETURN(s.backend, backend::CpuBackend::Create(bo));
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::CpuBackend> cpu, backend::CpuBackend::Create(bo));
+  return std::unique_ptr<backend::Backend>(std::move(cpu));
+}
+
+absl::Status BuildEngine(StandaloneTrainer::State& s) {
+  const TrainerOptions& o = s.options;
+  MOBIUS_ASSIGN_OR_RETURN(s.backend, MakeTrainerBackend(o));
   MOBIUS_ASSIGN_OR_RETURN(s.adamw, MakeAdamW(o));
   MOBIUS_ASSIGN_OR_RETURN(optim::LrSchedule schedule, MakeLrSchedule(o));
   s.schedule = schedule;

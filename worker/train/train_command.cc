@@ -50,6 +50,7 @@ TrainerOptions OptionsFromFlags() {
   o.resume = absl::GetFlag(FLAGS_resume);
   o.device_memory_bytes = absl::GetFlag(FLAGS_device_memory_bytes);
   o.threads = absl::GetFlag(FLAGS_threads);
+  o.backend = absl::GetFlag(FLAGS_backend);
   o.recompute = absl::GetFlag(FLAGS_recompute);
   return o;
 }

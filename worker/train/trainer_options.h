@@ -31,7 +31,11 @@ struct TrainerOptions {
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // also at the end; 0: only at the end (when checkpoint_dir)
   bool resume = false;           // continue from LatestCheckpoint(checkpoint_dir)
-  uint64_t device_memory_bytes = 0;  // CPU backend cap; 0: physical RAM
+  uint64_t device_memory_bytes = 0;  // device memory cap; 0: physical RAM (CPU) / the GPU's
+  // Standalone trainer only (the pipeline takes RunConfig::backend): "cpu" (the oracle, default),
+  // "cuda" (device 0 after CUDA_VISIBLE_DEVICES, through worker/backend/backend_registry.h) or
+  // "auto" (cuda where usable, else cpu).
+  std::string backend = "cpu";
   int threads = 0;               // op, BLAS and optimizer threads; 0: hardware concurrency
   // Standalone trainer only: recompute each block's activations in the backward even when the
   // device memory holds them all. false: keep them when they fit, recompute otherwise. Gradients

@@ -37,6 +37,9 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
   if (o.schedule != "cosine" && o.schedule != "constant") {
     return bad("--schedule must be cosine or constant (got \"", o.schedule, "\")");
   }
+  if (o.backend != "cpu" && o.backend != "cuda" && o.backend != "auto") {
+    return bad("--backend must be cpu, cuda or auto (got \"", o.backend, "\")");
+  }
   if (o.schedule == "cosine" && o.warmup >= o.steps) {
     return bad("--warmup ", o.warmup, " must be below --steps ", o.steps, " for cosine");
   }

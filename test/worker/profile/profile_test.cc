@@ -154,6 +154,20 @@ TEST(ProfileVerb, MeasuresOnceThenAnswersFromTheCache) {
                               " --seq 100000 --cache_dir " + dir + "/cache");
   EXPECT_EQ(too_long.code, 2);
   EXPECT_THAT(too_long.out, HasSubstr("max_position_embeddings"));
+  WorkerRun bad_backend = Worker("profile --model " + mobius::testing::SourcePath(kTinyLlama) +
+                                 " --backend tpu --cache_dir " + dir + "/cache");
+  EXPECT_EQ(bad_backend.code, 2);
+  EXPECT_THAT(bad_backend.out, HasSubstr("--backend must be cpu, cuda or auto"));
+  // --backend cuda: measured on the GPU where there is one (the profile names it), else refused
+  // with the reason.
+  WorkerRun cuda = Worker(args + " --backend cuda --refresh");
+  if (cuda.code == 0) {
+    absl::StatusOr<planner::MeasuredProfile> g = planner::ReadProfileFile(dir + "/out.json");
+    ASSERT_TRUE(g.ok()) << g.status();
+    EXPECT_EQ(g->backend, "cuda");
+  } else {
+    EXPECT_THAT(cuda.out, HasSubstr("no usable CUDA device"));
+  }
 }
 
 }  // namespace

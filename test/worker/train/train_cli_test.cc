@@ -98,6 +98,8 @@ TEST(TrainCliTest, BadInputExitsTwoWithOneClearLine) {
        "--device_memory_bytes=300000", "--device_memory_bytes"},
       {"train --standalone --model=" + model + " --data=" + data + ok + " --batch=2 "
        "--schedule=linear", "--schedule"},
+      {"train --standalone --model=" + model + " --data=" + data + ok + " --batch=2 "
+       "--backend=tpu", "--backend must be cpu, cuda or auto"},
   };
   for (const Case& c : cases) {
     Result r = RunWorker(c.args, tmp);
@@ -105,6 +107,22 @@ TEST(TrainCliTest, BadInputExitsTwoWithOneClearLine) {
     EXPECT_NE(r.all.find(c.expect), std::string::npos) << c.args << "\n" << r.all;
     EXPECT_EQ(r.out.find("step "), std::string::npos) << r.out;  // no step ran
   }
+  // --backend cuda: trains on a machine with a usable GPU; without one it fails before any step,
+  // naming why. auto falls back to the CPU backend (or uses the GPU) and trains either way.
+  Result cuda = RunWorker("train --standalone --model=" + model + " --data=" + data + ok +
+                              " --batch=2 --backend=cuda",
+                          tmp);
+  if (cuda.exit_code == 0) {
+    EXPECT_NE(cuda.out.find("step 2/2"), std::string::npos) << cuda.out;
+  } else {
+    EXPECT_NE(cuda.all.find("backend cuda requested but unusable"), std::string::npos) << cuda.all;
+    EXPECT_EQ(cuda.out.find("step "), std::string::npos) << cuda.out;
+  }
+  Result fallback = RunWorker("train --standalone --model=" + model + " --data=" + data + ok +
+                                  " --batch=2 --backend=auto",
+                              tmp);
+  EXPECT_EQ(fallback.exit_code, 0) << fallback.all;
+  EXPECT_NE(fallback.out.find("step 2/2"), std::string::npos) << fallback.out;
   // Token ids beyond the vocabulary of a raw llm.c file (u16 ids, vocab 512 < 1000).
   const std::string raw = tmp / "raw.bin";
   {
