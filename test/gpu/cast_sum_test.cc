@@ -58,5 +58,22 @@ TEST(SumSquaresCuda, AccumulatesInDouble) {
   EXPECT_NEAR(got, want, 1e-12 * want);
 }
 
+TEST(SumSquaresCuda, ChunksAreSummedOneByOneAndDeterministically) {
+  MOBIUS_REQUIRE_GPU();
+  const int64_t chunk = 65536;
+  const std::vector<float> x = RandomFloats(kN, -2, 2, 3);  // 5 chunks, the last partial
+  const int64_t chunks = (kN + chunk - 1) / chunk;
+  std::vector<double> want(chunks, 0.5);
+  for (int64_t i = 0; i < kN; ++i) want[i / chunk] += static_cast<double>(x[i]) * x[i];
+  DeviceArray<float> d_x(x);
+  DeviceArray<double> a(std::vector<double>(chunks, 0.5)), b(std::vector<double>(chunks, 0.5));
+  MOBIUS_ASSERT_KERNEL_OK(sum_squares_chunks(a.get(), d_x.get(), kN, chunk, nullptr));
+  MOBIUS_ASSERT_KERNEL_OK(sum_squares_chunks(b.get(), d_x.get(), kN, chunk, nullptr));
+  const std::vector<double> got = a.ToHost();
+  EXPECT_EQ(got, b.ToHost());  // fixed reduction tree: bitwise the same twice
+  for (int64_t j = 0; j < chunks; ++j) EXPECT_NEAR(got[j], want[j], 1e-12 * want[j]) << j;
+  EXPECT_FALSE(sum_squares_chunks(a.get(), d_x.get(), kN, 0, nullptr).ok());
+}
+
 }  // namespace
 }  // namespace mobius::kernels::cuda

@@ -416,6 +416,14 @@ TEST_F(CudaBackendTest, AdamWIsBitwiseAndSumSquaresClose) {
     got[i++] = s.Get<double>(out, 1)[0];
   }
   EXPECT_NEAR(got[1], got[0], 1e-12 * got[0]);
+  // Chunk mode (resident's norm partials): 70001 elements in chunks of 16384 -> 5 sums.
+  Both("sum_squares chunks", [&](Side& s) -> Outputs {
+    double* parts = s.Zeros<double>(5);
+    EXPECT_OK(s.b().SumSquares(s.q(), {.n = n, .x = s.Put(g), .out = parts, .chunk = 16384}));
+    EXPECT_OK(s.Sync());
+    const std::vector<double> d = s.Get<double>(parts, 5);
+    return {std::vector<float>(d.begin(), d.end())};
+  }, {1e-6});
 }
 
 TEST_F(CudaBackendTest, MemoryCapArenaReuseAndChunkedCopies) {

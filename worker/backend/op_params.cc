@@ -234,7 +234,7 @@ absl::Status ValidateAdamW(const AdamWParams& p) {
 
 absl::Status ValidateSumSquares(const SumSquaresParams& p) {
   Check c("sum_squares");
-  c.AtLeast("n", p.n, 0).Ptr("x", p.x, p.n > 0).Ptr("out", p.out);
+  c.AtLeast("n", p.n, 0).AtLeast("chunk", p.chunk, 0).Ptr("x", p.x, p.n > 0).Ptr("out", p.out);
   return c.status();
 }
 

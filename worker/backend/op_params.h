@@ -239,13 +239,17 @@ struct AdamWParams {
   void* bf16_out = nullptr;
 };
 
-// *out (one double, device memory) += sum of x[i]^2 over [0, n), x fp32. The summation order is
-// the backend's (double accumulators: the result differs between backends only by double
-// rounding, ~1e-16 relative). Used for the global gradient norm.
+// Sums of squares of x fp32 [n] in double, for the global gradient norm. chunk == 0: *out (one
+// double, device memory) += sum of x[i]^2 over [0, n). chunk > 0: per chunk, out[j] += sum over
+// [j * chunk, min((j + 1) * chunk, n)) for j in [0, ceil(n / chunk)) (one op for a whole tensor's
+// norm partials). The order within a sum is the backend's (double accumulators: backends differ
+// only by double rounding, ~1e-16 relative); with chunks each chunk is summed by itself, so the
+// CPU backend's chunk sums equal the CPU optimizer's and CUDA's are deterministic run to run.
 struct SumSquaresParams {
   int64_t n = 0;
   const float* x = nullptr;
   double* out = nullptr;
+  int64_t chunk = 0;
 };
 
 // Each returns INVALID_ARGUMENT naming the op and the field unless the sizes are >= 0 (heads,

@@ -1,8 +1,8 @@
 // The resident schedule's device-side model state and optimizer (pipeline_state.h).
 //
 // Why the arithmetic matches the mobius schedule (and the standalone trainer) bit for bit on the
-// CPU backend: the norm partials are one SumSquares per 64 Ki-element chunk into a zeroed double,
-// i.e. exactly the chunk sums the host optimizer writes into the store, and they are added in the
+// CPU backend: the norm partials are SumSquares' per-chunk sums (chunk mode, 64 Ki elements, into
+// zeroed doubles, one op per tensor), i.e. exactly the chunk sums the host optimizer writes, and they are added in the
 // same order (GlobalNorm); the AdamW op is optim::AdamWStep per element with the same per-step
 // scalars; the tied head's gradient is added to the embedding's with one fp32 add per element
 // (BiasBackward over one row: dbias[j] += 0 + dout[j], which is dbias[j] + dout[j] unless both are
@@ -145,13 +145,11 @@ absl::Status PublishNormPartials(State& s, uint32_t r) {
         s.backend->Zero(*s.compute, {.dst = res.norm.data(), .bytes = res.norm.size_bytes()}));
     const int64_t chunk = static_cast<int64_t>(optim::CpuAdamW::kChunkElements);
     double* out = static_cast<double*>(res.norm.data());
-    for (const TensorSlot* t : owned) {
+    for (const TensorSlot* t : owned) {  // one op per tensor: its chunk partials at once
       const float* g = F32(s.slots[0].grads, GradOffset(s, t->owner_unit, t->name));
-      for (int64_t c = 0; c < t->num_chunks; ++c) {
-        const int64_t begin = c * chunk, n = std::min(chunk, t->num_elements - begin);
-        MOBIUS_RETURN_IF_ERROR(
-            s.backend->SumSquares(*s.compute, {.n = n, .x = g + begin, .out = out++}));
-      }
+      MOBIUS_RETURN_IF_ERROR(s.backend->SumSquares(
+          *s.compute, {.n = t->num_elements, .x = g, .out = out, .chunk = chunk}));
+      out += t->num_chunks;
     }
     MOBIUS_RETURN_IF_ERROR(
         s.backend->CopyToHost(*s.compute, res.norm, 0, partials.data(), 8 * partials.size()));

@@ -161,6 +161,20 @@ TEST_F(CpuOpsTest, SumSquaresAccumulates) {
   EXPECT_EQ(got, 2.0 + 2 * (1 + 4 + 0.25 + 9 + 0.0625));
   EXPECT_EQ(backend_->SumSquares(*queue_, {.n = 1, .x = nullptr, .out = p.out}).code(),
             absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->SumSquares(*queue_, {.n = 1, .x = p.x, .out = p.out, .chunk = -1}).code(),
+            absl::StatusCode::kInvalidArgument);
+  // Chunk mode: 5 elements in chunks of 2 -> 3 sums, each the optimizer's sum of its chunk.
+  DeviceBuffer d_parts = *backend_->Allocate(3 * 8, "parts");
+  const std::vector<double> ones = {1.0, 1.0, 1.0};
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, ones.data(), d_parts, 0, 24).ok());
+  ASSERT_TRUE(backend_->SumSquares(*queue_, {.n = 5, .x = p.x,
+                                             .out = static_cast<double*>(d_parts.data()),
+                                             .chunk = 2})
+                  .ok());
+  std::vector<double> parts(3);
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_parts, 0, parts.data(), 24).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  EXPECT_EQ(parts, (std::vector<double>{1 + 1 + 4, 1 + 0.25 + 9, 1 + 0.0625}));
 }
 
 }  // namespace

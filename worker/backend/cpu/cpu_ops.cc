@@ -1,6 +1,7 @@
 // CpuBackend's transformer ops: validate, then enqueue the worker/kernels/cpu function on the queue
 // thread with the backend's op pool. Data-dependent checks (token and target ids) run inside the
 // task and become the queue's error, so a bad id never reads out of bounds.
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <utility>
@@ -303,7 +304,13 @@ absl::Status CpuBackend::AdamW(Queue& queue, const AdamWParams& p) {
 absl::Status CpuBackend::SumSquares(Queue& queue, const SumSquaresParams& p) {
   MOBIUS_VALIDATE(ValidateSumSquares(p));
   return EnqueueOp(queue, [p](ThreadPool*) {
-    *p.out += optim::SumOfSquares(p.x, static_cast<size_t>(p.n));
+    if (p.chunk == 0) {
+      *p.out += optim::SumOfSquares(p.x, static_cast<size_t>(p.n));
+      return absl::OkStatus();
+    }
+    for (int64_t j = 0, begin = 0; begin < p.n; ++j, begin += p.chunk) {
+      p.out[j] += optim::SumOfSquares(p.x + begin, static_cast<size_t>(std::min(p.chunk, p.n - begin)));
+    }
     return absl::OkStatus();
   });
 }

@@ -320,7 +320,10 @@ absl::Status CudaBackend::AdamW(Queue& queue, const AdamWParams& p) {
 
 absl::Status CudaBackend::SumSquares(Queue& queue, const SumSquaresParams& p) {
   MOBIUS_VALIDATE(ValidateSumSquares(p));
-  return Launch(queue, [&](CudaQueue& q) { return kc::sum_squares(p.out, p.x, p.n, q.stream()); });
+  return Launch(queue, [&](CudaQueue& q) {
+    return p.chunk == 0 ? kc::sum_squares(p.out, p.x, p.n, q.stream())
+                        : kc::sum_squares_chunks(p.out, p.x, p.n, p.chunk, q.stream());
+  });
 }
 
 #undef MOBIUS_VALIDATE

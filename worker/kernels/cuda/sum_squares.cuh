@@ -17,6 +17,12 @@ namespace mobius::kernels::cuda {
 
 KernelStatus sum_squares(double* out, const float* x, int64_t n, cudaStream_t stream);
 
+// Per chunk: out[j] += sum of x[i]^2 over chunk j ([j * chunk, min((j + 1) * chunk, n))), one
+// block per chunk (grid-strided over chunks), reduced in a fixed tree: deterministic run to run.
+// REQUIRES chunk > 0.
+KernelStatus sum_squares_chunks(double* out, const float* x, int64_t n, int64_t chunk,
+                                cudaStream_t stream);
+
 }  // namespace mobius::kernels::cuda
 
 #endif  // MOBIUS_WORKER_KERNELS_CUDA_SUM_SQUARES_CUH_
