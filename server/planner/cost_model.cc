@@ -89,7 +89,7 @@ void StageAccumulator::Add(int unit) {
   activation_bytes_ += c.activation_bytes;
 }
 
-StageCost StageAccumulator::Cost() const {
+StageCost StageAccumulator::Cost(bool backward_upload) const {
   const PartitionProblem& p = *problem_;
   const double m = p.num_microbatches;
   const double act = m * static_cast<double>(p.boundary_bytes);
@@ -99,8 +99,11 @@ StageCost StageAccumulator::Cost() const {
   s.backward_compute_seconds = m * backward_seconds_;
   s.load_seconds = w / p.h2d_bytes_per_s;
   const double h2d = (w + act) / p.h2d_bytes_per_s;
+  // Without the upload the backward still reloads its checkpoints (and output gradients): M h.
+  const double backward_h2d = backward_upload ? h2d : act / p.h2d_bytes_per_s;
+  s.backward_upload = backward_upload;
   s.forward_seconds = std::max({s.forward_compute_seconds, h2d, act / p.d2h_bytes_per_s});
-  s.backward_seconds = std::max({s.backward_compute_seconds, h2d,
+  s.backward_seconds = std::max({s.backward_compute_seconds, backward_h2d,
                                  (static_cast<double>(gradient_bytes_) + act) / p.d2h_bytes_per_s});
   switch (p.pass) {
     case Pass::kBoth:
@@ -118,10 +121,15 @@ StageCost StageAccumulator::Cost() const {
   return s;
 }
 
-StageCost EvaluateStage(const PartitionProblem& p, int begin, int end) {
+StageCost EvaluateStage(const PartitionProblem& p, int begin, int end, bool backward_upload) {
   StageAccumulator acc(p);
   for (int u = begin; u < end; ++u) acc.Add(u);
-  return acc.Cost();
+  return acc.Cost(backward_upload);
+}
+
+int ReusedBackwardStages(const PartitionProblem& p, int num_stages) {
+  if (p.pass != Pass::kBoth || p.backward_uploads != BackwardUploads::kTwoSlotReuse) return 0;
+  return std::min(num_stages, 2 * p.num_gpus);
 }
 
 double PipelineSlots(int num_stages, int num_gpus, int num_microbatches) {

@@ -18,8 +18,23 @@
 //   per range R, pass forward (F) and backward (B), M microbatches, h = boundary bytes/microbatch:
 //     F: compute M * sum fwd;   H2D  W_R + M h;    D2H  M h
 //     B: compute M * sum bwd;   H2D  W_R + M h;    D2H  G_R + M h
+//        (H2D only M h when the backward reuses the weights, below)
 //     tau_F(R) = max(compute_F, H2D_F / h2d, D2H_F / d2h), tau_B(R) likewise,
 //     tau(R) = tau_F(R) + tau_B(R)       (the GPU time of one stage slot in a step)
+//   Backward uploads (PartitionProblem::backward_uploads): each GPU walks its stages forward
+//   ascending, then backward descending, through two weight slots (the runtime's, and the
+//   simulator's, sim/schedules.h), so its last two forward stages are still loaded when its
+//   backward starts: in a partition into S stages the backward of stage s uploads nothing iff
+//   s + 2N >= S, i.e. the LAST min(S, 2N) stages do not (all of them when S <= 2N).
+//   kTwoSlotReuse (the default; MakePartitionProblem builds it) charges those stages tau_B without
+//   W_R in its H2D term. The rule depends on S: a stage's tau depends on its position from the end,
+//   and a partitioner searching over S applies it per candidate S. kEveryStage charges every
+//   backward its upload (the paper's model; the MIP of mip/ reproduces it). Round-robin passes
+//   (Pass::kForward / kBackward) always upload: their slots hold the same range again only by
+//   coincidence (sim/schedules.h), which the cost model does not count. The rule lowers tau_B only
+//   where the upload term is its largest: with G_R >= W_R (fp32 gradients) and h2d = d2h (the
+//   topology's rates) the gradient offload term is at least as large, so it binds only where H2D
+//   is the slower direction (a measured profile) and compute does not dominate.
 //   memory ("two-slot" model: each GPU holds two stage slots, the computing one and the prefetched
 //   one; each slot is sized for weights + gradients + one microbatch's recompute activations):
 //     slot(R) = W_R + G_R + sum over units (boundary + saved activation bytes)
@@ -28,16 +43,19 @@
 //   feasible and tau never decreases when a range grows (what the exact partitioner relies on).
 //
 // Objective (predicted step time) of a partition into S stages on N GPUs with M microbatches:
-//     J = K(S) * (max_s tau(R_s) + o) + T_opt
+//     J = K(S) * (max_s tau_s(R_s) + o) + T_opt
 //     K(S) = max( ceil(S/N) + (min(S, N) - 1) / M ,  1 + (S - 1) / M )
+//   tau_s = tau(R_s), or, for the last min(S, 2N) stages under kTwoSlotReuse, tau(R_s) without
+//   the backward upload (EvaluateStage(..., backward_upload = false)).
 //   o = per-stage overhead (launches, synchronisation, stage switch; both passes),
 //   T_opt = CPU optimizer time of the whole model (a constant of the partition).
 //   K counts stage slots on the critical path: each GPU runs ceil(S/N) stages back to back and the
 //   last GPU starts (N-1) microbatches after the first (pipeline fill); when M < N the GPUs wait on
 //   their predecessors instead and the chain of S stages one microbatch apart dominates. The bubble
 //   fraction (N-1)/M / (S/N + (N-1)/M) = N(N-1)/(MS + N(N-1)) is that of design/mobius.md
-//   section 3. K is non-decreasing in S and J in max tau: the exact partitioner's optimality proof
-//   uses both.
+//   section 3. J is non-decreasing in max tau for a fixed S (the exact partitioner's binary search
+//   per S relies on it); K is non-decreasing in S (the MIP's pruning and the round-robin exact
+//   partitioner rely on that).
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_COST_MODEL_H_
@@ -93,6 +111,12 @@ struct UnitCost {
   int64_t activation_bytes = 0;  // boundary + saved, resident during the stage's backward
 };
 
+// Whether the backward pass of a Mobius stage (Pass::kBoth) uploads its weights (see above).
+enum class BackwardUploads {
+  kTwoSlotReuse,  // the runtime: the backward of the last min(S, 2N) stages uploads nothing
+  kEveryStage,    // the paper's model: every backward uploads W_R again
+};
+
 // Which passes a stage runs. kBoth: the Mobius schedule (a stage is one range in both passes; tau
 // = tau_F + tau_B, slot = W + G + A). The round-robin schedule partitions each pass on its own
 // (partition.h, RoundRobinPartition): kForward: tau = tau_F, slot = W + A (no gradients on the
@@ -103,6 +127,7 @@ enum class Pass { kBoth, kForward, kBackward };
 struct PartitionProblem {
   std::vector<UnitCost> units;
   Pass pass = Pass::kBoth;
+  BackwardUploads backward_uploads = BackwardUploads::kTwoSlotReuse;
   int num_gpus = 1;            // N
   int num_microbatches = 1;    // M
   double h2d_bytes_per_s = 1;  // per GPU, under contention (the slowest GPU of the plan)
@@ -120,9 +145,10 @@ struct PartitionProblem {
 struct StageCost {
   double forward_compute_seconds = 0;  // M microbatches
   double backward_compute_seconds = 0;
-  double load_seconds = 0;      // W_R over H2D (once per pass)
+  double load_seconds = 0;      // W_R over H2D (once per uploading pass)
+  bool backward_upload = true;  // false: tau_B charges no weight upload (the slots hold W_R)
   double forward_seconds = 0;   // tau_F
-  double backward_seconds = 0;  // tau_B
+  double backward_seconds = 0;  // tau_B (with or without the upload, as backward_upload says)
   double slot_seconds = 0;      // tau = tau_F + tau_B (kForward: tau_F; kBackward: tau_B)
   int64_t slot_bytes = 0;       // W + G + activations (kForward: W + activations)
   int64_t memory_bytes = 0;     // 2 * slot_bytes (compare with the stage budget)
@@ -130,11 +156,12 @@ struct StageCost {
 
 // Running sums over a range that grows one unit at a time (the exact partitioner's inner loop);
 // EvaluateStage is Add() over [begin, end) then Cost(), so both give bit-identical numbers.
+// Cost(false): the backward pass charged without its weight upload (H2D = M h only).
 class StageAccumulator {
  public:
   explicit StageAccumulator(const PartitionProblem& problem) : problem_(&problem) {}
   void Add(int unit);
-  StageCost Cost() const;
+  StageCost Cost(bool backward_upload = true) const;
   int64_t MemoryBytes() const {
     const int64_t g = problem_->pass == Pass::kForward ? 0 : gradient_bytes_;
     return 2 * (weight_bytes_ + g + activation_bytes_);
@@ -149,13 +176,20 @@ class StageAccumulator {
   int64_t activation_bytes_ = 0;
 };
 
-// REQUIRES: 0 <= begin < end <= problem.num_units().
-StageCost EvaluateStage(const PartitionProblem& problem, int begin, int end);
+// The range [begin, end) as one stage; backward_upload = false charges its backward no weight
+// upload. REQUIRES: 0 <= begin < end <= problem.num_units().
+StageCost EvaluateStage(const PartitionProblem& problem, int begin, int end,
+                        bool backward_upload = true);
+
+// How many stages, the last ones, of a partition into num_stages run their backward from the
+// weights still in their GPU's slots: min(S, 2N) for kTwoSlotReuse and Pass::kBoth, else 0.
+// Stage s uploads in backward iff s < num_stages - ReusedBackwardStages(problem, num_stages).
+int ReusedBackwardStages(const PartitionProblem& problem, int num_stages);
 
 // K(S) above. REQUIRES: num_stages, num_gpus, num_microbatches >= 1.
 double PipelineSlots(int num_stages, int num_gpus, int num_microbatches);
 
-// J above.
+// J above; max_slot_seconds is the bottleneck of the taus as charged (max_s tau_s).
 double Objective(const PartitionProblem& problem, int num_stages, double max_slot_seconds);
 
 // The round-robin schedule's counterpart of K: stage passes (forward stages, then backward stages)

@@ -1,6 +1,7 @@
 #include "server/planner/partition.h"
 
 #include <algorithm>
+#include <limits>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -32,8 +33,11 @@ absl::Status CheckProblem(const PartitionProblem& p) {
 Partition Finish(const PartitionProblem& p, std::vector<StageRange> stages) {
   Partition part;
   part.stages = std::move(stages);
-  for (const StageRange& r : part.stages) {
-    part.costs.push_back(EvaluateStage(p, r.begin, r.end));
+  const int num_stages = part.num_stages();
+  const int first_reused = num_stages - ReusedBackwardStages(p, num_stages);
+  for (int s = 0; s < num_stages; ++s) {
+    const StageRange& r = part.stages[s];
+    part.costs.push_back(EvaluateStage(p, r.begin, r.end, /*backward_upload=*/s < first_reused));
     part.max_slot_seconds = std::max(part.max_slot_seconds, part.costs.back().slot_seconds);
   }
   part.objective_seconds = Objective(p, part.num_stages(), part.max_slot_seconds);
@@ -113,40 +117,162 @@ absl::StatusOr<Partition> ScorePartition(const PartitionProblem& p,
   return part;
 }
 
+namespace {
+
+constexpr int kNone = std::numeric_limits<int>::max();
+
+// tau of every range [b, e) as one stage, charged with the backward upload (`full`) and without
+// it (`reused`); +inf where the range does not fit. One accumulator per start, so the values are
+// bit-identical to EvaluateStage's (and to Finish's re-scoring).
+class RangeTable {
+ public:
+  explicit RangeTable(const PartitionProblem& p)
+      : n_(p.num_units()),
+        full_(static_cast<size_t>(n_) * (n_ + 1), kInf),
+        reused_(full_.size(), kInf) {
+    const int64_t budget = p.stage_memory_budget_bytes();
+    for (int b = 0; b < n_; ++b) {
+      StageAccumulator acc(p);
+      for (int e = b + 1; e <= n_; ++e) {
+        acc.Add(e - 1);
+        if (acc.MemoryBytes() > budget) break;
+        full_[Index(b, e)] = acc.Cost(true).slot_seconds;
+        reused_[Index(b, e)] = acc.Cost(false).slot_seconds;
+      }
+    }
+  }
+  int num_units() const { return n_; }
+  double Tau(int b, int e, bool reused) const { return (reused ? reused_ : full_)[Index(b, e)]; }
+  // The finite taus of one kind, for the candidate bottlenecks.
+  void AppendFinite(bool reused, std::vector<double>* out) const {
+    for (double t : reused ? reused_ : full_) {
+      if (t < kInf) out->push_back(t);
+    }
+  }
+
+ private:
+  static constexpr double kInf = std::numeric_limits<double>::infinity();
+  size_t Index(int b, int e) const { return static_cast<size_t>(b) * (n_ + 1) + e; }
+  int n_;
+  std::vector<double> full_, reused_;
+};
+
+// A stage that fits with tau <= t still does when shrunk, and taus only grow with the range. So
+// the fewest stages (each fitting, tau <= t) covering [0, c) never decrease in c, a stage ending
+// at c best starts at the smallest start q(c) with tau(q, c) <= t, and q(c) never decreases in c:
+// two pointers, O(L). fewest[c] (c = 0..L) or kNone.
+std::vector<int> FewestPrefixStages(const RangeTable& tab, bool reused, double t) {
+  const int n = tab.num_units();
+  std::vector<int> fewest(n + 1, kNone);
+  fewest[0] = 0;
+  for (int c = 1, q = 0; c <= n; ++c) {
+    while (q < c && !(tab.Tau(q, c, reused) <= t)) ++q;
+    if (q < c && fewest[q] != kNone) fewest[c] = fewest[q] + 1;
+  }
+  return fewest;
+}
+
+// The mirror image: fewest stages covering [c, L), for c = 0..L.
+std::vector<int> FewestSuffixStages(const RangeTable& tab, bool reused, double t) {
+  const int n = tab.num_units();
+  std::vector<int> fewest(n + 1, kNone);
+  fewest[n] = 0;
+  for (int c = n - 1, e = n; c >= 0; --c) {
+    while (e > c && !(tab.Tau(c, e, reused) <= t)) --e;
+    if (e > c && fewest[e] != kNone) fewest[c] = fewest[e] + 1;
+  }
+  return fewest;
+}
+
+// A partition into S stages whose first S - r stages are charged the full tau and last r stages
+// the reused one (r = ReusedBackwardStages), all fitting with tau <= t, exists iff some cut c has
+// [0, c) coverable by exactly S - r full-tau stages and [c, L) by exactly r reused-tau stages. An
+// interval of k units is coverable by exactly m such stages iff fewest <= m <= k (split stages
+// until there are m: sub-ranges still fit under t). Returns the largest such cut, or -1.
+int FeasibleCut(const std::vector<int>& prefix, const std::vector<int>& suffix, int num_stages,
+                int reused) {
+  const int n = static_cast<int>(prefix.size()) - 1;
+  const int first = num_stages - reused;
+  for (int c = n; c >= 0; --c) {
+    if (prefix[c] <= first && first <= c && suffix[c] <= reused && reused <= n - c) return c;
+  }
+  return -1;
+}
+
+// Exactly `count` stages over [begin, end), each with tau <= t: greedy packing (fewest stages),
+// then the stage with the most units split in half until there are `count`.
+// REQUIRES: the fewest-stage count of the interval <= count <= end - begin.
+void PackExactly(const RangeTable& tab, bool reused, double t, int begin, int end, int count,
+                 std::vector<StageRange>* out) {
+  std::vector<StageRange> stages;
+  for (int b = begin; b < end;) {
+    int e = b + 1;
+    while (e < end && tab.Tau(b, e + 1, reused) <= t) ++e;
+    stages.push_back({b, e});
+    b = e;
+  }
+  while (static_cast<int>(stages.size()) < count) {
+    auto widest = std::max_element(stages.begin(), stages.end(), [](const auto& x, const auto& y) {
+      return x.end - x.begin < y.end - y.begin;
+    });
+    const StageRange r = *widest;
+    const int mid = r.begin + (r.end - r.begin) / 2;
+    *widest = {r.begin, mid};
+    stages.insert(widest + 1, StageRange{mid, r.end});
+  }
+  out->insert(out->end(), stages.begin(), stages.end());
+}
+
+}  // namespace
+
 absl::StatusOr<Partition> ExactPartition(const PartitionProblem& p) {
   MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(p));
   const int n = p.num_units();
-  const int64_t budget = p.stage_memory_budget_bytes();
-  // Candidate bottlenecks: tau of every memory-feasible range (ranges grow from each start until
-  // memory runs out; memory is monotone in the range).
+  const RangeTable tab(p);
+  const bool any_reuse = ReusedBackwardStages(p, n) > 0;
+  // Candidate bottlenecks: every tau a stage can be charged (full, and reused when the problem
+  // reuses) of every memory-feasible range.
   std::vector<double> candidates;
-  for (int begin = 0; begin < n; ++begin) {
-    StageAccumulator acc(p);
-    for (int end = begin; end < n; ++end) {
-      acc.Add(end);
-      if (acc.MemoryBytes() > budget) break;
-      candidates.push_back(acc.Cost().slot_seconds);
-    }
-  }
+  tab.AppendFinite(false, &candidates);
+  if (any_reuse) tab.AppendFinite(true, &candidates);
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
-  std::vector<StageRange> stages, best_stages;
-  double best = 0;
-  for (double t : candidates) {
-    if (!GreedyPack(p, t, &stages)) continue;
-    double bottleneck = 0;
-    for (const StageRange& r : stages) {
-      bottleneck = std::max(bottleneck, EvaluateStage(p, r.begin, r.end).slot_seconds);
+  // Which stages are charged the reused tau depends on S, and with it the best bottleneck: for
+  // each S, the smallest candidate that admits an S-stage partition (binary search: feasibility
+  // only grows with t), then the S with the smallest J (ties: the smaller bottleneck).
+  auto cut_for = [&](int s, double t) {
+    return FeasibleCut(FewestPrefixStages(tab, false, t), FewestSuffixStages(tab, true, t), s,
+                       ReusedBackwardStages(p, s));
+  };
+  int best_s = 0;
+  double best_j = 0, best_t = 0;
+  for (int s = 1; s <= n; ++s) {
+    if (cut_for(s, candidates.back()) < 0) continue;  // memory needs more stages
+    size_t lo = 0, hi = candidates.size() - 1;
+    while (lo < hi) {
+      const size_t mid = lo + (hi - lo) / 2;
+      if (cut_for(s, candidates[mid]) >= 0) {
+        hi = mid;
+      } else {
+        lo = mid + 1;
+      }
     }
-    const double j = Objective(p, static_cast<int>(stages.size()), bottleneck);
-    if (best_stages.empty() || j < best) {
-      best = j;
-      best_stages = stages;
+    const double t = candidates[lo];
+    const double j = Objective(p, s, t);
+    if (best_s == 0 || j < best_j || (j == best_j && t < best_t)) {
+      best_s = s;
+      best_j = j;
+      best_t = t;
     }
   }
-  // Every unit fits, so the largest candidate (whole feasible ranges) always packs.
-  return Finish(p, std::move(best_stages));
+  // Every unit fits, so S = L (singletons) is feasible at the largest candidate: best_s >= 1.
+  const int reused = ReusedBackwardStages(p, best_s);
+  const int cut = cut_for(best_s, best_t);
+  std::vector<StageRange> stages;
+  PackExactly(tab, false, best_t, 0, cut, best_s - reused, &stages);
+  PackExactly(tab, true, best_t, cut, n, reused, &stages);
+  return Finish(p, std::move(stages));
 }
 
 absl::StatusOr<Partition> UniformPartition(const PartitionProblem& p, int num_stages) {

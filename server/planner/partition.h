@@ -1,22 +1,38 @@
 // Partitioners: cut the model's layer units into stages (consecutive unit ranges) that fit the GPU
 // memory (the two-slot model of cost_model.h) and minimise the objective J of cost_model.h:
 //
-//   J = K(S) * (max_s tau(R_s) + o) + T_opt
+//   J = K(S) * (max_s tau_s(R_s) + o) + T_opt
 //
-// `exact`   provably optimal, polynomial. Every stage's tau is the tau of some contiguous range, so
-//           the optimum's bottleneck is one of the O(L^2) values tau(i, j) of memory-feasible
-//           ranges. For each candidate bound t (ascending), greedy packing (each stage extended
-//           while it fits and its tau <= t) yields the fewest stages S(t) among partitions with
-//           every tau <= t (exchange argument: costs are additive and non-negative, so a greedy
-//           stage ends no earlier than the k-th stage of any other such partition, and a suffix of
-//           a feasible range is feasible). Its real bottleneck is <= t, and J is non-decreasing in
-//           S and in the bottleneck, so min over t of J(greedy(t)) <= J(optimum): it IS the
-//           optimum. Cost: O(L^2 log L) to collect and sort the candidates + O(L) per candidate for
-//           the greedy pass = O(L^3) time, O(L^2) memory (L = number of units).
+// where tau_s is the stage's tau as charged at its position: with the runtime's two-slot reuse
+// (PartitionProblem::backward_uploads = kTwoSlotReuse, the default) the last r(S) = min(S, 2N)
+// stages' backward uploads nothing (tau without W_R in the backward's H2D term), the first S - r(S)
+// pay the upload; kEveryStage charges every stage the upload (r = 0). Every scorer here
+// (ScorePartition, the partitioners' results) applies the rule for the partition's own S:
+// costs[s] is stage s as charged (costs[s].backward_upload says which).
+//
+// `exact`   provably optimal, polynomial. A stage's charged tau is tau or reused tau of a
+//           contiguous range, so the optimum's bottleneck is one of the O(L^2) values of
+//           memory-feasible ranges (both kinds). Which stages are charged which depends on S, so
+//           for each S = 1..L: the smallest candidate t admitting an S-stage partition with every
+//           charged tau <= t (binary search; feasibility only grows with t), then the S of least
+//           J = K(S)(t + o) + T_opt (ties: the smaller t). Feasibility of (S, t): some cut c where
+//           [0, c) splits into exactly S - r full-tau stages and [c, L) into exactly r reused-tau
+//           stages, all fitting with tau <= t. An interval of k units splits into exactly m such
+//           stages iff fewest <= m <= k (a stage that fits under t still does when shrunk, so
+//           stages can be split one at a time), and the fewest stages of every prefix (suffix) come
+//           from two pointers in O(L): ranges grow by additive non-negative terms, so the
+//           earliest start of a fitting stage ending at c never moves left as c grows. The
+//           partition: greedy packing of each side (fewest stages), then the widest stage halved
+//           until the counts are exact. Cost: O(L^2 log L) to tabulate and sort the candidates +
+//           O(L log L) feasibility tests of O(L) each = O(L^2 log L) time, O(L^2) memory.
+//           (Without reuse, greedy packing under the optimum's bottleneck alone would do: it gives
+//           the fewest stages, and J is non-decreasing in S and in the bottleneck. With reuse,
+//           feasibility under a bound is not monotone in S: one more stage can push a stage out
+//           of the reused tail, where it is charged more. So every S is tried.)
 // `uniform` the naive baseline: S stages of equal unit counts (sizes differ by at most one); S
-// given,
-//           or the smallest S >= min(N, L) whose stages all fit.
-// The MIP (the paper's formulation, COIN-OR CBC, mip/) optimises the same J.
+//           given, or the smallest S >= min(N, L) whose stages all fit.
+// The MIP (mip/) is the paper's formulation: it optimises J with kEveryStage whatever the problem
+// says (mip_partition.h).
 //
 // Round-robin (RoundPipe) partitions: the forward and the backward pass are partitioned
 // separately (backward with recompute costs ~3x forward, so its stages hold fewer units), and the
@@ -27,8 +43,10 @@
 // `ExactRoundRobinPartition` is `exact` run on each pass with a shared bottleneck bound: for every
 // candidate t (the taus of all memory-feasible ranges of either pass) greedy packing gives the
 // fewest forward stages S_F(t) and the fewest backward stages S_B(t) with every tau <= t; J_rr is
-// non-decreasing in S_F + S_B and in the bottleneck, so the best t is the optimum (same exchange
-// argument as above). O(L^3).
+// non-decreasing in S_F + S_B and in the bottleneck, so the best t is the optimum (exchange
+// argument: greedy packing under a bound gives the fewest stages). O(L^3). The two-slot reuse
+// rule does not apply to round-robin passes (cost_model.h): J_rr charges every backward pass its
+// upload.
 //
 // Errors: FAILED_PRECONDITION when a single unit does not fit a GPU (the message has the numbers,
 // needed vs available, and what would make it fit); INVALID_ARGUMENT for malformed input.
@@ -54,8 +72,8 @@ struct StageRange {
 
 struct Partition {
   std::vector<StageRange> stages;
-  std::vector<StageCost> costs;  // per stage
-  double max_slot_seconds = 0;   // bottleneck tau
+  std::vector<StageCost> costs;  // per stage, as charged at its position (header comment)
+  double max_slot_seconds = 0;   // bottleneck: max over stages of costs[s].slot_seconds
   double objective_seconds = 0;  // J (the analytic predicted step time)
 
   int num_stages() const { return static_cast<int>(stages.size()); }

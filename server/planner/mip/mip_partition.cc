@@ -254,8 +254,12 @@ std::string MipStatusName(MipStatus status) {
   return status == MipStatus::kOptimal ? "optimal" : "time_limit";
 }
 
-absl::StatusOr<MipResult> MipPartition(const PartitionProblem& p, const MipOptions& options) {
+absl::StatusOr<MipResult> MipPartition(const PartitionProblem& problem, const MipOptions& options) {
   const Clock::time_point start = Clock::now();
+  // The paper's formulation: every backward uploads its weights (header). Everything below, the
+  // re-scoring included, runs on this copy.
+  PartitionProblem p = problem;
+  p.backward_uploads = BackwardUploads::kEveryStage;
   MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(p));
   if (!(options.time_limit_seconds >= 0) || !(options.time_limit_per_solve_seconds >= 0)) {
     return absl::InvalidArgumentError("MIP time limits must be >= 0");

@@ -1,8 +1,17 @@
 // The `mip` partitioner: the Mobius paper's mixed-integer program (reconstructed, design/mobius.md
-// section 1 item 4) solved with COIN-OR CBC, on the SAME problem and objective as ExactPartition
-// (partition.h, cost_model.h):
+// section 1 item 4) solved with COIN-OR CBC, on the same problem as ExactPartition (partition.h,
+// cost_model.h) with the paper's objective:
 //
-//   J = K(S) * (max_s tau(R_s) + o) + T_opt,   feasible(R) <=> 2 * slot(R) <= budget.
+//   J = K(S) * (max_s tau(R_s) + o) + T_opt,   feasible(R) <=> 2 * slot(R) <= budget,
+//
+// where every stage's backward uploads its weights: MipPartition solves and scores
+// `problem` with backward_uploads = kEveryStage, whatever the caller set. It does not model the
+// runtime's two-slot reuse (cost_model.h: the last min(S, 2N) stages' backward uploads nothing),
+// which the paper's formulation does not have. ExactPartition on a kEveryStage problem is its
+// reference (equal J); on the default kTwoSlotReuse problem ExactPartition minimises the J that
+// counts the reuse, which the MIP's partition, re-scored that way, can only match or exceed.
+// Callers that compare it with other partitions re-score its stages (ScorePartition on their
+// problem; the planner's comparison table does).
 //
 // K depends on the number of stages S, so one MIP is solved per candidate S (J is linear in the
 // bottleneck once S is fixed). For a fixed S (L units u, stages s = 0..S-1):
@@ -79,7 +88,7 @@ struct MipStageCountSolve {
 };
 
 struct MipResult {
-  Partition partition;  // the best partition found (scored by ScorePartition)
+  Partition partition;  // the best partition found (scored by ScorePartition, kEveryStage)
   MipStatus status = MipStatus::kOptimal;
   double lower_bound_seconds = 0;  // proven lower bound on the optimal J
   double relative_gap = 0;         // (J - lower bound) / J; 0 when optimal

@@ -83,6 +83,36 @@ TEST(Stage, LoadBoundByHand) {
   EXPECT_DOUBLE_EQ(EvaluateStage(p, 1, 2).slot_seconds, 2 * 11.0);
 }
 
+// The backward charged without its weight upload (the two-slot reuse): the H2D term keeps only the
+// checkpoints, M h = 10 bytes at 10 B/s = 1 s, so tau_B = max(12 s compute, 1 s, 10.5 s D2H) = 12.
+TEST(Stage, BackwardWithoutUploadByHand) {
+  PartitionProblem p = TwoUnits();
+  p.h2d_bytes_per_s = 10;
+  p.d2h_bytes_per_s = 20;
+  const StageCost c = EvaluateStage(p, 0, 2, /*backward_upload=*/false);
+  EXPECT_FALSE(c.backward_upload);
+  EXPECT_DOUBLE_EQ(c.forward_seconds, 21);  // the forward still uploads
+  EXPECT_DOUBLE_EQ(c.backward_seconds, 12);
+  EXPECT_DOUBLE_EQ(c.slot_seconds, 33);
+  EXPECT_EQ(c.memory_bytes, 840);  // the slots are the same
+  // Symmetric links and G >= W: the gradient offload (G + M h) / d2h already bounds tau_B from
+  // below by the upload's (W + M h) / h2d, so dropping the upload changes nothing (TwoUnits: 12).
+  EXPECT_DOUBLE_EQ(EvaluateStage(TwoUnits(), 0, 2, false).slot_seconds,
+                   EvaluateStage(TwoUnits(), 0, 2, true).slot_seconds);
+}
+
+TEST(Stage, ReusedBackwardStagesAreTheLastMinSAnd2N) {
+  PartitionProblem p = TwoUnits();  // N = 2
+  EXPECT_EQ(ReusedBackwardStages(p, 1), 1);
+  EXPECT_EQ(ReusedBackwardStages(p, 4), 4);  // S <= 2N: every backward from the slots
+  EXPECT_EQ(ReusedBackwardStages(p, 7), 4);  // stages 3..6 (s + 2N >= S), 0..2 upload
+  p.backward_uploads = BackwardUploads::kEveryStage;
+  EXPECT_EQ(ReusedBackwardStages(p, 7), 0);
+  p.backward_uploads = BackwardUploads::kTwoSlotReuse;
+  EXPECT_EQ(ReusedBackwardStages(PassProblem(p, Pass::kBackward), 7), 0);  // round-robin
+  EXPECT_EQ(ReusedBackwardStages(PassProblem(p, Pass::kForward), 7), 0);
+}
+
 TEST(Objective, PipelineSlots) {
   EXPECT_DOUBLE_EQ(PipelineSlots(1, 4, 4), 1);
   EXPECT_DOUBLE_EQ(PipelineSlots(2, 4, 4), 1.25);  // GPipe fill over 2 stages

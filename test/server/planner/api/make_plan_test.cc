@@ -3,6 +3,7 @@
 #include "server/planner/api/make_plan.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <string>
 #include <utility>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "common/model/model_config_parse.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "server/planner/partition.h"
 #include "server/topology/hwloc_source.h"
 #include "test/testing/paths.h"
 
@@ -138,12 +140,19 @@ TEST(MakePlan, ComparisonTableHasEveryAlternative) {
   EXPECT_TRUE(Row(*r, "mapper", "cross")->chosen);
   EXPECT_TRUE(Row(*r, "schedule", "mobius")->chosen);
   EXPECT_EQ(Row(*r, "partitioner", "mip")->available, MipAvailable());
-  // exact is optimal for J: uniform is never better; mip (when it finished) matches it.
+  // exact is optimal for J (with the two-slot reuse): uniform is never better, nor is mip, which
+  // optimises the paper's J (every backward uploads) and is re-scored with the reuse for the row.
+  // Here (symmetric links, fp32 gradients) the reuse never lowers a stage's tau (the gradient
+  // offload bounds the backward), so a finished mip matches exact.
   const double exact = Row(*r, "partitioner", "exact")->objective_seconds;
   EXPECT_LE(exact, Row(*r, "partitioner", "uniform")->objective_seconds + 1e-9);
   const Alternative* mip = Row(*r, "partitioner", "mip");
-  if (mip->available && mip->note.find("optimal") != std::string::npos) {
-    EXPECT_NEAR(mip->objective_seconds, exact, 1e-9 * exact);
+  if (mip->available) {
+    EXPECT_THAT(mip->note, HasSubstr("paper's J"));
+    EXPECT_GE(mip->objective_seconds, exact * (1 - 1e-9));
+    if (mip->note.find("optimal") != std::string::npos) {
+      EXPECT_NEAR(mip->objective_seconds, exact, 1e-9 * exact);
+    }
   }
   EXPECT_LE(Row(*r, "mapper", "cross")->contention_score,
             Row(*r, "mapper", "sequential")->contention_score);
@@ -268,6 +277,48 @@ TEST(MakePlan, MeasuredProfileIsUsedAndChecked) {
   auto wrong_model = MakePlan(LoadModel("llama-2-7b.json"), f.topology, f.facts, Job(8, 1, 512), o);
   EXPECT_EQ(wrong_model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong_model.status().message(), HasSubstr("another model"));
+}
+
+// The plan's J counts the two-slot reuse (cost_model.h) where it binds: a measured profile whose
+// H2D rate (1 GB/s) is well below the topology's D2H (0.8 x 15.75 / 4 = 3.15 GB/s per GPU), with
+// GPT-2's small compute, makes the upload the backward's largest term; the last min(S, 2N) stages
+// (all 4 of the plan's: S <= 2N) run their backward without it, so J is below what the paper's
+// every-backward-uploads model gives (0.243 s vs 0.291 s, the same 4 stages), and the mip row
+// (paper's objective, re-scored) cannot beat exact.
+TEST(MakePlan, ObjectiveCountsTheTwoSlotReuseWhereUploadsBind) {
+  const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("gpt2.json");
+  absl::StatusOr<Profile> measured = AnalyticProfile(m, {1, 512}, Rtx3090Spec());
+  ASSERT_TRUE(measured.ok());
+  measured->source = "measured";
+  measured->links = LinkProfile{};
+  measured->links->h2d_bytes_per_s = 1e9;  // D2H not measured: the topology's rate
+  PlanOptions o;
+  o.profile = *measured;
+  o.mip_time_limit_seconds = 1;
+  auto r = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const Partition& part = r->plan.partition;
+  const int s = part.num_stages(), reused = std::min(s, 2 * r->num_gpus);
+  for (int i = 0; i < s; ++i) EXPECT_EQ(part.costs[i].backward_upload, i < s - reused) << i;
+
+  absl::StatusOr<PartitionProblem> problem =
+      MakePartitionProblem(*measured, m, f.topology, f.facts, {0, 1, 2, 3, 4, 5, 6, 7}, 8, 0);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  EXPECT_NEAR(problem->h2d_bytes_per_s, 1e9, 1);
+  EXPECT_NEAR(problem->d2h_bytes_per_s, 3.15e9, 1e7);
+  absl::StatusOr<Partition> rescored = ScorePartition(*problem, part.stages);
+  ASSERT_TRUE(rescored.ok());
+  EXPECT_DOUBLE_EQ(rescored->objective_seconds, r->objective_seconds);
+  problem->backward_uploads = BackwardUploads::kEveryStage;
+  absl::StatusOr<Partition> paper = ExactPartition(*problem);
+  ASSERT_TRUE(paper.ok());
+  EXPECT_LT(r->objective_seconds, paper->objective_seconds * (1 - 1e-3));
+  std::printf("gpt2, H2D 1 GB/s: J %.4f s with the reuse (%d stages), %.4f s without (%d)\n",
+              r->objective_seconds, s, paper->objective_seconds, paper->num_stages());
+  const Alternative* mip = Row(*r, "partitioner", "mip");
+  ASSERT_NE(mip, nullptr);
+  if (mip->available) EXPECT_GE(mip->objective_seconds, r->objective_seconds * (1 - 1e-9));
 }
 
 TEST(MakePlan, CrossEqualsSequentialWithoutSharedUplinks) {

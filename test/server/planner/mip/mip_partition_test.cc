@@ -12,7 +12,9 @@ namespace {
 
 using ::testing::HasSubstr;
 
-// Random small instance: L <= 10, N in {1, 2, 4}, memory binding in a good share of them.
+// Random small instance: L <= 10, N in {1, 2, 4}, memory binding in a good share of them. The
+// MIP is the paper's formulation (every backward uploads), so its reference is ExactPartition on
+// the same upload model.
 PartitionProblem RandomProblem(std::mt19937& rng) {
   std::uniform_int_distribution<int> units(1, 10), gpu_pick(0, 2), micro(1, 8);
   std::uniform_real_distribution<double> secs(0.0, 1.0), bw(50, 400);
@@ -33,6 +35,7 @@ PartitionProblem RandomProblem(std::mt19937& rng) {
   p.optimizer_seconds = secs(rng);
   p.reserved_bytes = 50;
   p.gpu_memory_bytes = 50 + std::uniform_int_distribution<int64_t>(460, 3000)(rng);
+  p.backward_uploads = BackwardUploads::kEveryStage;
   return p;
 }
 
@@ -102,6 +105,7 @@ TEST(MipPartition, TinyTimeLimitReportsTimeLimitWithAFeasiblePartition) {
   p.stage_overhead_seconds = 0.01;
   p.reserved_bytes = 50;
   p.gpu_memory_bytes = 50 + 2 * 1000;
+  p.backward_uploads = BackwardUploads::kEveryStage;  // the MIP's model, for the exact reference
   MipOptions options;
   options.time_limit_seconds = 1e-9;
   options.time_limit_per_solve_seconds = 1e-9;
@@ -126,6 +130,7 @@ TEST(MipPartition, ReportsSolverStatistics) {
   p.h2d_bytes_per_s = p.d2h_bytes_per_s = 100;
   p.stage_overhead_seconds = 0.01;
   p.gpu_memory_bytes = 200;
+  p.backward_uploads = BackwardUploads::kEveryStage;  // the MIP's model, for the exact reference
   absl::StatusOr<MipResult> mip = MipPartition(p);
   ASSERT_TRUE(mip.ok()) << mip.status();
   EXPECT_EQ(mip->status, MipStatus::kOptimal);
@@ -139,6 +144,40 @@ TEST(MipPartition, ReportsSolverStatistics) {
   ASSERT_TRUE(exact.ok());
   EXPECT_NEAR(mip->partition.objective_seconds, exact->objective_seconds,
               1e-9 * exact->objective_seconds);
+}
+
+// The MIP keeps the paper's objective whatever backward_uploads says. On the instance where the
+// two-slot reuse changes the optimum (partition_test.cc, TwoSlotReuseChangesTheChosenPartition:
+// one GPU, five units, uploads at 1 B/s, at most 2 units a stage) it picks the paper's five
+// singletons (J 20; any 3- or 4-stage split has a 2-unit stage: 24 or 32), while ExactPartition
+// with the reuse picks (1, 2, 2) at J 18; the MIP's singletons scored with the reuse are 20.
+TEST(MipPartition, KeepsThePapersObjectiveAndIgnoresTheTwoSlotReuse) {
+  PartitionProblem p;
+  for (int u = 0; u < 5; ++u) p.units.push_back({1, 1, 2, 2, 0});
+  p.num_gpus = 1;
+  p.num_microbatches = 1;
+  p.h2d_bytes_per_s = 1;
+  p.d2h_bytes_per_s = 2;
+  p.gpu_memory_bytes = 16;
+  p.backward_uploads = BackwardUploads::kTwoSlotReuse;
+  absl::StatusOr<MipResult> mip = MipPartition(p);
+  ASSERT_TRUE(mip.ok()) << mip.status();
+  EXPECT_EQ(mip->status, MipStatus::kOptimal);
+  EXPECT_EQ(mip->partition.num_stages(), 5);
+  EXPECT_DOUBLE_EQ(mip->partition.objective_seconds, 20);
+  for (const StageCost& c : mip->partition.costs) EXPECT_TRUE(c.backward_upload);
+  p.backward_uploads = BackwardUploads::kEveryStage;
+  absl::StatusOr<MipResult> paper = MipPartition(p);
+  ASSERT_TRUE(paper.ok());
+  EXPECT_EQ(paper->partition.stages, mip->partition.stages);
+
+  p.backward_uploads = BackwardUploads::kTwoSlotReuse;
+  absl::StatusOr<Partition> exact = ExactPartition(p);
+  ASSERT_TRUE(exact.ok());
+  EXPECT_DOUBLE_EQ(exact->objective_seconds, 18);
+  absl::StatusOr<Partition> rescored = ScorePartition(p, mip->partition.stages);
+  ASSERT_TRUE(rescored.ok());
+  EXPECT_DOUBLE_EQ(rescored->objective_seconds, 20);
 }
 
 TEST(MipPartition, UnitThatDoesNotFitIsFailedPrecondition) {

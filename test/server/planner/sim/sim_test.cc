@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "gtest/gtest.h"
+#include "server/planner/partition.h"
 #include "test/server/planner/sim/sim_test_util.h"
 
 namespace mobius::planner::sim {
@@ -209,6 +210,40 @@ TEST(Simulator, MobiusBackwardUploadEvictsTheSlotUsedLessRecently) {
   EXPECT_EQ(r->weight_upload_bytes, int64_t{4'000'000'000});
   EXPECT_EQ(r->gpus[0].max_resident_stages, 2);
   EXPECT_NEAR(r->gpus[0].stall_prefetch_seconds, 1, kEps);  // only F0's upload is exposed
+}
+
+// The cost model's two-slot rule agrees with the simulator where it changes the partition
+// (partition_test.cc, TwoSlotReuseChangesTheChosenPartition): one GPU, five units of 1 s forward,
+// 1 s backward, 2 bytes of weights and of gradients, H2D 1 B/s, D2H 2 B/s, at most 2 units a
+// stage. The paper's model picks five singletons (J 20 vs 24), the reuse-aware one (1, 2, 2)
+// (J 18 vs 20). Simulated (no optimizer, no activations):
+//   singletons: h2d F0 [0,2] F1 [2,4] F2 [4,6] F3 [6,8] F4 [8,10]; comp F_s [2s+2, 2s+3];
+//     B4 [11,12], B3 [12,13] from the slots; B2 uploads into F4's slot once grads s4 are out
+//     (d2h [12,13]): h2d [13,15], comp [15,16]; B1: h2d [15,17], comp [17,18]; B0: h2d [17,19]
+//     (B2's grads [16,17]), comp [19,20], grads [20,21]                                -> step 21
+//   (1, 2, 2): h2d F0 [0,2] F1 [2,6] F2 [6,10]; comp F0 [2,3] F1 [6,8] F2 [10,12]; B2 [12,14],
+//     B1 [14,16] from the slots; B0 uploads into B2's slot after its grads (d2h [14,16]):
+//     h2d [16,18], comp [18,19], grads [19,20]                                         -> step 20
+TEST(Simulator, AgreesWithTheCostModelsTwoSlotRule) {
+  PartitionProblem p;
+  for (int u = 0; u < 5; ++u) p.units.push_back({1, 1, 2, 2, 0});
+  p.num_gpus = 1;
+  p.h2d_bytes_per_s = 1;
+  p.d2h_bytes_per_s = 2;
+  p.gpu_memory_bytes = 16;
+  SimMachine m = HandMachine(1, 1);
+  m.links[1].bytes_per_s = 2;  // gpu0.d2h
+  auto step = [&](const std::vector<StageRange>& ranges) {
+    absl::StatusOr<Partition> part = ScorePartition(p, ranges);
+    EXPECT_TRUE(part.ok()) << part.status();
+    absl::StatusOr<SimResult> r =
+        Simulate(m, MakeSimStages(p, *part), Config(Schedule::kMobius, 1));
+    EXPECT_TRUE(r.ok()) << r.status();
+    ExpectInvariants(*r);
+    return r->step_seconds;
+  };
+  EXPECT_NEAR(step({{0, 1}, {1, 2}, {2, 3}, {3, 4}, {4, 5}}), 21, kEps);
+  EXPECT_NEAR(step({{0, 1}, {1, 3}, {3, 5}}), 20, kEps);
 }
 
 // Round-robin keys the slots by unit range, like the runtime: with one partition for both passes a
