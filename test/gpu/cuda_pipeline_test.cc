@@ -56,14 +56,9 @@ TEST_P(CudaPipelineTest, MatchesTheCpuTrainerWithinTolerance) {
 
   train::TrainerOptions so = o;
   so.checkpoint_dir = dir / "standalone";
-  auto trainer = train::StandaloneTrainer::Create(so);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
   std::vector<train::StepStats> expected;
-  while (!(*trainer)->done()) {
-    auto st = (*trainer)->Step();
-    ASSERT_TRUE(st.ok()) << st.status();
-    expected.push_back(*st);
-  }
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &expected);
+  ASSERT_NE(trainer, nullptr);
 
   train::TrainerOptions po = o;
   po.checkpoint_dir = dir / "pipeline";

@@ -245,13 +245,13 @@ TEST_F(LauncherTest, CheckpointAndStopThenResumeMatchesAnUninterruptedRun) {
   train::TrainerOptions so = o_;
   so.steps = 30;
   so.lr = 3e-3;
-  auto trainer = train::StandaloneTrainer::Create(so);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
-  while (!(*trainer)->done()) ASSERT_TRUE((*trainer)->Step().ok());
+  std::vector<train::StepStats> steps;
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &steps);
+  ASSERT_NE(trainer, nullptr);
   auto resumed = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(o.checkpoint_dir),
-                                            (*trainer)->config());
+                                            trainer->config());
   ASSERT_TRUE(resumed.ok()) << resumed.status();
-  for (const auto& [name, t] : (*trainer)->master().tensors) {
+  for (const auto& [name, t] : trainer->master().tensors) {
     EXPECT_EQ(0, std::memcmp(t.data.data(), resumed->master.at(name).data.data(),
                              4 * t.data.size()))
         << name;

@@ -67,14 +67,9 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   // The oracle.
   train::TrainerOptions so = o;
   so.checkpoint_dir = dir / "standalone";
-  auto trainer = train::StandaloneTrainer::Create(so);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
   std::vector<train::StepStats> expected;
-  while (!(*trainer)->done()) {
-    auto st = (*trainer)->Step();
-    ASSERT_TRUE(st.ok()) << st.status();
-    expected.push_back(*st);
-  }
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &expected);
+  ASSERT_NE(trainer, nullptr);
 
   train::TrainerOptions po = o;
   po.checkpoint_dir = dir / "pipeline";
@@ -109,9 +104,9 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
 
   // Final state: the two checkpoints hold the same bits.
   auto a = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(so.checkpoint_dir),
-                                      (*trainer)->config());
+                                      trainer->config());
   auto b = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(po.checkpoint_dir),
-                                      (*trainer)->config());
+                                      trainer->config());
   ASSERT_TRUE(a.ok()) << a.status();
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->state.step, b->state.step);

@@ -165,14 +165,9 @@ TEST_F(ResidentScheduleTest, CheckpointAndResumeMatchesAnUninterruptedRun) {
   o.steps = 8;
   train::TrainerOptions so = o;
   so.checkpoint_dir = dir_ / "standalone";
-  auto trainer = train::StandaloneTrainer::Create(so);
-  ASSERT_TRUE(trainer.ok()) << trainer.status();
   std::vector<train::StepStats> expected;
-  while (!(*trainer)->done()) {
-    auto st = (*trainer)->Step();
-    ASSERT_TRUE(st.ok()) << st.status();
-    expected.push_back(*st);
-  }
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &expected);
+  ASSERT_NE(trainer, nullptr);
 
   o.checkpoint_dir = dir_ / "whole";
   o.checkpoint_every = 2;
@@ -206,7 +201,7 @@ TEST_F(ResidentScheduleTest, CheckpointAndResumeMatchesAnUninterruptedRun) {
     EXPECT_EQ(step.grad_norm, expected[step.step - 1].grad_norm) << "step " << step.step;
   }
 
-  const auto config = (*trainer)->config();
+  const auto config = trainer->config();
   auto a = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(so.checkpoint_dir), config);
   auto b = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(dir_ / "whole"), config);
   auto c = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(dir_ / "parts"), config);

@@ -74,6 +74,23 @@ inline RunConfig MakeRoundRobinRun(const train::TrainerOptions& training,
   return run;
 }
 
+// Runs the standalone trainer (the oracle) to its last step, appending each step's stats to
+// `steps`; nullptr (with a test failure recorded) if it cannot be created or a step fails.
+inline std::unique_ptr<train::StandaloneTrainer> RunStandalone(
+    const train::TrainerOptions& options, std::vector<train::StepStats>* steps) {
+  absl::StatusOr<std::unique_ptr<train::StandaloneTrainer>> trainer =
+      train::StandaloneTrainer::Create(options);
+  EXPECT_TRUE(trainer.ok()) << trainer.status();
+  if (!trainer.ok()) return nullptr;
+  while (!(*trainer)->done()) {
+    absl::StatusOr<train::StepStats> st = (*trainer)->Step();
+    EXPECT_TRUE(st.ok()) << st.status();
+    if (!st.ok()) return nullptr;
+    steps->push_back(*st);
+  }
+  return *std::move(trainer);
+}
+
 inline LaunchOptions MakeLaunch(const RunConfig& run, const std::string& run_dir) {
   LaunchOptions o;
   o.run = run;

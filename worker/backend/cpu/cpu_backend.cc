@@ -131,42 +131,20 @@ absl::StatusOr<HostBuffer> CpuBackend::AllocateHost(uint64_t bytes) {
 }
 
 absl::Status CpuBackend::RegisterHost(void* ptr, uint64_t bytes) {
-  if (ptr == nullptr || bytes == 0) {
-    return absl::InvalidArgumentError("RegisterHost: null pointer or zero bytes");
-  }
-  const auto start = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  auto next = registrations_.lower_bound(start);
-  bool overlaps = next != registrations_.end() && next->first < start + bytes;
-  if (next != registrations_.begin()) {
-    auto prev = std::prev(next);
-    overlaps = overlaps || prev->first + prev->second > start;
-  }
-  if (overlaps) {
-    return absl::AlreadyExistsError(
-        absl::StrCat("RegisterHost: [", absl::Hex(start), ", +", bytes,
-                     ") overlaps a registered range"));
-  }
-  registrations_.emplace(start, bytes);
-  registered_ += bytes;
+  if (absl::Status s = registrations_.Check(ptr, bytes); !s.ok()) return s;
+  registrations_.Add(ptr, bytes);  // nothing to pin on a CPU
   return absl::OkStatus();
 }
 
 absl::Status CpuBackend::UnregisterHost(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = registrations_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == registrations_.end()) {
-    return absl::NotFoundError(absl::StrCat("UnregisterHost: ", absl::Hex(ptr),
-                                            " is not the start of a registered range"));
-  }
-  registered_ -= it->second;
-  registrations_.erase(it);
-  return absl::OkStatus();
+  return registrations_.Remove(ptr).status();
 }
 
 uint64_t CpuBackend::registered_host_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return registered_;
+  return registrations_.total_bytes();
 }
 
 uint64_t CpuBackend::pinned_host_bytes() const {

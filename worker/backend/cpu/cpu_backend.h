@@ -37,6 +37,7 @@
 #include "absl/strings/string_view.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/cpu/cpu_queue.h"
+#include "worker/backend/host_ranges.h"
 
 namespace mobius::optim {
 class ThreadPool;
@@ -151,8 +152,7 @@ class CpuBackend final : public Backend {
   uint64_t used_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t peak_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t pinned_ ABSL_GUARDED_BY(mu_) = 0;
-  uint64_t registered_ ABSL_GUARDED_BY(mu_) = 0;
-  std::map<uintptr_t, uint64_t> registrations_ ABSL_GUARDED_BY(mu_);  // start -> bytes
+  HostRanges registrations_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace mobius::backend

@@ -107,9 +107,7 @@ CudaBackend::~CudaBackend() {
   gemm_.reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    for (const auto& [ptr, bytes] : registrations_) {
-      cudaHostUnregister(reinterpret_cast<void*>(ptr));
-    }
+    registrations_.ForEach([](void* ptr, uint64_t) { cudaHostUnregister(ptr); });
   }
   cudaFree(arena_base_);
 }
@@ -178,21 +176,8 @@ absl::StatusOr<HostBuffer> CudaBackend::AllocateHost(uint64_t bytes) {
 }
 
 absl::Status CudaBackend::RegisterHost(void* ptr, uint64_t bytes) {
-  if (ptr == nullptr || bytes == 0) {
-    return absl::InvalidArgumentError("RegisterHost: null pointer or zero bytes");
-  }
-  const auto start = reinterpret_cast<uintptr_t>(ptr);
   std::lock_guard<std::mutex> lock(mu_);
-  auto next = registrations_.lower_bound(start);
-  bool overlaps = next != registrations_.end() && next->first < start + bytes;
-  if (next != registrations_.begin()) {
-    auto prev = std::prev(next);
-    overlaps = overlaps || prev->first + prev->second > start;
-  }
-  if (overlaps) {
-    return absl::AlreadyExistsError(absl::StrCat("RegisterHost: [", absl::Hex(start), ", +",
-                                                 bytes, ") overlaps a registered range"));
-  }
+  if (absl::Status s = registrations_.Check(ptr, bytes); !s.ok()) return s;
   if (absl::Status s = Bind(); !s.ok()) return s;
   // Portable: every device (and NCCL's proxy) sees the range as pinned.
   if (cudaError_t e = cudaHostRegister(ptr, bytes, cudaHostRegisterPortable); e != cudaSuccess) {
@@ -201,28 +186,20 @@ absl::Status CudaBackend::RegisterHost(void* ptr, uint64_t bytes) {
         "cudaHostRegister of ", bytes, " bytes: ", cudaGetErrorName(e), ": ",
         cudaGetErrorString(e), " (is the memlock limit, ulimit -l, large enough?)"));
   }
-  registrations_.emplace(start, bytes);
-  registered_ += bytes;
+  registrations_.Add(ptr, bytes);
   return absl::OkStatus();
 }
 
 absl::Status CudaBackend::UnregisterHost(void* ptr) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = registrations_.find(reinterpret_cast<uintptr_t>(ptr));
-  if (it == registrations_.end()) {
-    return absl::NotFoundError(
-        absl::StrCat("UnregisterHost: ", absl::Hex(ptr), " does not start a registered range"));
-  }
+  if (absl::Status s = registrations_.Remove(ptr).status(); !s.ok()) return s;
   if (absl::Status s = Bind(); !s.ok()) return s;
-  absl::Status s = FromCuda(cudaHostUnregister(ptr), "cudaHostUnregister");
-  registered_ -= it->second;
-  registrations_.erase(it);
-  return s;
+  return FromCuda(cudaHostUnregister(ptr), "cudaHostUnregister");
 }
 
 uint64_t CudaBackend::registered_host_bytes() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return registered_;
+  return registrations_.total_bytes();
 }
 
 uint64_t CudaBackend::pinned_host_bytes() const {

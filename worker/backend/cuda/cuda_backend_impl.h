@@ -18,6 +18,7 @@
 #include "worker/backend/backend.h"
 #include "worker/backend/cuda/cuda_backend.h"
 #include "worker/backend/device_arena.h"
+#include "worker/backend/host_ranges.h"
 #include "worker/kernels/cuda/gemm.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
@@ -141,8 +142,8 @@ class CudaBackend final : public Backend, private BufferOwner {
 
   mutable std::mutex mu_;
   DeviceArena arena_;                               // guarded by mu_
-  std::map<uintptr_t, uint64_t> registrations_;     // guarded by mu_
-  uint64_t registered_ = 0, pinned_ = 0;            // guarded by mu_
+  HostRanges registrations_;                        // guarded by mu_
+  uint64_t pinned_ = 0;                             // guarded by mu_
   std::map<uintptr_t, uint64_t> host_allocations_;  // guarded by mu_: cudaMallocHost'ed
   std::mutex gemm_mu_;                              // the GEMM plan cache
 };
