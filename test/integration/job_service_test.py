@@ -21,30 +21,19 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Harness  # noqa: E402
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
-TMP = tempfile.mkdtemp(prefix="mobius-jobs-it-")
-os.chmod(TMP, 0o755)
+H = Harness("mobius-jobs-it-", world_readable=True)
+TMP = H.tmp
 SOCK = os.path.join(TMP, "d.sock")
 STATE = os.path.join(TMP, "state")
 ENV = dict(os.environ, MOBIUS_SOCKET=SOCK)
-daemon = None
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    if daemon is not None:
-        daemon.kill()
-        with open(os.path.join(TMP, "daemon.log")) as f:
-            sys.stderr.write(f.read()[-6000:])
-    sys.exit(1)
-
-
-def ok(msg):
-    print("ok: " + msg, flush=True)
+fail, ok = H.fail, H.ok
 
 
 def cli(*args, user=None, check=True, timeout=120):
@@ -58,9 +47,8 @@ def cli(*args, user=None, check=True, timeout=120):
 
 
 def start_daemon(*extra):
-    global daemon
-    log = open(os.path.join(TMP, "daemon.log"), "a")
-    daemon = subprocess.Popen(
+    log = open(H.log, "a")
+    H.daemon = subprocess.Popen(
         [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--socket-mode", "0666",
          "--state-dir", STATE, "--topology-file", FIXTURE, "--link-scale", "0.02",
          "--metrics-address", "127.0.0.1:0", "--preemption", *extra],
@@ -68,24 +56,18 @@ def start_daemon(*extra):
     for _ in range(100):
         if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:
             return
-        if daemon.poll() is not None:
+        if H.daemon.poll() is not None:
             fail("daemon exited during start-up")
         time.sleep(0.1)
     fail("daemon not healthy after 10 s")
 
 
 def job(id_, user=None):
-    return json.loads(cli("describe", id_, "--json", user=user).stdout)
+    return H.job(cli, id_, user=user)
 
 
 def wait_state(id_, states, seconds=120):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        j = job(id_)
-        if j["state"] in states:
-            return j
-        time.sleep(0.2)
-    fail("job %s did not reach %s (now %s)" % (id_, states, job(id_)))
+    return H.wait_state(cli, id_, states, seconds)
 
 
 def write_spec(name, steps, extra=""):
@@ -200,8 +182,8 @@ def main():
     j = job(run_id)
     if not j.get("checkpoint"):
         fail("no checkpoint before the kill: %s" % j)
-    daemon.send_signal(signal.SIGKILL)
-    daemon.wait()
+    H.daemon.send_signal(signal.SIGKILL)
+    H.daemon.wait()
     time.sleep(0.5)
     start_daemon()
     if job(queued_id)["state"] not in ("JOB_STATE_QUEUED", "JOB_STATE_RUNNING",
@@ -227,8 +209,8 @@ def main():
     deadline = time.time() + 120
     while time.time() < deadline and int(job(gid).get("steps_done", 0)) < 3:
         time.sleep(0.2)
-    daemon.send_signal(signal.SIGTERM)
-    if daemon.wait(timeout=90) != 0:
+    H.daemon.send_signal(signal.SIGTERM)
+    if H.daemon.wait(timeout=90) != 0:
         fail("daemon exit code %d after SIGTERM with a running job" % daemon.returncode)
     start_daemon()
     logs = cli("logs", gid).stdout
@@ -292,8 +274,8 @@ def main():
         fail("1000 submits made %d ids and %d jobs" % (len(ids), len(jobs) - before))
     ok("1000 submits from 50 concurrent clients in %.1f s: exactly 1000 jobs" % (time.time() - t0))
 
-    daemon.send_signal(signal.SIGTERM)
-    if daemon.wait(timeout=60) != 0:
+    H.daemon.send_signal(signal.SIGTERM)
+    if H.daemon.wait(timeout=60) != 0:
         fail("daemon exit code %d after SIGTERM" % daemon.returncode)
     ok("SIGTERM: clean exit")
 
@@ -301,6 +283,5 @@ def main():
 try:
     main()
 finally:
-    if daemon is not None and daemon.poll() is None:
-        daemon.kill()
+    H.kill_daemon()
     shutil.rmtree(TMP, ignore_errors=True)

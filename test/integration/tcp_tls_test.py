@@ -27,18 +27,19 @@ import socket
 import sqlite3
 import subprocess
 import sys
-import tempfile
 import time
 import urllib.request
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Harness  # noqa: E402
+
 BIN, SRC, TESTS_BIN = sys.argv[1], sys.argv[2], sys.argv[3]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
-TMP = tempfile.mkdtemp(prefix="mobius-tcp-it-")
-os.chmod(TMP, 0o755)
+H = Harness("mobius-tcp-it-", world_readable=True)
+TMP = H.tmp
 SOCK = os.path.join(TMP, "d.sock")
 STATE = os.path.join(TMP, "state")
-LOG = os.path.join(TMP, "daemon.log")
-daemon = None
+LOG = H.log
 
 # Users every Debian system has: tokens and certificates name them (users.md: the caller's uid
 # is the identity, over TCP mapped from the credential).
@@ -47,18 +48,7 @@ TOKENS = {"alice": "alice-token-0123456789abcdef", "bob": "bob-token-0123456789a
           "admin": "admin-token-0123456789abcdef"}
 
 
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    if daemon is not None:
-        daemon.kill()
-    if os.path.exists(LOG):
-        with open(LOG) as f:
-            sys.stderr.write(f.read()[-6000:])
-    sys.exit(1)
-
-
-def ok(msg):
-    print("ok: " + msg, flush=True)
+fail, ok = H.fail, H.ok
 
 
 def run(*cmd, check=True, **kw):
@@ -122,13 +112,12 @@ def refused(what, extra, want, secret=None):
 
 
 def start_daemon(*extra):
-    global daemon
     log = open(LOG, "a")
     start = os.path.getsize(LOG)
-    daemon = subprocess.Popen(daemon_cmd(*extra), stdout=log, stderr=log)
+    H.daemon = subprocess.Popen(daemon_cmd(*extra), stdout=log, stderr=log)
     deadline = time.time() + 30
     while time.time() < deadline:
-        if daemon.poll() is not None:
+        if H.daemon.poll() is not None:
             fail("daemon exited during start-up")
         with open(LOG) as f:
             f.seek(start)
@@ -361,8 +350,8 @@ def main():
         fail("metrics lack the SubmitJob RPCs")
     ok("unix socket: root lists all 3 jobs; /metrics counts the TCP RPCs; no token in the log")
 
-    daemon.send_signal(signal.SIGTERM)
-    if daemon.wait(timeout=60) != 0:
+    H.daemon.send_signal(signal.SIGTERM)
+    if H.daemon.wait(timeout=60) != 0:
         fail("daemon exit code %d after SIGTERM" % daemon.returncode)
     ok("SIGTERM: clean exit")
 
@@ -370,6 +359,5 @@ def main():
 try:
     main()
 finally:
-    if daemon is not None and daemon.poll() is None:
-        daemon.kill()
+    H.kill_daemon()
     shutil.rmtree(TMP, ignore_errors=True)

@@ -20,29 +20,19 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from harness import Harness  # noqa: E402
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
-TMP = tempfile.mkdtemp(prefix="mobius-text-it-")
+H = Harness("mobius-text-it-")
+TMP = H.tmp
 SOCK = os.path.join(TMP, "d.sock")
 STATE = os.path.join(TMP, "state")
 ENV = dict(os.environ, MOBIUS_SOCKET=SOCK, XDG_CACHE_HOME=os.path.join(TMP, "cache"))
-daemon = None
-
-
-def fail(msg):
-    print("FAIL: " + msg, file=sys.stderr)
-    if daemon is not None:
-        daemon.kill()
-        with open(os.path.join(TMP, "daemon.log")) as f:
-            sys.stderr.write(f.read()[-6000:])
-    sys.exit(1)
-
-
-def ok(msg):
-    print("ok: " + msg, flush=True)
+fail, ok = H.fail, H.ok
 
 
 def run(cmd, check=True, timeout=300):
@@ -57,17 +47,11 @@ def cli(*args, check=True):
 
 
 def job(id_):
-    return json.loads(cli("describe", id_, "--json").stdout)
+    return H.job(cli, id_)
 
 
 def wait_terminal(id_, seconds=240):
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        j = job(id_)
-        if j["state"] in ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED"):
-            return j
-        time.sleep(0.2)
-    fail("job %s did not finish: %s" % (id_, job(id_)))
+    return H.wait_state(cli, id_, seconds=seconds)
 
 
 def write(path, text):
@@ -95,7 +79,6 @@ plan:
 
 
 def main():
-    global daemon
     for binary in ["mobius", "mobiusd"]:
         linked = run(["ldd", os.path.join(BIN, binary)]).stdout
         if "sentencepiece" in linked:
@@ -115,8 +98,8 @@ def main():
     write(os.path.join(TMP, "b.jsonl"),
           "".join(json.dumps({"body": p}) + "\n" for p in paragraphs[half:]))
 
-    log = open(os.path.join(TMP, "daemon.log"), "a")
-    daemon = subprocess.Popen(
+    log = open(H.log, "a")
+    H.daemon = subprocess.Popen(
         [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--state-dir", STATE,
          "--topology-file", FIXTURE, "--link-scale", "0.02", "--metrics-address", "127.0.0.1:0"],
         stdout=log, stderr=log)
@@ -176,9 +159,9 @@ def main():
     if j["state"] != "JOB_STATE_SUCCEEDED" or "1 bad lines skipped" not in cli("logs", skip).stdout:
         fail("skip_bad_lines: %s" % j)
     ok("skip_bad_lines: the job ran and the log counts the skipped line")
-    daemon.terminate()
-    daemon.wait(timeout=60)
-    daemon = None
+    H.daemon.terminate()
+    H.daemon.wait(timeout=60)
+    H.daemon = None
 
     # --- mobius run: prompt/completion into $XDG_CACHE_HOME.
     pc = write(os.path.join(TMP, "pc.jsonl"), "".join(
@@ -209,5 +192,4 @@ if __name__ == "__main__":
     try:
         main()
     finally:
-        if daemon is not None:
-            daemon.kill()
+        H.kill_daemon()

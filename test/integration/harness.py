@@ -1,0 +1,52 @@
+"""Shared pieces of the Python integration tests (job_service_test.py, text_dataset_test.py,
+tcp_tls_test.py): a temporary directory, the daemon process and its log, failing with the log's
+tail, progress lines, and polling a job's state through the CLI. Each test keeps its own CLI and
+daemon command lines (they differ: unix socket, users, TLS)."""
+import json
+import os
+import sys
+import tempfile
+import time
+
+TERMINAL = ("JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED", "JOB_STATE_CANCELLED")
+
+
+class Harness:
+    def __init__(self, prefix, world_readable=False):
+        self.tmp = tempfile.mkdtemp(prefix=prefix)
+        if world_readable:  # other users (setpriv) reach the socket and the specs
+            os.chmod(self.tmp, 0o755)
+        self.log = os.path.join(self.tmp, "daemon.log")
+        self.daemon = None  # the running mobiusd (subprocess.Popen), if any
+
+    def fail(self, msg):
+        """Prints FAIL and the daemon log's tail, kills the daemon, exits 1."""
+        print("FAIL: " + msg, file=sys.stderr)
+        if self.daemon is not None:
+            self.daemon.kill()
+        if os.path.exists(self.log):
+            with open(self.log) as f:
+                sys.stderr.write(f.read()[-6000:])
+        sys.exit(1)
+
+    @staticmethod
+    def ok(msg):
+        print("ok: " + msg, flush=True)
+
+    def kill_daemon(self):
+        if self.daemon is not None and self.daemon.poll() is None:
+            self.daemon.kill()
+
+    def job(self, cli, id_, **kw):
+        """The job as `mobius describe ID --json` prints it; `cli` runs the CLI."""
+        return json.loads(cli("describe", id_, "--json", **kw).stdout)
+
+    def wait_state(self, cli, id_, states=TERMINAL, seconds=240):
+        """Polls until the job is in one of `states`; fails after `seconds`."""
+        deadline = time.time() + seconds
+        while time.time() < deadline:
+            j = self.job(cli, id_)
+            if j["state"] in states:
+                return j
+            time.sleep(0.2)
+        self.fail("job %s did not reach %s (now %s)" % (id_, states, self.job(cli, id_)))
