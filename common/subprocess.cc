@@ -13,8 +13,15 @@ extern char** environ;
 
 namespace mobius {
 
-absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& argv_in) {
+absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& argv_in,
+                                              const std::vector<InheritedFd>& inherit) {
   if (argv_in.empty()) return absl::InvalidArgumentError("spawn: no program");
+  for (const InheritedFd& f : inherit) {
+    if (f.parent_fd < 0 || f.child_fd < 3) {
+      return absl::InvalidArgumentError(absl::StrCat("spawn: cannot pass descriptor ",
+                                                     f.parent_fd, " as ", f.child_fd));
+    }
+  }
   int out[2], err[2];
   if (pipe2(out, O_CLOEXEC) != 0) return MOBIUS_ERRNO_ERROR("pipe");
   if (pipe2(err, O_CLOEXEC) != 0) {
@@ -26,6 +33,23 @@ absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& ar
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
+  // dup2 onto itself would keep close-on-exec (and 0-2 are replaced by then): such a
+  // descriptor goes through a copy first.
+  std::vector<int> copies;
+  for (const InheritedFd& f : inherit) {
+    int from = f.parent_fd;
+    if (from == f.child_fd || from <= 2) {  // stdio is replaced by the pipes first
+      from = fcntl(f.parent_fd, F_DUPFD_CLOEXEC, 64);
+      if (from < 0) {
+        for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);
+        for (int fd : copies) close(fd);
+        posix_spawn_file_actions_destroy(&actions);
+        return MOBIUS_ERRNO_ERROR(absl::StrCat("spawn: duplicate descriptor ", f.parent_fd));
+      }
+      copies.push_back(from);
+    }
+    posix_spawn_file_actions_adddup2(&actions, from, f.child_fd);
+  }
   std::vector<std::string> args = argv_in;
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -33,6 +57,7 @@ absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& ar
   pid_t pid = -1;
   const int rc = posix_spawn(&pid, args[0].c_str(), &actions, nullptr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  for (int fd : copies) close(fd);
   close(out[1]);
   close(err[1]);
   if (rc != 0) {

@@ -22,9 +22,19 @@ struct SpawnedProcess {
   int err_fd = -1;  // read end of the child's stderr (the caller closes it)
 };
 
-// posix_spawn of argv[0] (a path) with `argv` and this process's environment. Errors name the
-// binary: NOT_FOUND when it does not exist, PERMISSION_DENIED when it is not executable.
-absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& argv);
+// A descriptor of this process (`parent_fd`, close-on-exec or not) that the child gets as
+// `child_fd` (>= 3).
+struct InheritedFd {
+  int parent_fd = -1;
+  int child_fd = -1;
+};
+
+// posix_spawn of argv[0] (a path) with `argv` and this process's environment; besides stdin and
+// the two pipes the child inherits only `inherit` (and descriptors of the caller's that are not
+// close-on-exec). Errors name the binary: NOT_FOUND when it does not exist, PERMISSION_DENIED
+// when it is not executable.
+absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& argv,
+                                              const std::vector<InheritedFd>& inherit = {});
 
 }  // namespace mobius
 

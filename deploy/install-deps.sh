@@ -19,8 +19,9 @@ PACKAGES=(
   libhwloc-dev hwloc
   # metrics, persistence, planning solver, BLAS
   prometheus-cpp-dev libsqlite3-dev sqlite3 coinor-libcbc-dev libopenblas-dev
-  # oneDNN: only the CPU GEMM benchmark compares against it
-  libdnnl-dev
+  # oneDNN: only the CPU GEMM benchmark compares against it; its CMake package config requires
+  # OpenCL's headers and loader (only Recommended by libdnnl-dev, so named here)
+  libdnnl-dev ocl-icd-opencl-dev
   # model configs and safetensors headers (JSON); job specs (YAML)
   nlohmann-json3-dev libyaml-cpp-dev
   # tokenizers: Unicode-aware pre-tokenization regexes, NFC normalisation

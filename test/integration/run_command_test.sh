@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `mobius run job.yaml` (no daemon): a short job completes with one progress line per step and a
-# checkpoint; SIGTERM mid-run (Slurm's scancel) stops every worker and leaves no host store in
-# /dev/shm; a spec that does not fit is refused with exit 2 before any worker starts.
+# checkpoint; SIGTERM mid-run (Slurm's scancel) stops every worker and leaves no host store (no
+# file in /dev/shm, no anonymous store held); a spec that does not fit is refused with exit 2
+# before any worker starts.
 # Usage: run_command_test.sh BIN_DIR SOURCE_DIR
 set -euo pipefail
 BIN=$1
@@ -69,8 +70,12 @@ set +e; wait $pid; rc=$?; set -e
 [[ $rc -eq 1 ]] || { cat err2.txt; fail "SIGTERM: exit $rc, want 1"; }
 sleep 0.5
 pgrep -f "mobius-worker run $TMP" >/dev/null && fail "workers survived SIGTERM"
-# The run's own store (other tests may have theirs meanwhile): mobius-store-<job>-<launcher pid>.
-[[ ! -e /dev/shm/mobius-store-long-$pid ]] || fail "the host store was left in /dev/shm"
+# The store is an anonymous memory file: freed once no process holds it, and none may (other
+# tests' jobs have other names).
+if find /proc/[0-9]*/fd -lname "*memfd:mobius-store-long*" 2>/dev/null | grep -q .; then
+  fail "a process still holds the run's host store"
+fi
+[[ -z "$(ls /dev/shm | grep mobius-store-long || true)" ]] || fail "a store file was left in /dev/shm"
 echo "ok: SIGTERM stopped the run, no worker or host store left"
 
 spec wide 2 9

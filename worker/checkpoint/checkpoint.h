@@ -29,7 +29,10 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -67,10 +70,22 @@ struct SaveOptions {
   int64_t max_shard_bytes = kDefaultMaxShardBytes;
   std::string config_json;  // config.json text to keep verbatim; empty: generated
   int keep_last = 0;        // after a successful save, keep this many newest complete ones; 0: all
+  // Files copied into the checkpoint by name (absolute paths; e.g. TokenizerFiles(), in
+  // checkpoint_writer.h), so that the directory loads as a model *and* its tokenizer.
+  std::vector<std::string> copy_files;
+  // Also ROOT/export-<step>/: the model-only export (checkpoint_writer.h).
+  bool export_model = false;
 };
+
+inline constexpr char kCheckpointFormat[] = "mobius-checkpoint";  // trainer_state.json "format"
+inline constexpr int kCheckpointVersion = 1;
 
 // "checkpoint-00000042".
 std::string CheckpointDirName(int64_t step);
+
+// The complete (DONE present) checkpoint directories under `root` by step, oldest first; empty
+// for a missing root.
+std::vector<std::pair<int64_t, std::string>> CompleteCheckpoints(const std::string& root);
 
 // Saves into `root` (created if missing) and returns the final directory. Tensors are checked
 // against `config` first (INVALID_ARGUMENT naming the tensor); I/O errors carry errno's code.
@@ -94,6 +109,24 @@ struct LoadOptions {
 absl::StatusOr<LoadedCheckpoint> LoadCheckpoint(const std::string& directory,
                                                 const model::ModelConfig& config,
                                                 const LoadOptions& options = {});
+
+// A checkpoint opened for streaming reads, e.g. a pipeline worker resuming its share of the model
+// straight into the host store: trainer_state.json parsed, DONE's file list and sizes checked, the
+// tensor sets mapped and checked against `config` as LoadCheckpoint checks them; no tensor data is
+// read and checksums are not verified (VerifyCheckpointChecksums). Errors as LoadCheckpoint's.
+struct OpenedCheckpoint {
+  std::string directory;
+  TrainingState state;
+  std::unique_ptr<TensorSetReader> master;          // fp32
+  std::unique_ptr<TensorSetReader> adam_m, adam_v;  // null when saved without optimizer state
+};
+absl::StatusOr<OpenedCheckpoint> OpenCheckpoint(const std::string& directory,
+                                                const model::ModelConfig& config);
+
+// Re-hashes the files DONE lists whose position in its name-sorted list is congruent to `part`
+// modulo `parts` (0 of 1: all), so that several processes can split the work; DATA_LOSS names a
+// file whose size or checksum differs.
+absl::Status VerifyCheckpointChecksums(const std::string& directory, int part, int parts);
 
 }  // namespace mobius::checkpoint
 

@@ -4,6 +4,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -104,15 +107,8 @@ absl::Status CheckTensor(const std::string& file, const io::TensorView& view,
 
 }  // namespace
 
-absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
-                                                        const std::string& base,
-                                                        const reference::Parameters& tensors,
-                                                        const TensorShapes& order,
-                                                        io::DType dtype,
-                                                        int64_t max_shard_bytes) {
-  if (dtype != io::DType::kF32 && dtype != io::DType::kBF16) {
-    return absl::InvalidArgumentError("WriteTensorSet: dtype must be F32 or BF16");
-  }
+TensorSetPlan PlanTensorSet(const std::string& base, const TensorShapes& order, io::DType dtype,
+                            int64_t max_shard_bytes) {
   const int64_t element_bytes = static_cast<int64_t>(io::DTypeSize(dtype));
   std::vector<TensorShapes> shards(1);
   int64_t total_bytes = 0, shard_bytes = 0;
@@ -126,45 +122,65 @@ absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
     shard_bytes += bytes;
     total_bytes += bytes;
   }
+  TensorSetPlan plan;
   if (shards.size() == 1) {
-    const std::string file = base + ".safetensors";
-    MOBIUS_RETURN_IF_ERROR(WriteShard(dir + "/" + file, tensors, shards[0], dtype));
-    return std::vector<std::string>{file};
+    plan.shards.push_back({base + ".safetensors", std::move(shards[0])});
+    return plan;
   }
-  std::vector<std::string> files;
   Json weight_map = Json::object();
   for (size_t i = 0; i < shards.size(); ++i) {
     const std::string file =
         absl::StrFormat("%s-%05d-of-%05d.safetensors", base, i + 1, shards.size());
-    MOBIUS_RETURN_IF_ERROR(WriteShard(dir + "/" + file, tensors, shards[i], dtype));
     for (const auto& entry : shards[i]) weight_map[entry.first] = file;
-    files.push_back(file);
+    plan.shards.push_back({file, std::move(shards[i])});
   }
   Json index = {{"metadata", {{"total_size", total_bytes}}}, {"weight_map", weight_map}};
-  const std::string index_file = base + ".safetensors.index.json";
-  MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + index_file, index.dump(2) + "\n"));
-  files.push_back(index_file);
+  plan.index_file = base + ".safetensors.index.json";
+  plan.index_json = index.dump(2) + "\n";
+  return plan;
+}
+
+absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
+                                                        const std::string& base,
+                                                        const reference::Parameters& tensors,
+                                                        const TensorShapes& order,
+                                                        io::DType dtype,
+                                                        int64_t max_shard_bytes) {
+  if (dtype != io::DType::kF32 && dtype != io::DType::kBF16) {
+    return absl::InvalidArgumentError("WriteTensorSet: dtype must be F32 or BF16");
+  }
+  const TensorSetPlan plan = PlanTensorSet(base, order, dtype, max_shard_bytes);
+  std::vector<std::string> files;
+  for (const TensorSetShard& shard : plan.shards) {
+    MOBIUS_RETURN_IF_ERROR(WriteShard(dir + "/" + shard.file, tensors, shard.tensors, dtype));
+    files.push_back(shard.file);
+  }
+  if (!plan.index_file.empty()) {
+    MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(dir + "/" + plan.index_file, plan.index_json));
+    files.push_back(plan.index_file);
+  }
   return files;
 }
 
-absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
-                                                    const TensorShapes& expected,
-                                                    std::optional<io::DType> required_dtype) {
+absl::StatusOr<std::unique_ptr<TensorSetReader>> TensorSetReader::Open(
+    const std::string& dir, const std::string& base, const TensorShapes& expected,
+    std::optional<io::DType> required_dtype) {
   // Which file holds each tensor.
   std::map<std::string, std::string> where;
   const std::string single = base + ".safetensors";
-  const std::string index_path = dir + "/" + base + ".safetensors.index.json";
+  const std::string index_name = base + ".safetensors.index.json";
+  const std::string index_path = dir + "/" + index_name;
+  std::unique_ptr<TensorSetReader> reader(new TensorSetReader());
   if (access((dir + "/" + single).c_str(), F_OK) == 0) {
     for (const auto& entry : expected) where[entry.first] = single;
   } else if (access(index_path.c_str(), F_OK) == 0) {
     MOBIUS_ASSIGN_OR_RETURN(where, ReadIndex(index_path));
+    reader->index_file_ = index_name;
   } else {
     return absl::NotFoundError(
-        absl::StrCat(dir, ": neither ", single, " nor ", base, ".safetensors.index.json exists"));
+        absl::StrCat(dir, ": neither ", single, " nor ", index_name, " exists"));
   }
-  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files;
   std::set<std::string> wanted;
-  reference::Parameters out;
   for (const auto& [name, shape] : expected) {
     wanted.insert(name);
     auto w = where.find(name);
@@ -172,7 +188,7 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing tensor ", name));
     }
     const std::string path = dir + "/" + w->second;
-    std::unique_ptr<io::SafetensorsFile>& file = files[w->second];
+    std::unique_ptr<io::SafetensorsFile>& file = reader->files_[w->second];
     if (file == nullptr) {
       MOBIUS_ASSIGN_OR_RETURN(file, io::SafetensorsFile::Open(path));
     }
@@ -181,13 +197,10 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
       return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
     }
     MOBIUS_RETURN_IF_ERROR(CheckTensor(path, *view, shape, required_dtype));
-    reference::Tensor& t = out.tensors[name];
-    t.shape = shape;
-    t.data.resize(static_cast<size_t>(view->num_elements()));
-    io::CopyToF32(*view, t.data.data());
+    reader->views_[name] = view;
   }
   // Tensors the files hold beyond the expected ones mean a different model.
-  for (const auto& [file_name, file] : files) {
+  for (const auto& [file_name, file] : reader->files_) {
     for (const io::TensorView& view : file->tensors()) {
       if (!wanted.contains(view.name)) {
         return absl::InvalidArgumentError(
@@ -199,6 +212,65 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
     if (!wanted.contains(name)) {
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": unexpected tensor ", name));
     }
+  }
+  return reader;
+}
+
+const io::TensorView& TensorSetReader::view(const std::string& name) const {
+  auto it = views_.find(name);
+  if (it == views_.end()) {  // a programmer error: callers ask for the names they opened
+    std::fprintf(stderr, "TensorSetReader: no tensor %s\n", name.c_str());
+    std::abort();
+  }
+  return *it->second;
+}
+
+void TensorSetReader::ReadF32(const std::string& name, int64_t begin, int64_t n,
+                              float* out) const {
+  const io::TensorView& whole = view(name);
+  const size_t element = io::DTypeSize(whole.dtype);
+  // 1 Mi elements per chunk: the pages ahead are being read while this chunk converts.
+  constexpr int64_t kChunk = int64_t{1} << 20;
+  for (int64_t done = 0; done < n; done += kChunk) {
+    io::TensorView part;
+    part.dtype = whole.dtype;
+    part.shape = {std::min(kChunk, n - done)};
+    part.data = static_cast<const uint8_t*>(whole.data) + (begin + done) * element;
+    part.nbytes = static_cast<size_t>(part.shape[0]) * element;
+    if (done + kChunk < n) {
+      io::TensorView next = part;
+      next.data = static_cast<const uint8_t*>(part.data) + part.nbytes;
+      next.shape = {std::min(kChunk, n - done - kChunk)};
+      next.nbytes = static_cast<size_t>(next.shape[0]) * element;
+      io::WillNeed(next);
+    }
+    io::CopyToF32(part, out + done);
+    io::Release(part);
+  }
+}
+
+void TensorSetReader::ReadF32(const std::string& name, float* out) const {
+  ReadF32(name, 0, view(name).num_elements(), out);
+}
+
+std::vector<std::string> TensorSetReader::files() const {
+  std::vector<std::string> names;
+  for (const auto& [name, file] : files_) names.push_back(name);
+  if (!index_file_.empty()) names.push_back(index_file_);
+  return names;
+}
+
+absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
+                                                    const TensorShapes& expected,
+                                                    std::optional<io::DType> required_dtype) {
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
+                          TensorSetReader::Open(dir, base, expected, required_dtype));
+  reference::Parameters out;
+  for (const auto& [name, shape] : expected) {
+    reference::Tensor& t = out.tensors[name];
+    t.shape = shape;
+    t.data.resize(static_cast<size_t>(reader->view(name).num_elements()));
+    reader->ReadF32(name, t.data.data());
   }
   return out;
 }

@@ -13,6 +13,8 @@
 #define MOBIUS_WORKER_CHECKPOINT_TENSOR_FILES_H_
 
 #include <cstdint>
+#include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -29,6 +31,22 @@ inline constexpr int64_t kDefaultMaxShardBytes = 5'000'000'000;  // transformers
 
 // Name and shape of every tensor, in declaration order (reference::ParameterShapes).
 using TensorShapes = std::vector<std::pair<std::string, std::vector<int64_t>>>;
+
+// How a tensor set is cut into files: one file BASE.safetensors when its data fits
+// `max_shard_bytes`, else shards in `order` (a shard is closed before the tensor that would push it
+// past the limit; a larger tensor gets a shard of its own) plus the index. WriteTensorSet writes
+// exactly this; a parallel writer (checkpoint_writer.h) lays its files out by it.
+struct TensorSetShard {
+  std::string file;      // relative to the directory
+  TensorShapes tensors;  // in `order`
+};
+struct TensorSetPlan {
+  std::vector<TensorSetShard> shards;
+  std::string index_file;  // empty for a single file
+  std::string index_json;  // the index's text
+};
+TensorSetPlan PlanTensorSet(const std::string& base, const TensorShapes& order, io::DType dtype,
+                            int64_t max_shard_bytes);
 
 // Writes the tensors named in `order` (each must be in `tensors`) as the set `base` in `dir`,
 // converted to `dtype` (kF32 or kBF16, round to nearest even). Files are written atomically one by
@@ -48,6 +66,35 @@ absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
 absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
                                                     const TensorShapes& expected,
                                                     std::optional<io::DType> required_dtype);
+
+// A tensor set opened for reading without copying anything: every file memory-mapped, the names,
+// shapes and dtypes checked exactly as ReadTensorSet checks them. Lets a loader convert each tensor
+// straight into its final place (e.g. a pipeline worker's share of the host store), one tensor at a
+// time, so nothing the size of the model is ever held. Thread-safe after Open (ReadF32 of distinct
+// destinations may run concurrently).
+class TensorSetReader {
+ public:
+  // Errors as ReadTensorSet's.
+  static absl::StatusOr<std::unique_ptr<TensorSetReader>> Open(
+      const std::string& dir, const std::string& base, const TensorShapes& expected,
+      std::optional<io::DType> required_dtype);
+
+  // REQUIRES: `name` is one of the expected tensors (a programmer error otherwise: aborts).
+  const io::TensorView& view(const std::string& name) const;
+  // Widens `name` to fp32 into `out` [numel], in chunks (input pages read ahead, then dropped from
+  // this process's page tables: io::WillNeed / io::Release).
+  void ReadF32(const std::string& name, float* out) const;
+  // Elements [begin, begin + n) of `name`, widened into `out` [n].
+  void ReadF32(const std::string& name, int64_t begin, int64_t n, float* out) const;
+  // The files of the set (shards and index), relative to the directory.
+  std::vector<std::string> files() const;
+
+ private:
+  TensorSetReader() = default;
+  std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;  // by file name
+  std::map<std::string, const io::TensorView*> views_;                 // by tensor name
+  std::string index_file_;  // empty for a single file
+};
 
 // 64-bit FNV-1a over the file's bytes, taken 8 at a time (little-endian words, then the tail
 // bytes): a corruption check, not a cryptographic hash. Also returns the size in bytes.

@@ -93,6 +93,30 @@ struct TensorToWrite {
 absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
 
+// The file WriteSafetensors would write for `tensors` (their data pointers may be null: only
+// names, dtypes and shapes are read), without writing it: the header bytes including the 8-byte
+// length, and where each tensor's data starts. For writers that fill the data section themselves,
+// e.g. several processes writing their own tensors into one preallocated file with pwrite: the
+// result is byte-identical to WriteSafetensors given the same data. Same validation and errors as
+// WriteSafetensors (except null data).
+struct SafetensorsLayout {
+  std::string header;                       // written at offset 0
+  std::map<std::string, uint64_t> offsets;  // file offset of each tensor's first byte
+  uint64_t file_bytes = 0;                  // header + every tensor's data
+};
+absl::StatusOr<SafetensorsLayout> PlanSafetensors(
+    const std::vector<TensorToWrite>& tensors,
+    const std::map<std::string, std::string>& metadata = {});
+
+// Page advice for a streaming reader of a mapped file (SafetensorsFile's views): WillNeed starts
+// readahead of the tensor's pages; Release drops them from this process's page tables (the page
+// cache keeps them), so a loader that copies a large file tensor by tensor does not keep the
+// whole file in its resident set. Neither changes what the view reads.
+// REQUIRES: `tensor` is a view of a SafetensorsFile or SafetensorsModel (a private file mapping);
+// on anonymous memory MADV_DONTNEED would zero the pages.
+void WillNeed(const TensorView& tensor);
+void Release(const TensorView& tensor);
+
 // Converts any supported dtype to fp32 (bf16/f16 widened exactly, incl. subnormals, +-inf and NaN
 // payloads). `out` holds num_elements() floats. REQUIRES: tensor.nbytes == num_elements() x size.
 void CopyToF32(const TensorView& tensor, float* out);

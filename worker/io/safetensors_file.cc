@@ -73,7 +73,23 @@ class Fd {
   int fd_;
 };
 
+// The whole pages covering a tensor's bytes (views may start anywhere in a page).
+void AdvisePages(const TensorView& tensor, int advice) {
+  if (tensor.data == nullptr || tensor.nbytes == 0) return;
+  const uintptr_t page = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(tensor.data) & ~(page - 1);
+  const uintptr_t end =
+      (reinterpret_cast<uintptr_t>(tensor.data) + tensor.nbytes + page - 1) & ~(page - 1);
+  // Advice only: a failure (e.g. a view that is not file-backed) changes nothing the caller reads.
+  (void)madvise(reinterpret_cast<void*>(begin), end - begin, advice);
+}
+
 }  // namespace
+
+// The mapping is private and read-only, so dropping its page-table entries loses nothing: a later
+// read faults the page in again from the page cache.
+void WillNeed(const TensorView& tensor) { AdvisePages(tensor, MADV_WILLNEED); }
+void Release(const TensorView& tensor) { AdvisePages(tensor, MADV_DONTNEED); }
 
 absl::StatusOr<std::unique_ptr<SafetensorsFile>> SafetensorsFile::Open(const std::string& path) {
   const std::string source = absl::StrCat("safetensors file ", path);

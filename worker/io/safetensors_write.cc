@@ -122,14 +122,19 @@ absl::Status WriteTemp(const std::string& tmp, const std::string& header,
   return status;
 }
 
-}  // namespace
-
-absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
-                              const std::map<std::string, std::string>& metadata) {
+// The tensors checked and in name order (the file's data order), duplicates refused.
+absl::StatusOr<std::vector<const TensorToWrite*>> SortedTensors(
+    const std::vector<TensorToWrite>& tensors, bool require_data) {
   std::vector<const TensorToWrite*> sorted;
   sorted.reserve(tensors.size());
   for (const TensorToWrite& t : tensors) {
-    MOBIUS_RETURN_IF_ERROR(CheckTensor(t));
+    if (require_data || t.data != nullptr) {
+      MOBIUS_RETURN_IF_ERROR(CheckTensor(t));
+    } else {
+      TensorToWrite probe = t;
+      probe.data = "";  // only the data pointer may be absent when planning
+      MOBIUS_RETURN_IF_ERROR(CheckTensor(probe));
+    }
     sorted.push_back(&t);
   }
   std::sort(sorted.begin(), sorted.end(),
@@ -140,6 +145,29 @@ absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorT
           absl::StrCat("WriteSafetensors: duplicate tensor name \"", sorted[i]->name, "\""));
     }
   }
+  return sorted;
+}
+
+}  // namespace
+
+absl::StatusOr<SafetensorsLayout> PlanSafetensors(
+    const std::vector<TensorToWrite>& tensors, const std::map<std::string, std::string>& metadata) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<const TensorToWrite*> sorted,
+                          SortedTensors(tensors, /*require_data=*/false));
+  SafetensorsLayout layout;
+  MOBIUS_ASSIGN_OR_RETURN(layout.header, BuildHeader(sorted, metadata));
+  layout.file_bytes = layout.header.size();
+  for (const TensorToWrite* t : sorted) {
+    layout.offsets[t->name] = layout.file_bytes;
+    layout.file_bytes += t->nbytes;
+  }
+  return layout;
+}
+
+absl::Status WriteSafetensors(const std::string& path, const std::vector<TensorToWrite>& tensors,
+                              const std::map<std::string, std::string>& metadata) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<const TensorToWrite*> sorted,
+                          SortedTensors(tensors, /*require_data=*/true));
   MOBIUS_ASSIGN_OR_RETURN(std::string header, BuildHeader(sorted, metadata));
 
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());

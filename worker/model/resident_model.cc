@@ -201,6 +201,44 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> ResidentModel::Grads()
   return out;
 }
 
+absl::Status ResidentModel::ReadGrad(const std::string& name, float* out, float* scratch) {
+  bool first = true;
+  int64_t n = 0;
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    const UnitParam* p = runners_[u]->layout().Find(name);
+    if (p == nullptr) continue;
+    n = p->num_elements;
+    MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, grads_[u],
+                                                4 * static_cast<uint64_t>(p->offset),
+                                                first ? out : scratch, 4 * static_cast<uint64_t>(n)));
+    MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+    // Grads() adds every part to 0.0f in unit order; the same additions, so -0.0 becomes +0.0
+    // there and here alike.
+    if (first) {
+      for (int64_t i = 0; i < n; ++i) out[i] = 0.0f + out[i];
+    } else {
+      for (int64_t i = 0; i < n; ++i) out[i] += scratch[i];
+    }
+    first = false;
+  }
+  if (first) return absl::InvalidArgumentError("ReadGrad: no parameter " + name);
+  return absl::OkStatus();
+}
+
+absl::Status ResidentModel::SetWeight(const std::string& name, const uint16_t* bf16) {
+  bool found = false;
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    const UnitParam* p = runners_[u]->layout().Find(name);
+    if (p == nullptr) continue;
+    found = true;
+    MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, bf16, weights_[u],
+                                                  2 * static_cast<uint64_t>(p->offset),
+                                                  2 * static_cast<uint64_t>(p->num_elements)));
+  }
+  if (!found) return absl::InvalidArgumentError("SetWeight: no parameter " + name);
+  return backend_->Synchronize(*queue_);
+}
+
 absl::StatusOr<std::vector<float>> ResidentModel::UnitInput(int64_t unit) {
   if (unit < 1 || unit >= num_units() || inputs_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("UnitInput: no hidden input for unit ", unit));

@@ -71,7 +71,16 @@ class ResidentModel {
                              int64_t microbatches);
 
   // The accumulated gradients, fp32 on the host by HF name (a tied embedding's two parts summed).
+  // Allocates the whole model's gradients on the host: for tests; ReadGrad streams one tensor.
   absl::StatusOr<std::map<std::string, std::vector<float>>> Grads();
+
+  // One parameter's accumulated gradient into `out` [numel] (host), exactly as Grads() gives it.
+  // `scratch` [numel] is used for a tied embedding's second part. INVALID_ARGUMENT for an unknown
+  // name. Returns after the copies completed.
+  absl::Status ReadGrad(const std::string& name, float* out, float* scratch);
+  // Uploads one parameter's bf16 bits [numel] to every unit that reads it (a tied embedding's two
+  // copies). INVALID_ARGUMENT for an unknown name. Returns after the copies completed.
+  absl::Status SetWeight(const std::string& name, const uint16_t* bf16);
 
   // The input of unit `unit` (>= 1) in the last ForwardBackward: hidden [b, t, C] widened to fp32.
   absl::StatusOr<std::vector<float>> UnitInput(int64_t unit);

@@ -215,6 +215,15 @@ absl::Status CpuAdamW::Step(int64_t step, float grad_scale, std::span<const Para
   return absl::OkStatus();
 }
 
+void CpuAdamW::ChunkSquares(std::span<const float> grad, double* partials) {
+  const size_t chunks = (grad.size() + kChunkElements - 1) / kChunkElements;
+  const internal::SumSquaresFn sum_squares = SumSquaresFor(kernel_);
+  pool_->ParallelFor(chunks, [&](size_t c) {
+    const size_t begin = c * kChunkElements;
+    partials[c] = sum_squares(grad.data() + begin, std::min(grad.size(), begin + kChunkElements) - begin);
+  });
+}
+
 double CpuAdamW::GlobalGradNorm(std::span<const std::span<const float>> grads) {
   const std::vector<Chunk> chunks =
       SplitIntoChunks(grads.size(), [&](size_t t) { return grads[t].size(); });

@@ -122,6 +122,12 @@ class CpuAdamW {
   // fixed order, so the result is the same for every thread count. Null data with size 0 is allowed.
   double GlobalGradNorm(std::span<const std::span<const float>> grads);
 
+  // The per-chunk partial sums GlobalGradNorm adds, for one tensor: partials[c] = sum of squares
+  // of grad[c * kChunkElements, ...) (ceil(size / kChunkElements) of them), spread over the pool.
+  // Adding every tensor's partials in order gives exactly GlobalGradNorm's sum, so a caller can
+  // compute the norm one tensor at a time (without all gradients in memory at once).
+  void ChunkSquares(std::span<const float> grad, double* partials);
+
   // Changes the learning rate for later steps (an LR schedule calls this before each Step).
   // Errors: InvalidArgument if lr is negative or not finite.
   absl::Status SetLearningRate(double lr);

@@ -40,6 +40,31 @@ long Futex(std::atomic<uint32_t>* addr, int op, uint32_t value, const timespec* 
 
 }  // namespace
 
+// Sizes and maps a freshly created store file (`fd` is closed unless `keep_fd`); the header
+// makes it a store.
+absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Initialise(int fd, const std::string& path,
+                                                                 uint64_t bytes, bool keep_fd) {
+  auto fail = [&](absl::Status s) {
+    close(fd);
+    if (!keep_fd) unlink(path.c_str());
+    return s;
+  };
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    return fail(MOBIUS_ERRNO_ERROR(absl::StrCat("size store ", path, " to ", bytes, " bytes")));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) return fail(MOBIUS_ERRNO_ERROR(absl::StrCat("map store ", path)));
+  if (!keep_fd) close(fd);
+  auto* h = static_cast<Header*>(p);
+  h->bytes = bytes;
+  h->creator_pid = getpid();
+  h->version = 1;
+  std::atomic_thread_fence(std::memory_order_release);
+  h->magic = kMagic;
+  return std::unique_ptr<HostStore>(
+      new HostStore(path, static_cast<uint8_t*>(p), bytes, keep_fd ? fd : -1));
+}
+
 absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const std::string& path,
                                                              uint64_t bytes) {
   if (bytes < StoreLayout::kControlOffset + 4096) bytes = StoreLayout::kControlOffset + 4096;
@@ -48,26 +73,15 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Create(const std::string& 
     if (errno == EEXIST) return absl::AlreadyExistsError(absl::StrCat("store ", path, " exists"));
     return MOBIUS_ERRNO_ERROR(absl::StrCat("create store ", path));
   }
-  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-    absl::Status s = MOBIUS_ERRNO_ERROR(absl::StrCat("size store ", path, " to ", bytes, " bytes"));
-    close(fd);
-    unlink(path.c_str());
-    return s;
-  }
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
-  if (p == MAP_FAILED) {
-    absl::Status s = MOBIUS_ERRNO_ERROR(absl::StrCat("map store ", path));
-    unlink(path.c_str());
-    return s;
-  }
-  auto* h = static_cast<Header*>(p);
-  h->bytes = bytes;
-  h->creator_pid = getpid();
-  h->version = 1;
-  std::atomic_thread_fence(std::memory_order_release);
-  h->magic = kMagic;
-  return std::unique_ptr<HostStore>(new HostStore(path, static_cast<uint8_t*>(p), bytes));
+  return Initialise(fd, path, bytes, /*keep_fd=*/false);
+}
+
+absl::StatusOr<std::unique_ptr<HostStore>> HostStore::CreateAnonymous(const std::string& name,
+                                                                      uint64_t bytes) {
+  if (bytes < StoreLayout::kControlOffset + 4096) bytes = StoreLayout::kControlOffset + 4096;
+  const int fd = memfd_create(name.c_str(), MFD_CLOEXEC);
+  if (fd < 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("memfd_create for store ", name));
+  return Initialise(fd, absl::StrCat("memfd:", name), bytes, /*keep_fd=*/true);
 }
 
 absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Open(const std::string& path,
@@ -77,30 +91,40 @@ absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Open(const std::string& pa
     if (errno == ENOENT) return absl::NotFoundError(absl::StrCat("store ", path, " does not exist"));
     return MOBIUS_ERRNO_ERROR(absl::StrCat("open store ", path));
   }
+  absl::StatusOr<std::unique_ptr<HostStore>> store = Map(fd, path, expected_bytes);
+  close(fd);
+  return store;
+}
+
+absl::StatusOr<std::unique_ptr<HostStore>> HostStore::OpenFd(int fd, uint64_t expected_bytes) {
+  return Map(fd, absl::StrCat("inherited fd ", fd), expected_bytes);
+}
+
+absl::StatusOr<std::unique_ptr<HostStore>> HostStore::Map(int fd, const std::string& path,
+                                                          uint64_t expected_bytes) {
   struct stat st;
-  if (fstat(fd, &st) != 0) {
-    close(fd);
-    return MOBIUS_ERRNO_ERROR(absl::StrCat("stat store ", path));
-  }
+  if (fstat(fd, &st) != 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("stat store ", path));
   const uint64_t bytes = static_cast<uint64_t>(st.st_size);
   if (bytes < expected_bytes || bytes < sizeof(Header)) {
-    close(fd);
     return absl::FailedPreconditionError(absl::StrCat("store ", path, " has ", bytes,
                                                       " bytes, the layout needs ", expected_bytes));
   }
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  close(fd);
   if (p == MAP_FAILED) return MOBIUS_ERRNO_ERROR(absl::StrCat("map store ", path));
   if (static_cast<Header*>(p)->magic != kMagic) {
     munmap(p, bytes);
     return absl::FailedPreconditionError(absl::StrCat(path, " is not a Mobius host store"));
   }
-  return std::unique_ptr<HostStore>(new HostStore(path, static_cast<uint8_t*>(p), bytes));
+  return std::unique_ptr<HostStore>(new HostStore(path, static_cast<uint8_t*>(p), bytes, -1));
 }
 
-HostStore::~HostStore() { munmap(base_, bytes_); }
+HostStore::~HostStore() {
+  munmap(base_, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
 
 absl::Status HostStore::Remove() {
+  if (fd_ >= 0) return absl::OkStatus();  // anonymous: gone with its last descriptor and mapping
   if (unlink(path_.c_str()) != 0 && errno != ENOENT) {
     return MOBIUS_ERRNO_ERROR(absl::StrCat("remove store ", path_));
   }
@@ -149,6 +173,8 @@ void HostStore::Abort(uint32_t code) {
 }
 
 uint32_t HostStore::aborted() const { return Load(kAbortWord); }
+
+int32_t HostStore::creator_pid() const { return reinterpret_cast<const Header*>(base_)->creator_pid; }
 
 absl::Status HostStore::Barrier(int parties) {
   std::atomic<uint32_t>& count = word(kBarrierCount);

@@ -62,14 +62,14 @@ std::string DescribeExit(int status) {
 struct Launcher::State {
   LaunchOptions options;
   StoreLayout layout;
-  std::unique_ptr<HostStore> store;
+  std::unique_ptr<HostStore> store;  // null once released (guarded by store_mu for Cancel)
+  std::mutex store_mu;
   std::vector<Worker> workers;
   std::atomic<bool> cancel{false};
   std::atomic<int64_t> cancel_at_ns{0};
   std::atomic<int64_t> stop_deadline_ns{0};  // RequestCheckpointAndStop's grace; 0: none
   std::map<int64_t, std::vector<WorkerStepReport>> pending;  // step -> reports so far
   Clock::time_point last_step_end;
-  bool store_removed = false;
 };
 
 absl::Status ValidateLaunch(const RunConfig& run) {
@@ -114,9 +114,12 @@ absl::Status ValidateLaunch(const RunConfig& run) {
 namespace {
 
 absl::Status Spawn(Launcher::State& s, Worker& w, const std::string& config_path) {
+  std::vector<InheritedFd> inherit;
+  if (s.store->fd() >= 0) inherit.push_back({s.store->fd(), kWorkerStoreFd});
   MOBIUS_ASSIGN_OR_RETURN(SpawnedProcess child,
                           SpawnWithPipes({s.options.worker_binary, "run", config_path,
-                                          absl::StrCat(w.rank)}));
+                                          absl::StrCat(w.rank)},
+                                         inherit));
   w.pid = child.pid;
   w.out_fd = child.out_fd;
   w.err_fd = child.err_fd;
@@ -142,11 +145,14 @@ void ReapAll(Launcher::State& s) {
   }
 }
 
+// After the last worker is gone: a named store file is unlinked, and this process lets go of the
+// store (an anonymous one is freed then: no process holds it any more).
 void RemoveStore(Launcher::State& s) {
-  if (s.store != nullptr && !s.store_removed) {
+  std::lock_guard<std::mutex> lock(s.store_mu);
+  if (s.store != nullptr) {
     absl::Status st = s.store->Remove();
     if (!st.ok()) LOG(WARNING) << st;
-    s.store_removed = true;
+    s.store.reset();
   }
 }
 
@@ -166,11 +172,15 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
   auto s = std::make_unique<State>();
   RunConfig& run = options.run;
   if (run.training.microbatch == 0) run.training.microbatch = run.training.batch;
-  if (run.store_path.empty()) {
-    std::string job = run.job_id.empty() ? "job" : run.job_id;
-    for (char& c : job) {
-      if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
-    }
+  std::string job = run.job_id.empty() ? "job" : run.job_id;
+  for (char& c : job) {
+    if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';
+  }
+  const bool anonymous = run.store_path.empty() && options.shm_dir.empty();
+  if (anonymous) {
+    run.store_path = absl::StrCat("memfd:", kStorePrefix, job);
+    run.store_fd = kWorkerStoreFd;
+  } else if (run.store_path.empty()) {
     run.store_path = absl::StrCat(options.shm_dir, "/", kStorePrefix, job, "-", getpid());
   }
   MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(run.training.model_dir));
@@ -187,7 +197,10 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
   }
   const std::string config_path = options.run_dir + "/run.json";
   MOBIUS_RETURN_IF_ERROR(WriteRunConfig(config_path, run));
-  MOBIUS_ASSIGN_OR_RETURN(s->store, HostStore::Create(run.store_path, s->layout.total_bytes));
+  MOBIUS_ASSIGN_OR_RETURN(s->store,
+                          anonymous ? HostStore::CreateAnonymous(kStorePrefix + job,
+                                                                 s->layout.total_bytes)
+                                    : HostStore::Create(run.store_path, s->layout.total_bytes));
   s->options = std::move(options);
   s->workers.resize(s->options.run.num_workers);
   for (int r = 0; r < s->options.run.num_workers; ++r) {
@@ -209,12 +222,18 @@ void Launcher::Cancel() {
   s_->cancel_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                          Clock::now().time_since_epoch()).count() +
                      absl::ToInt64Nanoseconds(s_->options.kill_grace);
-  s_->store->Abort(4);  // wakes every waiting worker; they exit with ABORTED
+  {
+    std::lock_guard<std::mutex> lock(s_->store_mu);
+    if (s_->store) s_->store->Abort(4);  // wakes every waiting worker; they exit with ABORTED
+  }
   KillAll(*s_, SIGTERM);
 }
 
 void Launcher::RequestCheckpointAndStop(absl::Duration grace) {
-  s_->store->Publish(StoreLayout::kStopRequestWord, 1);
+  {
+    std::lock_guard<std::mutex> lock(s_->store_mu);
+    if (s_->store) s_->store->Publish(StoreLayout::kStopRequestWord, 1);
+  }
   s_->stop_deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
                              Clock::now().time_since_epoch()).count() +
                          absl::ToInt64Nanoseconds(grace);

@@ -13,9 +13,10 @@
 //     kills every other worker (SIGKILL after the grace period) and reaps them;
 //   - a frozen rank (no heartbeat) or a hung job (no step within step_timeout) is treated like a
 //     failed worker: reported with the rank or the last step, everything killed;
-//   - the store file is removed when Wait() returns, whatever happened; workers die with the
-//     launcher process (PR_SET_PDEATHSIG), so not even a SIGKILLed launcher leaves one behind, and
-//     CleanOrphanStores removes its store at the next daemon start.
+//   - the store is gone when Wait() returns, whatever happened: an anonymous store (the default)
+//     with the last process holding it; workers die with the launcher process
+//     (PR_SET_PDEATHSIG), so not even a SIGKILLed launcher leaves one behind. (A named store file
+//     is removed, and CleanOrphanStores removes one a SIGKILLed launcher left.)
 //
 // Thread-safety: Start, then Wait from one thread; Cancel may be called from any thread at any time.
 // The callbacks run on the thread that called Wait.
@@ -39,11 +40,15 @@
 
 namespace mobius::runtime {
 
+inline constexpr int kWorkerStoreFd = 3;  // the anonymous store's descriptor in every worker
+
 struct LaunchOptions {
   RunConfig run;                    // store_path: chosen by the launcher when empty
   std::string worker_binary;        // mobius-worker
   std::string run_dir;              // the job's directory: run.json and worker logs go here
-  std::string shm_dir = "/dev/shm";
+  // Empty (default): the store is an anonymous memory file (host_store.h) whose descriptor the
+  // workers inherit as kWorkerStoreFd. Otherwise a named file in this directory.
+  std::string shm_dir;
   absl::Duration kill_grace = absl::Seconds(5);  // SIGTERM -> SIGKILL on Cancel
   // Watchdog (zero: off). A rank that has started heartbeating (every second, from a thread of
   // its own) and then sends none for `heartbeat_timeout` is frozen (stopped, stuck in the kernel);

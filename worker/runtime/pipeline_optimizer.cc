@@ -117,6 +117,8 @@ absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, fl
                        .n = static_cast<size_t>(t->num_elements), .decay = t->decay});
   }
   MOBIUS_RETURN_IF_ERROR(AwaitReaders(s, task.stage, task.r));
+  // The previous checkpoint may still be reading this stage's state from the store.
+  MOBIUS_RETURN_IF_ERROR(AwaitStageWritten(s, task.stage));
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(s.schedule->At(global_step)));
   MOBIUS_RETURN_IF_ERROR(s.adamw->Step(global_step, scale, buffers));
   if (s.tied && range.begin == 0) {  // the head's copy of the tied embedding

@@ -6,7 +6,9 @@
 //   pipeline_optimizer.cc  the optimizer thread (norm partials, clipping, AdamW per backward
 //                          stage);
 //   pipeline_resident.cc   the resident schedule's device-side model state and optimizer;
-//   pipeline_worker.cc     creation, store fill, checkpoints and the step loop.
+//   store_fill.cc          the rank's share of the store, from the model or the resume checkpoint;
+//   pipeline_checkpoint.cc the checkpoint writer thread (streamed from the store);
+//   pipeline_worker.cc     creation and the step loop.
 //
 // Schedule-independent: a rank runs a list of passes (run_config.h: PassesOfRank), each the
 // forward of a forward stage or the backward of a backward stage. For the mobius schedule both
@@ -26,11 +28,14 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
+#include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/model/unit_runner.h"
 #include "worker/optim/adamw.h"
 #include "worker/runtime/host_store.h"
@@ -98,6 +103,29 @@ struct TransportState {
   uint64_t next = 0;                          // sends so far (ring position)
 };
 
+// The checkpoint writer of a rank (pipeline_checkpoint.cc): one job per checkpoint, handled in
+// order on its own thread.
+struct CheckpointJob {
+  uint32_t r = 0;           // run-local step after which it is taken
+  int64_t global_step = 0;  // names the directory
+  data::LoaderPosition position;
+};
+struct CheckpointWriterState {
+  checkpoint::CheckpointPlan plan;  // immutable once the thread runs
+  checkpoint::SaveOptions options;
+  std::thread thread;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<CheckpointJob> jobs;  // guarded by mu
+  uint32_t requested = 0;          // guarded by mu: r of the newest job
+  uint32_t done = 0;               // guarded by mu: r of the newest job finished on this rank
+  std::vector<uint32_t> written;   // guarded by mu: per backward stage, r of its newest share
+  absl::Status error;              // guarded by mu: the first failure (the store is then aborted)
+  bool stop = false;               // guarded by mu
+  // guarded by mu; rank 0: the newest completed checkpoint (directory, step) not yet reported.
+  std::optional<std::pair<std::string, int64_t>> finished;
+};
+
 struct OptimizerTask {
   int stage = 0;  // backward stage
   uint32_t r = 0;
@@ -129,6 +157,7 @@ struct PipelineWorker::State {
   uint64_t slot_clock = 0;
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
+  std::unique_ptr<CheckpointWriterState> checkpoints;  // null without a checkpoint directory
 
   uint32_t eval_seq = 0;  // eval microbatches passed over the run (store_layout.h eval words)
 
@@ -199,6 +228,40 @@ absl::Status BackwardPass(PipelineWorker::State& s, int b, uint32_t r, const dat
 absl::Status ForwardUnits(PipelineWorker::State& s, const StageRange& range, const Slot& slot,
                           const std::function<absl::Status(int64_t, const backend::DeviceBuffer&)>&
                               after_unit);
+
+// ---- store_fill.cc (main thread, before the first barrier) ----
+
+// Writes this rank's share of the model state into the store: the master weights (and, resuming,
+// the moments) of the tensors its backward stages own, their bf16 upload copies and, for a tied
+// model whose embedding it owns, the head's bf16 copy; converted tensor by tensor from the
+// memory-mapped model directory (any dtype) or resume checkpoint, whose checksums the ranks verify
+// between them. The backward stages of all ranks cover every tensor once.
+absl::Status FillStore(PipelineWorker::State& s);
+
+// ---- pipeline_checkpoint.cc ----
+//
+// Consistency rule: the checkpoint of step r holds every stage's state right after its step-r
+// update. Each rank writes its own stages from the store on its writer thread while the next steps
+// run; the optimizer's next update of a stage first waits until that stage is written
+// (AwaitStageWritten), so the state cannot change under the writer; resident ranks copy their
+// device state back only once the previous checkpoint is written (AwaitCheckpoints).
+
+// Plans the checkpoint files and starts the writer thread (no-op without a checkpoint directory).
+absl::Status StartCheckpointWriter(PipelineWorker::State& s);
+// Main thread, after step r's updates of this rank's stages: queue the checkpoint of step r.
+void RequestCheckpoint(PipelineWorker::State& s, uint32_t r, int64_t global_step,
+                       data::LoaderPosition position);
+// Until this rank's writer has finished every requested checkpoint (rank 0: completed it). The
+// writer's error, if any.
+absl::Status AwaitCheckpoints(PipelineWorker::State& s);
+// Optimizer thread, before rewriting backward stage b's state: until the stage's share of the
+// newest requested checkpoint is written.
+absl::Status AwaitStageWritten(PipelineWorker::State& s, int b);
+absl::Status CheckpointError(PipelineWorker::State& s);  // the writer's error so far
+// Rank 0: the checkpoint completed since the last call, as (directory, step).
+std::optional<std::pair<std::string, int64_t>> TakeFinishedCheckpoint(PipelineWorker::State& s);
+// Lets the writer finish its queue and joins it.
+void StopCheckpointWriter(PipelineWorker::State& s);
 
 // ---- pipeline_eval.cc (main thread) ----
 

@@ -25,41 +25,6 @@ namespace {
 
 using State = PipelineWorker::State;
 
-// Writes the model state of this rank's backward stages (the units whose optimizer it runs) into
-// the store (first touch: the pages land on this rank's NUMA node). The backward stages of all
-// ranks cover every unit once.
-void FillStore(State& s) {
-  for (int b : s.backward_stages) {
-    const StageRange range = s.bwd(b);
-    for (int64_t u = range.begin; u < range.end; ++u) {
-      for (const units::UnitParam& p : s.layout.units[u].params) {
-        const std::vector<float>& master = s.start.master.at(p.name).data;
-        numeric::Fp32ToBf16(master.data(), WeightOf(s, p.name, u), master.size());
-        if (p.shared) continue;
-        const TensorSlot& t = s.layout.tensors.at(p.name);
-        std::memcpy(s.store->at<float>(t.master), master.data(), 4 * master.size());
-        std::memcpy(s.store->at<float>(t.m), s.start.adam_m.at(p.name).data.data(),
-                    4 * master.size());
-        std::memcpy(s.store->at<float>(t.v), s.start.adam_v.at(p.name).data.data(),
-                    4 * master.size());
-      }
-    }
-  }
-}
-
-// Copies the whole model state out of the store (rank 0, all ranks parked at a barrier).
-absl::StatusOr<std::string> SaveCheckpoint(State& s, int64_t global_step,
-                                           data::LoaderPosition position) {
-  reference::Parameters master = s.start.master, m = s.start.adam_m, v = s.start.adam_v;
-  for (const auto& [name, t] : s.layout.tensors) {
-    std::memcpy(master.data(name), s.store->at<float>(t.master), 4 * t.num_elements);
-    std::memcpy(m.data(name), s.store->at<float>(t.m), 4 * t.num_elements);
-    std::memcpy(v.data(name), s.store->at<float>(t.v), 4 * t.num_elements);
-  }
-  return train::SaveTrainingCheckpoint(s.run.training, s.start.config, s.start.config_json, master,
-                                       m, v, global_step, position);
-}
-
 // Device buffer sizes of one rank: its two slots (each sized for its largest pass; resident: one
 // slot, for its only stage) and one microbatch's activations and workspace.
 struct DeviceNeeds {
@@ -208,7 +173,9 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   MOBIUS_RETURN_IF_ERROR(train::ValidateTrainerOptions(s->run.training));
   PinToNumaNode(*s);
   const train::TrainerOptions& o = s->run.training;
-  MOBIUS_ASSIGN_OR_RETURN(s->start, train::LoadTrainingStart(o));
+  // Config, data and the resume position only: the tensors go from the files straight into this
+  // rank's share of the store (FillStore), never through a copy of the whole model.
+  MOBIUS_ASSIGN_OR_RETURN(s->start, train::LoadTrainingStart(o, /*parameters=*/false));
   MOBIUS_ASSIGN_OR_RETURN(s->layout, MakeStoreLayout(s->start.config, s->run));
   s->passes = PassesOfRank(s->run, rank);
   for (const Pass& p : s->passes) {
@@ -222,7 +189,10 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   s->head_forward = s->layout.num_forward_stages - 1;
   s->head_backward = s->layout.num_backward_stages - 1;
   s->tied = s->start.config.tie_word_embeddings;
-  MOBIUS_ASSIGN_OR_RETURN(s->store, HostStore::Open(s->run.store_path, s->layout.total_bytes));
+  MOBIUS_ASSIGN_OR_RETURN(s->store,
+                          s->run.store_fd >= 0
+                              ? HostStore::OpenFd(s->run.store_fd, s->layout.total_bytes)
+                              : HostStore::Open(s->run.store_path, s->layout.total_bytes));
   if (!s->run.links.empty()) {
     s->links = std::make_unique<LinkEmulator>(s->run, s->layout, s->store.get(), rank);
   }
@@ -286,7 +256,10 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       thread.join();
     }
   } stop_heartbeat{beating, heartbeat};
-  FillStore(s);
+  if (absl::Status filled = FillStore(s); !filled.ok()) {
+    s.store->Abort(3);  // the other ranks would wait at the barrier for this one
+    return filled;
+  }
   MOBIUS_RETURN_IF_ERROR(s.store->Barrier(s.run.num_workers));
   // Pinned once per worker (cudaHostRegister on CUDA), after every rank first-touched its stages:
   // registering faults pages in, which must not decide their NUMA node.
@@ -297,22 +270,29 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
   }
   // Every rank is here (the barrier above): agree on the gradient transport and set it up.
   MOBIUS_RETURN_IF_ERROR(SetUpTransport(s));
+  MOBIUS_RETURN_IF_ERROR(StartCheckpointWriter(s));
   std::thread optimizer([&s] { OptimizerLoop(s); });
   auto finish = [&](absl::Status st) {
     {
       std::lock_guard<std::mutex> lock(s.mu);
       s.stop = true;
-      // The optimizer's own error explains an ABORTED wait better than the wait does.
+      // The optimizer's or the checkpoint writer's own error explains an ABORTED wait better
+      // than the wait does.
       if (!s.optimizer_error.ok()) st = s.optimizer_error;
+    }
+    if (absl::Status written = CheckpointError(s); !written.ok() && absl::IsAborted(st)) {
+      st = written;
     }
     s.cv.notify_all();
     const bool stopped = absl::IsAborted(st) && s.store->aborted() == 0;
     if (!st.ok() && !stopped) s.store->Abort(3);
     optimizer.join();
+    StopCheckpointWriter(s);
     if (st.ok()) {
       std::lock_guard<std::mutex> lock(s.mu);
       st = s.optimizer_error;
     }
+    if (st.ok()) st = CheckpointError(s);
     if (!st.ok() && !stopped) s.store->Abort(3);
     return st;
   };
@@ -396,18 +376,21 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     const bool stop_here = s.store->Load(StoreLayout::kStopAtWord) == r && !last;
     if (!o.checkpoint_dir.empty() &&
         ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
-      // Every rank parks (its stages are updated) while rank 0 copies the state out. Resident
-      // ranks first bring their device state back to the store.
-      absl::Status b = s.resident != nullptr ? ResidentWriteBack(s) : absl::OkStatus();
-      if (b.ok()) b = s.store->Barrier(s.run.num_workers);
-      if (b.ok() && s.rank == 0) {
-        absl::StatusOr<std::string> dir =
-            SaveCheckpoint(s, global_step, s.start.loader->position());
-        if (!dir.ok()) return finish(dir.status());
-        rep.checkpoint = *dir;
-      }
-      if (b.ok()) b = s.store->Barrier(s.run.num_workers);
+      // This rank's stages are updated: its writer streams them from the store while the next
+      // steps run (pipeline_state.h has the consistency rule). Resident ranks first bring their
+      // device state back to the store, once the previous checkpoint no longer reads it.
+      absl::Status b = s.resident != nullptr ? AwaitCheckpoints(s) : CheckpointError(s);
+      if (b.ok() && s.resident != nullptr) b = ResidentWriteBack(s);
       if (!b.ok()) return finish(b);
+      RequestCheckpoint(s, r, global_step, s.start.loader->position());
+      // The run ends here: its last checkpoint is complete before the last report.
+      if (last || stop_here) {
+        if (absl::Status w = AwaitCheckpoints(s); !w.ok()) return finish(w);
+      }
+    }
+    if (auto finished = TakeFinishedCheckpoint(s)) {
+      rep.checkpoint = finished->first;
+      rep.checkpoint_step = finished->second;
     }
     rep.step_seconds = Since(step_start);
     // Every copy since the previous report (before step 1: resident's one-time upload).

@@ -141,6 +141,8 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"weight_decay", t.weight_decay}, {"grad_clip", t.grad_clip}, {"beta1", t.beta1},
       {"beta2", t.beta2}, {"eps", t.eps}, {"seed", t.seed}, {"checkpoint_dir", t.checkpoint_dir},
       {"checkpoint_every", t.checkpoint_every}, {"resume", t.resume},
+      {"checkpoint_keep_last", t.checkpoint_keep_last},
+      {"checkpoint_export", t.checkpoint_export}, {"tokenizer_dir", t.tokenizer_dir},
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
       {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction}};
   auto ranges = [](const std::vector<StageRange>& v) {
@@ -157,7 +159,7 @@ std::string RunConfigToJson(const RunConfig& c) {
             {"forward_stages", ranges(c.forward_stages)},
             {"backward_stages", ranges(c.backward_stages)}, {"pass_rank", c.pass_rank},
             {"num_workers", c.num_workers}, {"schedule", c.schedule},
-            {"store_path", c.store_path}, {"links", links},
+            {"store_path", c.store_path}, {"store_fd", c.store_fd}, {"links", links},
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
             {"rank_gpu", c.rank_gpu}, {"rank_cpus", c.rank_cpus},
             {"backend", c.backend}, {"rank_device", c.rank_device},
@@ -181,6 +183,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(j, "num_workers", c.num_workers, "");
     get(j, "schedule", c.schedule, "");
     get(j, "store_path", c.store_path, "");
+    get(j, "store_fd", c.store_fd, "");
     get(j, "stage_rank", c.stage_rank, "");
     get(j, "rank_links", c.rank_links, "");
     get(j, "link_scale", c.link_scale, "");
@@ -226,6 +229,9 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "checkpoint_dir", o.checkpoint_dir, p);
     get(t, "checkpoint_every", o.checkpoint_every, p);
     get(t, "resume", o.resume, p);
+    get(t, "checkpoint_keep_last", o.checkpoint_keep_last, p);
+    get(t, "checkpoint_export", o.checkpoint_export, p);
+    get(t, "tokenizer_dir", o.tokenizer_dir, p);
     get(t, "device_memory_bytes", o.device_memory_bytes, p);
     get(t, "threads", o.threads, p);
     get(t, "eval_every", o.eval_every, p);

@@ -17,7 +17,8 @@
 //                      j = 0 .. S_F+S_B-1: pass j < S_F is forward stage j, pass j >= S_F is
 //                      backward stage S_F+S_B-1-j (PassAt). The plan's mapping gives
 //                      pass_rank[j] = j mod N. Every rank runs its passes in stream order.
-//   store_path   the job's shared host model store (host_store.h), created by the launcher;
+//   store_path   the job's shared host model store (host_store.h), created by the launcher: a named
+//                file, or "memfd:<name>" with store_fd the descriptor every worker inherits;
 //   backend      "auto" (CUDA where the worker has it and the rank's device exists, else CPU,
 //                logged), "cpu" or "cuda" (rank_backend.h); rank_device: [rank] -> CUDA ordinal
 //                (empty: rank_gpu, else the rank);
@@ -68,7 +69,8 @@ struct RunConfig {
   std::vector<StageRange> forward_stages;
   std::vector<StageRange> backward_stages;
   std::vector<int> pass_rank;       // [pass] -> rank in [0, num_workers)
-  std::string store_path;           // /dev/shm/mobius-store-<job>-<pid>
+  std::string store_path;           // "memfd:mobius-store-<job>" (or a file path)
+  int store_fd = -1;                // >= 0: the worker's inherited descriptor of the store
   std::vector<EmulatedLink> links;
   std::vector<std::vector<int>> rank_links;  // [rank] -> indices into links (empty: no emulation)
   double link_scale = 1.0;          // recorded for the reports (links are already scaled)

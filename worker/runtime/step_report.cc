@@ -25,7 +25,8 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"h2d_bytes", r.h2d_bytes},
             {"d2h_bytes", r.d2h_bytes},
             {"peer_bytes", r.peer_bytes},
-            {"checkpoint", r.checkpoint}};
+            {"checkpoint", r.checkpoint},
+            {"checkpoint_step", r.checkpoint_step}};
   if (r.loss) j["loss"] = *r.loss;
   if (r.eval_loss) j["eval_loss"] = *r.eval_loss;
   return absl::StrCat(kReportPrefix, j.dump());
@@ -56,6 +57,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.d2h_bytes = j.value("d2h_bytes", uint64_t{0});
     r.peer_bytes = j.value("peer_bytes", uint64_t{0});
     r.checkpoint = j.value("checkpoint", std::string());
+    r.checkpoint_step = j.value("checkpoint_step", int64_t{0});
     if (j.contains("loss")) r.loss = j.at("loss").get<float>();
     if (j.contains("eval_loss")) r.eval_loss = j.at("eval_loss").get<float>();
   } catch (const std::exception& e) {
@@ -83,7 +85,10 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     a.h2d_bytes += r.h2d_bytes;
     a.d2h_bytes += r.d2h_bytes;
     a.peer_bytes += r.peer_bytes;
-    if (!r.checkpoint.empty()) a.checkpoint = r.checkpoint;
+    if (!r.checkpoint.empty()) {
+      a.checkpoint = r.checkpoint;
+      a.checkpoint_step = r.checkpoint_step;
+    }
   }
   a.tokens_per_second = step_seconds > 0 ? a.tokens / step_seconds : 0;
   a.ranks = ranks;

@@ -38,7 +38,11 @@ struct WorkerStepReport {
   double optimizer_seconds = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
   uint64_t peer_bytes = 0;     // activation gradients sent + received over the PeerTransport
-  std::string checkpoint;      // directory written after this step (rank 0), if any
+  // Rank 0: a checkpoint completed since its previous report, if any (checkpoints are written
+  // while training goes on: the one of step k completes during a later step, the last one before
+  // the last report).
+  std::string checkpoint;
+  int64_t checkpoint_step = 0;  // the step it holds
 };
 
 inline constexpr char kReportPrefix[] = "@report ";
@@ -58,7 +62,8 @@ struct StepReport {
   double compute_seconds = 0, stall_seconds = 0, optimizer_seconds = 0;  // max over ranks
   uint64_t h2d_bytes = 0, d2h_bytes = 0;                                 // all ranks
   uint64_t peer_bytes = 0;       // all ranks (each transfer counted by sender and receiver)
-  std::string checkpoint;
+  std::string checkpoint;        // completed since the previous report (WorkerStepReport)
+  int64_t checkpoint_step = 0;
   bool emulated = false;         // link emulation was on
   std::vector<WorkerStepReport> ranks;  // the per-rank reports this aggregates, by rank
   // Bytes that crossed each emulated link (RunConfig::links order) since the job started, all

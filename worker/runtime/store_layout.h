@@ -123,7 +123,11 @@ struct StoreLayout {
   }
   static constexpr int kChannelIdReady = 0, kChannelPosted = 1, kChannelSent = 2,
                        kChannelTaken = 3;
-  int64_t num_control_words() const { return channel_word(num_channels(), 0); }
+  // Streamed checkpoints (pipeline_checkpoint.cc), as run-local steps: rank 0 created the
+  // checkpoint's files; rank k wrote its share of them.
+  int64_t checkpoint_files_word() const { return channel_word(num_channels(), 0); }
+  int64_t checkpoint_written_word(int rank) const { return checkpoint_files_word() + 1 + rank; }
+  int64_t num_control_words() const { return checkpoint_written_word(num_workers); }
   int num_channels() const { return static_cast<int>(peer_channels.size()); }
   int num_backward_boundaries() const {
     return num_backward_stages > 1 ? num_backward_stages - 1 : 0;

@@ -39,8 +39,12 @@ struct StandaloneTrainer::State {
   reference::Parameters& master = start.master;
   reference::Parameters& adam_m = start.adam_m;
   reference::Parameters& adam_v = start.adam_v;
-  std::map<std::string, std::vector<uint16_t>> bf16;  // upload copy, = bf16(master)
-  std::map<std::string, std::vector<float>> grads;    // last step's
+  // One tensor's worth of host scratch (the largest tensor): the gradient downloaded for the norm
+  // and the update, the tied embedding's second part, the bf16 copy uploaded after the update.
+  // The whole model's gradients and bf16 copy live on the device only.
+  std::vector<float> grad, grad_part;
+  std::vector<uint16_t> bf16;
+  std::vector<double> partials;  // one tensor's norm partials
   std::unique_ptr<backend::Backend> backend;  // declared before the model: destroyed after it
   std::unique_ptr<units::ResidentModel> model;
   std::unique_ptr<optim::CpuAdamW> adamw;
@@ -58,7 +62,10 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   const TrainerOptions& o = s.options;
   MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(s.config, s.backend.get(),
                                                                 {.recompute = recompute}));
-  MOBIUS_RETURN_IF_ERROR(s.model->SetWeights(s.bf16));
+  for (auto& [name, t] : s.master.tensors) {
+    numeric::Fp32ToBf16(t.data.data(), s.bf16.data(), t.data.size());
+    MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, s.bf16.data()));
+  }
   std::vector<int32_t> zeros(static_cast<size_t>(o.microbatch * o.seq), 0);
   return s.model->ForwardBackward(zeros.data(), zeros.data(), o.microbatch, o.seq, 0.0f).status();
 }
@@ -91,11 +98,13 @@ absl::Status BuildEngine(StandaloneTrainer::State& s) {
   MOBIUS_ASSIGN_OR_RETURN(s.adamw, MakeAdamW(o));
   MOBIUS_ASSIGN_OR_RETURN(optim::LrSchedule schedule, MakeLrSchedule(o));
   s.schedule = schedule;
-  for (const auto& [name, t] : s.master.tensors) {
-    std::vector<uint16_t>& b = s.bf16[name];
-    b.resize(t.data.size());
-    numeric::Fp32ToBf16(t.data.data(), b.data(), b.size());
-  }
+  size_t largest = 0;
+  for (const auto& [name, t] : s.master.tensors) largest = std::max(largest, t.data.size());
+  s.grad.resize(largest);
+  s.grad_part.resize(largest);
+  s.bf16.resize(largest);
+  s.partials.resize((largest + optim::CpuAdamW::kChunkElements - 1) /
+                    optim::CpuAdamW::kChunkElements);
   // Keep the activations (no recompute) when the cap holds them, else fall back to recompute.
   absl::Status kept = o.recompute ? absl::ResourceExhaustedError("recompute requested")
                                   : BuildModel(s, /*recompute=*/false);
@@ -146,8 +155,8 @@ bool StandaloneTrainer::done() const { return s_->step >= s_->options.steps; }
 int64_t StandaloneTrainer::step() const { return s_->step; }
 const model::ModelConfig& StandaloneTrainer::config() const { return s_->config; }
 const reference::Parameters& StandaloneTrainer::master() const { return s_->master; }
-const std::map<std::string, std::vector<float>>& StandaloneTrainer::last_grads() const {
-  return s_->grads;
+absl::StatusOr<std::map<std::string, std::vector<float>>> StandaloneTrainer::LastGrads() const {
+  return s_->model->Grads();
 }
 
 std::string StandaloneTrainer::Describe() const {
@@ -172,19 +181,19 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   MOBIUS_ASSIGN_OR_RETURN(data::Batch batch, s.start.loader->NextTrainBatch());
   MOBIUS_ASSIGN_OR_RETURN(float loss, s.model->Step(batch.tokens.data(), batch.targets.data(),
                                                     batch.b, batch.t, o.batch / o.microbatch));
-  MOBIUS_ASSIGN_OR_RETURN(s.grads, s.model->Grads());
-
-  std::vector<std::span<const float>> spans;
-  std::vector<optim::ParamBuffers> buffers;
-  for (auto& [name, t] : s.master.tensors) {
-    const std::vector<float>& g = s.grads.at(name);
-    spans.emplace_back(g.data(), g.size());
-    buffers.push_back({.master = t.data.data(), .m = s.adam_m.data(name),
-                       .v = s.adam_v.data(name), .grad = g.data(),
-                       .bf16_out = s.bf16.at(name).data(), .n = g.size(),
-                       .decay = s.start.decay.at(name)});
+  // The gradients stay on the device; each tensor's comes down twice (norm, then update) through
+  // one tensor of scratch. The norm adds the same chunk partials in the same (HF-name) order as
+  // CpuAdamW::GlobalGradNorm over all of them, and the per-tensor update is the same elementwise
+  // AdamW: the result is bitwise that of the whole-model calls.
+  double sum = 0.0;
+  for (const auto& [name, t] : s.master.tensors) {
+    MOBIUS_RETURN_IF_ERROR(s.model->ReadGrad(name, s.grad.data(), s.grad_part.data()));
+    s.adamw->ChunkSquares({s.grad.data(), t.data.size()}, s.partials.data());
+    const size_t chunks = (t.data.size() + optim::CpuAdamW::kChunkElements - 1) /
+                          optim::CpuAdamW::kChunkElements;
+    for (size_t c = 0; c < chunks; ++c) sum += s.partials[c];
   }
-  const double norm = s.adamw->GlobalGradNorm(spans);
+  const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) {
     return absl::InternalError(absl::StrCat("step ", s.step + 1, ": the gradient norm is ", norm,
                                             " (training diverged; lower --lr)"));
@@ -192,8 +201,15 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   const float scale = o.grad_clip > 0 ? optim::ClipScale(norm, o.grad_clip) : 1.0f;
   const double lr = s.schedule->At(s.step + 1);
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(lr));
-  MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, buffers));
-  MOBIUS_RETURN_IF_ERROR(s.model->SetWeights(s.bf16));  // the next step's weights
+  for (auto& [name, t] : s.master.tensors) {
+    MOBIUS_RETURN_IF_ERROR(s.model->ReadGrad(name, s.grad.data(), s.grad_part.data()));
+    const optim::ParamBuffers buffers{.master = t.data.data(), .m = s.adam_m.data(name),
+                                      .v = s.adam_v.data(name), .grad = s.grad.data(),
+                                      .bf16_out = s.bf16.data(), .n = t.data.size(),
+                                      .decay = s.start.decay.at(name)};
+    MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
+    MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, s.bf16.data()));  // the next step's weights
+  }
   ++s.step;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 

@@ -88,8 +88,9 @@ class StandaloneTrainer {
   int64_t step() const;
   const model::ModelConfig& config() const;
   const reference::Parameters& master() const;  // fp32 master weights
-  // Gradients of the last step (fp32, by HF name, before clipping); empty before the first.
-  const std::map<std::string, std::vector<float>>& last_grads() const;
+  // Gradients of the last step (fp32, by HF name, before clipping), downloaded from the device
+  // (a whole-model allocation: for tests and tools, not the training path).
+  absl::StatusOr<std::map<std::string, std::vector<float>>> LastGrads() const;
   std::string Describe() const;  // one line: model, parameters, data, shapes (for the log)
   bool recomputes() const;       // whether the backward recomputes the blocks' activations
 

@@ -31,6 +31,11 @@ struct TrainerOptions {
   std::string checkpoint_dir;    // empty: no checkpoints
   int64_t checkpoint_every = 0;  // also at the end; 0: only at the end (when checkpoint_dir)
   bool resume = false;           // continue from LatestCheckpoint(checkpoint_dir)
+  int checkpoint_keep_last = 0;  // keep this many newest checkpoints (and exports); 0: all
+  bool checkpoint_export = false;  // also write the model-only export next to each checkpoint
+  // The tokenizer's directory (or file): its tokenizer files are copied into every checkpoint and
+  // export, so that they load with transformers' AutoTokenizer too. Empty: none copied.
+  std::string tokenizer_dir;
   uint64_t device_memory_bytes = 0;  // device memory cap; 0: physical RAM (CPU) / the GPU's
   // Standalone trainer only (the pipeline takes RunConfig::backend): "cpu" (the oracle, default),
   // "cuda" (device 0 after CUDA_VISIBLE_DEVICES, through worker/backend/backend_registry.h) or

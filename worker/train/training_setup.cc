@@ -11,8 +11,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/model/layer_units.h"
+#include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/checkpoint/model_init.h"
 
 namespace mobius::train {
@@ -105,18 +107,23 @@ absl::Status OpenData(const TrainerOptions& o, TrainingStart& s) {
   return absl::OkStatus();
 }
 
-absl::Status LoadModel(const TrainerOptions& o, TrainingStart& s) {
+absl::Status LoadModel(const TrainerOptions& o, bool parameters, TrainingStart& s) {
   const std::string& dir = o.model_dir;
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) {
     return absl::NotFoundError(absl::StrCat("model directory ", dir, " does not exist"));
   }
-  MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::ReadModelDirectory(dir));
   MOBIUS_ASSIGN_OR_RETURN(s.config_json, ReadText(dir + "/config.json"));
-  s.config = loaded.config;
-  s.master = std::move(loaded.params);
-  s.adam_m = reference::ZeroParameters(s.config);
-  s.adam_v = reference::ZeroParameters(s.config);
+  if (parameters) {
+    MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::ReadModelDirectory(dir));
+    s.config = loaded.config;
+    s.master = std::move(loaded.params);
+    s.adam_m = reference::ZeroParameters(s.config);
+    s.adam_v = reference::ZeroParameters(s.config);
+  } else {
+    MOBIUS_ASSIGN_OR_RETURN(s.config, model::LoadModelConfig(dir));
+    MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(s.config));
+  }
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(s.config));
   for (const model::LayerUnit& unit : desc.units) {
     for (const model::ParamSpec& p : unit.params) s.decay[p.name] = p.weight_decay;
@@ -129,14 +136,21 @@ std::string PositionValue(const std::map<std::string, std::string>& m, const std
   return it == m.end() ? "" : it->second;
 }
 
-absl::Status Resume(const TrainerOptions& o, TrainingStart& s) {
+absl::Status Resume(const TrainerOptions& o, bool parameters, TrainingStart& s) {
   auto latest = checkpoint::LatestCheckpoint(o.checkpoint_dir);
   if (!latest.ok()) {
     return absl::NotFoundError(absl::StrCat("--resume: no complete checkpoint in ",
                                             o.checkpoint_dir));
   }
-  MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedCheckpoint ckpt,
-                          checkpoint::LoadCheckpoint(*latest, s.config));
+  checkpoint::LoadedCheckpoint ckpt;
+  if (parameters) {
+    MOBIUS_ASSIGN_OR_RETURN(ckpt, checkpoint::LoadCheckpoint(*latest, s.config));
+  } else {
+    MOBIUS_ASSIGN_OR_RETURN(checkpoint::OpenedCheckpoint opened,
+                            checkpoint::OpenCheckpoint(*latest, s.config));
+    ckpt.state = opened.state;
+  }
+  s.resume_directory = *latest;
   const auto& pos = ckpt.state.data_position;
   const std::vector<std::pair<std::string, std::string>> run = {
       {"seed", absl::StrCat(o.seed)}, {"seq", absl::StrCat(o.seq)}, {"batch", absl::StrCat(o.batch)}};
@@ -153,6 +167,8 @@ absl::Status Resume(const TrainerOptions& o, TrainingStart& s) {
     return absl::InvalidArgumentError(absl::StrCat(*latest, ": bad data_position"));
   }
   s.loader->Seek(p);
+  s.step = ckpt.state.step;
+  if (!parameters) return absl::OkStatus();
   s.master = std::move(ckpt.master);
   if (!ckpt.adam_m.tensors.empty()) {
     s.adam_m = std::move(ckpt.adam_m);
@@ -168,16 +184,16 @@ absl::Status ValidateTrainerOptions(TrainerOptions& options) {
   return ValidateTrainerOptionsImpl(options);
 }
 
-absl::StatusOr<TrainingStart> LoadTrainingStart(const TrainerOptions& options) {
+absl::StatusOr<TrainingStart> LoadTrainingStart(const TrainerOptions& options, bool parameters) {
   TrainingStart s;
-  MOBIUS_RETURN_IF_ERROR(LoadModel(options, s));
+  MOBIUS_RETURN_IF_ERROR(LoadModel(options, parameters, s));
   if (options.seq > s.config.max_position_embeddings) {
     return absl::InvalidArgumentError(absl::StrCat("--seq ", options.seq,
                                                    " exceeds the model's max_position_embeddings ",
                                                    s.config.max_position_embeddings));
   }
   MOBIUS_RETURN_IF_ERROR(OpenData(options, s));
-  if (options.resume) MOBIUS_RETURN_IF_ERROR(Resume(options, s));
+  if (options.resume) MOBIUS_RETURN_IF_ERROR(Resume(options, parameters, s));
   return s;
 }
 
@@ -198,14 +214,18 @@ absl::StatusOr<optim::LrSchedule> MakeLrSchedule(const TrainerOptions& o) {
   return optim::LrSchedule::Create(lc);
 }
 
-absl::StatusOr<std::string> SaveTrainingCheckpoint(const TrainerOptions& o,
-                                                   const model::ModelConfig& config,
-                                                   const std::string& config_json,
-                                                   const reference::Parameters& master,
-                                                   const reference::Parameters& adam_m,
-                                                   const reference::Parameters& adam_v,
-                                                   int64_t step, data::LoaderPosition p) {
-  if (o.checkpoint_dir.empty()) return absl::FailedPreconditionError("no --checkpoint_dir");
+checkpoint::SaveOptions CheckpointSaveOptions(const TrainerOptions& o,
+                                              const std::string& config_json) {
+  checkpoint::SaveOptions so;
+  so.config_json = config_json;
+  so.keep_last = o.checkpoint_keep_last;
+  so.export_model = o.checkpoint_export;
+  if (!o.tokenizer_dir.empty()) so.copy_files = checkpoint::TokenizerFiles(o.tokenizer_dir);
+  return so;
+}
+
+checkpoint::TrainingState CheckpointState(const TrainerOptions& o, int64_t step,
+                                          data::LoaderPosition p) {
   checkpoint::TrainingState state;
   state.step = step;
   state.lr_step = step;
@@ -215,14 +235,24 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const TrainerOptions& o,
                          {"seed", absl::StrCat(o.seed)},
                          {"seq", absl::StrCat(o.seq)},
                          {"batch", absl::StrCat(o.batch)}};
+  return state;
+}
+
+absl::StatusOr<std::string> SaveTrainingCheckpoint(const TrainerOptions& o,
+                                                   const model::ModelConfig& config,
+                                                   const std::string& config_json,
+                                                   const reference::Parameters& master,
+                                                   const reference::Parameters& adam_m,
+                                                   const reference::Parameters& adam_v,
+                                                   int64_t step, data::LoaderPosition p) {
+  if (o.checkpoint_dir.empty()) return absl::FailedPreconditionError("no --checkpoint_dir");
   checkpoint::CheckpointTensors tensors{.master = &master};
   if (step > 0) {
     tensors.adam_m = &adam_m;
     tensors.adam_v = &adam_v;
   }
-  checkpoint::SaveOptions so;
-  so.config_json = config_json;
-  return checkpoint::SaveCheckpoint(o.checkpoint_dir, config, tensors, state, so);
+  return checkpoint::SaveCheckpoint(o.checkpoint_dir, config, tensors, CheckpointState(o, step, p),
+                                    CheckpointSaveOptions(o, config_json));
 }
 
 }  // namespace mobius::train

@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
+#include "worker/checkpoint/checkpoint.h"
 #include "worker/data/loader.h"
 #include "worker/data/token_file.h"
 #include "worker/optim/adamw.h"
@@ -34,7 +35,9 @@ absl::Status ValidateTrainerOptions(TrainerOptions& options);
 struct TrainingStart {
   model::ModelConfig config;
   std::string config_json;                    // config.json verbatim, kept in checkpoints
-  reference::Parameters master, adam_m, adam_v;  // fp32; moments zero unless resumed
+  // fp32; moments zero unless resumed. Empty when loaded with `parameters = false`.
+  reference::Parameters master, adam_m, adam_v;
+  std::string resume_directory;               // the checkpoint resumed from; empty: none
   std::map<std::string, bool> decay;          // weight decay by HF name (layer_units.h)
   std::shared_ptr<const data::TokenFile> file;
   std::unique_ptr<data::TokenLoader> loader;  // at the resume position
@@ -45,8 +48,22 @@ struct TrainingStart {
 // id < vocab), and with options.resume continues from LatestCheckpoint(checkpoint_dir).
 // NOT_FOUND for a missing model directory, data file or checkpoint; INVALID_ARGUMENT for data or a
 // checkpoint that does not fit the run.
+// With `parameters = false` nothing the size of the model is read or held: the model's
+// config.json and the checkpoint's trainer_state.json only (its files are checked for presence
+// and size, not read), for executors that stream the tensors into their own storage (the pipeline
+// workers: worker/runtime/store_fill.h).
 // REQUIRES: ValidateTrainerOptions(options) returned OK.
-absl::StatusOr<TrainingStart> LoadTrainingStart(const TrainerOptions& options);
+absl::StatusOr<TrainingStart> LoadTrainingStart(const TrainerOptions& options,
+                                                bool parameters = true);
+
+// What checkpoints of this run copy besides the tensors and how many they keep
+// (options.tokenizer_dir's tokenizer files, keep_last, the model-only export), for
+// SaveTrainingCheckpoint and the pipeline's streamed checkpoints alike.
+checkpoint::SaveOptions CheckpointSaveOptions(const TrainerOptions& options,
+                                              const std::string& config_json);
+// trainer_state.json's fields for `step` completed steps at the loader's `position`.
+checkpoint::TrainingState CheckpointState(const TrainerOptions& options, int64_t step,
+                                          data::LoaderPosition position);
 
 absl::StatusOr<std::unique_ptr<optim::CpuAdamW>> MakeAdamW(const TrainerOptions& options);
 absl::StatusOr<optim::LrSchedule> MakeLrSchedule(const TrainerOptions& options);

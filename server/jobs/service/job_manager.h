@@ -72,6 +72,8 @@ struct JobManagerOptions {
   // Shutdown: how long a running job may take to finish its step and checkpoint before it is
   // cancelled (SIGTERM, then SIGKILL after kill_grace).
   absl::Duration checkpoint_grace = absl::Seconds(60);
+  // Jobs' stores are anonymous memory files (host_store.h); named store files that earlier
+  // versions left here are removed at start-up (CleanOrphanStores).
   std::string shm_dir = "/dev/shm";
   // Threads of the tokenizer that prepares a text dataset (state_dir/datasets); 0: half the cores
   // (running jobs' optimizers share them).

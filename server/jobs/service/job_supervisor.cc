@@ -346,7 +346,6 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.run = *run;
   lo.worker_binary = options.worker_binary;
   lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
-  lo.shm_dir = options.shm_dir;
   lo.kill_grace = options.kill_grace;
   lo.heartbeat_timeout = options.heartbeat_timeout;
   lo.step_timeout = options.step_timeout;
@@ -357,7 +356,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     last_step = r.step;
     if (r.eval_loss) DaemonLog(id, absl::StrCat("step ", r.step, ": eval loss ", *r.eval_loss));
     if (!r.checkpoint.empty()) {
-      store->SetCheckpoint(id, r.checkpoint, r.step).IgnoreError();
+      store->SetCheckpoint(id, r.checkpoint, r.checkpoint_step).IgnoreError();
       DaemonLog(id, absl::StrCat("checkpoint ", r.checkpoint));
     }
     absl::MutexLock lock(&mu);

@@ -176,10 +176,22 @@ TEST_F(ResidentScheduleTest, CheckpointAndResumeMatchesAnUninterruptedRun) {
   LaunchResult whole = Launch(run, "whole");
   ASSERT_TRUE(whole.status.ok()) << whole.status;
   ASSERT_EQ(whole.steps.size(), expected.size());
+  // Checkpoints are written while training goes on: each is reported once complete, at its own
+  // step or later, the last one with the last step.
+  int64_t reported = 0;
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(whole.steps[i].loss, expected[i].loss) << "step " << i + 1;
-    EXPECT_EQ(whole.steps[i].checkpoint.empty(), (i + 1) % 2 != 0) << "step " << i + 1;
+    if (whole.steps[i].checkpoint.empty()) continue;
+    const int64_t at = whole.steps[i].checkpoint_step;
+    EXPECT_GT(at, reported) << "step " << i + 1;
+    EXPECT_LE(at, whole.steps[i].step);
+    EXPECT_EQ(at % 2, 0) << "step " << i + 1;
+    EXPECT_EQ(whole.steps[i].checkpoint,
+              o.checkpoint_dir + "/" + checkpoint::CheckpointDirName(at));
+    reported = at;
   }
+  EXPECT_EQ(reported, o.steps);
+  EXPECT_EQ(checkpoint::CompleteCheckpoints(o.checkpoint_dir).size(), 4u);
 
   run.training.checkpoint_dir = dir_ / "parts";
   run.training.checkpoint_every = 0;

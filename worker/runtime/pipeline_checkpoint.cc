@@ -1,0 +1,166 @@
+// Streamed checkpoints (pipeline_state.h, docs/runtime.md "Checkpoints"): every rank writes its
+// own stages' master weights, moments and bf16 weights from the store straight into the
+// checkpoint's files (checkpoint_writer.h), on a writer thread of its own, while training goes on;
+// rank 0 creates the files first and, once every rank has written its share, makes the checkpoint
+// durable and complete. The optimizer's next update of a stage waits until the stage is written,
+// so a checkpoint of step r holds exactly the state after step r.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/checkpoint/checkpoint_writer.h"
+#include "worker/runtime/pipeline_state.h"
+
+namespace mobius::runtime {
+
+using State = PipelineWorker::State;
+
+namespace {
+
+std::string Tag(const State& s) { return absl::StrCat(s.store->creator_pid()); }
+
+// This rank's share of checkpoint `job`: its backward stages, the last one first (the next step's
+// backward updates them in that order), each published to the optimizer once written.
+absl::Status WriteShare(State& s, const CheckpointJob& job) {
+  CheckpointWriterState& w = *s.checkpoints;
+  const std::string& root = s.run.training.checkpoint_dir;
+  if (s.rank == 0) {
+    MOBIUS_RETURN_IF_ERROR(
+        checkpoint::CreateCheckpointFiles(root, w.plan, job.global_step, Tag(s)));
+    s.store->Publish(s.layout.checkpoint_files_word(), job.r);
+  } else {
+    MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.checkpoint_files_word(), job.r));
+  }
+  MOBIUS_ASSIGN_OR_RETURN(
+      std::unique_ptr<checkpoint::CheckpointTensorWriter> writer,
+      checkpoint::CheckpointTensorWriter::Open(
+          checkpoint::PartialCheckpointDir(root, job.global_step, Tag(s)), w.plan));
+  for (auto b = s.backward_stages.rbegin(); b != s.backward_stages.rend(); ++b) {
+    for (const TensorSlot* t : OwnedTensors(s, *b)) {
+      MOBIUS_RETURN_IF_ERROR(writer->WriteTensor(t->name, s.store->at<float>(t->master),
+                                                 s.store->at<float>(t->m),
+                                                 s.store->at<float>(t->v)));
+    }
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.written[*b] = job.r;
+    }
+    w.cv.notify_all();
+  }
+  s.store->Publish(s.layout.checkpoint_written_word(s.rank), job.r);
+  return absl::OkStatus();
+}
+
+// Rank 0, after its own share: waits for every rank's, then completes the checkpoint.
+absl::Status Finish(State& s, const CheckpointJob& job) {
+  CheckpointWriterState& w = *s.checkpoints;
+  for (int rank = 0; rank < s.run.num_workers; ++rank) {
+    MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.checkpoint_written_word(rank), job.r));
+  }
+  const train::TrainerOptions& o = s.run.training;
+  MOBIUS_ASSIGN_OR_RETURN(
+      std::string dir,
+      checkpoint::FinishCheckpoint(o.checkpoint_dir, s.start.config, w.plan,
+                                   train::CheckpointState(o, job.global_step, job.position),
+                                   w.options, Tag(s)));
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.finished = {dir, job.global_step};
+  return absl::OkStatus();
+}
+
+void WriterLoop(State& s) {
+  CheckpointWriterState& w = *s.checkpoints;
+  while (true) {
+    CheckpointJob job;
+    {
+      std::unique_lock<std::mutex> lock(w.mu);
+      w.cv.wait(lock, [&] { return w.stop || !w.jobs.empty(); });
+      if (w.jobs.empty()) return;
+      job = w.jobs.front();
+    }
+    absl::Status st = WriteShare(s, job);
+    if (st.ok() && s.rank == 0) st = Finish(s, job);
+    {
+      std::lock_guard<std::mutex> lock(w.mu);
+      w.jobs.pop_front();
+      if (st.ok()) w.done = job.r;
+      if (!st.ok() && w.error.ok()) w.error = st;
+    }
+    w.cv.notify_all();
+    if (!st.ok()) {
+      // Every rank stops now (no peer waits on a share that will not come); the main thread
+      // reports this error rather than the ABORTED waits it causes.
+      if (!absl::IsAborted(st)) LOG(ERROR) << "rank " << s.rank << ": checkpoint: " << st;
+      s.store->Abort(3);
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+absl::Status StartCheckpointWriter(State& s) {
+  const train::TrainerOptions& o = s.run.training;
+  if (o.checkpoint_dir.empty()) return absl::OkStatus();
+  auto w = std::make_unique<CheckpointWriterState>();
+  w->options = train::CheckpointSaveOptions(o, s.start.config_json);
+  MOBIUS_ASSIGN_OR_RETURN(w->plan, checkpoint::PlanCheckpoint(s.start.config, w->options,
+                                                              /*has_optimizer_state=*/true));
+  w->written.assign(s.layout.num_backward_stages, 0);
+  s.checkpoints = std::move(w);
+  s.checkpoints->thread = std::thread([&s] { WriterLoop(s); });
+  return absl::OkStatus();
+}
+
+void RequestCheckpoint(State& s, uint32_t r, int64_t global_step, data::LoaderPosition position) {
+  CheckpointWriterState& w = *s.checkpoints;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.jobs.push_back({r, global_step, position});
+    w.requested = r;
+  }
+  w.cv.notify_all();
+}
+
+absl::Status AwaitCheckpoints(State& s) {
+  if (s.checkpoints == nullptr) return absl::OkStatus();
+  CheckpointWriterState& w = *s.checkpoints;
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.cv.wait(lock, [&] { return w.done >= w.requested || !w.error.ok(); });
+  return w.error;
+}
+
+absl::Status AwaitStageWritten(State& s, int b) {
+  if (s.checkpoints == nullptr) return absl::OkStatus();
+  CheckpointWriterState& w = *s.checkpoints;
+  std::unique_lock<std::mutex> lock(w.mu);
+  w.cv.wait(lock, [&] { return w.written[b] >= w.requested || !w.error.ok() || w.stop; });
+  return w.error;
+}
+
+absl::Status CheckpointError(State& s) {
+  if (s.checkpoints == nullptr) return absl::OkStatus();
+  std::lock_guard<std::mutex> lock(s.checkpoints->mu);
+  return s.checkpoints->error;
+}
+
+std::optional<std::pair<std::string, int64_t>> TakeFinishedCheckpoint(State& s) {
+  if (s.checkpoints == nullptr) return std::nullopt;
+  std::lock_guard<std::mutex> lock(s.checkpoints->mu);
+  return std::exchange(s.checkpoints->finished, std::nullopt);
+}
+
+void StopCheckpointWriter(State& s) {
+  if (s.checkpoints == nullptr || !s.checkpoints->thread.joinable()) return;
+  CheckpointWriterState& w = *s.checkpoints;
+  {
+    std::lock_guard<std::mutex> lock(w.mu);
+    w.stop = true;
+  }
+  w.cv.notify_all();
+  w.thread.join();
+}
+
+}  // namespace mobius::runtime

@@ -1,0 +1,81 @@
+// Filling a rank's share of the host store before step 1, straight from the files: the model
+// directory's safetensors (any of F32 / BF16 / F16) or the resume checkpoint's fp32 master and
+// moments, memory-mapped and converted tensor by tensor into their places in the store
+// (pipeline_state.h: FillStore). Nothing the size of the model is allocated; the input pages are
+// dropped from this process's page tables as soon as they are converted (TensorSetReader).
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <optional>
+
+#include "absl/strings/str_cat.h"
+#include "common/numeric/bf16.h"
+#include "common/status_macros.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/runtime/pipeline_state.h"
+
+namespace mobius::runtime {
+
+using State = PipelineWorker::State;
+
+namespace {
+
+// Slices of 1 Mi elements: the master slice just written is still in cache when it is rounded
+// to the bf16 upload copy.
+constexpr int64_t kSlice = int64_t{1} << 20;
+
+void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader& master,
+                const checkpoint::TensorSetReader* m, const checkpoint::TensorSetReader* v) {
+  float* dst = s.store->at<float>(t.master);
+  uint16_t* bf16 = WeightOf(s, t.name, t.owner_unit);
+  for (int64_t begin = 0; begin < t.num_elements; begin += kSlice) {
+    const int64_t n = std::min(kSlice, t.num_elements - begin);
+    master.ReadF32(t.name, begin, n, dst + begin);
+    numeric::Fp32ToBf16(dst + begin, bf16 + begin, static_cast<size_t>(n));
+  }
+  // Fresh moments are the store's zero pages: left untouched, they are first touched by this
+  // rank's optimizer thread, on this rank's NUMA node, like everything else of its stages.
+  if (m != nullptr) m->ReadF32(t.name, s.store->at<float>(t.m));
+  if (v != nullptr) v->ReadF32(t.name, s.store->at<float>(t.v));
+}
+
+}  // namespace
+
+absl::Status FillStore(State& s) {
+  const train::TrainerOptions& o = s.run.training;
+  const checkpoint::TensorShapes shapes = reference::ParameterShapes(s.start.config);
+  std::unique_ptr<checkpoint::TensorSetReader> model;
+  checkpoint::OpenedCheckpoint resumed;
+  const bool resume = !s.start.resume_directory.empty();
+  if (resume) {
+    MOBIUS_ASSIGN_OR_RETURN(resumed,
+                            checkpoint::OpenCheckpoint(s.start.resume_directory, s.start.config));
+    // The ranks split the re-hash of the checkpoint's files (any mismatch fails the job).
+    MOBIUS_RETURN_IF_ERROR(checkpoint::VerifyCheckpointChecksums(s.start.resume_directory, s.rank,
+                                                                 s.run.num_workers));
+  } else {
+    MOBIUS_ASSIGN_OR_RETURN(model, checkpoint::TensorSetReader::Open(o.model_dir, "model", shapes,
+                                                                     std::nullopt));
+  }
+  const checkpoint::TensorSetReader& master = resume ? *resumed.master : *model;
+  bool owns_embedding = false;
+  for (int b : s.backward_stages) {
+    owns_embedding = owns_embedding || s.bwd(b).begin == 0;
+    for (const TensorSlot* t : OwnedTensors(s, b)) {
+      FillTensor(s, *t, master, resumed.adam_m.get(), resumed.adam_v.get());
+    }
+  }
+  // A tied head reads its own bf16 copy of the token embedding; the embedding's owner writes it,
+  // as its optimizer does after every update.
+  if (s.tied && owns_embedding) {
+    const int64_t head = s.num_units() - 1;
+    for (const units::UnitParam& p : s.layout.units[head].params) {
+      if (p.shared) {
+        std::memcpy(WeightOf(s, p.name, head), WeightOf(s, p.name, 0), 2 * p.num_elements);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace mobius::runtime
