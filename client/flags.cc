@@ -45,6 +45,9 @@ ABSL_FLAG(std::string, trace, "", "plan: write the simulated step as a Chrome tr
 ABSL_FLAG(double, gpu_memory_gib, 0, "plan: cap per-GPU memory at this many GiB (0: as reported).");
 ABSL_FLAG(double, host_memory_gib, 0,
           "plan: host RAM in GiB (0: the topology's NUMA nodes together).");
+ABSL_FLAG(bool, emulated_gpus, false,
+          "plan: the GPUs are emulated on the CPU backend (as mobiusd and mobius run do without "
+          "a CUDA device), so their memory counts as host memory in the estimate.");
 ABSL_FLAG(double, efficiency, 0.5, "plan: fraction of peak FLOP/s a layer reaches.");
 ABSL_FLAG(double, peak_tflops, 0,
           "plan: the GPU's dense bf16 peak TFLOP/s (0: preset from the GPU name).");
@@ -63,6 +66,9 @@ ABSL_FLAG(int32_t, max_gpus, 0, "quota set: GPUs the user's running jobs may hol
 ABSL_FLAG(int32_t, max_running_jobs, 0, "quota set: running jobs of the user; 0: no limit.");
 ABSL_FLAG(double, link_scale, 1.0,
           "run: multiplies every emulated PCIe link's bandwidth (CPU backend).");
+ABSL_FLAG(bool, resume, false,
+          "run: continue from the newest complete checkpoint in the spec's checkpoint.dir (a "
+          "requeued Slurm step); without one the run starts from the model.");
 ABSL_FLAG(std::string, emulate_links, "auto",
           "run: auto | on | off; auto emulates the topology's links when no CUDA device is usable.");
 ABSL_FLAG(std::string, backend, "auto",

@@ -40,6 +40,8 @@ ABSL_DECLARE_FLAG(std::string, gpus);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(double, gpu_memory_gib);
 ABSL_DECLARE_FLAG(double, host_memory_gib);
+ABSL_DECLARE_FLAG(bool, emulated_gpus);
+ABSL_DECLARE_FLAG(bool, resume);
 ABSL_DECLARE_FLAG(double, efficiency);
 ABSL_DECLARE_FLAG(double, peak_tflops);
 ABSL_DECLARE_FLAG(double, mip_time_limit_seconds);

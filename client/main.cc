@@ -109,6 +109,7 @@ int RunPlanCommand() {
   o.gpus = absl::GetFlag(FLAGS_gpus);
   o.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
+  o.emulated_gpus = absl::GetFlag(FLAGS_emulated_gpus);
   o.efficiency = absl::GetFlag(FLAGS_efficiency);
   o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
   o.mip_time_limit_seconds = absl::GetFlag(FLAGS_mip_time_limit_seconds);
@@ -149,11 +150,14 @@ int main(int argc, char** argv) {
     o.trace = absl::GetFlag(FLAGS_trace);
     o.efficiency = absl::GetFlag(FLAGS_efficiency);
     o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
+    o.emulated_gpus = absl::GetFlag(FLAGS_emulated_gpus);
+    o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
     return mobius::cli::RunPlanSpec(args[2], o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && args[1] == "run") {
     if (args.size() != 3) {
-      std::cerr << "usage: mobius run JOB.yaml [--topology-file F] [--gpus 0,1] [--link-scale S]\n";
+      std::cerr << "usage: mobius run JOB.yaml [--topology-file F] [--gpus 0,1] [--link-scale S] "
+                   "[--resume]\n";
       return mobius::cli::kExitUsage;
     }
     mobius::cli::RunCommandOptions o;
@@ -165,6 +169,7 @@ int main(int argc, char** argv) {
     o.emulate_links = absl::GetFlag(FLAGS_emulate_links);
     o.backend = absl::GetFlag(FLAGS_backend);
     o.transport = absl::GetFlag(FLAGS_transport);
+    o.resume = absl::GetFlag(FLAGS_resume);
     return mobius::cli::RunRunCommand(o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {

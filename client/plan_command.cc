@@ -202,6 +202,7 @@ absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
   p.gpus = *gpus;
   p.gpu_memory_bytes = static_cast<int64_t>(o.gpu_memory_gib * kGiB);
   p.host_memory_bytes = static_cast<int64_t>(o.host_memory_gib * kGiB);
+  p.devices_in_host_memory = o.emulated_gpus;
   p.efficiency = o.efficiency;
   if (o.peak_tflops > 0) {
     planner::DeviceSpec d;
@@ -294,10 +295,14 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
                            stages);
   }
   out << absl::StrFormat(
-      "\nMemory: GPU max %s of %s; host RAM %s (model state %s + checkpoints %s) of %s; pinned "
-      "%s\n",
+      "\nMemory: GPU max %s of %s; host RAM %s (model state %s + checkpoints %s + activation "
+      "gradients %s + worker processes %s%s) of %s; pinned %s\n",
       Gib(mem.max_gpu_bytes), Gib(mem.gpu_capacity_bytes), Gib(mem.host_bytes),
       Gib(mem.host_model_state_bytes), Gib(mem.host_activation_bytes),
+      Gib(mem.host_activation_grad_bytes), Gib(mem.host_process_bytes),
+      mem.host_emulated_device_bytes > 0
+          ? absl::StrCat(" + emulated GPUs ", Gib(mem.host_emulated_device_bytes))
+          : "",
       r.host_memory_available_bytes > 0 ? Gib(r.host_memory_available_bytes) : "unknown",
       Gib(mem.pinned_bytes));
   out << absl::StrFormat(
@@ -402,6 +407,9 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
                  {"host_bytes", mem.host_bytes},
                  {"host_model_state_bytes", mem.host_model_state_bytes},
                  {"host_activation_bytes", mem.host_activation_bytes},
+                 {"host_activation_grad_bytes", mem.host_activation_grad_bytes},
+                 {"host_process_bytes", mem.host_process_bytes},
+                 {"host_emulated_device_bytes", mem.host_emulated_device_bytes},
                  {"pinned_bytes", mem.pinned_bytes},
                  {"host_available_bytes", r.host_memory_available_bytes}};
   j["predicted"] = {{"step_seconds", r.step_seconds},

@@ -45,6 +45,7 @@ struct PlanCommandOptions {
   std::string gpus;           // "0,1,2": the granted subset; empty: all
   double gpu_memory_gib = 0;  // > 0: cap per-GPU memory
   double host_memory_gib = 0; // > 0: host RAM instead of the topology's NUMA total
+  bool emulated_gpus = false;  // the CPU backend emulates the GPUs: their memory is host memory
   double efficiency = 0.5;    // fraction of peak FLOP/s
   double peak_tflops = 0;     // > 0: device peak instead of the GPU-name preset
   double mip_time_limit_seconds = 10;

@@ -4,15 +4,18 @@
 #include <stdlib.h>
 
 #include <atomic>
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
+#include "common/host_memory.h"
 #include "common/jobspec/yaml.h"
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/scheduler/scheduler.h"
@@ -21,6 +24,7 @@
 #include "server/launch/run_builder.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
+#include "worker/checkpoint/checkpoint.h"
 #include "worker/backend/device_probe.h"
 #include "worker/runtime/launcher.h"
 
@@ -71,8 +75,26 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
     if (!list.ok()) return Fail(err, list.status());
     allowed = *list;
   }
+  // Where the workers will run decides whose memory the GPUs' is: on the CPU backend it is host
+  // memory, and the plan's host estimate must fit what this machine has (not only the topology).
+  const DeviceProbe probe = ProbeDevices();
+  const bool emulate = o.emulate_links == "on" ||
+                       (o.emulate_links == "auto" && probe.cuda_devices.empty());
+  jobs::PlanJobOptions plan_options;
+  plan_options.devices_in_host_memory = emulate || probe.cuda_devices.empty() || o.backend == "cpu";
+  absl::StatusOr<HostMemory> machine = ReadHostMemory();
+  if (!machine.ok()) return Fail(err, machine.status());
+  int64_t numa = 0;
+  for (const auto& n : loaded->topology.numa_nodes) numa += static_cast<int64_t>(n.memory_bytes);
+  plan_options.host_memory_bytes =
+      numa > 0 ? std::min(numa, machine->available_bytes()) : machine->available_bytes();
   absl::StatusOr<jobs::PlannedJob> planned =
-      jobs::PlanJob(*spec, loaded->topology, facts, allowed, {});
+      jobs::PlanJob(*spec, loaded->topology, facts, allowed, {}, plan_options);
+  if (!planned.ok() && absl::IsFailedPrecondition(planned.status()) &&
+      planned.status().message().find("host RAM") != absl::string_view::npos) {
+    return Fail(err, absl::FailedPreconditionError(absl::StrCat(
+                         planned.status().message(), " [this machine: ", machine->Describe(), "]")));
+  }
   if (!planned.ok()) return Fail(err, planned.status());
   // The daemon's GPU choice (topology-aware: spread over uplinks for a cross-mapped pipeline).
   jobs::NodeConfig nc;
@@ -86,7 +108,8 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   absl::StatusOr<jobs::ScheduleResult> chosen =
       jobs::Scheduler().Schedule(*node, {}, {request}, {});
   if (chosen.ok() && chosen->start.size() == 1) {
-    planned = jobs::PlanJob(*spec, loaded->topology, facts, allowed, chosen->start[0].gpus);
+    planned =
+        jobs::PlanJob(*spec, loaded->topology, facts, allowed, chosen->start[0].gpus, plan_options);
     if (!planned.ok()) return Fail(err, planned.status());
   }
 
@@ -128,11 +151,16 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   absl::StatusOr<train::TrainerOptions> training =
       jobs::TrainerOptionsFromSpec(*spec, run_dir + "/checkpoints");
   if (!training.ok()) return Fail(err, training.status());
-  training->resume = false;
+  training->resume =
+      o.resume && checkpoint::LatestCheckpoint(training->checkpoint_dir).ok();
+  if (o.resume) {
+    err << "mobius run: "
+        << (training->resume
+                ? "resuming from " + *checkpoint::LatestCheckpoint(training->checkpoint_dir)
+                : "no complete checkpoint in " + training->checkpoint_dir + "; starting afresh")
+        << "\n";
+  }
 
-  const DeviceProbe probe = ProbeDevices();
-  const bool emulate = o.emulate_links == "on" ||
-                       (o.emulate_links == "auto" && probe.cuda_devices.empty());
   absl::StatusOr<runtime::RunConfig> run =
       launch::BuildRunConfig(name, *training, planned->report.plan, loaded->topology, facts,
                              {.enabled = emulate, .link_scale = o.link_scale});
@@ -144,6 +172,7 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   lo.run = *run;
   lo.run_dir = run_dir;
   lo.worker_binary = worker_binary;
+  lo.host_bytes_needed = planned->report.plan.memory.host_bytes;
   double first_loss = NAN, last_loss = NAN;
   lo.on_step = [&](const runtime::StepReport& r) {
     if (std::isnan(first_loss)) first_loss = r.loss;
@@ -151,7 +180,11 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
     out << runtime::FormatStepReport(r) << "\n" << std::flush;
     if (!r.checkpoint.empty()) out << "checkpoint " << r.checkpoint << "\n" << std::flush;
   };
+  // Every worker line goes to the run directory's log; errors to the terminal too.
+  std::filesystem::create_directories(run_dir, ec);
+  std::ofstream worker_log(run_dir + "/workers.log", std::ios::app);
   lo.on_log = [&](int rank, const std::string& line) {
+    worker_log << "worker-" << rank << " | " << line << "\n";
     if (line.find("error") != std::string::npos || line.rfind("E", 0) == 0) {
       err << "worker-" << rank << " | " << line << "\n";
     }
@@ -162,6 +195,20 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
       planned->report.plan.predicted_step_seconds,
       emulate ? absl::StrCat(", CPU backend with emulated PCIe links x", o.link_scale) : "",
       run_dir);
+  {
+    const planner::MemoryEstimate& m = planned->report.plan.memory;
+    const double gib = double(1 << 30);
+    err << absl::StrFormat(
+        "mobius run: host memory estimate %.2f GiB (store %.2f GiB, worker processes %.2f GiB%s) "
+        "of %s\n",
+        m.host_bytes / gib,
+        (m.host_model_state_bytes + m.host_activation_bytes + m.host_activation_grad_bytes) / gib,
+        m.host_process_bytes / gib,
+        m.host_emulated_device_bytes > 0
+            ? absl::StrFormat(", emulated GPUs %.2f GiB", m.host_emulated_device_bytes / gib)
+            : "",
+        machine->Describe());
+  }
   absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
   if (!launcher.ok()) return Fail(err, launcher.status());
 

@@ -28,6 +28,7 @@ struct RunCommandOptions {
   std::string emulate_links = "auto";  // auto | on | off
   std::string backend = "auto";        // RunConfig::backend: auto | cpu | cuda
   std::string transport = "auto";      // RunConfig::transport: auto | host | nccl | emulated
+  bool resume = false;  // from the newest complete checkpoint of checkpoint.dir, if there is one
 };
 
 int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);

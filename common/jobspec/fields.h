@@ -75,6 +75,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
   v.Section("checkpoint", [&] {
     v.Path("dir", s.checkpoint.dir);
     v.Int("every_steps", s.checkpoint.every_steps);
+    v.Int("keep_last", s.checkpoint.keep_last);
   });
   v.Int("max_restarts", s.max_restarts);
 }

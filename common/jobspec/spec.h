@@ -43,6 +43,7 @@ inline constexpr int kMaxLabelValueLength = 256;
 inline constexpr int kMaxPathLength = 4096;
 inline constexpr int kMinPriority = -100, kMaxPriority = 100;
 inline constexpr int kMaxRestarts = 10;
+inline constexpr int kMaxKeepLast = 1000;
 inline constexpr int64_t kMaxSteps = int64_t{1} << 32;
 inline constexpr int64_t kMaxEpochs = 1 << 20;
 inline constexpr int64_t kMaxGlobalBatch = 1 << 20;
@@ -118,6 +119,7 @@ struct PlanSpec {
 struct CheckpointSpec {
   std::string dir;          // empty: the daemon's state directory chooses one
   int64_t every_steps = 0;  // also at the end; 0: only at the end
+  int keep_last = 3;        // newest complete checkpoints (and their exports) kept; 0: all
 
   friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };

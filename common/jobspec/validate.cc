@@ -384,6 +384,7 @@ std::vector<FieldError> FindJobSpecErrors(const JobSpec& s, const ValidateOption
   c.Path("checkpoint.dir", s.checkpoint.dir, /*required=*/false);
   c.Range("checkpoint.every_steps", s.checkpoint.every_steps, int64_t{0}, kMaxSteps,
           "; 0 means only at the end");
+  c.Range("checkpoint.keep_last", s.checkpoint.keep_last, 0, kMaxKeepLast, "; 0 keeps all");
   c.Range("max_restarts", s.max_restarts, 0, kMaxRestarts);
   return c.Take();
 }

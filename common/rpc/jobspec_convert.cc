@@ -62,6 +62,7 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
 
   p.mutable_checkpoint()->set_dir(s.checkpoint.dir);
   p.mutable_checkpoint()->set_every_steps(s.checkpoint.every_steps);
+  p.mutable_checkpoint()->set_keep_last(s.checkpoint.keep_last);
   p.set_max_restarts(s.max_restarts);
   return p;
 }
@@ -118,6 +119,8 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
 
   s.checkpoint.dir = p.checkpoint().dir();
   s.checkpoint.every_steps = p.checkpoint().every_steps();
+  s.checkpoint.keep_last =
+      p.checkpoint().has_keep_last() ? p.checkpoint().keep_last() : defaults.checkpoint.keep_last;
   s.max_restarts = p.has_max_restarts() ? p.max_restarts() : defaults.max_restarts;
   return s;
 }

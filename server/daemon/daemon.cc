@@ -8,6 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "common/host_memory.h"
 #include "common/errors.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -203,6 +204,17 @@ class DaemonImpl : public Daemon {
     int64_t numa = 0;
     for (const auto& n : snapshot_.topology.numa_nodes) numa += n.memory_bytes;
     node.host_bytes = options.host_memory_bytes > 0 ? options.host_memory_bytes : numa / 10 * 9;
+    // Never more than this machine has (an emulated topology may claim far more): what is
+    // available now, less 5% for everything else that runs here.
+    if (absl::StatusOr<HostMemory> machine = ReadHostMemory(); machine.ok()) {
+      const int64_t usable = machine->available_bytes() / 20 * 19;
+      if (usable < node.host_bytes) {
+        LOG(INFO) << "host budget capped by this machine: " << machine->Describe();
+        node.host_bytes = usable;
+      }
+    } else {
+      LOG(WARNING) << "cannot read this machine's memory: " << machine.status();
+    }
     node.pinned_bytes =
         options.pinned_budget_bytes > 0 ? options.pinned_budget_bytes : node.host_bytes / 2;
     jobs::JobManagerOptions jo;
@@ -215,6 +227,7 @@ class DaemonImpl : public Daemon {
     jo.default_quota = {options.max_gpus_per_user, options.max_running_jobs_per_user};
     jo.emulate_links = options.emulate_links == "on" ||
                        (options.emulate_links == "auto" && !has_cuda_);
+    jo.devices_in_host_memory = jo.emulate_links || !has_cuda_;
     jo.link_scale = options.link_scale;
     jo.kill_grace = options.kill_grace;
     jo.heartbeat_timeout = options.heartbeat_timeout;

@@ -5,25 +5,50 @@
 namespace mobius::planner {
 namespace {
 
-// Host and pinned bytes from the model state and e.host_activation_bytes.
+// Host bytes from the model state, the activations (e.host_activation_bytes and
+// e.host_activation_grad_bytes, filled by the caller) and the processes; pinned bytes.
 void FillHost(const model::ModelDescription& model, const Profile& profile,
               const EstimatorOptions& options, MemoryEstimate& e) {
+  // One worker process per GPU that runs a stage.
+  const int64_t num_workers = std::count_if(e.gpu_bytes.begin(), e.gpu_bytes.end(),
+                                            [](int64_t bytes) { return bytes > 0; });
   const int64_t params = model::TotalParameters(model);
   const int64_t dma_bytes =
       options.weight_bytes_per_parameter + profile.gradient_bytes_per_parameter;
   e.host_model_state_bytes = (dma_bytes + options.optimizer_bytes_per_parameter) * params;
-  e.host_bytes = e.host_model_state_bytes + e.host_activation_bytes;
+  e.host_process_bytes = num_workers * options.worker_process_bytes;
+  e.host_bytes = e.host_model_state_bytes + e.host_activation_bytes +
+                 e.host_activation_grad_bytes + e.host_process_bytes +
+                 e.host_emulated_device_bytes;
   e.pinned_bytes = dma_bytes * params + e.host_activation_bytes;
 }
 
-// reserved + 2 x the largest slot per GPU position (-1: no stage there).
+// The largest parameter tensor (elements) the units [begin, end) read, shared ones included.
+int64_t LargestTensor(const model::ModelDescription& model, int64_t begin, int64_t end) {
+  int64_t largest = 0;
+  for (int64_t u = begin; u < end; ++u) {
+    for (const auto* params : {&model.units[u].params, &model.units[u].shared_params}) {
+      for (const model::ParamSpec& p : *params) largest = std::max(largest, p.num_elements);
+    }
+  }
+  return largest;
+}
+
+// reserved + 2 x the largest slot per GPU position (-1: no stage there); with devices in host
+// memory, their share of the host estimate too.
 void FillGpus(const PartitionProblem& problem, const std::vector<int64_t>& largest_slot,
+              const std::vector<int64_t>& largest_tensor, const EstimatorOptions& options,
               MemoryEstimate& e) {
   e.gpu_capacity_bytes = problem.gpu_memory_bytes;
-  for (int64_t slot : largest_slot) {
+  for (size_t g = 0; g < largest_slot.size(); ++g) {
+    const int64_t slot = largest_slot[g];
     const int64_t bytes = slot < 0 ? 0 : problem.reserved_bytes + 2 * slot;
     e.gpu_bytes.push_back(bytes);
     e.max_gpu_bytes = std::max(e.max_gpu_bytes, bytes);
+    if (options.devices_in_host_memory && slot >= 0) {
+      e.host_emulated_device_bytes +=
+          std::max<int64_t>(bytes - options.memory_margin_bytes, 0) + 4 * largest_tensor[g];
+    }
   }
 }
 
@@ -35,14 +60,19 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
                               const EstimatorOptions& options) {
   MemoryEstimate e;
   const int n = static_cast<int>(mapping.gpu_order.size());
-  std::vector<int64_t> largest_slot(n, -1);
+  std::vector<int64_t> largest_slot(n, -1), largest_tensor(n, 0);
   for (int s = 0; s < partition.num_stages(); ++s) {
     int64_t& slot = largest_slot[s % n];
     slot = std::max(slot, partition.costs[s].slot_bytes);
-    e.host_activation_bytes +=
-        num_microbatches * profile.units[partition.stages[s].begin].boundary_bytes;
+    const StageRange& range = partition.stages[s];
+    largest_tensor[s % n] =
+        std::max(largest_tensor[s % n], LargestTensor(model, range.begin, range.end));
+    const int64_t boundary = profile.units[range.begin].boundary_bytes;
+    e.host_activation_bytes += num_microbatches * boundary;
+    // The gradient crossing into this stage's input from the backward of the next (fp32).
+    if (s > 0) e.host_activation_grad_bytes += num_microbatches * 2 * boundary;
   }
-  FillGpus(problem, largest_slot, e);
+  FillGpus(problem, largest_slot, largest_tensor, options, e);
   FillHost(model, profile, options, e);
   return e;
 }
@@ -52,19 +82,27 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
                                         const Plan& plan, const EstimatorOptions& options) {
   MemoryEstimate e;
   const int n = static_cast<int>(plan.mapping.gpu_order.size());
-  std::vector<int64_t> largest_slot(n, -1);
+  std::vector<int64_t> largest_slot(n, -1), largest_tensor(n, 0);
   for (int j = 0; j < plan.num_passes(); ++j) {
     const PassRef pass = plan.PassAt(j);
     const Partition& part = pass.backward ? plan.round_robin->backward : plan.round_robin->forward;
     int64_t& slot = largest_slot[j % n];
     slot = std::max(slot, part.costs[pass.stage].slot_bytes);
+    const StageRange& range = part.stages[pass.stage];
+    largest_tensor[j % n] =
+        std::max(largest_tensor[j % n], LargestTensor(model, range.begin, range.end));
   }
   // Unit 0's input (the token ids) is also kept, as in EstimateMemory (stage 0's input).
   e.host_activation_bytes = plan.num_microbatches * profile.units[0].boundary_bytes;
   for (int unit : plan.CheckpointUnits()) {
     e.host_activation_bytes += plan.num_microbatches * profile.units[unit].boundary_bytes;
   }
-  FillGpus(problem, largest_slot, e);
+  const Partition& backward = plan.round_robin->backward;
+  for (int b = 1; b < backward.num_stages(); ++b) {
+    e.host_activation_grad_bytes +=
+        plan.num_microbatches * 2 * profile.units[backward.stages[b].begin].boundary_bytes;
+  }
+  FillGpus(problem, largest_slot, largest_tensor, options, e);
   FillHost(model, profile, options, e);
   return e;
 }

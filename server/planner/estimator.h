@@ -3,12 +3,22 @@
 //
 //   GPU g:   reserved (margin + max unit workspace) + 2 x max over g's stages of slot bytes
 //            (the two-slot model of cost_model.h: the computing and the prefetched stage).
-//   host:    (weight + gradient + optimizer bytes per parameter) x TotalParameters: bf16 weights 2
-//            + gradients in the profile's dtype (Profile::gradient_bytes_per_parameter: 4 = fp32,
-//            what worker/runtime keeps in its host store; 2 = bf16, design/mobius.md section 3's
-//            16-byte figure) + fp32 master and Adam moments 12 = 18 bytes/parameter by default
-//            + activation checkpoints: sum over stages of M x the boundary bytes of the stage's
-//            first unit (its input, kept in host memory from forward to backward).
+//   host:    what the job's processes use together, the sum of
+//            - the shared store: (weight + gradient + optimizer bytes per parameter) x
+//              TotalParameters: bf16 weights 2 + gradients in the profile's dtype
+//              (Profile::gradient_bytes_per_parameter: 4 = fp32, what worker/runtime keeps in its
+//              host store; 2 = bf16, design/mobius.md section 3's 16-byte figure) + fp32 master
+//              and Adam moments 12 = 18 bytes/parameter by default; the activation checkpoints
+//              (sum over stages of M x the boundary bytes of the stage's first unit: its input,
+//              kept from forward to backward); the fp32 activation gradients (M x 2 x the boundary
+//              bytes at every backward stage boundary);
+//            - per worker process its fixed footprint (worker_process_bytes: code, libraries,
+//              BLAS buffers; measured, docs/runtime.md);
+//            - with devices_in_host_memory (the CPU backend emulating the GPUs), every GPU's
+//              working memory, which is host memory then: its estimate below less the CUDA
+//              margin, plus 4 bytes x the largest parameter tensor it multiplies (the CPU GEMM
+//              widens a bf16 operand to fp32).
+//            Measured against PSS of all processes in bench/memory (docs/benchmarks.md).
 //   pinned:  (weight + gradient bytes) x parameters (bf16 upload copy + gradient landing zone =
 //            6 with fp32 gradients) + the activation checkpoints. Master weights and moments stay
 //            pageable.
@@ -24,10 +34,18 @@
 
 namespace mobius::planner {
 
+// A worker process's own footprint beyond its share of the store and its (emulated) device
+// memory, measured with bench/memory on the CPU backend: ~100 MiB anonymous (allocator arenas,
+// OpenBLAS buffers, thread stacks) plus its share of the mapped binary and libraries.
+inline constexpr int64_t kWorkerProcessBytes = int64_t{128} << 20;
+
 struct EstimatorOptions {
   int64_t weight_bytes_per_parameter = 2;      // bf16 upload copy
   int64_t optimizer_bytes_per_parameter = 12;  // fp32 master + Adam m + v
   // Gradient bytes per parameter come from Profile::gradient_bytes_per_parameter.
+  int64_t worker_process_bytes = kWorkerProcessBytes;
+  bool devices_in_host_memory = false;  // the CPU backend emulates the GPUs in host memory
+  int64_t memory_margin_bytes = int64_t{1} << 30;  // of each GPU estimate, not allocated emulated
 };
 
 // REQUIRES: `partition` and `mapping` were made from `problem`, which was made from `profile`.

@@ -53,11 +53,19 @@ struct MemoryEstimate {
   std::vector<int64_t> gpu_bytes;
   int64_t max_gpu_bytes = 0;
   int64_t gpu_capacity_bytes = 0;  // the smallest GPU of the plan
-  // Host: model state (bytes_per_param x parameters, tied tensors once) + activation checkpoints
-  // (every stage's input, for all M microbatches, offloaded between forward and backward).
+  // Host: what all of the job's processes use together (estimator.h has the model). The shared
+  // store: model state (bytes_per_param x parameters, tied tensors once), activation checkpoints
+  // (every stage's input, for all M microbatches, kept from forward to backward) and the fp32
+  // activation gradients crossing backward stage boundaries; per worker process its fixed
+  // footprint; and, when the GPUs are emulated on the CPU backend, their memory too (it is host
+  // memory then): every GPU's working set less the CUDA margin, plus the CPU GEMM's fp32 copy of
+  // its largest weight.
   int64_t host_model_state_bytes = 0;
   int64_t host_activation_bytes = 0;
-  int64_t host_bytes = 0;
+  int64_t host_activation_grad_bytes = 0;
+  int64_t host_process_bytes = 0;
+  int64_t host_emulated_device_bytes = 0;  // 0 unless EstimatorOptions::devices_in_host_memory
+  int64_t host_bytes = 0;                  // the sum of the five above
   // Pinned (page-locked, what DMA touches): bf16 weights + gradients + activation checkpoints.
   int64_t pinned_bytes = 0;
 };

@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -129,6 +130,17 @@ absl::Status HostStore::Remove() {
     return MOBIUS_ERRNO_ERROR(absl::StrCat("remove store ", path_));
   }
   return absl::OkStatus();
+}
+
+void HostStore::Populate(uint64_t offset, uint64_t bytes) const {
+#ifndef MADV_POPULATE_WRITE
+  constexpr int MADV_POPULATE_WRITE = 23;  // Linux 5.14; older glibc headers lack the name
+#endif
+  if (bytes == 0 || offset >= bytes_) return;
+  const uint64_t page = static_cast<uint64_t>(sysconf(_SC_PAGESIZE));
+  const uint64_t begin = offset & ~(page - 1);
+  const uint64_t end = std::min(bytes_, (offset + bytes + page - 1) & ~(page - 1));
+  (void)madvise(base_ + begin, end - begin, MADV_POPULATE_WRITE);  // best effort, see the header
 }
 
 std::atomic<uint32_t>& HostStore::word(int64_t index) const {

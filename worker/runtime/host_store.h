@@ -62,6 +62,12 @@ class HostStore {
   template <typename T>
   T* at(uint64_t offset) const { return reinterpret_cast<T*>(base_ + offset); }
 
+  // Allocates and maps the pages of [offset, offset + bytes) now, in one call
+  // (MADV_POPULATE_WRITE), rather than one page fault at a time as they are first written: a
+  // worker filling its share of the store calls it first (on its NUMA node). Best effort: a kernel
+  // without it (before 5.14) leaves the pages to fault in as usual.
+  void Populate(uint64_t offset, uint64_t bytes) const;
+
   // ---- control words (indices as StoreLayout::*_word) ----
   std::atomic<uint32_t>& word(int64_t index) const;
   uint32_t Load(int64_t index) const;

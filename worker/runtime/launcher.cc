@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <mutex>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "common/errors.h"
 #include "common/model/model_config_parse.h"
@@ -25,6 +27,7 @@
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/data/loader.h"
 #include "worker/data/token_file.h"
+#include "common/host_memory.h"
 #include "worker/runtime/host_store.h"
 #include "worker/runtime/link_emulator.h"
 #include "worker/runtime/store_layout.h"
@@ -113,6 +116,21 @@ absl::Status ValidateLaunch(const RunConfig& run) {
 
 namespace {
 
+absl::Status CheckHostMemory(const LaunchOptions& o, const StoreLayout& layout) {
+  const int64_t store = static_cast<int64_t>(layout.total_bytes);
+  const int64_t needed = std::max(o.host_bytes_needed, store);
+  absl::StatusOr<HostMemory> machine = ReadHostMemory();
+  if (!machine.ok()) {
+    LOG(WARNING) << "cannot check the job's host memory: " << machine.status();
+    return absl::OkStatus();
+  }
+  if (needed <= machine->available_bytes()) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "host memory: the job needs %.2f GiB (the planner's estimate; its shared store alone %.2f "
+      "GiB) but this machine has %s; nothing was started",
+      needed / double(1 << 30), store / double(1 << 30), machine->Describe()));
+}
+
 absl::Status Spawn(Launcher::State& s, Worker& w, const std::string& config_path) {
   std::vector<InheritedFd> inherit;
   if (s.store->fd() >= 0) inherit.push_back({s.store->fd(), kWorkerStoreFd});
@@ -195,6 +213,7 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
     return absl::FailedPreconditionError(absl::StrCat("worker binary ", options.worker_binary,
                                                       " is not executable"));
   }
+  MOBIUS_RETURN_IF_ERROR(CheckHostMemory(options, s->layout));
   const std::string config_path = options.run_dir + "/run.json";
   MOBIUS_RETURN_IF_ERROR(WriteRunConfig(config_path, run));
   MOBIUS_ASSIGN_OR_RETURN(s->store,

@@ -6,7 +6,7 @@
 // Guarantees:
 //   - bad input (a plan that does not cover the model, wrong GPU count, missing model or data, a
 //     token file shorter than one batch) is reported by Start(), before any worker exists, with the
-//     field and the numbers; a device cap that cannot hold two stages is found by the workers while
+//     field and the numbers; so is a job that needs more host memory than the machine has now; a device cap that cannot hold two stages is found by the workers while
 //     they allocate, before any step, and Wait() returns it as RESOURCE_EXHAUSTED;
 //   - when a worker exits with an error or is killed, the launcher reports which rank and why (exit
 //     code or signal, and its last log lines) within a poll interval, sets the store's abort word,
@@ -56,6 +56,11 @@ struct LaunchOptions {
   // e.g. a deadlock. Either fails the job like a crashed worker (INTERNAL: retryable).
   absl::Duration heartbeat_timeout = absl::Seconds(60);
   absl::Duration step_timeout = absl::ZeroDuration();
+  // The host memory the job's processes will use together (the planner's estimate,
+  // MemoryEstimate::host_bytes); 0: the store's size alone. Start() refuses the job
+  // (RESOURCE_EXHAUSTED, with the numbers) when it exceeds what this machine has available now
+  // (common/host_memory.h), before any worker exists.
+  int64_t host_bytes_needed = 0;
   std::function<void(const StepReport&)> on_step;
   std::function<void(int rank, const std::string& line)> on_log;  // worker stderr lines
 };

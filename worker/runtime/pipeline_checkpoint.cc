@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/checkpoint/checkpoint_writer.h"
@@ -24,6 +25,7 @@ std::string Tag(const State& s) { return absl::StrCat(s.store->creator_pid()); }
 // This rank's share of checkpoint `job`: its backward stages, the last one first (the next step's
 // backward updates them in that order), each published to the optimizer once written.
 absl::Status WriteShare(State& s, const CheckpointJob& job) {
+  const Clock::time_point start = Clock::now();
   CheckpointWriterState& w = *s.checkpoints;
   const std::string& root = s.run.training.checkpoint_dir;
   if (s.rank == 0) {
@@ -50,6 +52,11 @@ absl::Status WriteShare(State& s, const CheckpointJob& job) {
     w.cv.notify_all();
   }
   s.store->Publish(s.layout.checkpoint_written_word(s.rank), job.r);
+  const double seconds = Since(start);
+  LOG(INFO) << absl::StrFormat(
+      "rank %d: wrote its share of the step-%d checkpoint: %.1f MB in %.2f s (%.0f MB/s)", s.rank,
+      job.global_step, writer->bytes_written() / 1e6, seconds,
+      seconds > 0 ? writer->bytes_written() / 1e6 / seconds : 0.0);
   return absl::OkStatus();
 }
 
@@ -60,11 +67,14 @@ absl::Status Finish(State& s, const CheckpointJob& job) {
     MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.checkpoint_written_word(rank), job.r));
   }
   const train::TrainerOptions& o = s.run.training;
+  const Clock::time_point start = Clock::now();
   MOBIUS_ASSIGN_OR_RETURN(
       std::string dir,
       checkpoint::FinishCheckpoint(o.checkpoint_dir, s.start.config, w.plan,
                                    train::CheckpointState(o, job.global_step, job.position),
                                    w.options, Tag(s)));
+  LOG(INFO) << absl::StrFormat("checkpoint %s complete (%.1f MB; fsync, checksums, rename %.2f s)",
+                               dir, w.plan.total_bytes() / 1e6, Since(start));
   std::lock_guard<std::mutex> lock(w.mu);
   w.finished = {dir, job.global_step};
   return absl::OkStatus();

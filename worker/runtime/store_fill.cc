@@ -9,8 +9,10 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/numeric/bf16.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/runtime/pipeline_state.h"
 
@@ -26,6 +28,10 @@ constexpr int64_t kSlice = int64_t{1} << 20;
 
 void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader& master,
                 const checkpoint::TensorSetReader* m, const checkpoint::TensorSetReader* v) {
+  const uint64_t fp32_bytes = 4 * static_cast<uint64_t>(t.num_elements);
+  s.store->Populate(t.master, fp32_bytes);
+  if (m != nullptr) s.store->Populate(t.m, fp32_bytes);
+  if (v != nullptr) s.store->Populate(t.v, fp32_bytes);
   float* dst = s.store->at<float>(t.master);
   uint16_t* bf16 = WeightOf(s, t.name, t.owner_unit);
   for (int64_t begin = 0; begin < t.num_elements; begin += kSlice) {
@@ -42,6 +48,7 @@ void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader
 }  // namespace
 
 absl::Status FillStore(State& s) {
+  const Clock::time_point start = Clock::now();
   const train::TrainerOptions& o = s.run.training;
   const checkpoint::TensorShapes shapes = reference::ParameterShapes(s.start.config);
   std::unique_ptr<checkpoint::TensorSetReader> model;
@@ -59,10 +66,15 @@ absl::Status FillStore(State& s) {
   }
   const checkpoint::TensorSetReader& master = resume ? *resumed.master : *model;
   bool owns_embedding = false;
+  uint64_t input_bytes = 0;  // of the files, read by this rank
   for (int b : s.backward_stages) {
-    owns_embedding = owns_embedding || s.bwd(b).begin == 0;
+    const StageRange range = s.bwd(b);
+    owns_embedding = owns_embedding || range.begin == 0;
+    s.store->Populate(s.layout.unit_weights[range.begin], s.layout.stage_weight_bytes(range));
     for (const TensorSlot* t : OwnedTensors(s, b)) {
       FillTensor(s, *t, master, resumed.adam_m.get(), resumed.adam_v.get());
+      input_bytes += master.view(t->name).nbytes;
+      if (resumed.adam_m != nullptr) input_bytes += 2 * 4 * static_cast<uint64_t>(t->num_elements);
     }
   }
   // A tied head reads its own bf16 copy of the token embedding; the embedding's owner writes it,
@@ -75,6 +87,11 @@ absl::Status FillStore(State& s) {
       }
     }
   }
+  const double seconds = Since(start);
+  LOG(INFO) << absl::StrFormat(
+      "rank %d: filled its share of the store from %s: %.1f MB read in %.2f s (%.0f MB/s)",
+      s.rank, resume ? s.start.resume_directory : o.model_dir, input_bytes / 1e6, seconds,
+      seconds > 0 ? input_bytes / 1e6 / seconds : 0.0);
   return absl::OkStatus();
 }
 

@@ -95,7 +95,8 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
       spec, {.require_absolute_paths = true, .check_files_exist = true});
   if (st.ok()) st = TrainerOptionsFromSpec(spec, "unused").status();
   absl::StatusOr<PlannedJob> planned =
-      st.ok() ? PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {})
+      st.ok() ? PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {},
+                     PlanOptionsOf(s.options))
               : absl::StatusOr<PlannedJob>(st);
   if (planned.ok()) {
     JobRequest probe = planned->request;
@@ -147,7 +148,8 @@ absl::StatusOr<std::pair<std::string, std::string>> JobManager::Plan(const Calle
   MOBIUS_RETURN_IF_ERROR(TrainerOptionsFromSpec(spec, "unused").status());
   MOBIUS_ASSIGN_OR_RETURN(
       PlannedJob planned,
-      PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {}));
+      PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {},
+                     PlanOptionsOf(s.options)));
   JobRequest probe = planned.request;
   probe.job_id = "plan";
   absl::Status fits = CheckFits(s.options.node, probe);

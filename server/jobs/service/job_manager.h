@@ -44,6 +44,7 @@
 #include "common/jobspec/spec.h"
 #include "server/jobs/scheduler/resources.h"
 #include "server/jobs/service/job_observer.h"
+#include "server/jobs/service/job_planning.h"
 #include "server/jobs/store/job_store.h"
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
@@ -64,6 +65,9 @@ struct JobManagerOptions {
   NodeResources node;               // GPUs, allow-list, host and pinned budgets
   UserQuota default_quota;          // 0 = no limit
   bool emulate_links = true;        // CPU backend: emulate the PCIe links of the topology
+  // The workers run on the CPU backend (no CUDA device, or links emulated), so the GPUs' memory is
+  // host memory: admission counts it (job_planning.h).
+  bool devices_in_host_memory = true;
   double link_scale = 1.0;          // emulated link bandwidth factor
   absl::Duration kill_grace = absl::Seconds(5);
   // The launcher's watchdog (worker/runtime/launcher.h): frozen workers, hung jobs; zero: off.
@@ -83,6 +87,13 @@ struct JobManagerOptions {
   bool preemption = false;
   JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
 };
+
+// How the manager plans its jobs: emulated GPUs live in host memory; the node's host budget is
+// what jobs may use.
+inline PlanJobOptions PlanOptionsOf(const JobManagerOptions& o) {
+  return {.devices_in_host_memory = o.devices_in_host_memory,
+          .host_memory_bytes = o.node.host_bytes};
+}
 
 // A job as callers see it: the stored record plus what only the running daemon knows.
 struct JobView {

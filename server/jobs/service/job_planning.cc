@@ -34,6 +34,10 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.eval_every = t.eval_every;
   o.checkpoint_dir = spec.checkpoint.dir.empty() ? checkpoint_dir : spec.checkpoint.dir;
   o.checkpoint_every = spec.checkpoint.every_steps;
+  o.checkpoint_keep_last = spec.checkpoint.keep_last;
+  o.checkpoint_export = true;
+  // Checkpoints carry the tokenizer, so they and their exports load as model and tokenizer.
+  o.tokenizer_dir = spec.dataset.tokenizer.empty() ? spec.model_dir : spec.dataset.tokenizer;
   o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);
   o.threads = 1;
   o.steps = t.steps;
@@ -56,7 +60,8 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
 absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts,
-                                   const std::vector<int>& allowed, std::vector<int> gpus) {
+                                   const std::vector<int>& allowed, std::vector<int> gpus,
+                                   const PlanJobOptions& options) {
   if (gpus.empty()) {
     const size_t k = spec.resources.gpus > 0 ? static_cast<size_t>(spec.resources.gpus)
                                              : allowed.size();
@@ -82,6 +87,8 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   po.num_stages = spec.plan.stages;
   po.gpu_memory_bytes = spec.resources.device_memory_bytes;
   po.compare = false;
+  po.devices_in_host_memory = options.devices_in_host_memory;
+  po.host_memory_bytes = options.host_memory_bytes;
   po.mip_time_limit_seconds = 2;
   PlannedJob out;
   MOBIUS_ASSIGN_OR_RETURN(out.report, planner::MakePlan(desc, topology, facts, shape, po));

@@ -32,12 +32,22 @@ struct PlannedJob {
   JobRequest request;  // gpus, host/pinned/per-GPU bytes (job id, uid, priority left to the caller)
 };
 
+struct PlanJobOptions {
+  // The workers emulate the GPUs on the CPU backend, whose device memory is host memory: the host
+  // estimate (and so admission) includes it.
+  bool devices_in_host_memory = false;
+  // > 0: the host memory jobs may use (the daemon's budget, or what this machine has); else the
+  // topology's NUMA memory.
+  int64_t host_memory_bytes = 0;
+};
+
 // Plans `spec` on `gpus` (empty: the first spec.resources.gpus of `allowed`, all of them for 0).
 // FAILED_PRECONDITION from the planner when the job does not fit (with its numbers).
 absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts,
-                                   const std::vector<int>& allowed, std::vector<int> gpus);
+                                   const std::vector<int>& allowed, std::vector<int> gpus,
+                                   const PlanJobOptions& options = {});
 
 }  // namespace mobius::jobs
 

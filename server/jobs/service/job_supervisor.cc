@@ -171,7 +171,8 @@ void JobManager::State::Reschedule() {
       // Jobs from before a daemon restart: plan again to learn what they need.
       absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
       absl::StatusOr<PlannedJob> planned =
-          spec.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, {})
+          spec.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, {},
+                          PlanOptionsOf(options))
                     : absl::StatusOr<PlannedJob>(spec.status());
       if (!planned.ok()) {
         Transition(job.id, JobState::kFailed,
@@ -306,7 +307,8 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   }
   training->resume = checkpoint::LatestCheckpoint(training->checkpoint_dir).ok();
   absl::StatusOr<PlannedJob> planned =
-      PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, gpus);
+      PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, gpus,
+              PlanOptionsOf(options));
   if (!planned.ok()) return fail(planned.status());
   absl::StatusOr<runtime::RunConfig> run = launch::BuildRunConfig(
       id, *training, planned->report.plan, options.topology, options.facts,
@@ -349,6 +351,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.kill_grace = options.kill_grace;
   lo.heartbeat_timeout = options.heartbeat_timeout;
   lo.step_timeout = options.step_timeout;
+  lo.host_bytes_needed = planned->report.plan.memory.host_bytes;
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
     store->AppendStepReport(id, ToRow(r)).IgnoreError();

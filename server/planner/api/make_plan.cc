@@ -189,6 +189,11 @@ int64_t HostMemoryAvailable(const topology::Topology& t, const PlanOptions& o) {
   return sum;
 }
 
+std::string HostMemorySource(const topology::Topology& t, const PlanOptions* o) {
+  if (o != nullptr && o->host_memory_bytes > 0) return "";
+  return absl::StrCat(" (the topology's ", t.numa_nodes.size(), " NUMA nodes)");
+}
+
 absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, int64_t available) {
   if (available <= 0 || m.host_bytes <= available) return absl::OkStatus();
   const int64_t params = model::TotalParameters(*ctx.model);
@@ -205,8 +210,16 @@ absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, in
       "host RAM too small: the plan needs ", GiB(m.host_bytes), " (model state ",
       GiB(m.host_model_state_bytes), " = ", per_param, " bytes x ", params,
       " parameters + activation checkpoints ", GiB(m.host_activation_bytes),
-      ") but the server has ", GiB(available), " (", ctx.topology->numa_nodes.size(),
-      " NUMA nodes); to fit: ", fix));
+      " + activation gradients ", GiB(m.host_activation_grad_bytes), " + worker processes ",
+      GiB(m.host_process_bytes),
+      m.host_emulated_device_bytes > 0
+          ? absl::StrCat(" + emulated GPU memory ", GiB(m.host_emulated_device_bytes))
+          : "",
+      ") but ", GiB(available), " is available", HostMemorySource(*ctx.topology, &ctx.options),
+      "; to fit: ", fix,
+      m.host_emulated_device_bytes > 0
+          ? " (emulated GPUs: a smaller resources.device_memory_bytes makes smaller stages)"
+          : ""));
 }
 
 void FillPlacements(const PlanContext& ctx, PlanReport& r) {
@@ -263,7 +276,13 @@ bool MipAvailable() {
 absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
                                     const topology::Topology& topology,
                                     const topology::TopologyFacts& facts, const JobShape& job,
-                                    const PlanOptions& options) {
+                                    const PlanOptions& requested) {
+  PlanOptions options = requested;
+  if (options.devices_in_host_memory) {
+    // An emulated GPU has no CUDA context or allocator slack to keep free.
+    options.cost.memory_margin_bytes =
+        std::min(options.cost.memory_margin_bytes, kEmulatedMemoryMarginBytes);
+  }
   MOBIUS_ASSIGN_OR_RETURN(PlanContext ctx, MakeContext(model, topology, facts, job, options));
   MOBIUS_ASSIGN_OR_RETURN(sim::Schedule schedule, sim::ParseSchedule(options.schedule));
 
@@ -303,9 +322,13 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
     plan.mapper = "data-parallel";
     plan.mapping.method = "data-parallel";
   }
-  plan.memory = plan.round_robin ? EstimateRoundRobinMemory(model, ctx.profile, ctx.problem, plan)
-                                 : EstimateMemory(model, ctx.profile, ctx.problem, plan.partition,
-                                                  plan.mapping, ctx.num_microbatches);
+  EstimatorOptions eo;
+  eo.devices_in_host_memory = options.devices_in_host_memory;
+  eo.memory_margin_bytes = options.cost.memory_margin_bytes;
+  plan.memory = plan.round_robin
+                    ? EstimateRoundRobinMemory(model, ctx.profile, ctx.problem, plan, eo)
+                    : EstimateMemory(model, ctx.profile, ctx.problem, plan.partition, plan.mapping,
+                                     ctx.num_microbatches, eo);
   r.host_memory_available_bytes = HostMemoryAvailable(topology, options);
   if (schedule != sim::Schedule::kResident) {
     MOBIUS_RETURN_IF_ERROR(CheckHostMemory(ctx, plan.memory, r.host_memory_available_bytes));

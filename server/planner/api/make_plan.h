@@ -58,6 +58,8 @@ struct JobShape {
   std::string dtype = "bf16";  // weights/activations; only bf16 is planned today
 };
 
+inline constexpr int64_t kEmulatedMemoryMarginBytes = int64_t{64} << 20;
+
 struct PlanOptions {
   std::string schedule = "mobius";     // mobius | roundrobin | resident | zero
   std::string partitioner = "exact";   // exact | mip | uniform
@@ -67,6 +69,10 @@ struct PlanOptions {
                                        // the partitioner is then "uniform")
   int64_t gpu_memory_bytes = 0;        // > 0: cap every GPU at this (else topology / spec)
   int64_t host_memory_bytes = 0;       // > 0: host RAM available (else sum of NUMA nodes)
+  // The GPUs are emulated by the CPU backend, so their memory is host memory: the host estimate
+  // includes it (estimator.h), and each GPU keeps only kEmulatedMemoryMarginBytes free instead of
+  // CostOptions::memory_margin_bytes (no CUDA context there).
+  bool devices_in_host_memory = false;
   double efficiency = 0.5;             // fraction of peak FLOP/s (analytic profile)
   std::optional<DeviceSpec> device;    // overrides the spec looked up from the GPU name
   // A measured profile (measured_profile.h: MeasuredToProfile) used instead of the analytic one;

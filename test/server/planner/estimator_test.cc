@@ -26,10 +26,14 @@ TEST(EstimateMemory, TinyLlamaByHand) {
 
   // 16 tokens per microbatch. Host: 18 B x 210240 params (bf16 weights 2 + fp32 gradients 4 +
   // master and moments 12); checkpoints: stage 0 input = token ids 4 x 16 x 4 microbatches = 256,
-  // stage 1 input = hidden 128 x 16 x 4 = 8192.
+  // stage 1 input = hidden 128 x 16 x 4 = 8192; the fp32 gradient into stage 1's input, 2 x 8192;
+  // two worker processes (the third GPU runs nothing); the GPUs are real (not host memory).
   EXPECT_EQ(e.host_model_state_bytes, 18 * 210240);
   EXPECT_EQ(e.host_activation_bytes, 256 + 8192);
-  EXPECT_EQ(e.host_bytes, 3784320 + 8448);
+  EXPECT_EQ(e.host_activation_grad_bytes, 16384);
+  EXPECT_EQ(e.host_process_bytes, 2 * kWorkerProcessBytes);
+  EXPECT_EQ(e.host_emulated_device_bytes, 0);
+  EXPECT_EQ(e.host_bytes, 3784320 + 8448 + 16384 + 2 * kWorkerProcessBytes);
   EXPECT_EQ(e.pinned_bytes, 6 * 210240 + 8448);
 
   // GPU: slot = weights (bf16) + gradients (fp32, what the runtime keeps) + per unit (input +
@@ -47,6 +51,16 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(e.gpu_capacity_bytes, int64_t{24850752} * 1024);
   // Head saved bytes per token: final norm out 64 x 2 + rstd 4 + logits 1000 x 4 + labels 4.
   EXPECT_EQ(prof->units[3].saved_activation_bytes, (128 + 4 + 4000 + 4) * 16);
+
+  // Emulated on the CPU backend: each GPU's estimate less the margin is host memory, plus the
+  // fp32 copy the CPU GEMM makes of its largest weight (the embedding / lm_head, 1000 x 64).
+  EstimatorOptions emulated;
+  emulated.devices_in_host_memory = true;
+  const MemoryEstimate ee = EstimateMemory(m, *prof, *p, *part, *map, microbatches, emulated);
+  const int64_t margin = emulated.memory_margin_bytes;
+  EXPECT_EQ(ee.host_emulated_device_bytes,
+            (reserved + 2 * slot0 - margin + 4 * 64000) + (reserved + 2 * slot1 - margin + 4 * 64000));
+  EXPECT_EQ(ee.host_bytes, e.host_bytes + ee.host_emulated_device_bytes);
 
   // bf16 gradients (the paper's accounting): 16 bytes/parameter on the host, 4 pinned.
   AnalyticOptions bf16;
