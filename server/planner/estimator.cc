@@ -23,12 +23,16 @@ void FillHost(const model::ModelDescription& model, const Profile& profile,
   e.pinned_bytes = dma_bytes * params + e.host_activation_bytes;
 }
 
-// The largest parameter tensor (elements) the units [begin, end) read, shared ones included.
-int64_t LargestTensor(const model::ModelDescription& model, int64_t begin, int64_t end) {
+// The largest weight (elements) the units [begin, end) multiply by: matmul weights, and a tied
+// head's shared embedding (an embedding lookup is no GEMM).
+int64_t LargestGemmWeight(const model::ModelDescription& model, int64_t begin, int64_t end) {
   int64_t largest = 0;
   for (int64_t u = begin; u < end; ++u) {
-    for (const auto* params : {&model.units[u].params, &model.units[u].shared_params}) {
-      for (const model::ParamSpec& p : *params) largest = std::max(largest, p.num_elements);
+    for (const model::ParamSpec& p : model.units[u].params) {
+      if (p.role == model::ParamRole::kMatmulWeight) largest = std::max(largest, p.num_elements);
+    }
+    for (const model::ParamSpec& p : model.units[u].shared_params) {
+      largest = std::max(largest, p.num_elements);
     }
   }
   return largest;
@@ -66,7 +70,7 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
     slot = std::max(slot, partition.costs[s].slot_bytes);
     const StageRange& range = partition.stages[s];
     largest_tensor[s % n] =
-        std::max(largest_tensor[s % n], LargestTensor(model, range.begin, range.end));
+        std::max(largest_tensor[s % n], LargestGemmWeight(model, range.begin, range.end));
     const int64_t boundary = profile.units[range.begin].boundary_bytes;
     e.host_activation_bytes += num_microbatches * boundary;
     // The gradient crossing into this stage's input from the backward of the next (fp32).
@@ -90,7 +94,7 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
     slot = std::max(slot, part.costs[pass.stage].slot_bytes);
     const StageRange& range = part.stages[pass.stage];
     largest_tensor[j % n] =
-        std::max(largest_tensor[j % n], LargestTensor(model, range.begin, range.end));
+        std::max(largest_tensor[j % n], LargestGemmWeight(model, range.begin, range.end));
   }
   // Unit 0's input (the token ids) is also kept, as in EstimateMemory (stage 0's input).
   e.host_activation_bytes = plan.num_microbatches * profile.units[0].boundary_bytes;

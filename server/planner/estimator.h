@@ -16,8 +16,8 @@
 //              BLAS buffers; measured, docs/runtime.md);
 //            - with devices_in_host_memory (the CPU backend emulating the GPUs), every GPU's
 //              working memory, which is host memory then: its estimate below less the CUDA
-//              margin, plus 4 bytes x the largest parameter tensor it multiplies (the CPU GEMM
-//              widens a bf16 operand to fp32).
+//              margin, plus 4 bytes x the largest weight it multiplies by (the CPU GEMM widens
+//              a bf16 operand to fp32).
 //            Measured against PSS of all processes in bench/memory (docs/benchmarks.md).
 //   pinned:  (weight + gradient bytes) x parameters (bf16 upload copy + gradient landing zone =
 //            6 with fp32 gradients) + the activation checkpoints. Master weights and moments stay

@@ -75,7 +75,7 @@ class ResidentModel {
   absl::StatusOr<std::map<std::string, std::vector<float>>> Grads();
 
   // One parameter's accumulated gradient into `out` [numel] (host), exactly as Grads() gives it.
-  // `scratch` [numel] is used for a tied embedding's second part. INVALID_ARGUMENT for an unknown
+  // `scratch` [numel] is used for a tied embedding's second part (may be null otherwise). INVALID_ARGUMENT for an unknown
   // name. Returns after the copies completed.
   absl::Status ReadGrad(const std::string& name, float* out, float* scratch);
   // Uploads one parameter's bf16 bits [numel] to every unit that reads it (a tied embedding's two

@@ -101,7 +101,10 @@ absl::Status BuildEngine(StandaloneTrainer::State& s) {
   size_t largest = 0;
   for (const auto& [name, t] : s.master.tensors) largest = std::max(largest, t.data.size());
   s.grad.resize(largest);
-  s.grad_part.resize(largest);
+  // Only a tied embedding has a second part (the head's) to add.
+  if (s.config.tie_word_embeddings) {
+    s.grad_part.resize(s.master.at(reference::ParameterNames(s.config).token_embedding).data.size());
+  }
   s.bf16.resize(largest);
   s.partials.resize((largest + optim::CpuAdamW::kChunkElements - 1) /
                     optim::CpuAdamW::kChunkElements);

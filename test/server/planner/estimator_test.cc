@@ -53,13 +53,14 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(prof->units[3].saved_activation_bytes, (128 + 4 + 4000 + 4) * 16);
 
   // Emulated on the CPU backend: each GPU's estimate less the margin is host memory, plus the
-  // fp32 copy the CPU GEMM makes of its largest weight (the embedding / lm_head, 1000 x 64).
+  // fp32 copy the CPU GEMM makes of its largest weight: on GPU 0 the largest block matrix (the
+  // embedding is a lookup, no GEMM), MLP 128 x 64; on GPU 1 the lm_head, 1000 x 64.
   EstimatorOptions emulated;
   emulated.devices_in_host_memory = true;
   const MemoryEstimate ee = EstimateMemory(m, *prof, *p, *part, *map, microbatches, emulated);
   const int64_t margin = emulated.memory_margin_bytes;
   EXPECT_EQ(ee.host_emulated_device_bytes,
-            (reserved + 2 * slot0 - margin + 4 * 64000) + (reserved + 2 * slot1 - margin + 4 * 64000));
+            (reserved + 2 * slot0 - margin + 4 * 8192) + (reserved + 2 * slot1 - margin + 4 * 64000));
   EXPECT_EQ(ee.host_bytes, e.host_bytes + ee.host_emulated_device_bytes);
 
   // bf16 gradients (the paper's accounting): 16 bytes/parameter on the host, 4 pinned.
