@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "common/numeric/bf16.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
@@ -294,6 +295,10 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     }
     if (st.ok()) st = CheckpointError(s);
     if (!st.ok() && !stopped) s.store->Abort(3);
+    LOG(INFO) << absl::StrFormat(
+        "rank %d: device memory peak %.1f MB of %.1f MB (%s)", s.rank, s.backend->peak_bytes() / 1e6,
+        s.backend->capacity_bytes() / 1e6,
+        s.backend->name() == "cpu" ? "CPU backend: host memory" : s.backend->name());
     return st;
   };
   // Resident: the stage's weights and optimizer state go to the device once, from the filled store.

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Host memory, load and checkpoint throughput of real pipeline jobs (`mobius run`, CPU backend
+# emulating the paper testbed's GPUs), for several model sizes and GPU counts, next to the
+# planner's estimate and to this machine's own ceilings measured in the same run (bench/memory,
+# docs/benchmarks.md "Host memory at real sizes").
+#
+# Per (model, GPU count): peak PSS of all of the job's processes (pss.py: shared memory counted
+# once), the estimate `mobius run` prints, each worker's device-memory peak (CPU backend: host
+# memory), the store fill rate and the checkpoint write rate from the workers' logs. Jobs whose
+# estimate exceeds this machine's available memory are refused by mobius run (exit 2) and reported
+# as such. Baselines, same run: populating fresh anonymous-file pages (memfd, the store's kind)
+# and reading the model file from the page cache (the fill's ceilings), dd with fdatasync to the
+# checkpoint file system (the checkpoint's ceiling).
+#
+#   bench/memory/run.sh [--sizes "0.3b 0.9b"] [--gpus "1 2 4 8"] [--cap 1GiB] [--out DIR]
+#                       [--cold]   (drop the page cache before the first run of each model: root)
+#
+# Memory-heavy: run it alone. Writes DIR/results.json, DIR/results.md and DIR/bytes_per_param.png
+# (the plot needs python3-matplotlib; skipped without it).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+SRC=$(pwd)
+BIN=${MOBIUS_BIN:-$SRC/build/bin}
+SIZES="0.3b 0.9b"
+GPUS="1 2 4 8"
+CAP=1GiB
+OUT=/tmp/mobius-bench-memory
+COLD=0
+while [[ $# -gt 0 ]]; do
+  case $1 in
+    --sizes) SIZES=$2; shift 2 ;;
+    --gpus) GPUS=$2; shift 2 ;;
+    --cap) CAP=$2; shift 2 ;;
+    --out) OUT=$2; shift 2 ;;
+    --cold) COLD=1; shift ;;
+    *) echo "unknown argument $1" >&2; exit 2 ;;
+  esac
+done
+mkdir -p "$OUT"
+FIX=$SRC/test/data/topology/paper_testbed_2s_2sw_8x3090.xml
+echo "bench/memory: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), out $OUT" >&2
+
+layers_of() { case $1 in 0.3b) echo 4 ;; 0.9b) echo 16 ;; *) echo "size $1: 0.3b or 0.9b" >&2; exit 2 ;; esac; }
+
+python3 "$SRC/bench/memory/tokens.py" "$OUT/data.tok" --vocab 32000 --tokens 100000
+python3 "$SRC/bench/memory/baselines.py" --dir "$OUT" --populate_bench "$BIN/populate_bench" \
+  >"$OUT/baselines.json"
+
+for size in $SIZES; do
+  model=$OUT/llama-$size
+  if [[ ! -f $model/model.safetensors ]]; then
+    "$BIN/mobius-worker" init-model --family llama --layers "$(layers_of "$size")" --hidden 2048 \
+      --heads 16 --kv_heads 8 --intermediate 5632 --vocab 32000 --out "$model" >/dev/null
+  fi
+  first=1
+  for n in $GPUS; do
+    tag=$size-g$n
+    rm -rf "$OUT/ckpt-$tag" "$OUT/run-$tag"
+    cat >"$OUT/$tag.yaml" <<EOF
+name: mem-$tag
+model_dir: $model
+dataset: {path: $OUT/data.tok}
+training: {steps: 3, global_batch: 2, microbatch: 1, seq_len: 128, lr: 1e-4}
+resources: {gpus: $n, device_memory_bytes: $CAP}
+checkpoint: {dir: $OUT/ckpt-$tag, every_steps: 2, keep_last: 1}
+EOF
+    sync
+    if [[ $COLD == 1 && $first == 1 && -w /proc/sys/vm/drop_caches ]]; then
+      echo 3 >/proc/sys/vm/drop_caches
+      echo "cold" >"$OUT/$tag.cache"
+    else
+      cat "$model/model.safetensors" >/dev/null
+      echo "warm" >"$OUT/$tag.cache"
+    fi
+    first=0
+    echo "bench/memory: $tag" >&2
+    set +e
+    python3 "$SRC/bench/memory/pss.py" --out "$OUT/$tag.pss.json" --interval 0.25 -- \
+      "$BIN/mobius" run "$OUT/$tag.yaml" --topology-file "$FIX" --run-dir "$OUT/run-$tag" \
+      >"$OUT/$tag.out" 2>"$OUT/$tag.err"
+    echo $? >"$OUT/$tag.rc"
+    set -e
+    rm -rf "$OUT/ckpt-$tag"  # 12 bytes/parameter each: keep the disk
+  done
+done
+python3 "$SRC/bench/memory/analyze.py" "$OUT"
