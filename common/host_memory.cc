@@ -33,7 +33,8 @@ int64_t HostMemory::available_bytes() const {
 }
 
 std::string HostMemory::Describe() const {
-  std::string s = absl::StrCat(GiB(available_bytes()), " (MemAvailable ", GiB(mem_available_bytes),
+  std::string s = absl::StrCat(GiB(available_bytes()), " available (MemAvailable ",
+                               GiB(mem_available_bytes),
                                " of ", GiB(mem_total_bytes));
   if (cgroup_limit_bytes >= 0) {
     absl::StrAppend(&s, "; cgroup ", cgroup, " limit ", GiB(cgroup_limit_bytes), ", ",

@@ -18,13 +18,16 @@ namespace mobius {
 struct HostMemory {
   int64_t mem_total_bytes = 0;
   int64_t mem_available_bytes = 0;
-  std::string cgroup;                // the process's cgroup (v2), "" if none found
-  int64_t cgroup_limit_bytes = -1;   // memory.max; -1: no limit ("max") or no cgroup
-  int64_t cgroup_usage_bytes = 0;    // memory.current
+  // The cgroup (v2) whose limit binds: the process's own or the ancestor with the least room
+  // (limit - usage); the process's own when none has a limit; "" without cgroup v2.
+  std::string cgroup;
+  int64_t cgroup_limit_bytes = -1;   // its memory.max; -1: no limit ("max" everywhere) or no cgroup
+  int64_t cgroup_usage_bytes = 0;    // its memory.current
 
   // min(MemAvailable, cgroup limit - usage).
   int64_t available_bytes() const;
-  // "21.3 GiB (MemAvailable)" or "6.0 GiB (cgroup /slurm/job_12 limit 8.0 GiB, 2.0 GiB used)".
+  // "21.3 GiB available (MemAvailable 21.3 GiB of 23.5 GiB)", or with a limit
+  // "3.0 GiB available (MemAvailable 9.8 GiB of 16.0 GiB; cgroup /a limit 4.0 GiB, 1.0 GiB used)".
   std::string Describe() const;
 };
 

@@ -33,12 +33,19 @@ absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::string>& ar
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, out[1], 1);
   posix_spawn_file_actions_adddup2(&actions, err[1], 2);
-  // dup2 onto itself would keep close-on-exec (and 0-2 are replaced by then): such a
-  // descriptor goes through a copy first.
+  // The dup2s run in order in the child, so a source that is some entry's target (itself
+  // included: dup2 onto itself would keep close-on-exec) or one of 0-2 (replaced by the pipes
+  // first) could be overwritten before it is read: such a descriptor goes through a copy first.
+  auto is_target = [&](int fd) {
+    for (const InheritedFd& f : inherit) {
+      if (f.child_fd == fd) return true;
+    }
+    return fd <= 2;
+  };
   std::vector<int> copies;
   for (const InheritedFd& f : inherit) {
     int from = f.parent_fd;
-    if (from == f.child_fd || from <= 2) {  // stdio is replaced by the pipes first
+    if (is_target(from)) {
       from = fcntl(f.parent_fd, F_DUPFD_CLOEXEC, 64);
       if (from < 0) {
         for (int fd : {out[0], out[1], err[0], err[1]}) close(fd);

@@ -80,8 +80,18 @@ for spec in sorted(glob.glob(os.path.join(d, "*-g*.yaml"))):
         row["estimate_ratio"] = row["estimate_gib"] / row["peak_gib"]
     rows.append(row)
 
+standalone = []
+for path in sorted(glob.glob(os.path.join(d, "*-standalone.pss.json"))):
+    size = os.path.basename(path).split("-standalone")[0]
+    with open(path) as f:
+        s = json.load(f)
+    p = params_of(os.path.join(d, "llama-" + size))
+    standalone.append({"model": size, "parameters": p, "exit": s["exit_code"],
+                       "peak_gib": s["peak"]["pss_bytes"] / GIB,
+                       "bytes_per_param": s["peak"]["pss_bytes"] / p})
+
 with open(os.path.join(d, "results.json"), "w") as f:
-    json.dump({"baselines": base, "runs": rows}, f, indent=2)
+    json.dump({"baselines": base, "runs": rows, "standalone": standalone}, f, indent=2)
 
 lines = ["| model | GPUs | peak PSS GiB | B/param | B/param less emulated GPUs | estimate GiB | estimate / measured | fill MB/s (input) | checkpoint write MB/s | checkpoint complete s |",
          "|---|---|---|---|---|---|---|---|---|---|"]
@@ -98,6 +108,11 @@ for r in rows:
         "%.0f" % r["checkpoint_write_mb_s"] if "checkpoint_write_mb_s" in r else "",
         "%.1f + %.1f" % (r["checkpoint_write_seconds"], r.get("checkpoint_finish_seconds", 0))
         if "checkpoint_write_seconds" in r else ""))
+lines.append("")
+for r in standalone:
+    lines.append("Standalone trainer, %s (%.2fB): peak PSS %.2f GiB = %.1f B/param%s." % (
+        r["model"], r["parameters"] / 1e9, r["peak_gib"], r["bytes_per_param"],
+        "" if r["exit"] == 0 else " (exit %d)" % r["exit"]))
 lines.append("")
 lines.append("Baselines, same run: fresh memfd pages written %d MB/s (%d MB/s after "
              "MADV_POPULATE_WRITE), page-cache read %d MB/s, write + fdatasync %d MB/s." % (

@@ -52,6 +52,12 @@ for size in $SIZES; do
     "$BIN/mobius-worker" init-model --family llama --layers "$(layers_of "$size")" --hidden 2048 \
       --heads 16 --kv_heads 8 --intermediate 5632 --vocab 32000 --out "$model" >/dev/null
   fi
+  # The standalone trainer on the same model (one process, the CPU backend's memory is the model's).
+  cat "$model/model.safetensors" >/dev/null
+  python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
+    "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
+    --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" >"$OUT/$size-standalone.out" 2>&1 ||
+    echo "standalone $size failed" >&2
   first=1
   for n in $GPUS; do
     tag=$size-g$n

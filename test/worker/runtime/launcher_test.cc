@@ -9,8 +9,10 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <thread>
 
+#include "absl/strings/ascii.h"
 #include "test/worker/runtime/runtime_test_util.h"
 #include "common/model/model_config_parse.h"
 #include "worker/checkpoint/checkpoint.h"
@@ -98,6 +100,22 @@ TEST_F(LauncherTest, RefusesMissingModelAndShortData) {
   ASSERT_FALSE(l.ok());
   EXPECT_EQ(l.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(l.status().message().find("training.data_path"), std::string::npos) << l.status();
+}
+
+// A job needing more host memory than this machine has now is refused before anything starts:
+// no run.json, no store, no worker.
+TEST_F(LauncherTest, RefusesAJobThatNeedsMoreHostMemoryThanThisMachineHas) {
+  LaunchOptions lo = MakeLaunch(MakeRun(o_, {0, 2, 4, 6}, 2), dir_ / "run");
+  lo.host_bytes_needed = std::numeric_limits<int64_t>::max() / 4;
+  auto l = Launcher::Start(lo);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.status().code(), absl::StatusCode::kResourceExhausted) << l.status();
+  const std::string message(l.status().message());
+  EXPECT_NE(message.find("host memory"), std::string::npos) << message;
+  // "MemAvailable" today: what the machine has available, whatever the capitalisation.
+  EXPECT_NE(absl::AsciiStrToLower(message).find("available"), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(dir_ / "run/run.json"));
+  EXPECT_FALSE(HoldsAStore());
 }
 
 TEST_F(LauncherTest, KilledWorkerTakesTheJobDownCleanly) {
