@@ -32,6 +32,10 @@ int64_t HostMemory::available_bytes() const {
   return available;
 }
 
+int64_t HostMemory::capacity_bytes() const {
+  return cgroup_limit_bytes >= 0 ? std::min(mem_total_bytes, cgroup_limit_bytes) : mem_total_bytes;
+}
+
 std::string HostMemory::Describe() const {
   std::string s = absl::StrCat(GiB(available_bytes()), " available (MemAvailable ",
                                GiB(mem_available_bytes),

@@ -24,8 +24,12 @@ struct HostMemory {
   int64_t cgroup_limit_bytes = -1;   // its memory.max; -1: no limit ("max" everywhere) or no cgroup
   int64_t cgroup_usage_bytes = 0;    // its memory.current
 
-  // min(MemAvailable, cgroup limit - usage).
+  // min(MemAvailable, cgroup limit - usage): what a job can have now.
   int64_t available_bytes() const;
+  // min(MemTotal, cgroup limit): what the machine has at all, whatever runs at the moment (a
+  // daemon's budget; MemAvailable right after another job's processes died can be far lower
+  // while the kernel still frees their memory).
+  int64_t capacity_bytes() const;
   // "21.3 GiB available (MemAvailable 21.3 GiB of 23.5 GiB)", or with a limit
   // "3.0 GiB available (MemAvailable 9.8 GiB of 16.0 GiB; cgroup /a limit 4.0 GiB, 1.0 GiB used)".
   std::string Describe() const;

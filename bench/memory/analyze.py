@@ -93,7 +93,7 @@ for path in sorted(glob.glob(os.path.join(d, "*-standalone.pss.json"))):
 with open(os.path.join(d, "results.json"), "w") as f:
     json.dump({"baselines": base, "runs": rows, "standalone": standalone}, f, indent=2)
 
-lines = ["| model | GPUs | peak PSS GiB | B/param | B/param less emulated GPUs | estimate GiB | estimate / measured | fill MB/s (input) | checkpoint write MB/s | checkpoint complete s |",
+lines = ["| model | GPUs (workers) | peak PSS GiB | B/param | B/param less emulated GPUs | estimate GiB | estimate / measured | fill MB/s (input) | checkpoint write MB/s | checkpoint complete s |",
          "|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
     label = "%s (%.2fB)" % (r["model"], r["parameters"] / 1e9)
@@ -101,8 +101,8 @@ for r in rows:
         lines.append("| %s | %d | refused before any worker: estimate %s GiB | | | | | | | |" % (
             label, r["gpus"], r.get("estimate_gib", "?")))
         continue
-    lines.append("| %s | %d | %.2f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s |" % (
-        label, r["gpus"], r["peak_gib"], r["bytes_per_param"], r["bytes_per_param_less_devices"],
+    lines.append("| %s | %d (%d) | %.2f | %.1f | %.1f | %.2f | %.2f | %s | %s | %s |" % (
+        label, r["gpus"], r["workers"], r["peak_gib"], r["bytes_per_param"], r["bytes_per_param_less_devices"],
         r.get("estimate_gib", 0), r.get("estimate_ratio", 0),
         "%.0f (%s)" % (r["fill_mb_s"], r["page_cache"]) if "fill_mb_s" in r else "",
         "%.0f" % r["checkpoint_write_mb_s"] if "checkpoint_write_mb_s" in r else "",
@@ -144,6 +144,8 @@ ax.axhline(18, color="grey", lw=0.8)
 ax.set_xlabel("emulated GPUs (workers)")
 ax.set_ylabel("peak host memory, bytes / parameter")
 ax.set_xscale("log", base=2)
+ax.set_xticks([1, 2, 4, 8])
+ax.set_xticklabels(["1", "2", "4", "8"])
 ax.legend(fontsize=7)
 ax.grid(alpha=0.3)
 fig.tight_layout()

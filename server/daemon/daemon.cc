@@ -204,10 +204,12 @@ class DaemonImpl : public Daemon {
     int64_t numa = 0;
     for (const auto& n : snapshot_.topology.numa_nodes) numa += n.memory_bytes;
     node.host_bytes = options.host_memory_bytes > 0 ? options.host_memory_bytes : numa / 10 * 9;
-    // Never more than this machine has (an emulated topology may claim far more): what is
-    // available now, less 5% for everything else that runs here.
+    // Never more than this machine has (an emulated topology may claim far more): its memory (or
+    // its cgroup's limit) less 10% for the system and the daemon. Not MemAvailable at this moment:
+    // a daemon restarted right after a crash sees the dead job's memory still being freed. What is
+    // free when a job starts is the launcher's check (it waits a while for memory to come back).
     if (absl::StatusOr<HostMemory> machine = ReadHostMemory(); machine.ok()) {
-      const int64_t usable = machine->available_bytes() / 20 * 19;
+      const int64_t usable = machine->capacity_bytes() / 10 * 9;
       if (usable < node.host_bytes) {
         LOG(INFO) << "host budget capped by this machine: " << machine->Describe();
         node.host_bytes = usable;

@@ -31,8 +31,9 @@ ABSL_FLAG(double, link_scale, 1.0,
           "PCIe-bound on a small machine). Outputs say 'emulated' wherever these links count.");
 ABSL_FLAG(int64_t, host_memory_bytes, 0,
           "Host RAM jobs may use together; 0: 90% of the topology's NUMA memory. Either way "
-          "at most 95% of what this machine has available at start (MemAvailable, the cgroup's "
-          "memory limit): an emulated topology never lends memory the machine lacks.");
+          "at most 90% of this machine's memory (MemTotal, the cgroup's memory limit): an "
+          "emulated topology never lends memory the machine lacks. A job starts only when its "
+          "estimate is free (MemAvailable) at that moment.");
 ABSL_FLAG(int64_t, pinned_budget_bytes, 0,
           "Page-locked host memory jobs may use together; 0: half of --host_memory_bytes.");
 ABSL_FLAG(std::string, admin_uids, "",

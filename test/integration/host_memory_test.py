@@ -15,6 +15,7 @@ Usage: host_memory_test.py BIN_DIR SOURCE_DIR
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -158,3 +159,4 @@ if __name__ == "__main__":
         main()
     finally:
         H.kill_daemon()
+    shutil.rmtree(TMP, ignore_errors=True)  # checkpoints of ~0.8 GB; kept on failure (H.fail exits)

@@ -201,15 +201,18 @@ absl::StatusOr<std::map<std::string, std::vector<float>>> ResidentModel::Grads()
   return out;
 }
 
-absl::Status ResidentModel::ReadGrad(const std::string& name, float* out, float* scratch) {
+absl::Status ResidentModel::ReadGrad(const std::string& name, int64_t begin, int64_t n,
+                                     float* out, float* scratch) {
   bool first = true;
-  int64_t n = 0;
   for (size_t u = 0; u < runners_.size(); ++u) {
     const UnitParam* p = runners_[u]->layout().Find(name);
     if (p == nullptr) continue;
-    n = p->num_elements;
+    if (begin < 0 || n < 0 || begin + n > p->num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat("ReadGrad: [", begin, ", ", begin + n,
+                                                     ") is outside ", name));
+    }
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, grads_[u],
-                                                4 * static_cast<uint64_t>(p->offset),
+                                                4 * static_cast<uint64_t>(p->offset + begin),
                                                 first ? out : scratch, 4 * static_cast<uint64_t>(n)));
     MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
     // Grads() adds every part to 0.0f in unit order; the same additions, so -0.0 becomes +0.0
@@ -225,15 +228,20 @@ absl::Status ResidentModel::ReadGrad(const std::string& name, float* out, float*
   return absl::OkStatus();
 }
 
-absl::Status ResidentModel::SetWeight(const std::string& name, const uint16_t* bf16) {
+absl::Status ResidentModel::SetWeight(const std::string& name, int64_t begin, int64_t n,
+                                      const uint16_t* bf16) {
   bool found = false;
   for (size_t u = 0; u < runners_.size(); ++u) {
     const UnitParam* p = runners_[u]->layout().Find(name);
     if (p == nullptr) continue;
+    if (begin < 0 || n < 0 || begin + n > p->num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat("SetWeight: [", begin, ", ", begin + n,
+                                                     ") is outside ", name));
+    }
     found = true;
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, bf16, weights_[u],
-                                                  2 * static_cast<uint64_t>(p->offset),
-                                                  2 * static_cast<uint64_t>(p->num_elements)));
+                                                  2 * static_cast<uint64_t>(p->offset + begin),
+                                                  2 * static_cast<uint64_t>(n)));
   }
   if (!found) return absl::InvalidArgumentError("SetWeight: no parameter " + name);
   return backend_->Synchronize(*queue_);

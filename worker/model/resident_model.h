@@ -74,13 +74,15 @@ class ResidentModel {
   // Allocates the whole model's gradients on the host: for tests; ReadGrad streams one tensor.
   absl::StatusOr<std::map<std::string, std::vector<float>>> Grads();
 
-  // One parameter's accumulated gradient into `out` [numel] (host), exactly as Grads() gives it.
-  // `scratch` [numel] is used for a tied embedding's second part (may be null otherwise). INVALID_ARGUMENT for an unknown
-  // name. Returns after the copies completed.
-  absl::Status ReadGrad(const std::string& name, float* out, float* scratch);
-  // Uploads one parameter's bf16 bits [numel] to every unit that reads it (a tied embedding's two
-  // copies). INVALID_ARGUMENT for an unknown name. Returns after the copies completed.
-  absl::Status SetWeight(const std::string& name, const uint16_t* bf16);
+  // Elements [begin, begin + n) of one parameter's accumulated gradient into `out` [n] (host),
+  // exactly as Grads() gives them. `scratch` [n] holds a tied embedding's second part (may be
+  // null otherwise). INVALID_ARGUMENT for an unknown name or a range outside the tensor. Returns
+  // after the copies completed.
+  absl::Status ReadGrad(const std::string& name, int64_t begin, int64_t n, float* out,
+                        float* scratch);
+  // Uploads bf16 bits [n] as elements [begin, begin + n) of one parameter, to every unit that
+  // reads it (a tied embedding's two copies). Errors as ReadGrad's. Returns after the copies.
+  absl::Status SetWeight(const std::string& name, int64_t begin, int64_t n, const uint16_t* bf16);
 
   // The input of unit `unit` (>= 1) in the last ForwardBackward: hidden [b, t, C] widened to fp32.
   absl::StatusOr<std::vector<float>> UnitInput(int64_t unit);

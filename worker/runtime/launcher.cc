@@ -119,16 +119,27 @@ namespace {
 absl::Status CheckHostMemory(const LaunchOptions& o, const StoreLayout& layout) {
   const int64_t store = static_cast<int64_t>(layout.total_bytes);
   const int64_t needed = std::max(o.host_bytes_needed, store);
-  absl::StatusOr<HostMemory> machine = ReadHostMemory();
-  if (!machine.ok()) {
-    LOG(WARNING) << "cannot check the job's host memory: " << machine.status();
-    return absl::OkStatus();
+  const absl::Time deadline = absl::Now() + o.host_memory_wait;
+  for (bool logged = false;; logged = true) {
+    absl::StatusOr<HostMemory> machine = ReadHostMemory();
+    if (!machine.ok()) {
+      LOG(WARNING) << "cannot check the job's host memory: " << machine.status();
+      return absl::OkStatus();
+    }
+    if (needed <= machine->available_bytes()) return absl::OkStatus();
+    if (absl::Now() >= deadline) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "host memory: the job needs %.2f GiB (the planner's estimate; its shared store alone "
+          "%.2f GiB) but this machine has %s; nothing was started",
+          needed / double(1 << 30), store / double(1 << 30), machine->Describe()));
+    }
+    if (!logged) {
+      LOG(INFO) << absl::StrFormat("waiting up to %s for %.2f GiB of host memory (%s)",
+                                   absl::FormatDuration(o.host_memory_wait),
+                                   needed / double(1 << 30), machine->Describe());
+    }
+    absl::SleepFor(absl::Seconds(1));
   }
-  if (needed <= machine->available_bytes()) return absl::OkStatus();
-  return absl::ResourceExhaustedError(absl::StrFormat(
-      "host memory: the job needs %.2f GiB (the planner's estimate; its shared store alone %.2f "
-      "GiB) but this machine has %s; nothing was started",
-      needed / double(1 << 30), store / double(1 << 30), machine->Describe()));
 }
 
 absl::Status Spawn(Launcher::State& s, Worker& w, const std::string& config_path) {

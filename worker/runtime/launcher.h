@@ -61,6 +61,9 @@ struct LaunchOptions {
   // (RESOURCE_EXHAUSTED, with the numbers) when it exceeds what this machine has available now
   // (common/host_memory.h), before any worker exists.
   int64_t host_bytes_needed = 0;
+  // How long Start() waits for that memory to become available (polling every second; e.g. a
+  // previous job's processes still being torn down) before refusing. Zero: refuse at once.
+  absl::Duration host_memory_wait = absl::ZeroDuration();
   std::function<void(const StepReport&)> on_step;
   std::function<void(int rank, const std::string& line)> on_log;  // worker stderr lines
 };

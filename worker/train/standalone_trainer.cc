@@ -32,6 +32,11 @@ namespace mobius::train {
 
 using Clock = std::chrono::steady_clock;
 
+// Elements per slice of the streamed update (worker memory: 10 bytes each of host scratch);
+// a multiple of CpuAdamW::kChunkElements, so the norm's partials are the whole-tensor ones.
+constexpr int64_t kSlice = int64_t{4} << 20;
+static_assert(kSlice % optim::CpuAdamW::kChunkElements == 0);
+
 struct StandaloneTrainer::State {
   TrainerOptions options;
   TrainingStart start;  // config, master + moments, data loader, step (training_setup.h)
@@ -39,9 +44,9 @@ struct StandaloneTrainer::State {
   reference::Parameters& master = start.master;
   reference::Parameters& adam_m = start.adam_m;
   reference::Parameters& adam_v = start.adam_v;
-  // One tensor's worth of host scratch (the largest tensor): the gradient downloaded for the norm
-  // and the update, the tied embedding's second part, the bf16 copy uploaded after the update.
-  // The whole model's gradients and bf16 copy live on the device only.
+  // One slice (kSlice elements) of host scratch: the gradient downloaded for the norm and the
+  // update, the tied embedding's second part, the bf16 copy uploaded after the update. The whole
+  // model's gradients and bf16 copy live on the device only.
   std::vector<float> grad, grad_part;
   std::vector<uint16_t> bf16;
   std::vector<double> partials;  // one tensor's norm partials
@@ -63,8 +68,11 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(s.config, s.backend.get(),
                                                                 {.recompute = recompute}));
   for (auto& [name, t] : s.master.tensors) {
-    numeric::Fp32ToBf16(t.data.data(), s.bf16.data(), t.data.size());
-    MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, s.bf16.data()));
+    for (int64_t begin = 0; begin < t.numel(); begin += kSlice) {
+      const int64_t n = std::min(kSlice, t.numel() - begin);
+      numeric::Fp32ToBf16(t.data.data() + begin, s.bf16.data(), static_cast<size_t>(n));
+      MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
+    }
   }
   std::vector<int32_t> zeros(static_cast<size_t>(o.microbatch * o.seq), 0);
   return s.model->ForwardBackward(zeros.data(), zeros.data(), o.microbatch, o.seq, 0.0f).status();
@@ -98,15 +106,14 @@ absl::Status BuildEngine(StandaloneTrainer::State& s) {
   MOBIUS_ASSIGN_OR_RETURN(s.adamw, MakeAdamW(o));
   MOBIUS_ASSIGN_OR_RETURN(optim::LrSchedule schedule, MakeLrSchedule(o));
   s.schedule = schedule;
-  size_t largest = 0;
-  for (const auto& [name, t] : s.master.tensors) largest = std::max(largest, t.data.size());
-  s.grad.resize(largest);
-  // Only a tied embedding has a second part (the head's) to add.
-  if (s.config.tie_word_embeddings) {
-    s.grad_part.resize(s.master.at(reference::ParameterNames(s.config).token_embedding).data.size());
+  size_t slice = 0;  // the largest slice any tensor needs
+  for (const auto& [name, t] : s.master.tensors) {
+    slice = std::max(slice, std::min(t.data.size(), static_cast<size_t>(kSlice)));
   }
-  s.bf16.resize(largest);
-  s.partials.resize((largest + optim::CpuAdamW::kChunkElements - 1) /
+  s.grad.resize(slice);
+  if (s.config.tie_word_embeddings) s.grad_part.resize(slice);  // the head's part of the embedding
+  s.bf16.resize(slice);
+  s.partials.resize((slice + optim::CpuAdamW::kChunkElements - 1) /
                     optim::CpuAdamW::kChunkElements);
   // Keep the activations (no recompute) when the cap holds them, else fall back to recompute.
   absl::Status kept = o.recompute ? absl::ResourceExhaustedError("recompute requested")
@@ -184,17 +191,23 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   MOBIUS_ASSIGN_OR_RETURN(data::Batch batch, s.start.loader->NextTrainBatch());
   MOBIUS_ASSIGN_OR_RETURN(float loss, s.model->Step(batch.tokens.data(), batch.targets.data(),
                                                     batch.b, batch.t, o.batch / o.microbatch));
-  // The gradients stay on the device; each tensor's comes down twice (norm, then update) through
-  // one tensor of scratch. The norm adds the same chunk partials in the same (HF-name) order as
-  // CpuAdamW::GlobalGradNorm over all of them, and the per-tensor update is the same elementwise
+  // The gradients stay on the device; each tensor's comes down twice (norm, then update) in
+  // slices of kSlice elements (a multiple of the norm's 64 Ki-element chunks) through one slice of
+  // scratch. The norm adds the same chunk partials in the same (HF-name) order as
+  // CpuAdamW::GlobalGradNorm over all of them, and the sliced update is the same elementwise
   // AdamW: the result is bitwise that of the whole-model calls.
   double sum = 0.0;
   for (const auto& [name, t] : s.master.tensors) {
-    MOBIUS_RETURN_IF_ERROR(s.model->ReadGrad(name, s.grad.data(), s.grad_part.data()));
-    s.adamw->ChunkSquares({s.grad.data(), t.data.size()}, s.partials.data());
-    const size_t chunks = (t.data.size() + optim::CpuAdamW::kChunkElements - 1) /
-                          optim::CpuAdamW::kChunkElements;
-    for (size_t c = 0; c < chunks; ++c) sum += s.partials[c];
+    const int64_t numel = t.numel();
+    for (int64_t begin = 0; begin < numel; begin += kSlice) {
+      const int64_t n = std::min(kSlice, numel - begin);
+      MOBIUS_RETURN_IF_ERROR(
+          s.model->ReadGrad(name, begin, n, s.grad.data(), s.grad_part.data()));
+      s.adamw->ChunkSquares({s.grad.data(), static_cast<size_t>(n)}, s.partials.data());
+      const size_t chunks =
+          (n + optim::CpuAdamW::kChunkElements - 1) / optim::CpuAdamW::kChunkElements;
+      for (size_t c = 0; c < chunks; ++c) sum += s.partials[c];
+    }
   }
   const double norm = std::sqrt(sum);
   if (!std::isfinite(norm)) {
@@ -205,13 +218,20 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   const double lr = s.schedule->At(s.step + 1);
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(lr));
   for (auto& [name, t] : s.master.tensors) {
-    MOBIUS_RETURN_IF_ERROR(s.model->ReadGrad(name, s.grad.data(), s.grad_part.data()));
-    const optim::ParamBuffers buffers{.master = t.data.data(), .m = s.adam_m.data(name),
-                                      .v = s.adam_v.data(name), .grad = s.grad.data(),
-                                      .bf16_out = s.bf16.data(), .n = t.data.size(),
-                                      .decay = s.start.decay.at(name)};
-    MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
-    MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, s.bf16.data()));  // the next step's weights
+    const int64_t numel = t.numel();
+    for (int64_t begin = 0; begin < numel; begin += kSlice) {
+      const int64_t n = std::min(kSlice, numel - begin);
+      MOBIUS_RETURN_IF_ERROR(
+          s.model->ReadGrad(name, begin, n, s.grad.data(), s.grad_part.data()));
+      const optim::ParamBuffers buffers{.master = t.data.data() + begin,
+                                        .m = s.adam_m.data(name) + begin,
+                                        .v = s.adam_v.data(name) + begin, .grad = s.grad.data(),
+                                        .bf16_out = s.bf16.data(), .n = static_cast<size_t>(n),
+                                        .decay = s.start.decay.at(name)};
+      MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
+      // The next step's weights.
+      MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
+    }
   }
   ++s.step;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();

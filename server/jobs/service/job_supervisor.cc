@@ -352,6 +352,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.heartbeat_timeout = options.heartbeat_timeout;
   lo.step_timeout = options.step_timeout;
   lo.host_bytes_needed = planned->report.plan.memory.host_bytes;
+  lo.host_memory_wait = absl::Seconds(120);  // e.g. the previous run's workers still exiting
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
     store->AppendStepReport(id, ToRow(r)).IgnoreError();
