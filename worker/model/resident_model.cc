@@ -11,6 +11,17 @@ namespace mobius::units {
 
 using backend::DeviceBuffer;
 
+namespace {
+
+absl::Status CheckRange(const char* what, const UnitParam& p, int64_t begin, int64_t n) {
+  if (begin >= 0 && n >= 0 && begin + n <= p.num_elements) return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat(what, ": [", begin, ", ", begin + n, ") is outside ", p.name, " [0, ",
+                   p.num_elements, ")"));
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
     const model::ModelConfig& config, backend::Backend* backend, const Options& options) {
   if (backend == nullptr) return absl::InvalidArgumentError("ResidentModel: null backend");
@@ -207,10 +218,7 @@ absl::Status ResidentModel::ReadGrad(const std::string& name, int64_t begin, int
   for (size_t u = 0; u < runners_.size(); ++u) {
     const UnitParam* p = runners_[u]->layout().Find(name);
     if (p == nullptr) continue;
-    if (begin < 0 || n < 0 || begin + n > p->num_elements) {
-      return absl::InvalidArgumentError(absl::StrCat("ReadGrad: [", begin, ", ", begin + n,
-                                                     ") is outside ", name));
-    }
+    MOBIUS_RETURN_IF_ERROR(CheckRange("ReadGrad", *p, begin, n));
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, grads_[u],
                                                 4 * static_cast<uint64_t>(p->offset + begin),
                                                 first ? out : scratch, 4 * static_cast<uint64_t>(n)));
@@ -234,10 +242,7 @@ absl::Status ResidentModel::SetWeight(const std::string& name, int64_t begin, in
   for (size_t u = 0; u < runners_.size(); ++u) {
     const UnitParam* p = runners_[u]->layout().Find(name);
     if (p == nullptr) continue;
-    if (begin < 0 || n < 0 || begin + n > p->num_elements) {
-      return absl::InvalidArgumentError(absl::StrCat("SetWeight: [", begin, ", ", begin + n,
-                                                     ") is outside ", name));
-    }
+    MOBIUS_RETURN_IF_ERROR(CheckRange("SetWeight", *p, begin, n));
     found = true;
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, bf16, weights_[u],
                                                   2 * static_cast<uint64_t>(p->offset + begin),

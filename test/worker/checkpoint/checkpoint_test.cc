@@ -19,21 +19,10 @@ namespace {
 
 namespace fs = std::filesystem;
 using model::Family;
+using testing::ExpectBitEqual;
 using testing::ReadAll;
 using testing::TempDir;
 using testing::WriteAll;
-
-void ExpectBitEqual(const reference::Parameters& a, const reference::Parameters& b,
-                    const std::string& what) {
-  ASSERT_EQ(a.tensors.size(), b.tensors.size()) << what;
-  for (const auto& [name, t] : a.tensors) {
-    const reference::Tensor& u = b.at(name);
-    ASSERT_EQ(t.shape, u.shape) << what << " " << name;
-    ASSERT_EQ(t.data.size(), u.data.size()) << what << " " << name;
-    EXPECT_EQ(std::memcmp(t.data.data(), u.data.data(), t.data.size() * sizeof(float)), 0)
-        << what << " " << name;
-  }
-}
 
 // A tiny training run whose batches come from an RNG, so resuming must restore the RNG too.
 struct TrainingRun {
