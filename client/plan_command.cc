@@ -24,7 +24,7 @@
 #include "nlohmann/json.hpp"
 #include "server/planner/api/make_plan.h"
 #include "server/planner/measured_profile.h"
-#include "server/planner/profile_io/profile_cache.h"
+#include "common/run/profile_cache.h"
 #include "server/rpc/topology_convert.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"

@@ -54,7 +54,7 @@ struct PlanCommandOptions {
   std::string trace;          // write the Chrome trace here
   // Profile source: "analytic" (FLOPs and the device spec), "measured" (the measured-profile
   // cache: runs `mobius-worker profile`, which answers from the cache or measures on its backend),
-  // or the path of a profile JSON file (server/planner/profile_io/profile_json.h). The defaults
+  // or the path of a profile JSON file (common/run/profile_json.h). The defaults
   // come from --profile, --profile_cache_dir and --worker_binary (defined in plan_command.cc).
   std::string profile = PlanProfileFlagDefault();
   std::string profile_cache_dir = PlanProfileCacheDirFlagDefault();

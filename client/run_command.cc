@@ -24,9 +24,9 @@
 #include "server/launch/run_builder.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/backend/device_probe.h"
-#include "worker/runtime/launcher.h"
+#include "common/run/checkpoint_dirs.h"
+#include "common/device/device_probe.h"
+#include "server/launch/launcher.h"
 
 namespace mobius::cli {
 namespace {

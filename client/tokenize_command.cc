@@ -8,8 +8,8 @@
 #include "absl/strings/match.h"
 #include "client/exit_codes.h"
 #include "server/launch/dataset_prep.h"
-#include "worker/data/hf_tokenizer.h"
-#include "worker/data/tokenize_job.h"
+#include "common/data/hf_tokenizer.h"
+#include "common/data/tokenize_job.h"
 
 namespace mobius::cli {
 namespace {

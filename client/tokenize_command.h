@@ -1,5 +1,5 @@
 // `mobius tokenize IN [IN...] OUT --tokenizer DIR`: tokenizes a dataset once into the flat token
-// file (worker/data/token_file.h) that training jobs memory-map. Runs locally, no daemon. (Jobs
+// file (common/data/token_file.h) that training jobs memory-map. Runs locally, no daemon. (Jobs
 // may also name the text files directly: the daemon tokenizes them, server/launch/dataset_prep.h.)
 //
 // Tokenizers: Hugging Face tokenizer.json (byte-level BPE) in this process; SentencePiece

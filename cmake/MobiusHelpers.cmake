@@ -1,6 +1,7 @@
 # Small helpers so that every component is one target with explicit dependencies.
 #
 #   mobius_cc_library(NAME name SRCS a.cc b.cu HDRS a.h DEPS other::target [PUBLIC_DEPS ...])
+#     PUBLIC_DEPS: what the public headers (HDRS) include; DEPS: what only the sources use (PRIVATE).
 #   mobius_cc_binary(NAME name SRCS main.cc DEPS ...)
 #   mobius_cc_test(NAME name SRCS foo_test.cc DEPS ... [LABELS unit;gpu] [GPU])
 #
@@ -13,7 +14,8 @@ function(mobius_cc_library)
   if(A_SRCS)
     add_library(${target} STATIC ${A_SRCS} ${A_HDRS})
     target_include_directories(${target} PUBLIC ${PROJECT_SOURCE_DIR} ${PROJECT_BINARY_DIR}/gen)
-    target_link_libraries(${target} PUBLIC ${A_PUBLIC_DEPS} ${A_DEPS})
+    # DEPS are PRIVATE: a dependent sees only what this target's public headers need (PUBLIC_DEPS).
+    target_link_libraries(${target} PUBLIC ${A_PUBLIC_DEPS} PRIVATE ${A_DEPS})
     target_compile_options(${target} PRIVATE $<$<COMPILE_LANGUAGE:CXX>:-Wall -Wextra -Wno-unused-parameter>)
   else()
     add_library(${target} INTERFACE ${A_HDRS})

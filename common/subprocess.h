@@ -1,5 +1,5 @@
 // Starting a child process whose stdout and stderr the caller reads through pipes: the shared
-// part of the launcher's workers (worker/runtime/launcher.h) and the dataset tokenizer
+// part of the launcher's workers (server/launch/launcher.h) and the dataset tokenizer
 // (server/launch/dataset_prep.h).
 //
 // Thread-safety: SpawnWithPipes may be called from any thread (posix_spawn; the pipes are

@@ -21,7 +21,7 @@
 
 #include "common/init.h"
 #include "glog/logging.h"
-#include "worker/backend/device_probe.h"
+#include "common/device/device_probe.h"
 #include "worker/checkpoint/init_model_command.h"
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
 #include "worker/train/train_command.h"

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Writes a MOBTOKv1 token file (worker/data/token_file.h) of random ids, one document:
+"""Writes a MOBTOKv1 token file (common/data/token_file.h) of random ids, one document:
 the data for memory and throughput benchmarks, whose numbers do not depend on the text.
 
   tokens.py OUT.tok --vocab 32000 --tokens 200000 [--seed 1]

@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/model_init.h"
-#include "worker/data/token_file.h"
+#include "common/data/token_file.h"
 
 namespace mobius::bench {
 

@@ -55,7 +55,7 @@
 #include "bench/pipeline/bench_setup.h"
 #include "server/launch/run_builder.h"
 #include "server/topology/hwloc_source.h"
-#include "worker/runtime/launcher.h"
+#include "server/launch/launcher.h"
 
 namespace mobius::bench {
 namespace {

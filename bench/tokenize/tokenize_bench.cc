@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "worker/data/sp_tokenizer.h"
+#include "common/data/sp_tokenizer.h"
 
 int main(int argc, char** argv) {
   if (argc != 5) {

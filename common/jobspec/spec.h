@@ -8,7 +8,7 @@
 // declares the data, its defaults and the allowed values.
 //
 // Field names below are the YAML/JSON keys, and the dotted path of a field ("training.microbatch")
-// is what every error message names. Defaults mirror worker/train/trainer_options.h
+// is what every error message names. Defaults mirror common/run/trainer_options.h
 // TrainerOptions where the two overlap. "0 means ..." fields keep 0 in the struct; Normalize fills
 // the derived defaults (microbatch, tokenizer) so that two specs that mean the same compare equal.
 //
@@ -59,8 +59,8 @@ struct DatasetSpec {
   // A token file ("tokens") is always a single `path`.
   std::string path;
   std::vector<std::string> paths;
-  // kDatasetFormats: "tokens" = our token file (worker/data/token_file.h); the others are text
-  // the daemon tokenizes with `tokenizer` before the run (worker/data/documents.h describes them):
+  // kDatasetFormats: "tokens" = our token file (common/data/token_file.h); the others are text
+  // the daemon tokenizes with `tokenizer` before the run (common/data/documents.h describes them):
   // "jsonl" (a text field per line), "prompt_completion" (loss on the completion only), "chat"
   // (messages rendered with chat_template, loss on the assistant turns), "text" (a file is one
   // document).

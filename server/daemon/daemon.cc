@@ -29,7 +29,7 @@
 #include "server/rpc/tcp_auth.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
-#include "worker/backend/device_probe.h"
+#include "common/device/device_probe.h"
 
 namespace mobius {
 namespace {

@@ -22,7 +22,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/jobspec/spec.h"
-#include "worker/data/tokenize_job.h"
+#include "common/data/tokenize_job.h"
 
 namespace mobius::launch {
 

@@ -1,5 +1,5 @@
 // BuildRunConfig: turns a plan (server/planner) into the runtime's RunConfig
-// (worker/runtime/run_config.h): the plan's stages, its stage -> GPU mapping as stage -> rank
+// (common/run/run_config.h): the plan's stages, its stage -> GPU mapping as stage -> rank
 // (rank = position in Mapping::gpu_order), and, for the CPU backend's link emulation, the PCIe links
 // of those GPUs taken from the simulator's machine model (sim/machine.h): each GPU's own link and
 // each shared uplink, at the simulator's effective DMA bandwidth times `link_scale`. Emulated run
@@ -25,8 +25,8 @@
 #include "server/planner/plan.h"
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
-#include "worker/runtime/run_config.h"
-#include "worker/train/trainer_options.h"
+#include "common/run/run_config.h"
+#include "common/run/trainer_options.h"
 
 namespace mobius::launch {
 

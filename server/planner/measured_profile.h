@@ -1,94 +1,17 @@
-// The MEASURED profile source: what `mobius-worker profile` (worker/profile/) measured on a real
-// backend for one model at one microbatch shape, and its conversion into the planner's Profile.
-//
-// The worker measures one unit of each layer-unit KIND (embedding, decoder block, head; all blocks
-// of a model have the same shapes) and the copy bandwidth of each device. MeasuredToProfile expands
-// the kinds to every unit of the model. Serialisation (JSON) and the on-disk cache live at the
-// edge, in profile_io/; this header is pure data and arithmetic.
-//
-// Units: seconds and bytes per ONE microbatch of `shape`, medians over `repetitions` after
-// `warmup` untimed runs; bandwidths in bytes per second.
+// The MEASURED profile source: a MeasuredProfile (common/run/measured_profile.h, what
+// `mobius-worker profile` measured) converted into the planner's Profile. MeasuredToProfile expands
+// the measured kinds to every unit of the model.
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_MEASURED_PROFILE_H_
 #define MOBIUS_SERVER_PLANNER_MEASURED_PROFILE_H_
 
-#include <cstdint>
-#include <optional>
-#include <string>
-#include <vector>
-
-#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
+#include "common/run/measured_profile.h"
 #include "server/planner/profile.h"
 
 namespace mobius::planner {
-
-inline constexpr int kMeasuredProfileVersion = 1;
-
-// One layer-unit kind, measured on the unit `unit_index` at the profile's shape.
-struct UnitKindMeasurement {
-  std::string kind;        // model::UnitKindName: "embedding", "block", "head"
-  int64_t unit_index = 0;  // the unit that was run
-  double forward_seconds = 0;
-  double backward_seconds = 0;  // recompute of the forward internals included
-  int64_t parameter_bytes = 0;  // bf16 elements read (owned + shared) x 2, padding excluded
-  int64_t gradient_bytes = 0;   // the backend's gradient buffer elements x its bytes (fp32: x 4)
-  int64_t boundary_bytes = 0;   // the unit's input (token ids int32, or hidden [B, T, C] bf16)
-  // Bytes of the workspace the forward writes (the internals a backward without recompute would
-  // need; measured by filling the workspace with a pattern and counting changed 64-byte lines).
-  int64_t saved_activation_bytes = 0;
-  // Peak device bytes (the backend allocator's high-water mark) over forward + backward, minus
-  // weights, gradients, input/targets and the saved bytes: output, output/input gradients and
-  // scratch, transient while the unit runs.
-  int64_t workspace_bytes = 0;
-};
-
-// Copy bandwidth of one device, pinned host memory <-> device memory.
-struct LinkMeasurement {
-  int device = 0;
-  double h2d_bytes_per_s = 0;         // host -> device alone
-  double d2h_bytes_per_s = 0;         // device -> host alone
-  double duplex_h2d_bytes_per_s = 0;  // both directions at once, each direction's rate
-  double duplex_d2h_bytes_per_s = 0;
-  int group_size = 1;                // devices of its contention group copying at once
-  double group_h2d_bytes_per_s = 0;  // this device's rate while all of them copy H2D
-  double group_d2h_bytes_per_s = 0;
-};
-
-struct MeasuredProfile {
-  int version = kMeasuredProfileVersion;
-  std::string model_hash;  // ModelConfigHash of the model it was measured for
-  std::string model_type;
-  int64_t num_units = 0;
-  MicrobatchShape shape;
-  std::string backend;        // "cpu", "cuda"
-  std::string device;         // "cpu", "NVIDIA GeForce RTX 4090"
-  std::string build_version;  // mobius version that measured it
-  int warmup = 0;
-  int repetitions = 0;
-  int64_t copy_bytes = 0;  // bytes per timed copy
-  std::vector<UnitKindMeasurement> kinds;
-  std::vector<LinkMeasurement> links;
-
-  const UnitKindMeasurement* Find(const std::string& kind) const;
-};
-
-// A stable 16-hex-digit hash (FNV-1a 64) of everything in the config that changes a unit's shapes
-// or work: family, sizes, norm/MLP/position kinds, biases, tying, qk-norm, sliding window, RoPE
-// scaling. Not the token ids or norm epsilon.
-std::string ModelConfigHash(const model::ModelConfig& config);
-
-// The cache key: model hash, microbatch shape, backend, device and build version, made safe as a
-// file name, e.g. "3f2a...-b1-t1024-cpu-cpu-v0.1.0".
-std::string ProfileCacheKey(const std::string& model_hash, const MicrobatchShape& shape,
-                            const std::string& backend, const std::string& device,
-                            const std::string& build_version);
-
-// INVALID_ARGUMENT naming the field: negative or non-finite times or bytes, zero repetitions, a
-// kind other than embedding/block/head, duplicate kinds, non-positive shape.
-absl::Status ValidateMeasuredProfile(const MeasuredProfile& profile);
 
 // The planner Profile (source "measured") for `model`: unit u gets its kind's numbers. The
 // analytic profile's conventions hold, so the cost model treats both alike. INVALID_ARGUMENT when

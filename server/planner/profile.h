@@ -27,6 +27,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
+#include "common/run/measured_profile.h"  // MicrobatchShape
 
 namespace mobius::planner {
 
@@ -65,13 +66,6 @@ DeviceSpec H200Spec();
 // 3090), or nullopt. When `memory_bytes` > 0 (what the topology reports) it replaces the preset's.
 std::optional<DeviceSpec> DeviceSpecForGpuName(const std::string& gpu_name,
                                                uint64_t memory_bytes = 0);
-
-struct MicrobatchShape {
-  int64_t microbatch_size = 1;  // sequences per microbatch (B)
-  int64_t seq_len = 1;          // tokens per sequence (T)
-
-  int64_t tokens() const { return microbatch_size * seq_len; }
-};
 
 // One layer unit at one microbatch shape.
 struct UnitProfile {

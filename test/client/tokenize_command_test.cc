@@ -9,8 +9,8 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
-#include "worker/data/hf_tokenizer.h"
-#include "worker/data/token_file.h"
+#include "common/data/hf_tokenizer.h"
+#include "common/data/token_file.h"
 
 namespace mobius::cli {
 namespace {

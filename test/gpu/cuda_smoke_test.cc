@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/backend/cuda/smoke_kernel.cuh"
-#include "worker/backend/device_probe.h"
+#include "common/device/device_probe.h"
 
 namespace mobius {
 namespace {

@@ -25,18 +25,9 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
-constexpr char kDirPrefix[] = "checkpoint-";
 constexpr int64_t kMaxJsonBytes = int64_t{64} << 20;
 
 
-// The step of a complete checkpoint directory name ("checkpoint-<digits>"), or -1.
-int64_t StepOfName(const std::string& name) {
-  if (name.rfind(kDirPrefix, 0) != 0) return -1;
-  const std::string digits = name.substr(sizeof(kDirPrefix) - 1);
-  if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) return -1;
-  int64_t step = 0;
-  return absl::SimpleAtoi(digits, &step) ? step : -1;
-}
 
 absl::StatusOr<Json> ReadJson(const std::string& path) {
   MOBIUS_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, kMaxJsonBytes));
@@ -160,21 +151,6 @@ absl::Status ValidateMoments(const model::ModelConfig& config, const CheckpointT
 
 }  // namespace
 
-std::string CheckpointDirName(int64_t step) { return absl::StrFormat("%s%08d", kDirPrefix, step); }
-
-std::vector<std::pair<int64_t, std::string>> CompleteCheckpoints(const std::string& root) {
-  std::vector<std::pair<int64_t, std::string>> found;
-  std::error_code ec;
-  for (const fs::directory_entry& entry : fs::directory_iterator(root, ec)) {
-    const int64_t step = StepOfName(entry.path().filename().string());
-    if (step < 0 || !entry.is_directory(ec)) continue;
-    if (access((entry.path() / "DONE").c_str(), F_OK) != 0) continue;
-    found.emplace_back(step, entry.path().string());
-  }
-  std::sort(found.begin(), found.end());
-  return found;
-}
-
 absl::StatusOr<std::string> SaveCheckpoint(const std::string& root,
                                            const model::ModelConfig& config,
                                            const CheckpointTensors& tensors,
@@ -212,14 +188,6 @@ absl::StatusOr<std::string> SaveCheckpoint(const std::string& root,
                                           CheckpointDirName(state.step)));
   }
   return FinishCheckpoint(root, config, plan, state, options, tag);
-}
-
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& root) {
-  auto complete = CompleteCheckpoints(root);
-  if (complete.empty()) {
-    return absl::NotFoundError(absl::StrCat("no complete checkpoint under ", root));
-  }
-  return complete.back().second;
 }
 
 absl::StatusOr<OpenedCheckpoint> OpenCheckpoint(const std::string& directory,

@@ -37,6 +37,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
+#include "common/run/checkpoint_dirs.h"  // CheckpointDirName, CompleteCheckpoints, LatestCheckpoint
 #include "worker/checkpoint/tensor_files.h"
 #include "worker/io/safetensors.h"
 #include "worker/reference/parameters.h"
@@ -80,23 +81,12 @@ struct SaveOptions {
 inline constexpr char kCheckpointFormat[] = "mobius-checkpoint";  // trainer_state.json "format"
 inline constexpr int kCheckpointVersion = 1;
 
-// "checkpoint-00000042".
-std::string CheckpointDirName(int64_t step);
-
-// The complete (DONE present) checkpoint directories under `root` by step, oldest first; empty
-// for a missing root.
-std::vector<std::pair<int64_t, std::string>> CompleteCheckpoints(const std::string& root);
-
 // Saves into `root` (created if missing) and returns the final directory. Tensors are checked
 // against `config` first (INVALID_ARGUMENT naming the tensor); I/O errors carry errno's code.
 absl::StatusOr<std::string> SaveCheckpoint(const std::string& root,
                                            const model::ModelConfig& config,
                                            const CheckpointTensors& tensors,
                                            const TrainingState& state, const SaveOptions& options);
-
-// The complete (DONE present) checkpoint directory of `root` with the highest step.
-// NOT_FOUND when there is none (including a missing root).
-absl::StatusOr<std::string> LatestCheckpoint(const std::string& root);
 
 struct LoadOptions {
   bool verify_checksums = true;  // re-hash every file against DONE (reads everything once more)

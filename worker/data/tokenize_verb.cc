@@ -7,8 +7,8 @@
 #include <iostream>
 #include <sstream>
 
-#include "worker/data/sp_tokenizer.h"
-#include "worker/data/tokenize_job.h"
+#include "common/data/sp_tokenizer.h"
+#include "common/data/tokenize_job.h"
 
 namespace mobius::data {
 

@@ -1,4 +1,4 @@
-// `mobius-worker tokenize REQUEST.json`: runs one TokenizeRequest (worker/data/tokenize_job.h)
+// `mobius-worker tokenize REQUEST.json`: runs one TokenizeRequest (common/data/tokenize_job.h)
 // with any tokenizer we support, SentencePiece included (this binary links no gRPC protobuf).
 // Spawned by the daemon and by `mobius run` / `mobius tokenize` (server/launch/dataset_prep.h).
 //

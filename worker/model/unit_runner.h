@@ -38,7 +38,7 @@
 #include "common/model/layer_units.h"
 #include "common/model/model_config.h"
 #include "worker/backend/backend.h"
-#include "worker/model/unit_params.h"
+#include "common/run/unit_params.h"
 #include "worker/reference/parameters.h"
 
 namespace mobius::units {

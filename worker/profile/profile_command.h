@@ -1,6 +1,6 @@
 // `mobius-worker profile`: measures a model's layer units and the devices' copy bandwidth on the
 // real backend (unit_profiler.h) and stores the result in the measured-profile cache
-// (server/planner/profile_io/profile_cache.h), keyed by model config hash, microbatch shape,
+// (common/run/profile_cache.h), keyed by model config hash, microbatch shape,
 // backend/device and build version. A cached entry is reused unless --refresh.
 //
 //   mobius-worker profile --model DIR|config.json --microbatch B --seq T [--backend cpu]

@@ -33,7 +33,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
-#include "server/planner/measured_profile.h"
+#include "common/run/measured_profile.h"
 #include "worker/backend/backend.h"
 
 namespace mobius::profile {

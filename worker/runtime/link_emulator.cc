@@ -31,7 +31,7 @@ LinkEmulator::LinkEmulator(const RunConfig& run, const StoreLayout& layout, Host
 
 std::atomic<uint64_t>* LinkEmulator::Word(int link, int index) const {
   return store_->at<std::atomic<uint64_t>>(link_words_ + 32 * static_cast<uint64_t>(link) +
-                                           8 * static_cast<uint64_t>(index));
+                                           8 * static_cast<uint64_t>(index));  // = LinkWord
 }
 
 void LinkEmulator::OnChunk(backend::CopyDirection direction, uint64_t bytes) {
@@ -51,14 +51,6 @@ void LinkEmulator::OnChunk(backend::CopyDirection direction, uint64_t bytes) {
     done = std::max(done, end);
   }
   SleepUntilNs(done);
-}
-
-uint64_t LinkEmulator::LinkBytes(const StoreLayout& layout, const HostStore& store, int link,
-                                 int direction) {
-  return store
-      .at<std::atomic<uint64_t>>(layout.link_words + 32 * static_cast<uint64_t>(link) +
-                                 8 * static_cast<uint64_t>(2 + direction))
-      ->load(std::memory_order_relaxed);
 }
 
 }  // namespace mobius::runtime

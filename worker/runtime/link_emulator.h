@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "worker/backend/link_model.h"
-#include "worker/runtime/host_store.h"
-#include "worker/runtime/run_config.h"
-#include "worker/runtime/store_layout.h"
+#include "common/run/host_store.h"
+#include "common/run/run_config.h"
+#include "common/run/store_layout.h"
 
 namespace mobius::runtime {
 
@@ -33,10 +33,6 @@ class LinkEmulator final : public backend::LinkModel {
   LinkEmulator(const RunConfig& run, const StoreLayout& layout, HostStore* store, int rank);
 
   void OnChunk(backend::CopyDirection direction, uint64_t bytes) override;
-
-  // Bytes that crossed link `link` in `direction` (h2d = 0, d2h = 1) so far, all ranks.
-  static uint64_t LinkBytes(const StoreLayout& layout, const HostStore& store, int link,
-                            int direction);
 
  private:
   std::atomic<uint64_t>* Word(int link, int index) const;

@@ -36,9 +36,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
-#include "worker/runtime/host_store.h"
-#include "worker/runtime/run_config.h"
-#include "worker/runtime/store_layout.h"
+#include "common/run/host_store.h"
+#include "common/run/run_config.h"
+#include "common/run/store_layout.h"
 
 namespace mobius::runtime {
 

@@ -64,6 +64,8 @@ absl::Status Partials(State& s, const OptimizerTask& task) {
   }
   double* partial = s.store->at<double>(s.layout.norm_partials);
   const size_t chunk = optim::CpuAdamW::kChunkElements;
+  static_assert(optim::CpuAdamW::kChunkElements == kGradNormChunkElements,
+                "the store's grad-norm chunks (common/run/store_layout.h) are the optimizer's");
   for (const TensorSlot* t : OwnedTensors(s, task.stage)) {
     const float* g = GradOf(s, t->name, t->owner_unit);
     for (int64_t c = 0; c < t->num_chunks; ++c) {

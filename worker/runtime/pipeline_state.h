@@ -38,12 +38,12 @@
 #include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/model/unit_runner.h"
 #include "worker/optim/adamw.h"
-#include "worker/runtime/host_store.h"
+#include "common/run/host_store.h"
 #include "worker/runtime/link_emulator.h"
 #include "worker/runtime/peer_transport.h"
 #include "worker/runtime/pipeline_worker.h"
-#include "worker/runtime/run_config.h"
-#include "worker/runtime/store_layout.h"
+#include "common/run/run_config.h"
+#include "common/run/store_layout.h"
 #include "worker/train/training_setup.h"
 
 namespace mobius::runtime {

@@ -61,8 +61,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "worker/runtime/run_config.h"
-#include "worker/runtime/step_report.h"
+#include "common/run/run_config.h"
+#include "common/run/step_report.h"
 
 namespace mobius::runtime {
 

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
 #include "worker/backend/link_model.h"
-#include "worker/runtime/run_config.h"
+#include "common/run/run_config.h"
 
 namespace mobius::runtime {
 

@@ -9,8 +9,8 @@
 #include "absl/strings/numbers.h"
 #include "glog/logging.h"
 #include "worker/runtime/pipeline_worker.h"
-#include "worker/runtime/run_config.h"
-#include "worker/runtime/step_report.h"
+#include "common/run/run_config.h"
+#include "common/run/step_report.h"
 
 namespace mobius::runtime {
 

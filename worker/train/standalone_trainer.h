@@ -41,7 +41,7 @@
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
 #include "worker/reference/parameters.h"
-#include "worker/train/trainer_options.h"
+#include "common/run/trainer_options.h"
 
 namespace mobius::train {
 

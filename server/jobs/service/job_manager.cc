@@ -23,10 +23,10 @@
 #include "common/model/model_config_parse.h"
 #include "server/launch/run_builder.h"
 #include "server/planner/profile.h"
-#include "worker/runtime/store_layout.h"
-#include "worker/checkpoint/checkpoint.h"
-#include "worker/runtime/host_store.h"
-#include "worker/runtime/launcher.h"
+#include "common/run/store_layout.h"
+#include "common/run/checkpoint_dirs.h"
+#include "common/run/host_store.h"
+#include "server/launch/launcher.h"
 
 namespace mobius::jobs {
 

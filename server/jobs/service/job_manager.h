@@ -1,7 +1,7 @@
 // JobManager: mobiusd's job service, as plain C++ (the gRPC adapter is server/rpc/job_service.h).
 //
 // It ties together the durable store (server/jobs/store), the admission scheduler
-// (server/jobs/scheduler), the planner and the runtime's launcher (worker/runtime/launcher.h):
+// (server/jobs/scheduler), the planner and the runtime's launcher (server/launch/launcher.h):
 //   Submit   validate the spec (server rules: absolute paths, files exist), plan it on the node to
 //            learn what it needs, refuse what can never fit (FAILED_PRECONDITION with the numbers),
 //            store it QUEUED (idempotent per user and submission id), schedule;
@@ -70,7 +70,7 @@ struct JobManagerOptions {
   bool devices_in_host_memory = true;
   double link_scale = 1.0;          // emulated link bandwidth factor
   absl::Duration kill_grace = absl::Seconds(5);
-  // The launcher's watchdog (worker/runtime/launcher.h): frozen workers, hung jobs; zero: off.
+  // The launcher's watchdog (server/launch/launcher.h): frozen workers, hung jobs; zero: off.
   absl::Duration heartbeat_timeout = absl::Seconds(60);
   absl::Duration step_timeout = absl::Seconds(1800);
   // Shutdown: how long a running job may take to finish its step and checkpoint before it is

@@ -17,8 +17,8 @@
 #include "server/jobs/service/job_manager.h"
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
-#include "worker/runtime/launcher.h"
-#include "worker/runtime/run_config.h"
+#include "server/launch/launcher.h"
+#include "common/run/run_config.h"
 
 namespace mobius::jobs {
 namespace internal {

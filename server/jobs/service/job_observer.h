@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "server/jobs/store/job_types.h"
-#include "worker/runtime/run_config.h"
-#include "worker/runtime/step_report.h"
+#include "common/run/run_config.h"
+#include "common/run/step_report.h"
 
 namespace mobius::jobs {
 

@@ -6,8 +6,8 @@
 #include "absl/strings/str_cat.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
-#include "worker/data/loader.h"
-#include "worker/data/token_file.h"
+#include "common/data/loader.h"
+#include "common/data/token_file.h"
 
 namespace mobius::jobs {
 

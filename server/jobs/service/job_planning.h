@@ -15,7 +15,7 @@
 #include "server/planner/api/make_plan.h"
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
-#include "worker/train/trainer_options.h"
+#include "common/run/trainer_options.h"
 
 namespace mobius::jobs {
 

@@ -88,7 +88,7 @@ TEST(JobSpecYamlTest, MinimalTakesTheDefaults) {
   want.training.microbatch = 32;  // normalized: = global_batch
   want.training.seq_len = 2048;
   EXPECT_EQ(*spec, want);
-  // The defaults are TrainerOptions's (worker/train/trainer_options.h).
+  // The defaults are TrainerOptions's (common/run/trainer_options.h).
   EXPECT_EQ(spec->training.lr, 3e-4);
   EXPECT_EQ(spec->training.grad_clip, 1.0);
   EXPECT_EQ(spec->training.beta2, 0.95);

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
-#include "worker/data/token_file.h"
+#include "common/data/token_file.h"
 
 namespace mobius::launch {
 namespace {

@@ -13,8 +13,8 @@
 #include "nlohmann/json.hpp"
 #include "server/planner/cost_model.h"
 #include "server/planner/partition.h"
-#include "server/planner/profile_io/profile_cache.h"
-#include "server/planner/profile_io/profile_json.h"
+#include "common/run/profile_cache.h"
+#include "common/run/profile_json.h"
 #include "test/server/planner/test_models.h"
 
 namespace mobius::planner {

@@ -7,10 +7,10 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
-#include "worker/data/documents.h"
-#include "worker/data/hf_tokenizer.h"
-#include "worker/data/loader.h"
-#include "worker/data/token_file.h"
+#include "common/data/documents.h"
+#include "common/data/hf_tokenizer.h"
+#include "common/data/loader.h"
+#include "common/data/token_file.h"
 
 namespace mobius::data {
 namespace {

@@ -1,6 +1,6 @@
 // Byte-level BPE against golden encodings written by the Hugging Face `tokenizers` library
 // (test/data/tokenizers/make_fixtures.py): exact ids, exact decode, and the bad-input paths.
-#include "worker/data/hf_tokenizer.h"
+#include "common/data/hf_tokenizer.h"
 
 #include <fstream>
 #include <sstream>

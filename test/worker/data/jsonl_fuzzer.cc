@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "worker/data/documents.h"
+#include "common/data/documents.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Each line of the input is one JSONL record.

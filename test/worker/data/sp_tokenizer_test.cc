@@ -1,6 +1,6 @@
 // SentencePiece (Llama 2 / Mistral style) against ids written by Debian's spm_encode
 // (test/data/tokenizers/make_sentencepiece.sh).
-#include "worker/data/sp_tokenizer.h"
+#include "common/data/sp_tokenizer.h"
 
 #include <fstream>
 #include <sstream>

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "worker/data/hf_tokenizer.h"
+#include "common/data/hf_tokenizer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string json(reinterpret_cast<const char*>(data), size);

@@ -10,8 +10,9 @@
 #include "common/model/model_config_parse.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/planner/profile_io/profile_cache.h"
-#include "server/planner/profile_io/profile_json.h"
+#include "common/run/profile_cache.h"
+#include "common/run/profile_json.h"
+#include "server/planner/measured_profile.h"  // the planner reads what the worker measured
 #include "test/testing/paths.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/profile/unit_profiler.h"

@@ -17,8 +17,8 @@
 #include "common/model/model_config_parse.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/train/standalone_trainer.h"
-#include "worker/runtime/host_store.h"
-#include "worker/runtime/store_layout.h"
+#include "common/run/host_store.h"
+#include "common/run/store_layout.h"
 
 namespace mobius::runtime {
 namespace {

@@ -14,7 +14,7 @@
 #include "common/model/model_config_parse.h"
 #include "test/worker/runtime/runtime_test_util.h"
 #include "worker/checkpoint/checkpoint.h"
-#include "worker/runtime/store_layout.h"
+#include "common/run/store_layout.h"
 
 namespace mobius::runtime {
 namespace {

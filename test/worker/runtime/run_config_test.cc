@@ -1,6 +1,6 @@
 // RunConfig's JSON (what the launcher writes and every worker reads): every field survives the
 // round trip; malformed input names the field.
-#include "worker/runtime/run_config.h"
+#include "common/run/run_config.h"
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

@@ -11,8 +11,8 @@
 #include "test/testing/paths.h"
 #include "test/worker/train/train_test_util.h"
 #include "worker/checkpoint/model_init.h"
-#include "worker/runtime/launcher.h"
-#include "worker/runtime/run_config.h"
+#include "server/launch/launcher.h"
+#include "common/run/run_config.h"
 #include "worker/train/standalone_trainer.h"
 
 namespace mobius::runtime::testing {

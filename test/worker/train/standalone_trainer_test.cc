@@ -23,7 +23,7 @@
 #include "common/model/layer_units.h"
 #include "gtest/gtest.h"
 #include "test/worker/train/train_test_util.h"
-#include "worker/data/loader.h"
+#include "common/data/loader.h"
 #include "worker/optim/adamw.h"
 #include "worker/reference/adamw.h"
 #include "worker/reference/model.h"

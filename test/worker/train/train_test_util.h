@@ -12,7 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "worker/checkpoint/model_init.h"
-#include "worker/data/token_file.h"
+#include "common/data/token_file.h"
 
 namespace mobius::train::testing {
 

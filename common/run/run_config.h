@@ -1,0 +1,145 @@
+// RunConfig: everything one pipeline run needs, written by the launcher as a JSON file and read by
+// every `mobius-worker run` process of the job (one per emulated or real GPU).
+//
+//   training     the same options as the standalone trainer (trainer_options.h), so that a
+//                pipeline run and a standalone run of one config are comparable step by step;
+//   schedule     "mobius" / "resident": one partition for both passes, stages bound to ranks:
+//     stages       the plan's partition: consecutive layer-unit ranges [begin, end) covering the
+//                  model;
+//     stage_rank   the worker (rank) that runs each stage: the plan's stage -> GPU mapping;
+//                  a rank runs the forward of its stages ascending, then their backward descending.
+//   schedule     "roundrobin" (RoundPipe): separate partitions, passes rotating over the ranks
+//                (`stages` and `stage_rank` stay empty):
+//     forward_stages   S_F ranges covering the model, ascending: the forward pass's stages;
+//     backward_stages  S_B ranges covering the model, ascending: the backward pass's stages (with
+//                      recompute), run S_B-1 .. 0;
+//     pass_rank        [pass] -> rank, S_F + S_B entries. The pass stream of a step is
+//                      j = 0 .. S_F+S_B-1: pass j < S_F is forward stage j, pass j >= S_F is
+//                      backward stage S_F+S_B-1-j (PassAt). The plan's mapping gives
+//                      pass_rank[j] = j mod N. Every rank runs its passes in stream order.
+//   store_path   the job's shared host model store (host_store.h), created by the launcher: a named
+//                file, or "memfd:<name>" with store_fd the descriptor every worker inherits;
+//   backend      "auto" (CUDA where the worker has it and the rank's device exists, else CPU,
+//                logged), "cpu" or "cuda" (rank_backend.h); rank_device: [rank] -> CUDA ordinal
+//                (empty: rank_gpu, else the rank);
+//   transport    how boundary activations and their gradients move between ranks (transport.h):
+//                "host" (staged through the host store; works everywhere), "nccl" (NCCL
+//                send/recv between the ranks' GPUs; needs every rank on CUDA), "auto" (nccl
+//                when every rank is on CUDA, the worker has NCCL and the GPUs have P2P, else
+//                host) or "emulated" (the CPU backend's stand-in for nccl: rendezvous
+//                send/recv through the host store, for testing the runtime's use of a device
+//                transport without a GPU);
+//   links        emulated PCIe links (token buckets, link_emulator.h) and, per rank, the links a
+//                copy from that rank's "GPU" crosses; empty: no emulation (real links or none).
+//
+// Value type; thread-compatible.
+#ifndef MOBIUS_COMMON_RUN_RUN_CONFIG_H_
+#define MOBIUS_COMMON_RUN_RUN_CONFIG_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "common/model/model_config.h"
+#include "common/run/trainer_options.h"
+
+namespace mobius::runtime {
+
+struct StageRange {
+  int64_t begin = 0, end = 0;  // layer units [begin, end)
+};
+
+struct EmulatedLink {
+  std::string name;                 // "gpu3", "switch0.uplink"
+  double bytes_per_second = 0;      // per direction (PCIe is full duplex), after scaling
+};
+
+struct RunConfig {
+  std::string job_id;               // names the store and the log lines
+  train::TrainerOptions training;   // threads: per worker; device_memory_bytes: per worker's device
+  std::vector<StageRange> stages;
+  std::vector<int> stage_rank;      // [stage] -> rank in [0, num_workers)
+  int num_workers = 0;
+  std::string schedule = "mobius";  // "mobius" (stages cycle over the GPUs) | "resident" (S == G;
+                                    // mobius's passes, each stage and its optimizer state kept on
+                                    // its GPU, AdamW there) | "roundrobin"
+  // schedule "roundrobin" only (see above).
+  std::vector<StageRange> forward_stages;
+  std::vector<StageRange> backward_stages;
+  std::vector<int> pass_rank;       // [pass] -> rank in [0, num_workers)
+  std::string store_path;           // "memfd:mobius-store-<job>" (or a file path)
+  int store_fd = -1;                // >= 0: the worker's inherited descriptor of the store
+  std::vector<EmulatedLink> links;
+  std::vector<std::vector<int>> rank_links;  // [rank] -> indices into links (empty: no emulation)
+  double link_scale = 1.0;          // recorded for the reports (links are already scaled)
+  std::vector<int> rank_gpu;        // [rank] -> the node GPU index it emulates or uses (reports)
+  // [rank] -> the CPUs (os indexes) of its GPU's NUMA node: the worker pins itself there (those
+  // usable on this machine; numa_affinity.h). Empty (or an empty list): not pinned.
+  std::vector<std::vector<int>> rank_cpus;
+  std::string backend = "auto";     // "auto" | "cpu" | "cuda"
+  std::vector<int> rank_device;     // [rank] -> CUDA device ordinal; empty: rank_gpu
+  std::string transport = "auto";   // "auto" | "host" | "nccl" | "emulated"
+};
+
+// A directed channel of the boundary-gradient transport: rank `from` sends to rank `to`.
+struct PeerChannel {
+  int from = 0, to = 0;
+  bool operator==(const PeerChannel& o) const { return from == o.from && to == o.to; }
+};
+
+// Structural checks that need no files: stages (roundrobin: forward_stages and backward_stages)
+// cover [0, units) in order with no gaps or overlaps, stage_rank (pass_rank) has one valid rank
+// per stage (pass) and every rank runs at least one, schedule-specific rules, link indices valid.
+// INVALID_ARGUMENT naming the field.
+absl::Status ValidateRunConfig(const RunConfig& config, int64_t num_units);
+
+std::string RunConfigToJson(const RunConfig& config);
+// INVALID_ARGUMENT naming the field for malformed JSON or wrong types.
+absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& json);
+absl::Status WriteRunConfig(const std::string& path, const RunConfig& config);
+absl::StatusOr<RunConfig> ReadRunConfig(const std::string& path);
+
+// The stages a rank runs, ascending (mobius / resident).
+std::vector<int> StagesOfRank(const RunConfig& config, int rank);
+
+// ---- The schedule, uniformly for every schedule (REQUIRES: a config that validated) ----
+
+// One stage pass: the forward or the backward of a stage of that pass's partition.
+struct Pass {
+  bool backward = false;
+  int stage = 0;  // index into ForwardStages() or BackwardStages()
+  bool operator==(const Pass& o) const { return backward == o.backward && stage == o.stage; }
+};
+
+// The forward and the backward partition: `stages` for mobius and resident (the same ranges for
+// both passes), forward_stages / backward_stages for roundrobin.
+const std::vector<StageRange>& ForwardStages(const RunConfig& config);
+const std::vector<StageRange>& BackwardStages(const RunConfig& config);
+
+// Roundrobin: the pass at position `pass` of the stream (j < S_F: forward j, else backward
+// S_F+S_B-1-j).
+Pass PassAt(const RunConfig& config, int pass);
+
+// The passes rank `rank` runs in one step, in execution order. Mobius: the forward of its stages
+// ascending, then their backward descending; roundrobin: its passes of the stream in stream order.
+std::vector<Pass> PassesOfRank(const RunConfig& config, int rank);
+
+// The units whose input the forward writes to host memory as an activation checkpoint, ascending:
+// every unit that starts a forward or a backward stage, unit 0 excepted. Mobius: the stage
+// boundaries.
+std::vector<int64_t> CheckpointUnits(const RunConfig& config);
+
+// The rank that runs the backward of backward stage b (mobius/resident: stage_rank[b];
+// roundrobin: the rank of its pass).
+int BackwardRank(const RunConfig& config, int b);
+
+// The channels the activation gradients cross: (BackwardRank(b), BackwardRank(b - 1)) for every
+// backward boundary whose two ranks differ, without duplicates, sorted by (from, to). Gradients
+// between passes on the same rank stay on the host path.
+std::vector<PeerChannel> DgradChannels(const RunConfig& config);
+
+}  // namespace mobius::runtime
+
+#endif  // MOBIUS_COMMON_RUN_RUN_CONFIG_H_

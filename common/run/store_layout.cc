@@ -1,0 +1,119 @@
+#include "common/run/store_layout.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "common/status_macros.h"
+
+namespace mobius::runtime {
+namespace {
+
+uint64_t Align(uint64_t x) { return (x + 4095) & ~uint64_t{4095}; }
+
+}  // namespace
+
+int StoreLayout::checkpoint_of(int64_t unit) const {
+  const auto it = std::lower_bound(checkpoint_units.begin(), checkpoint_units.end(), unit);
+  if (it == checkpoint_units.end() || *it != unit) return -1;
+  return static_cast<int>(it - checkpoint_units.begin());
+}
+
+uint64_t StoreLayout::activation_offset(int k, int mb) const {
+  return checkpoints +
+         (static_cast<uint64_t>(k) * num_microbatches + mb) * Align(boundary_elements * 2);
+}
+
+uint64_t StoreLayout::dgrad_offset(int b, int mb) const {
+  return activation_grads +
+         (static_cast<uint64_t>(b) * num_microbatches + mb) * Align(boundary_elements * 4);
+}
+
+uint64_t StoreLayout::stage_weight_bytes(const StageRange& r) const {
+  const uint64_t end = r.end < static_cast<int64_t>(units.size())
+                           ? unit_weights[r.end]
+                           : unit_weights.back() + Align(units.back().weight_bytes());
+  return end - unit_weights[r.begin];
+}
+
+uint64_t StoreLayout::stage_grad_bytes(const StageRange& r) const {
+  const uint64_t end = r.end < static_cast<int64_t>(units.size())
+                           ? unit_grads[r.end]
+                           : unit_grads.back() + Align(units.back().grad_bytes());
+  return end - unit_grads[r.begin];
+}
+
+absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
+                                            const RunConfig& run) {
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(config));
+  const int64_t num_units = static_cast<int64_t>(desc.units.size());
+  MOBIUS_RETURN_IF_ERROR(ValidateRunConfig(run, num_units));
+  const train::TrainerOptions& t = run.training;
+  const int64_t mb = t.microbatch > 0 ? t.microbatch : t.batch;
+  if (mb <= 0 || t.batch % mb != 0 || t.seq <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("training: batch ", t.batch, ", microbatch ", mb,
+                                                   ", seq ", t.seq, " do not make microbatches"));
+  }
+  StoreLayout l;
+  l.num_forward_stages = static_cast<int>(ForwardStages(run).size());
+  l.num_backward_stages = static_cast<int>(BackwardStages(run).size());
+  l.checkpoint_units = CheckpointUnits(run);
+  l.num_workers = run.num_workers;
+  l.num_microbatches = static_cast<int>(t.batch / mb);
+  l.boundary_elements = static_cast<uint64_t>(mb * t.seq * config.hidden_size);
+  l.peer_channels = DgradChannels(run);
+
+  uint64_t at = Align(StoreLayout::kControlOffset + 4 * static_cast<uint64_t>(l.num_control_words()));
+  for (int64_t u = 0; u < num_units; ++u) {
+    MOBIUS_ASSIGN_OR_RETURN(units::UnitParamLayout ul, units::MakeUnitParamLayout(desc, u));
+    l.unit_weights.push_back(at);
+    at += Align(ul.weight_bytes());
+    l.units.push_back(std::move(ul));
+  }
+  for (int64_t u = 0; u < num_units; ++u) {
+    l.unit_grads.push_back(at);
+    at += Align(l.units[u].grad_bytes());
+  }
+  for (const model::LayerUnit& unit : desc.units) {
+    for (const model::ParamSpec& p : unit.params) {
+      TensorSlot s;
+      s.name = p.name;
+      s.owner_unit = unit.index;
+      s.num_elements = p.num_elements;
+      s.decay = p.weight_decay;
+      const uint64_t bytes = Align(4 * static_cast<uint64_t>(p.num_elements));
+      s.master = at;
+      s.m = at + bytes;
+      s.v = at + 2 * bytes;
+      at += 3 * bytes;
+      l.tensors[p.name] = s;
+    }
+  }
+  // Chunk indices in name order: the order of CpuAdamW::GlobalGradNorm over a name-ordered map.
+  const int64_t chunk = kGradNormChunkElements;
+  for (auto& [name, s] : l.tensors) {
+    s.first_chunk = l.num_chunks;
+    s.num_chunks = (s.num_elements + chunk - 1) / chunk;
+    l.num_chunks += s.num_chunks;
+  }
+  l.checkpoints = at;
+  at += static_cast<uint64_t>(l.num_checkpoints()) * l.num_microbatches *
+        Align(l.boundary_elements * 2);
+  l.activation_grads = at;
+  at += static_cast<uint64_t>(l.num_backward_boundaries()) * l.num_microbatches *
+        Align(l.boundary_elements * 4);
+  l.channel_ids = at;
+  at += Align(128 * static_cast<uint64_t>(l.num_channels()));
+  l.channel_payload = at;
+  if (run.transport == "emulated") {
+    l.channel_payload_stride = Align(l.boundary_elements * 4);
+    at += static_cast<uint64_t>(l.num_channels()) * l.channel_payload_stride;
+  }
+  l.link_words = at;
+  at += Align(32 * static_cast<uint64_t>(run.links.size()));
+  l.norm_partials = at;
+  at += Align(8 * static_cast<uint64_t>(l.num_chunks));
+  l.total_bytes = at;
+  return l;
+}
+
+}  // namespace mobius::runtime

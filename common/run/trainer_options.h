@@ -1,0 +1,53 @@
+// TrainerOptions: the hyperparameters and inputs of one training run, shared by the standalone
+// trainer (standalone_trainer.h), the pipeline runtime (common/run/run_config.h) and the daemon
+// (which builds them from a job spec). Plain data, no dependencies, so that the daemon can carry them
+// without linking the compute engine.
+#ifndef MOBIUS_COMMON_RUN_TRAINER_OPTIONS_H_
+#define MOBIUS_COMMON_RUN_TRAINER_OPTIONS_H_
+
+#include <cstdint>
+#include <string>
+
+namespace mobius::train {
+
+struct TrainerOptions {
+  std::string model_dir;         // HF model directory (config.json + safetensors)
+  std::string data_path;         // token file (token_file.h)
+  int data_raw_bytes = 0;        // 2 or 4: headerless llm.c file of u16/u32 ids; 0: our format
+  int64_t steps = 0;             // optimizer steps in total (a resumed run counts the done ones)
+  int64_t batch = 0;             // B: sequences per optimizer step
+  int64_t microbatch = 0;        // MB: sequences per forward/backward; B % MB == 0; 0: = B
+  int64_t seq = 0;               // T: tokens per sequence
+  double lr = 3e-4;              // peak learning rate
+  double min_lr = 0.0;           // cosine floor
+  int64_t warmup = 0;            // warmup steps
+  std::string schedule = "cosine";  // "cosine" | "constant"
+  double weight_decay = 0.0;     // decoupled; on matmul weights and embeddings only
+  double grad_clip = 1.0;        // max global grad norm; 0: no clipping
+  double beta1 = 0.9, beta2 = 0.95, eps = 1e-8;
+  uint64_t seed = 0;             // data shuffle
+  int64_t eval_every = 0;        // eval loss every K steps (and at the last); 0: never
+  double eval_fraction = 0.0;    // held-out share of the sequences, [0, 0.5]
+  std::string checkpoint_dir;    // empty: no checkpoints
+  int64_t checkpoint_every = 0;  // also at the end; 0: only at the end (when checkpoint_dir)
+  bool resume = false;           // continue from LatestCheckpoint(checkpoint_dir)
+  int checkpoint_keep_last = 0;  // keep this many newest checkpoints (and exports); 0: all
+  bool checkpoint_export = false;  // also write the model-only export next to each checkpoint
+  // The tokenizer's directory (or file): its tokenizer files are copied into every checkpoint and
+  // export, so that they load with transformers' AutoTokenizer too. Empty: none copied.
+  std::string tokenizer_dir;
+  uint64_t device_memory_bytes = 0;  // device memory cap; 0: physical RAM (CPU) / the GPU's
+  // Standalone trainer only (the pipeline takes RunConfig::backend): "cpu" (the oracle, default),
+  // "cuda" (device 0 after CUDA_VISIBLE_DEVICES, through worker/backend/backend_registry.h) or
+  // "auto" (cuda where usable, else cpu).
+  std::string backend = "cpu";
+  int threads = 0;               // op, BLAS and optimizer threads; 0: hardware concurrency
+  // Standalone trainer only: recompute each block's activations in the backward even when the
+  // device memory holds them all. false: keep them when they fit, recompute otherwise. Gradients
+  // are bitwise the same either way; the pipeline runtime always recomputes.
+  bool recompute = false;
+};
+
+}  // namespace mobius::train
+
+#endif  // MOBIUS_COMMON_RUN_TRAINER_OPTIONS_H_
