@@ -20,11 +20,9 @@
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_planning.h"
-#include "server/launch/dataset_prep.h"
-#include "server/launch/run_builder.h"
+#include "server/jobs/service/run_setup.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
-#include "common/run/checkpoint_dirs.h"
 #include "common/device/device_probe.h"
 #include "server/launch/launcher.h"
 
@@ -107,11 +105,9 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   request.host_bytes = request.pinned_bytes = 0;
   absl::StatusOr<jobs::ScheduleResult> chosen =
       jobs::Scheduler().Schedule(*node, {}, {request}, {});
-  if (chosen.ok() && chosen->start.size() == 1) {
-    planned =
-        jobs::PlanJob(*spec, loaded->topology, facts, allowed, chosen->start[0].gpus, plan_options);
-    if (!planned.ok()) return Fail(err, planned.status());
-  }
+  std::vector<int> granted = planned->report.plan.mapping.gpu_order;  // PlanJob's default GPUs
+  std::sort(granted.begin(), granted.end());
+  if (chosen.ok() && chosen->start.size() == 1) granted = chosen->start[0].gpus;
 
   const std::string name = spec->name.empty() ? "job" : spec->name;
   std::error_code ec;
@@ -128,45 +124,49 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   sa.sa_handler = OnStop;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  jobs::RunSetupOptions so;
+  so.topology = &loaded->topology;
+  so.facts = &facts;
+  so.allowed = allowed;
+  so.gpus = granted;
+  so.plan = plan_options;
+  so.run_name = name;
+  so.default_checkpoint_dir = run_dir + "/checkpoints";
+  so.resume = o.resume;
+  so.emulation = {.enabled = emulate, .link_scale = o.link_scale};
+  so.backend = o.backend;  // validated with the rest of the run config by the launcher
+  so.transport = o.transport;
+  so.dataset.worker_binary = worker_binary;
+  so.dataset.cache_dir = DatasetCacheDir(run_dir);
+  so.dataset.on_log = [&](const std::string& line) { err << "tokenizer | " << line << "\n"; };
+  so.dataset.interrupted = [] {
+    return g_stop ? absl::CancelledError("interrupted while tokenizing the dataset")
+                  : absl::OkStatus();
+  };
   if (jobspec::IsTextFormat(spec->dataset.format)) {
-    launch::DatasetPrepOptions po;
-    po.worker_binary = worker_binary;
-    po.cache_dir = DatasetCacheDir(run_dir);
-    po.on_log = [&](const std::string& line) { err << "tokenizer | " << line << "\n"; };
-    po.interrupted = [] {
-      return g_stop ? absl::CancelledError("interrupted while tokenizing the dataset")
-                    : absl::OkStatus();
-    };
     err << "mobius run: preparing the " << spec->dataset.format << " dataset (cache "
-        << po.cache_dir << ")\n";
-    absl::StatusOr<launch::PreparedDataset> prepared = launch::PrepareDataset(*spec, po);
-    if (!prepared.ok()) return Fail(err, prepared.status());
-    err << "mobius run: "
-        << (prepared->reused ? "reusing " + prepared->token_file
-                             : "tokenized " + data::FormatTokenizeSummary(prepared->token_file,
-                                                                          prepared->summary))
-        << "\n";
-    *spec = launch::WithTokenFile(std::move(*spec), prepared->token_file);
+        << so.dataset.cache_dir << ")\n";
   }
-  absl::StatusOr<train::TrainerOptions> training =
-      jobs::TrainerOptionsFromSpec(*spec, run_dir + "/checkpoints");
-  if (!training.ok()) return Fail(err, training.status());
-  training->resume =
-      o.resume && checkpoint::LatestCheckpoint(training->checkpoint_dir).ok();
+  absl::StatusOr<jobs::RunSetup> setup = jobs::SetUpRun(*spec, so);
+  if (!setup.ok()) return Fail(err, setup.status());
+  if (setup->dataset.has_value()) {
+    err << "mobius run: "
+        << (setup->dataset->reused
+                ? "reusing " + setup->dataset->token_file
+                : "tokenized " + data::FormatTokenizeSummary(setup->dataset->token_file,
+                                                             setup->dataset->summary))
+        << "\n";
+  }
   if (o.resume) {
     err << "mobius run: "
-        << (training->resume
-                ? "resuming from " + *checkpoint::LatestCheckpoint(training->checkpoint_dir)
-                : "no complete checkpoint in " + training->checkpoint_dir + "; starting afresh")
+        << (!setup->resume_from.empty()
+                ? "resuming from " + setup->resume_from
+                : "no complete checkpoint in " + setup->run.training.checkpoint_dir +
+                      "; starting afresh")
         << "\n";
   }
-
-  absl::StatusOr<runtime::RunConfig> run =
-      launch::BuildRunConfig(name, *training, planned->report.plan, loaded->topology, facts,
-                             {.enabled = emulate, .link_scale = o.link_scale});
-  if (!run.ok()) return Fail(err, run.status());
-  run->backend = o.backend;      // validated with the rest of the run config by the launcher
-  run->transport = o.transport;
+  planned = setup->planned;
+  const runtime::RunConfig* run = &setup->run;
 
   runtime::LaunchOptions lo;
   lo.run = *run;

@@ -10,6 +10,7 @@ SQLite store in a temporary state directory, real worker processes, driven by th
   - malformed specs (test/data/specs/bad) -> exit 2 naming the field, the daemon keeps serving;
   - SIGKILL the daemon while a job runs and another is queued: after a restart both are still
     there, the running one resumes from its checkpoint (a restart) and succeeds;
+  - a restart with fewer GPUs (--gpus 0,1): a job asking for 4 is re-planned for 2 and resumes;
   - 1,000 submits from 50 concurrent clients on a drained daemon -> exactly 1,000 jobs, no errors.
 
 Usage: job_service_test.py BIN_DIR SOURCE_DIR
@@ -211,7 +212,7 @@ def main():
         time.sleep(0.2)
     H.daemon.send_signal(signal.SIGTERM)
     if H.daemon.wait(timeout=90) != 0:
-        fail("daemon exit code %d after SIGTERM with a running job" % daemon.returncode)
+        fail("daemon exit code %d after SIGTERM with a running job" % H.daemon.returncode)
     start_daemon()
     logs = cli("logs", gid).stdout
     if "checkpointed, resumes from there" not in logs or "resuming from" not in logs:
@@ -224,6 +225,35 @@ def main():
         fail("the checkpointed job: %s" % done)
     ok("daemon SIGTERM: %s checkpointed mid-run (%s) and succeeded after the restart" %
        (gid, resumed_at.split("resuming from")[1].split(";")[0].strip()))
+
+    # --- a restart with fewer GPUs: a job planned for 4 GPUs is re-planned for the 2 the node has
+    # now and resumes there from its checkpoint (checkpoints do not depend on the GPU count).
+    with open(write_spec("shrink", 400)) as f:
+        text = f.read().replace("every_steps: 2", "every_steps: 100000").replace(
+            "gpus: 2", "gpus: 4")
+    shrink_spec = os.path.join(TMP, "shrink2.yaml")
+    with open(shrink_spec, "w") as f:
+        f.write(text)
+    sid = json.loads(cli("submit", shrink_spec, "--json").stdout)["id"]
+    deadline = time.time() + 120
+    while time.time() < deadline and int(job(sid).get("steps_done", 0)) < 3:
+        time.sleep(0.2)
+    H.daemon.send_signal(signal.SIGTERM)
+    if H.daemon.wait(timeout=90) != 0:
+        fail("daemon exit code %d after SIGTERM with a 4-GPU job" % H.daemon.returncode)
+    start_daemon("--gpus", "0,1")
+    done = wait_state(sid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], 300)
+    logs = cli("logs", sid).stdout
+    if done["state"] != "JOB_STATE_SUCCEEDED":
+        fail("the 4-GPU job after a restart on 2 GPUs: %s\n%s" % (done, logs[-3000:]))
+    replanned = [l for l in logs.splitlines() if "re-planned" in l]
+    if not replanned or "resuming from" not in replanned[-1] or "on 2 GPU(s)" not in replanned[-1]:
+        fail("the job was not re-planned for 2 GPUs and resumed:\n" + logs[-3000:])
+    ok("restart with fewer GPUs: %s (asks for 4) re-planned for 2 and resumed: %s" %
+       (sid, replanned[-1].split("resuming from")[1].split(";")[0].strip()))
+    H.daemon.send_signal(signal.SIGTERM)
+    H.daemon.wait(timeout=90)
+    start_daemon()
 
     # --- preemption: a high-priority job takes the GPUs of a running low-priority one, which
     # checkpoints, waits in the queue and resumes.
@@ -276,7 +306,7 @@ def main():
 
     H.daemon.send_signal(signal.SIGTERM)
     if H.daemon.wait(timeout=60) != 0:
-        fail("daemon exit code %d after SIGTERM" % daemon.returncode)
+        fail("daemon exit code %d after SIGTERM" % H.daemon.returncode)
     ok("SIGTERM: clean exit")
 
 

@@ -17,6 +17,7 @@
 #include "server/jobs/service/job_manager.h"
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
+#include "server/launch/dataset_prep.h"
 #include "server/launch/launcher.h"
 #include "common/run/run_config.h"
 
@@ -65,9 +66,9 @@ struct JobManager::State {
   }
   // A "daemon" line in the job's log (and glog).
   void DaemonLog(const std::string& id, const std::string& text);
-  // Tokenizes a text dataset (cached under state_dir/datasets) and points `spec` at the token
-  // file; CANCELLED / ABORTED when the job is cancelled or stopped meanwhile.
-  absl::Status PrepareTextDataset(const std::string& id, jobspec::JobSpec& spec);
+  // How job `id`'s text dataset is tokenized (cached under state_dir/datasets, progress in the
+  // job's log); CANCELLED / ABORTED when the job is cancelled or stopped meanwhile.
+  launch::DatasetPrepOptions DatasetOptions(const std::string& id);
   // An audit-log entry for a state-changing call ("JobService." + method).
   void Audit(const Caller& c, const std::string& method, const std::string& target,
              const std::string& detail, const absl::Status& result);

@@ -18,7 +18,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.model_dir = spec.model_dir;
   o.data_path = spec.dataset.path;
   o.batch = t.global_batch;
-  o.microbatch = t.microbatch > 0 ? t.microbatch : t.global_batch;
+  o.microbatch = t.microbatch;  // jobspec::Normalize: the global batch when the spec has none
   o.seq = t.seq_len;
   o.lr = t.lr;
   o.min_lr = t.min_lr;
@@ -65,19 +65,20 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   if (gpus.empty()) {
     const size_t k = spec.resources.gpus > 0 ? static_cast<size_t>(spec.resources.gpus)
                                              : allowed.size();
-    if (k > allowed.size()) {
+    if (k > allowed.size() && options.fit_to_node && !allowed.empty()) {
+      gpus = allowed;  // re-planned for the GPUs this node has (PlanJobOptions::fit_to_node)
+    } else if (k > allowed.size()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "resources.gpus: the job asks for ", k, " GPUs, this node has ", allowed.size(),
           " usable"));
     }
-    gpus.assign(allowed.begin(), allowed.begin() + k);
+    if (gpus.empty()) gpus.assign(allowed.begin(), allowed.begin() + k);
   }
   MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(spec.model_dir));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(config));
   planner::JobShape shape;
   shape.global_batch = spec.training.global_batch;
-  shape.microbatch = spec.training.microbatch > 0 ? spec.training.microbatch
-                                                  : spec.training.global_batch;
+  shape.microbatch = spec.training.microbatch;  // normalised
   shape.seq_len = spec.training.seq_len;
   planner::PlanOptions po;
   po.schedule = spec.plan.schedule;

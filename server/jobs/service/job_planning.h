@@ -19,7 +19,7 @@
 
 namespace mobius::jobs {
 
-// The trainer options of a spec (epochs become steps over the token file's train split; threads: 1
+// The trainer options of a spec (normalised: jobspec::Normalize; epochs become steps over the token file's train split; threads: 1
 // per worker). `checkpoint_dir` replaces an empty spec.checkpoint.dir. A text dataset must be
 // prepared into a token file (launch::PrepareDataset + WithTokenFile) before the options can run:
 // until then data_path is the text file and, for epochs, steps is 0.
@@ -39,10 +39,15 @@ struct PlanJobOptions {
   // > 0: the host memory jobs may use (the daemon's budget, or what this machine has); else the
   // topology's NUMA memory.
   int64_t host_memory_bytes = 0;
+  // A job asking for more GPUs (resources.gpus) than `allowed` has is planned on all of `allowed`
+  // instead of failing: for jobs accepted before the node shrank (a daemon restart with fewer
+  // GPUs); checkpoints do not depend on the GPU count, so such a job resumes on fewer.
+  bool fit_to_node = false;
 };
 
-// Plans `spec` on `gpus` (empty: the first spec.resources.gpus of `allowed`, all of them for 0).
-// FAILED_PRECONDITION from the planner when the job does not fit (with its numbers).
+// Plans `spec` (normalised: jobspec::Normalize) on `gpus` (empty: the first spec.resources.gpus of
+// `allowed`, all of them for 0). FAILED_PRECONDITION when the job asks for more GPUs than `allowed`
+// has (unless fit_to_node) and from the planner when the job does not fit (with its numbers).
 absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts,

@@ -19,14 +19,10 @@
 #include "server/jobs/scheduler/fits.h"
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_planning.h"
-#include "common/model/model_config_parse.h"
+#include "server/jobs/service/run_setup.h"
 #include "server/launch/dataset_prep.h"
-#include "server/launch/run_builder.h"
-#include "server/planner/profile.h"
-#include "common/run/store_layout.h"
-#include "common/run/checkpoint_dirs.h"
-#include "common/run/host_store.h"
 #include "server/launch/launcher.h"
+#include "server/planner/profile.h"
 
 namespace mobius::jobs {
 
@@ -168,11 +164,15 @@ void JobManager::State::Reschedule() {
   for (const JobRecord& job : *queued_jobs) {
     auto it = estimates.find(job.id);
     if (it == estimates.end()) {
-      // Jobs from before a daemon restart: plan again to learn what they need.
+      // Jobs from before a daemon restart: plan again to learn what they need, on the GPUs this
+      // node has now (a job asking for more GPUs than are usable after the restart is re-planned
+      // for those it can get and resumes from its checkpoint there: docs/scheduler.md).
       absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
+      PlanJobOptions po = PlanOptionsOf(options);
+      po.fit_to_node = true;
       absl::StatusOr<PlannedJob> planned =
           spec.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, {},
-                          PlanOptionsOf(options))
+                          po)
                     : absl::StatusOr<PlannedJob>(spec.status());
       if (!planned.ok()) {
         Transition(job.id, JobState::kFailed,
@@ -258,17 +258,17 @@ void JobManager::State::Reschedule() {
 
 // ---- supervision --------------------------------------------------------------------------------
 
-absl::Status JobManager::State::PrepareTextDataset(const std::string& id, jobspec::JobSpec& spec) {
-  DaemonLog(id, absl::StrCat("preparing the ", spec.dataset.format, " dataset with the tokenizer in ",
-                             spec.dataset.tokenizer));
+launch::DatasetPrepOptions JobManager::State::DatasetOptions(const std::string& id) {
   launch::DatasetPrepOptions po;
   po.worker_binary = options.worker_binary;
   po.cache_dir = absl::StrCat(options.state_dir, "/datasets");
   po.threads = options.tokenize_threads > 0
                    ? options.tokenize_threads
                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
-  po.on_log = [&](const std::string& line) { DaemonLog(id, absl::StrCat("tokenizer: ", line)); };
-  po.interrupted = [&]() -> absl::Status {
+  po.on_log = [this, id](const std::string& line) {
+    DaemonLog(id, absl::StrCat("tokenizer: ", line));
+  };
+  po.interrupted = [this, id]() -> absl::Status {
     absl::MutexLock lock(&mu);
     auto it = running.find(id);
     if (it == running.end()) return absl::OkStatus();
@@ -278,14 +278,7 @@ absl::Status JobManager::State::PrepareTextDataset(const std::string& id, jobspe
     }
     return absl::OkStatus();
   };
-  MOBIUS_ASSIGN_OR_RETURN(launch::PreparedDataset prepared, launch::PrepareDataset(spec, po));
-  DaemonLog(id, prepared.reused
-                    ? absl::StrCat("dataset: reusing the token file ", prepared.token_file)
-                    : absl::StrCat("dataset: tokenized ",
-                                   data::FormatTokenizeSummary(prepared.token_file,
-                                                               prepared.summary)));
-  spec = launch::WithTokenFile(std::move(spec), prepared.token_file);
-  return absl::OkStatus();
+  return po;
 }
 
 void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
@@ -296,62 +289,73 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   if (!spec.ok()) return fail(spec.status());
   const std::string job_dir = absl::StrCat(options.state_dir, "/jobs/", id);
   if (jobspec::IsTextFormat(spec->dataset.format)) {
-    absl::Status prepared = PrepareTextDataset(id, *spec);
-    if (!prepared.ok()) return fail(prepared);
+    DaemonLog(id, absl::StrCat("preparing the ", spec->dataset.format,
+                               " dataset with the tokenizer in ", spec->dataset.tokenizer));
   }
-  absl::StatusOr<train::TrainerOptions> training =
-      TrainerOptionsFromSpec(*spec, job_dir + "/checkpoints");
-  if (!training.ok()) return fail(training.status());
-  if (job->total_steps == 0 && training->steps > 0) {
-    store->SetTotalSteps(id, training->steps).IgnoreError();  // epochs over a tokenized dataset
+  RunSetupOptions so;
+  so.topology = &options.topology;
+  so.facts = &options.facts;
+  so.allowed = options.node.allowed_gpus;
+  so.gpus = gpus;
+  so.plan = PlanOptionsOf(options);
+  so.run_name = id;
+  so.default_checkpoint_dir = job_dir + "/checkpoints";
+  so.resume = true;  // a requeued or restarted job continues from its newest checkpoint
+  so.emulation = {.enabled = options.emulate_links, .link_scale = options.link_scale};
+  so.dataset = DatasetOptions(id);
+  absl::StatusOr<RunSetup> setup = SetUpRun(*std::move(spec), so);
+  if (!setup.ok()) return fail(setup.status());
+  if (setup->dataset.has_value()) {
+    DaemonLog(id, setup->dataset->reused
+                      ? absl::StrCat("dataset: reusing the token file ", setup->dataset->token_file)
+                      : absl::StrCat("dataset: tokenized ",
+                                     data::FormatTokenizeSummary(setup->dataset->token_file,
+                                                                 setup->dataset->summary)));
   }
-  training->resume = checkpoint::LatestCheckpoint(training->checkpoint_dir).ok();
-  absl::StatusOr<PlannedJob> planned =
-      PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, gpus,
-              PlanOptionsOf(options));
-  if (!planned.ok()) return fail(planned.status());
-  absl::StatusOr<runtime::RunConfig> run = launch::BuildRunConfig(
-      id, *training, planned->report.plan, options.topology, options.facts,
-      {.enabled = options.emulate_links, .link_scale = options.link_scale});
-  if (!run.ok()) return fail(run.status());
-  store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned->report, *run)).IgnoreError();
+  const train::TrainerOptions& training = setup->run.training;
+  if (job->total_steps == 0 && training.steps > 0) {
+    store->SetTotalSteps(id, training.steps).IgnoreError();  // epochs over a tokenized dataset
+  }
+  const PlannedJob& planned = setup->planned;
+  const runtime::RunConfig& run = setup->run;
+  store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned.report, run)).IgnoreError();
   JobRunInfo info;
   info.job_id = id;
-  info.run = &*run;
-  info.predicted_step_seconds = planned->report.plan.predicted_step_seconds;
-  info.gpu_memory_bytes = planned->report.plan.memory.gpu_bytes;
-  info.pinned_bytes = planned->report.plan.memory.pinned_bytes;
+  info.run = &run;
+  info.predicted_step_seconds = planned.report.plan.predicted_step_seconds;
+  info.gpu_memory_bytes = planned.report.plan.memory.gpu_bytes;
+  info.pinned_bytes = planned.report.plan.memory.pinned_bytes;
   // Model FLOPs per token as MFU counts them (PaLM's 6N convention: no recompute, no attention).
-  info.flops_per_token = 6.0 * static_cast<double>(planned->report.parameters);
-  for (int g : run->rank_gpu) {
+  info.flops_per_token = 6.0 * static_cast<double>(planned.report.parameters);
+  for (int g : run.rank_gpu) {
     std::optional<planner::DeviceSpec> d = planner::DeviceSpecForGpuName(
         options.topology.gpus[g].name, options.topology.gpus[g].memory_bytes);
     if (d) info.peak_flops_per_second += d->peak_flops_per_s;
   }
-  if (absl::StatusOr<model::ModelConfig> mc = model::LoadModelConfig(spec->model_dir); mc.ok()) {
-    runtime::RunConfig sized = *run;
-    sized.store_path = "-";
-    if (auto layout = runtime::MakeStoreLayout(*mc, sized); layout.ok()) {
-      info.host_store_bytes = static_cast<int64_t>(layout->total_bytes);
-    }
-  }
+  info.host_store_bytes = setup->host_store_bytes;
+  const int asked = setup->spec.resources.gpus;
   DaemonLog(id, absl::StrCat(
-                    training->resume ? "resuming from " : "starting: ",
-                    training->resume ? *checkpoint::LatestCheckpoint(training->checkpoint_dir) : "",
-                    training->resume ? "; " : "", run->stages.size(), " stages on ",
-                    run->num_workers, " GPU(s) ", GpuList(gpus), ", ", planned->report.plan.mapper,
-                    " mapping, predicted ", planned->report.plan.predicted_step_seconds,
-                    " s/step", run->links.empty() ? "" : absl::StrCat(
-                        " (CPU backend, emulated PCIe links x", run->link_scale, ")")));
+                    setup->resume_from.empty() ? "starting: "
+                                               : absl::StrCat("resuming from ", setup->resume_from,
+                                                              "; "),
+                    run.stages.size(), " stages on ", run.num_workers, " GPU(s) ", GpuList(gpus),
+                    asked > static_cast<int>(gpus.size())
+                        ? absl::StrCat(" (re-planned: the job asks for ", asked,
+                                       ", this node has ", gpus.size(), " usable)")
+                        : "",
+                    ", ", planned.report.plan.mapper, " mapping, predicted ",
+                    planned.report.plan.predicted_step_seconds, " s/step",
+                    run.links.empty() ? "" : absl::StrCat(
+                        " (CPU backend, emulated PCIe links x", run.link_scale, ")")));
 
   runtime::LaunchOptions lo;
-  lo.run = *run;
+  lo.run = run;
   lo.worker_binary = options.worker_binary;
   lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
   lo.kill_grace = options.kill_grace;
   lo.heartbeat_timeout = options.heartbeat_timeout;
   lo.step_timeout = options.step_timeout;
-  lo.host_bytes_needed = planned->report.plan.memory.host_bytes;
+  lo.host_bytes_needed = planned.report.plan.memory.host_bytes;
   lo.host_memory_wait = absl::Seconds(120);  // e.g. the previous run's workers still exiting
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
