@@ -64,7 +64,7 @@ int RunTokenize(const TokenizeOptions& o, std::ostream& out, std::ostream& err) 
   if (hf.ok()) {
     summary = data::TokenizeToFile(request, **hf);
   } else if (NeedsSentencePiece(o.tokenizer_dir, hf.status())) {
-    // SentencePiece cannot be loaded in this process (worker/data/CMakeLists.txt): run it in
+    // SentencePiece cannot be loaded in this process (common/data/CMakeLists.txt): run it in
     // mobius-worker, which links no gRPC.
     launch::DatasetPrepOptions po;
     po.worker_binary = o.worker_binary;

@@ -39,7 +39,7 @@ start_daemon() {  # args: log file, extra flags...
 }
 
 # 0. Binaries that link gRPC's protobuf must not load Debian's libsentencepiece (it embeds an
-#    incompatible protobuf; see worker/data/CMakeLists.txt).
+#    incompatible protobuf; see common/data/CMakeLists.txt).
 for b in mobius mobiusd; do
   if ldd "$BIN/$b" | grep -q sentencepiece; then fail "$b links libsentencepiece"; fi
 done
