@@ -64,7 +64,12 @@ absl::Status CheckRanks(const char* name, const char* what, const std::vector<in
 }
 
 absl::Status ValidateSchedule(const RunConfig& c, int64_t num_units) {
-  if (c.schedule == "roundrobin") {
+  const ScheduleTraits& traits = Traits(c.schedule);
+  if (!traits.runs_on_pipeline_runtime) {
+    return Bad("schedule ", traits.name,
+               " is a planner baseline; the runtime runs mobius, resident or roundrobin");
+  }
+  if (traits.separate_pass_partitions) {
     if (!c.stages.empty() || !c.stage_rank.empty()) {
       return Bad("schedule roundrobin takes forward_stages, backward_stages and pass_rank; "
                  "stages and stage_rank must be empty");
@@ -74,17 +79,14 @@ absl::Status ValidateSchedule(const RunConfig& c, int64_t num_units) {
     return CheckRanks("pass_rank", "pass", c.pass_rank,
                       c.forward_stages.size() + c.backward_stages.size(), c.num_workers);
   }
-  if (c.schedule != "mobius" && c.schedule != "resident") {
-    return Bad("schedule must be mobius, resident or roundrobin (got \"", c.schedule, "\")");
-  }
   if (!c.forward_stages.empty() || !c.backward_stages.empty() || !c.pass_rank.empty()) {
     return Bad("forward_stages, backward_stages and pass_rank are for schedule roundrobin only "
-               "(schedule is ", c.schedule, ")");
+               "(schedule is ", traits.name, ")");
   }
   MOBIUS_RETURN_IF_ERROR(CheckCover("stages", c.stages, num_units));
   MOBIUS_RETURN_IF_ERROR(
       CheckRanks("stage_rank", "stage", c.stage_rank, c.stages.size(), c.num_workers));
-  if (c.schedule == "resident" && c.stages.size() != static_cast<size_t>(c.num_workers)) {
+  if (traits.weights_resident && c.stages.size() != static_cast<size_t>(c.num_workers)) {
     return Bad("schedule resident needs one stage per GPU (", c.stages.size(), " stages, ",
                c.num_workers, " GPUs)");
   }
@@ -158,7 +160,7 @@ std::string RunConfigToJson(const RunConfig& c) {
             {"stages", ranges(c.stages)}, {"stage_rank", c.stage_rank},
             {"forward_stages", ranges(c.forward_stages)},
             {"backward_stages", ranges(c.backward_stages)}, {"pass_rank", c.pass_rank},
-            {"num_workers", c.num_workers}, {"schedule", c.schedule},
+            {"num_workers", c.num_workers}, {"schedule", ScheduleName(c.schedule)},
             {"store_path", c.store_path}, {"store_fd", c.store_fd}, {"links", links},
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
             {"rank_gpu", c.rank_gpu}, {"rank_cpus", c.rank_cpus},
@@ -181,7 +183,14 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     };
     get(j, "job_id", c.job_id, "");
     get(j, "num_workers", c.num_workers, "");
-    get(j, "schedule", c.schedule, "");
+    std::string schedule = ScheduleName(c.schedule);
+    get(j, "schedule", schedule, "");
+    if (absl::StatusOr<Schedule> parsed = ParseSchedule(schedule); parsed.ok()) {
+      c.schedule = *parsed;
+    } else {
+      return absl::InvalidArgumentError(
+          absl::StrCat("run config: field schedule: ", parsed.status().message()));
+    }
     get(j, "store_path", c.store_path, "");
     get(j, "store_fd", c.store_fd, "");
     get(j, "stage_rank", c.stage_rank, "");
@@ -269,11 +278,11 @@ std::vector<int> StagesOfRank(const RunConfig& config, int rank) {
 }
 
 const std::vector<StageRange>& ForwardStages(const RunConfig& config) {
-  return config.schedule == "roundrobin" ? config.forward_stages : config.stages;
+  return Traits(config.schedule).separate_pass_partitions ? config.forward_stages : config.stages;
 }
 
 const std::vector<StageRange>& BackwardStages(const RunConfig& config) {
-  return config.schedule == "roundrobin" ? config.backward_stages : config.stages;
+  return Traits(config.schedule).separate_pass_partitions ? config.backward_stages : config.stages;
 }
 
 Pass PassAt(const RunConfig& config, int pass) {
@@ -284,7 +293,7 @@ Pass PassAt(const RunConfig& config, int pass) {
 
 std::vector<Pass> PassesOfRank(const RunConfig& config, int rank) {
   std::vector<Pass> out;
-  if (config.schedule == "roundrobin") {
+  if (Traits(config.schedule).separate_pass_partitions) {
     for (size_t j = 0; j < config.pass_rank.size(); ++j) {
       if (config.pass_rank[j] == rank) out.push_back(PassAt(config, static_cast<int>(j)));
     }
@@ -309,7 +318,7 @@ std::vector<int64_t> CheckpointUnits(const RunConfig& config) {
 }
 
 int BackwardRank(const RunConfig& config, int b) {
-  if (config.schedule == "roundrobin") {
+  if (Traits(config.schedule).separate_pass_partitions) {
     const int sf = static_cast<int>(config.forward_stages.size());
     const int sb = static_cast<int>(config.backward_stages.size());
     return config.pass_rank[sf + sb - 1 - b];  // backward stage b is pass S_F + S_B - 1 - b

@@ -43,6 +43,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
+#include "common/run/schedule.h"
 #include "common/run/trainer_options.h"
 
 namespace mobius::runtime {
@@ -62,10 +63,11 @@ struct RunConfig {
   std::vector<StageRange> stages;
   std::vector<int> stage_rank;      // [stage] -> rank in [0, num_workers)
   int num_workers = 0;
-  std::string schedule = "mobius";  // "mobius" (stages cycle over the GPUs) | "resident" (S == G;
-                                    // mobius's passes, each stage and its optimizer state kept on
-                                    // its GPU, AdamW there) | "roundrobin"
-  // schedule "roundrobin" only (see above).
+  Schedule schedule = Schedule::kMobius;  // schedule.h; JSON: its name. kMobius: stages cycle
+                                          // over the GPUs; kResident: S == G, mobius's passes, each
+                                          // stage and its optimizer state kept on its GPU;
+                                          // kRoundRobin (see above); kZeroOffload is refused
+  // Schedules with separate_pass_partitions (roundrobin) only (see above).
   std::vector<StageRange> forward_stages;
   std::vector<StageRange> backward_stages;
   std::vector<int> pass_rank;       // [pass] -> rank in [0, num_workers)

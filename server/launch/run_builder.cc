@@ -21,7 +21,9 @@ absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
   }
   std::vector<int> order = plan.mapping.gpu_order;
   if (order.empty()) return absl::InvalidArgumentError("the plan maps its stages to no GPU");
-  const bool round_robin = plan.schedule == "roundrobin";
+  absl::StatusOr<runtime::Schedule> schedule = runtime::ParseSchedule(plan.schedule);
+  if (!schedule.ok()) return schedule.status();
+  const bool round_robin = runtime::Traits(*schedule).separate_pass_partitions;
   if (round_robin && !plan.round_robin) {
     return absl::InvalidArgumentError(
         "the plan's schedule is roundrobin but it has no forward/backward partitions");
@@ -35,7 +37,7 @@ absl::StatusOr<runtime::RunConfig> BuildRunConfig(const std::string& job_id,
   run.training = training;
   run.training.microbatch = plan.shape.microbatch_size;
   run.num_workers = static_cast<int>(order.size());
-  run.schedule = plan.schedule;
+  run.schedule = *schedule;
   run.rank_gpu = order;
   // Each rank's NUMA node CPUs (the worker pins itself to those usable where it runs).
   for (int g : order) {

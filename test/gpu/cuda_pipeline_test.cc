@@ -65,7 +65,7 @@ TEST_P(CudaPipelineTest, MatchesTheCpuTrainerWithinTolerance) {
   RunConfig run = MakeRun(po, c.cuts, c.workers);
   run.backend = "cuda";
   run.rank_device.assign(c.workers, 0);  // every rank on the one GPU of the test machine
-  if (c.resident) run.schedule = "resident";
+  if (c.resident) run.schedule = runtime::Schedule::kResident;
   auto launcher = Launcher::Start(MakeLaunch(run, dir / "run"));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
   LaunchResult result = (*launcher)->Wait();

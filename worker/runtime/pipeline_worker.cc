@@ -212,7 +212,7 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
     }
   }
   const DeviceNeeds needs = Needs(*s);
-  if (s->run.schedule == "resident") {
+  if (Traits(s->run.schedule).weights_resident) {
     // ValidateRunConfig: one stage per rank.
     if (s->backward_stages.size() != 1) {
       return absl::InvalidArgumentError(absl::StrCat("schedule resident: rank ", rank, " runs ",

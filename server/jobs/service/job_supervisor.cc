@@ -344,9 +344,11 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
                                        ", this node has ", gpus.size(), " usable)")
                         : "",
                     ", ", planned.report.plan.mapper, " mapping, predicted ",
-                    planned.report.plan.predicted_step_seconds, " s/step",
+                    planned.report.plan.predicted_step_seconds, " s/step on ",
+                    planned.report.device,
                     run.links.empty() ? "" : absl::StrCat(
-                        " (CPU backend, emulated PCIe links x", run.link_scale, ")")));
+                        "; running on the CPU backend with emulated PCIe links x",
+                        run.link_scale, " (mobius plan --emulated-gpus --link-scale predicts that)")));
 
   runtime::LaunchOptions lo;
   lo.run = run;

@@ -298,12 +298,11 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   plan.mapper = options.mapper;
   plan.schedule = options.schedule;
   plan.partition = base.partition;
-  if (options.num_stages > 0 && schedule != sim::Schedule::kResident &&
-      schedule != sim::Schedule::kZeroOffload) {
+  if (options.num_stages > 0 && runtime::Traits(schedule).takes_stage_count) {
     MOBIUS_ASSIGN_OR_RETURN(plan.partition, UniformPartition(ctx.problem, options.num_stages));
     plan.partitioner = "uniform";
   }
-  if (schedule == sim::Schedule::kRoundRobin) {
+  if (runtime::Traits(schedule).separate_pass_partitions) {
     MOBIUS_ASSIGN_OR_RETURN(plan.round_robin, internal::RunRoundRobinPartitioner(
                                                   ctx, options.partitioner, plan.partition));
     plan.partition = plan.round_robin->forward;

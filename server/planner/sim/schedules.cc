@@ -6,25 +6,6 @@
 
 namespace mobius::planner::sim {
 
-const char* ScheduleName(Schedule s) {
-  switch (s) {
-    case Schedule::kMobius: return "mobius";
-    case Schedule::kRoundRobin: return "roundrobin";
-    case Schedule::kResident: return "resident";
-    case Schedule::kZeroOffload: return "zero";
-  }
-  return "?";
-}
-
-absl::StatusOr<Schedule> ParseSchedule(const std::string& name) {
-  for (Schedule s : {Schedule::kMobius, Schedule::kRoundRobin, Schedule::kResident,
-                     Schedule::kZeroOffload}) {
-    if (name == ScheduleName(s)) return s;
-  }
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown schedule '", name, "' (mobius, roundrobin, resident, zero)"));
-}
-
 namespace {
 
 std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<StageRange>& ranges) {

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/run/schedule.h"
 #include "server/planner/cost_model.h"
 #include "server/planner/partition.h"
 #include "server/planner/sim/engine.h"
@@ -68,9 +69,10 @@
 
 namespace mobius::planner::sim {
 
-enum class Schedule { kMobius, kRoundRobin, kResident, kZeroOffload };
-const char* ScheduleName(Schedule schedule);  // "mobius", "roundrobin", "resident", "zero"
-absl::StatusOr<Schedule> ParseSchedule(const std::string& name);
+// The schedules and their names: common/run/schedule.h.
+using runtime::ParseSchedule;
+using runtime::Schedule;
+using runtime::ScheduleName;
 
 // One stage, per microbatch where it says so.
 struct SimStage {

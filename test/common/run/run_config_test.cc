@@ -131,7 +131,7 @@ TEST(RunConfigTest, DgradChannelsFollowTheBackwardRanks) {
   EXPECT_EQ(DgradChannels(c), (std::vector<PeerChannel>{{1, 0}}));
   RunConfig rr;
   rr.num_workers = 2;
-  rr.schedule = "roundrobin";
+  rr.schedule = runtime::Schedule::kRoundRobin;
   rr.forward_stages = {{0, 3}, {3, 6}};
   rr.backward_stages = {{0, 2}, {2, 4}, {4, 6}};
   rr.pass_rank = {0, 1, 0, 1, 0};  // passes: F0 F1 B2 B1 B0
@@ -144,14 +144,14 @@ TEST(RunConfigTest, DgradChannelsFollowTheBackwardRanks) {
 TEST(RunConfigTest, RoundRobinScheduleRoundTrips) {
   RunConfig c;
   c.num_workers = 2;
-  c.schedule = "roundrobin";
+  c.schedule = runtime::Schedule::kRoundRobin;
   c.store_path = "/dev/shm/x";
   c.forward_stages = {{0, 3}, {3, 6}};
   c.backward_stages = {{0, 2}, {2, 4}, {4, 6}};
   c.pass_rank = {0, 1, 0, 1, 0};
   absl::StatusOr<RunConfig> back = RunConfigFromJson(RunConfigToJson(c));
   ASSERT_TRUE(back.ok()) << back.status();
-  EXPECT_EQ(back->schedule, "roundrobin");
+  EXPECT_EQ(back->schedule, Schedule::kRoundRobin);
   ASSERT_EQ(back->forward_stages.size(), 2u);
   EXPECT_EQ(back->forward_stages[1].begin, 3);
   EXPECT_EQ(back->forward_stages[1].end, 6);
@@ -189,7 +189,7 @@ TEST(RunConfigTest, MobiusPassesAndCheckpoints) {
 TEST(RunConfigTest, RoundRobinValidationNamesTheField) {
   RunConfig c;
   c.num_workers = 2;
-  c.schedule = "roundrobin";
+  c.schedule = runtime::Schedule::kRoundRobin;
   c.store_path = "/dev/shm/x";
   c.forward_stages = {{0, 3}, {3, 6}};
   c.backward_stages = {{0, 2}, {2, 5}};  // stops at 5 of 6
@@ -214,10 +214,41 @@ TEST(RunConfigTest, RoundRobinValidationNamesTheField) {
   c.stages = {{0, 6}};  // roundrobin takes its own fields only
   c.stage_rank = {0};
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("must be empty"));
-  c.schedule = "mobius";  // and mobius does not take them
+  c.schedule = runtime::Schedule::kMobius;  // and mobius does not take them
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("roundrobin only"));
-  c.schedule = "zero";
-  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("schedule must be"));
+  c.schedule = runtime::Schedule::kZeroOffload;
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("planner baseline"));
+}
+
+TEST(RunConfigTest, TheScheduleTravelsByNameAndUnknownNamesAreRefused) {
+  RunConfig c;
+  c.schedule = runtime::Schedule::kResident;
+  const std::string text = RunConfigToJson(c);
+  EXPECT_THAT(text, HasSubstr("\"schedule\": \"resident\""));
+  absl::StatusOr<RunConfig> back = RunConfigFromJson(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->schedule, runtime::Schedule::kResident);
+  absl::StatusOr<RunConfig> bad =
+      RunConfigFromJson(R"({"schedule": "pipedream", "training": {}})");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("field schedule: unknown schedule 'pipedream'"));
+}
+
+TEST(ScheduleTest, NamesRoundTripAndTraitsSayWhatDiffers) {
+  for (runtime::Schedule s : runtime::kAllSchedules) {
+    absl::StatusOr<runtime::Schedule> parsed = runtime::ParseSchedule(runtime::ScheduleName(s));
+    ASSERT_TRUE(parsed.ok()) << parsed.status();
+    EXPECT_EQ(*parsed, s);
+  }
+  EXPECT_EQ(runtime::ParseSchedule("Mobius").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  using runtime::Traits;
+  EXPECT_TRUE(Traits(runtime::Schedule::kRoundRobin).separate_pass_partitions);
+  EXPECT_FALSE(Traits(runtime::Schedule::kMobius).separate_pass_partitions);
+  EXPECT_TRUE(Traits(runtime::Schedule::kResident).weights_resident);
+  EXPECT_FALSE(Traits(runtime::Schedule::kResident).takes_stage_count);
+  EXPECT_FALSE(Traits(runtime::Schedule::kZeroOffload).runs_on_pipeline_runtime);
+  EXPECT_TRUE(Traits(runtime::Schedule::kMobius).runs_on_pipeline_runtime);
 }
 
 TEST(RunConfigTest, WrongTypesNameTheField) {

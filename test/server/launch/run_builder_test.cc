@@ -107,7 +107,7 @@ TEST(RunBuilder, RoundRobinPlanBecomesPassesOverTheRanks) {
   const planner::Plan& plan = b.report.plan;
   ASSERT_TRUE(plan.round_robin.has_value());
   const runtime::RunConfig& run = b.run;
-  EXPECT_EQ(run.schedule, "roundrobin");
+  EXPECT_EQ(run.schedule, runtime::Schedule::kRoundRobin);
   EXPECT_TRUE(run.stages.empty());
   EXPECT_TRUE(run.stage_rank.empty());
   ASSERT_EQ(run.forward_stages.size(), static_cast<size_t>(plan.round_robin->forward.num_stages()));

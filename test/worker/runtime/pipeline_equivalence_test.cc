@@ -76,7 +76,7 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   RunConfig run = c.backward_cuts.empty()
                       ? MakeRun(po, c.cuts, c.workers)
                       : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
-  if (c.resident) run.schedule = "resident";
+  if (c.resident) run.schedule = runtime::Schedule::kResident;
   if (!c.transport.empty()) run.transport = c.transport;
   auto launcher = Launcher::Start(MakeLaunch(run, dir / "run"));
   ASSERT_TRUE(launcher.ok()) << launcher.status();

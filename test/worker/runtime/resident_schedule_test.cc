@@ -122,11 +122,11 @@ TEST_F(ResidentScheduleTest, StepsAfterTheFirstMoveNoWeights) {
     SCOPED_TRACE(shape.family);
     const int g = static_cast<int>(shape.cuts.size()) - 1;
     RunConfig run = MakeRun(Options(shape.family, shape.layers), shape.cuts, g, shape.ranks);
-    run.schedule = "resident";
+    run.schedule = runtime::Schedule::kResident;
     const StoreLayout layout = Layout(run);
     LaunchResult resident = Launch(run, shape.family + "-resident");
     ASSERT_TRUE(resident.status.ok()) << resident.status;
-    run.schedule = "mobius";
+    run.schedule = runtime::Schedule::kMobius;
     LaunchResult mobius = Launch(run, shape.family + "-mobius");
     ASSERT_TRUE(mobius.status.ok()) << mobius.status;
     ASSERT_EQ(resident.steps.size(), 4u);
@@ -172,7 +172,7 @@ TEST_F(ResidentScheduleTest, CheckpointAndResumeMatchesAnUninterruptedRun) {
   o.checkpoint_dir = dir_ / "whole";
   o.checkpoint_every = 2;
   RunConfig run = MakeRun(o, {0, 2, 3, 4}, 3);
-  run.schedule = "resident";
+  run.schedule = runtime::Schedule::kResident;
   LaunchResult whole = Launch(run, "whole");
   ASSERT_TRUE(whole.status.ok()) << whole.status;
   ASSERT_EQ(whole.steps.size(), expected.size());
@@ -262,7 +262,7 @@ TEST_F(ResidentScheduleTest, CapBelowTheModelStateIsRefusedUpFront) {
   ASSERT_TRUE(mobius.status.ok()) << mobius.status;
   EXPECT_EQ(mobius.steps.size(), 2u);
 
-  run.schedule = "resident";
+  run.schedule = runtime::Schedule::kResident;
   LaunchResult resident = Launch(run, "resident");
   EXPECT_EQ(resident.status.code(), absl::StatusCode::kResourceExhausted) << resident.status;
   for (const char* part : {"schedule resident keeps stage", "18 bytes per parameter",

@@ -62,7 +62,7 @@ inline RunConfig MakeRoundRobinRun(const train::TrainerOptions& training,
   run.training = training;
   run.backend = "cpu";
   run.num_workers = workers;
-  run.schedule = "roundrobin";
+  run.schedule = runtime::Schedule::kRoundRobin;
   for (size_t i = 0; i + 1 < forward_cuts.size(); ++i) {
     run.forward_stages.push_back({forward_cuts[i], forward_cuts[i + 1]});
   }
