@@ -326,6 +326,10 @@ int Get(Connection& c, const std::string& id, bool json, std::ostream& out, std:
         s.stall_seconds(), s.optimizer_seconds(), Bytes(s.h2d_bytes()), Bytes(s.d2h_bytes()),
         s.emulated() ? " [emulated links]" : "");
   }
+  if (j.has_last_eval()) {
+    out << absl::StrFormat("eval loss:   %.4f (step %d)\n", j.last_eval().eval_loss(),
+                           j.last_eval().step());
+  }
   if (j.predicted_step_seconds() > 0) {
     out << absl::StrFormat("predicted:   %.3f s/step (planner)\n", j.predicted_step_seconds());
   }
