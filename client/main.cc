@@ -2,7 +2,7 @@
 //
 //   mobius topo [--topology-file FILE] [--json | --xml]   the server's GPU/PCIe/NUMA topology
 //   mobius plan --model DIR [--topology-file FILE] [--batch --microbatch --seq --schedule
-//               --partitioner --mapper --gpus 0,1] [--json] [--trace out.json]
+//               --partitioner --mapper --gpus 0,1 --link-scale S] [--json] [--trace out.json]
 //   mobius health                                         is the daemon serving?
 //   connection (every daemon verb): --socket PATH | --daemon tcp://HOST:PORT [--tls_ca --tls_cert
 //               --tls_key --tls_server_name --token_file] (client/daemon_endpoint.h)
@@ -93,6 +93,7 @@ int RunPlanCommand() {
   o.efficiency = absl::GetFlag(FLAGS_efficiency);
   o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
   o.mip_time_limit_seconds = absl::GetFlag(FLAGS_mip_time_limit_seconds);
+  o.link_scale = absl::GetFlag(FLAGS_link_scale);
   o.json = absl::GetFlag(FLAGS_json);
   o.trace = absl::GetFlag(FLAGS_trace);
   return mobius::cli::RunPlan(o, std::cout, std::cerr);
@@ -167,6 +168,7 @@ int main(int argc, char** argv) {
     o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
     o.emulated_gpus = absl::GetFlag(FLAGS_emulated_gpus);
     o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
+    o.link_scale = absl::GetFlag(FLAGS_link_scale);
     return mobius::cli::RunPlanSpec(args[2], o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && args[1] == "run") {

@@ -30,7 +30,8 @@ CONN=(--socket --daemon --tls-ca --tls-cert --tls-key --tls-server-name --token-
 check topo --topology-file --json --xml "${CONN[@]}"
 check plan --model --topology-file --batch --microbatch --seq --schedule --partitioner --mapper \
       --gpus --gpu-memory-gib --host-memory-gib --emulated-gpus --efficiency --peak-tflops \
-      --mip-time-limit-seconds --json --trace "${CONN[@]}"
+      --mip-time-limit-seconds --link-scale --profile --profile-cache-dir --worker-binary --json \
+      --trace "${CONN[@]}"
 check health "${CONN[@]}"
 check submit --wait --submission-id --json "${CONN[@]}"
 check ls --state --json "${CONN[@]}"
