@@ -4,7 +4,8 @@
 // and exits 0 (main.cc).
 //
 // The table of verbs and their flags lives in verb_help.cc; verb_help_test checks that every flag
-// of client/flags.cc and client/plan_command.cc is listed under at least one verb and that every listed flag exists.
+// of client/flags.cc and client/plan_command.cc is listed under at least one verb and that every
+// listed flag exists.
 // Thread-safe (reads constant tables and the flag registry).
 #ifndef MOBIUS_CLIENT_VERB_HELP_H_
 #define MOBIUS_CLIENT_VERB_HELP_H_
