@@ -1,6 +1,6 @@
 // Per-verb help of the `mobius` CLI. `mobius VERB --help` (or `mobius help VERB`) prints the verb's
 // usage and every flag the verb accepts, with the flag's help text and default as defined in
-// client/flags.cc; `mobius --help` and `mobius help` print the global usage. Help goes to stdout
+// client/flags.cc (plan's profile flags: plan_command.cc); `mobius --help` and `mobius help` print the global usage. Help goes to stdout
 // and exits 0 (main.cc).
 //
 // The table of verbs and their flags lives in verb_help.cc; verb_help_test checks that every flag
