@@ -65,7 +65,9 @@ ABSL_FLAG(std::string, state, "", "ls: only jobs in this state (queued, running,
 ABSL_FLAG(int32_t, max_gpus, 0, "quota set: GPUs the user's running jobs may hold; 0: no limit.");
 ABSL_FLAG(int32_t, max_running_jobs, 0, "quota set: running jobs of the user; 0: no limit.");
 ABSL_FLAG(double, link_scale, 1.0,
-          "run: multiplies every emulated PCIe link's bandwidth (CPU backend).");
+          "run: multiplies every emulated PCIe link's bandwidth (CPU backend). plan: the same "
+          "for the simulator's links, so that with --emulated-gpus and --profile measured the "
+          "plan predicts a run emulated at this scale.");
 ABSL_FLAG(bool, resume, false,
           "run: continue from the newest complete checkpoint in the spec's checkpoint.dir (a "
           "requeued Slurm step); without one the run starts from the model.");

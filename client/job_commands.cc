@@ -139,10 +139,20 @@ struct Progress {
   int steps = 0;
   int64_t h2d = 0, d2h = 0;
   bool emulated = false;
+  // Step times after the first report (whose step includes the start-up), for the summary.
+  double timed_seconds = 0;
+  int timed_steps = 0;
+  int64_t first_timed_step = 0, last_step = 0;
 
   void Step(std::ostream& err, const v1::StepReport& r) {
     if (std::isnan(first_loss)) first_loss = r.loss();
     last_loss = r.loss();
+    if (steps > 0) {
+      if (timed_steps == 0) first_timed_step = r.step();
+      timed_seconds += r.step_seconds();
+      ++timed_steps;
+    }
+    last_step = r.step();
     ++steps;
     tokens_per_second_sum += r.tokens_per_second();
     h2d += r.h2d_bytes();
@@ -242,13 +252,32 @@ int WatchUntilDone(Connection& c, const std::string& id, std::ostream& out, std:
       out << "  host->device " << Bytes(p.h2d) << ", device->host " << Bytes(p.d2h)
           << (p.emulated ? " (CPU backend, emulated PCIe links)" : "") << "\n";
     }
-    if (job.has_last_step() && job.predicted_step_seconds() > 0) {
-      out << absl::StrFormat("  step time: measured %.3f s, planner predicted %.3f s%s\n",
-                             job.last_step().step_seconds(), job.predicted_step_seconds(),
-                             p.emulated ? " for the real GPUs (this run computed on the CPU "
-                                          "backend; see docs/benchmarks.md for emulated runs "
-                                          "against the simulator)"
-                                        : "");
+    if (job.has_last_step()) {
+      const std::string measured =
+          p.timed_steps > 0
+              ? absl::StrFormat("%.3f s per step (mean of steps %d-%d)",
+                                p.timed_seconds / p.timed_steps, p.first_timed_step, p.last_step)
+              : absl::StrFormat("%.3f s (step %d)", job.last_step().step_seconds(),
+                                job.last_step().step());
+      if (!p.emulated) {
+        out << "  step time: measured " << measured;
+        if (job.predicted_step_seconds() > 0) {
+          out << absl::StrFormat(", planner predicted %.3f s", job.predicted_step_seconds());
+        }
+        out << "\n";
+      } else {
+        // The job's plan is for the topology's real GPUs and links; this run computed on the CPU
+        // backend over scaled emulated links, so the two numbers are not comparable.
+        out << "  step time: measured " << measured
+            << " on the CPU backend with emulated PCIe links\n";
+        if (job.predicted_step_seconds() > 0) {
+          out << absl::StrFormat(
+              "  the job's plan predicts %.3f s per step for the topology's real GPUs, not for "
+              "this emulated run; the prediction for this run: mobius plan JOB.yaml "
+              "--emulated-gpus --profile measured --link-scale S (the daemon's --link-scale)\n",
+              job.predicted_step_seconds());
+        }
+      }
     }
     if (!job.checkpoint().empty()) {
       out << "  checkpoint: " << job.checkpoint()
@@ -325,6 +354,10 @@ int Get(Connection& c, const std::string& id, bool json, std::ostream& out, std:
         s.step(), s.loss(), s.lr(), s.grad_norm(), s.tokens_per_second(), s.step_seconds(),
         s.stall_seconds(), s.optimizer_seconds(), Bytes(s.h2d_bytes()), Bytes(s.d2h_bytes()),
         s.emulated() ? " [emulated links]" : "");
+  }
+  if (j.has_last_eval()) {
+    out << absl::StrFormat("eval loss:   %.4f (step %d)\n", j.last_eval().eval_loss(),
+                           j.last_eval().step());
   }
   if (j.predicted_step_seconds() > 0) {
     out << absl::StrFormat("predicted:   %.3f s/step (planner)\n", j.predicted_step_seconds());

@@ -2,12 +2,15 @@
 //
 //   mobius topo [--topology-file FILE] [--json | --xml]   the server's GPU/PCIe/NUMA topology
 //   mobius plan --model DIR [--topology-file FILE] [--batch --microbatch --seq --schedule
-//               --partitioner --mapper --gpus 0,1] [--json] [--trace out.json]
+//               --partitioner --mapper --gpus 0,1 --link-scale S] [--json] [--trace out.json]
 //   mobius health                                         is the daemon serving?
 //   connection (every daemon verb): --socket PATH | --daemon tcp://HOST:PORT [--tls_ca --tls_cert
 //               --tls_key --tls_server_name --token_file] (client/daemon_endpoint.h)
 //   mobius submit|ls|describe|logs|watch|cancel|queue|node|drain|undrain|quota   jobs
 //                                                         (client/job_commands.h)
+//
+//   mobius --help | help                                 the global usage (client/verb_help.h)
+//   mobius VERB --help | help VERB                        the verb's usage and flags
 //
 // Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error.
 #include <iostream>
@@ -25,33 +28,10 @@
 #include "client/run_command.h"
 #include "client/tokenize_command.h"
 #include "client/topo_command.h"
+#include "client/verb_help.h"
 #include "common/init.h"
 
 namespace {
-
-constexpr char kUsage[] =
-    "mobius: client of the Mobius fine-tuning daemon.\n"
-    "Usage: mobius [flags] COMMAND\n"
-    "Commands:\n"
-    "  topo     show the server's GPU/PCIe/NUMA topology (--topology-file, --json, --xml)\n"
-    "  plan     plan a fine-tuning job: stages, mapping, memory, step time, alternatives\n"
-    "           (mobius plan JOB.yaml plans a job spec)\n"
-    "           (--model DIR|config.json, --topology-file or the daemon, --batch, --microbatch,\n"
-    "           --seq, --schedule, --partitioner, --mapper, --gpus 0,1, --json, --trace FILE)\n"
-    "  health   check that the daemon is serving\n"
-    "  submit JOB.yaml [--wait]   queue a fine-tuning job (docs/job-spec.md); --wait: progress bar\n"
-    "  ls [--state S]             your jobs (admins: everyone's)\n"
-    "  run JOB.yaml               run a job in the foreground, no daemon (Slurm job steps)\n"
-    "  describe JOB | logs [-f] JOB | watch JOB | cancel JOB\n"
-    "  queue                      queued and running jobs and why they wait\n"
-    "  node                       GPUs (free / used by which job), memory budgets\n"
-    "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
-    "  tokenize IN... OUT --tokenizer DIR  tokenize a dataset into a token file (no daemon)\n"
-    "Connection: --socket PATH (or $MOBIUS_SOCKET), or --daemon tcp://HOST:PORT (or\n"
-    "  $MOBIUS_DAEMON) with --tls_ca CA.pem and either --token_file FILE ($MOBIUS_TOKEN) or\n"
-    "  --tls_cert/--tls_key (a client certificate); TCP is always TLS.\n"
-    "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
-    "4 daemon error.";
 
 absl::Duration Timeout() { return absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds)); }
 
@@ -113,15 +93,51 @@ int RunPlanCommand() {
   o.efficiency = absl::GetFlag(FLAGS_efficiency);
   o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
   o.mip_time_limit_seconds = absl::GetFlag(FLAGS_mip_time_limit_seconds);
+  o.link_scale = absl::GetFlag(FLAGS_link_scale);
   o.json = absl::GetFlag(FLAGS_json);
   o.trace = absl::GetFlag(FLAGS_trace);
   return mobius::cli::RunPlan(o, std::cout, std::cerr);
 }
 
+// `mobius --help`, `mobius help`: the global usage; `mobius VERB --help`, `mobius help VERB`: the
+// verb's usage and flags. `verb` is empty for the global usage.
+int PrintHelp(const std::string& verb) {
+  if (verb.empty() || verb == "help") {
+    std::cout << mobius::cli::GlobalUsage() << "\n";
+    return mobius::cli::kExitOk;
+  }
+  if (std::optional<std::string> help = mobius::cli::VerbHelp(verb)) {
+    std::cout << *help;
+    return mobius::cli::kExitOk;
+  }
+  std::cerr << "mobius: unknown command '" << verb << "'\n" << mobius::cli::GlobalUsage() << "\n";
+  return mobius::cli::kExitUsage;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args = mobius::InitProcess(argc, argv, kUsage);
+  // absl's own --help lists only the flags defined in main.cc (none): take the help flags out
+  // before parsing and answer them here, per verb.
+  bool help_flag = false;
+  std::vector<char*> kept;
+  for (int i = 0; i < argc; ++i) {
+    if (std::string(argv[i]) == "--") {
+      kept.insert(kept.end(), argv + i, argv + argc);
+      break;
+    }
+    if (i > 0 && mobius::cli::IsHelpFlag(argv[i])) {
+      help_flag = true;
+    } else {
+      kept.push_back(argv[i]);
+    }
+  }
+  const int kept_argc = static_cast<int>(kept.size());
+  kept.push_back(nullptr);
+  std::vector<std::string> args =
+      mobius::InitProcess(kept_argc, kept.data(), mobius::cli::GlobalUsage());
+  if (help_flag) return PrintHelp(args.size() >= 2 ? args[1] : "");
+  if (args.size() >= 2 && args[1] == "help") return PrintHelp(args.size() >= 3 ? args[2] : "");
   if (args.size() >= 4 && args[1] == "tokenize") {  // mobius tokenize IN [IN...] OUT
     mobius::cli::TokenizeOptions o;
     o.inputs.assign(args.begin() + 2, args.end() - 1);
@@ -152,6 +168,7 @@ int main(int argc, char** argv) {
     o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
     o.emulated_gpus = absl::GetFlag(FLAGS_emulated_gpus);
     o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
+    o.link_scale = absl::GetFlag(FLAGS_link_scale);
     return mobius::cli::RunPlanSpec(args[2], o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && args[1] == "run") {
@@ -186,7 +203,7 @@ int main(int argc, char** argv) {
     return mobius::cli::RunJobCommand({args.begin() + 1, args.end()}, o, std::cout, std::cerr);
   }
   if (args.size() != 2) {
-    std::cerr << kUsage << "\n";
+    std::cerr << mobius::cli::GlobalUsage() << "\n";
     return mobius::cli::kExitUsage;
   }
   const std::string& command = args[1];
@@ -203,6 +220,7 @@ int main(int argc, char** argv) {
   }
   if (command == "plan") return RunPlanCommand();
   if (command == "health") return RunHealth();
-  std::cerr << "mobius: unknown command '" << command << "'\n" << kUsage << "\n";
+  std::cerr << "mobius: unknown command '" << command << "'\n"
+            << mobius::cli::GlobalUsage() << "\n";
   return mobius::cli::kExitUsage;
 }

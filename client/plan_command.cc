@@ -212,6 +212,12 @@ absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
     p.device = d;
   }
   p.mip_time_limit_seconds = o.mip_time_limit_seconds;
+  if (!(o.link_scale > 0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--link-scale must be > 0 (got ", o.link_scale, ")"));
+  }
+  // The emulated links run at the simulator's bandwidth times the scale (run_builder.cc).
+  p.cost.dma_efficiency *= o.link_scale;
   p.num_stages = o.stages;
   p.trace = !o.trace.empty();
   return p;
@@ -306,8 +312,9 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
       r.host_memory_available_bytes > 0 ? Gib(r.host_memory_available_bytes) : "unknown",
       Gib(mem.pinned_bytes));
   out << absl::StrFormat(
-      "Predicted step: %.3f s simulated (cost model J %.3f s), %.0f tokens/s, bubble %.1f%%\n",
-      r.step_seconds, r.objective_seconds, r.tokens_per_second, 100 * r.bubble_fraction);
+      "Predicted step: %.3f s simulated (cost model J %.3f s), %.0f tokens/s, bubble %.1f%%%s\n",
+      r.step_seconds, r.objective_seconds, r.tokens_per_second, 100 * r.bubble_fraction,
+      o.link_scale != 1.0 ? absl::StrFormat("; PCIe links x%g (emulated)", o.link_scale) : "");
   out << absl::StrFormat("Traffic per step: H2D %s (weights %s), D2H %s, P2P %s\n\n",
                          Gib(r.h2d_bytes), Gib(r.weight_upload_bytes), Gib(r.d2h_bytes),
                          Gib(r.p2p_bytes));
@@ -412,6 +419,7 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
                  {"host_emulated_device_bytes", mem.host_emulated_device_bytes},
                  {"pinned_bytes", mem.pinned_bytes},
                  {"host_available_bytes", r.host_memory_available_bytes}};
+  j["link_scale"] = o.link_scale;
   j["predicted"] = {{"step_seconds", r.step_seconds},
                     {"objective_seconds", r.objective_seconds},
                     {"tokens_per_second", r.tokens_per_second},

@@ -50,6 +50,10 @@ struct PlanCommandOptions {
   double peak_tflops = 0;     // > 0: device peak instead of the GPU-name preset
   double mip_time_limit_seconds = 10;
   int stages = 0;             // > 0: exactly this many uniform stages (a job spec's plan.stages)
+  // Every PCIe link's bandwidth times this, as mobiusd --link-scale and mobius run --link-scale
+  // emulate the links on the CPU backend (the simulator's links at dma_efficiency x link_scale):
+  // with --emulated-gpus and --profile measured the plan predicts the emulated run. > 0.
+  double link_scale = 1.0;
   bool json = false;
   std::string trace;          // write the Chrome trace here
   // Profile source: "analytic" (FLOPs and the device spec), "measured" (the measured-profile

@@ -7,8 +7,9 @@
 # Face format (weights cannot be downloaded here; pass your own with MOBIUS_MODEL_DIR), prepares a
 # dataset from the licence texts every Debian system ships (or MOBIUS_DATA=your.jsonl), submits the
 # job with `mobius submit --wait` (live progress bar), and ends with a summary: loss first -> last,
-# tokens/s, bytes per emulated PCIe link, predicted vs measured step time, the checkpoint and how to
-# load it. Stops the daemon it started.
+# tokens/s, bytes per emulated PCIe link, the measured step time against the planner's prediction
+# for this emulated run (`mobius plan --emulated-gpus --profile measured --link-scale`), the job's
+# plan for the real GPUs, the checkpoint and how to load it. Stops the daemon it started.
 #
 #   scripts/demo.sh
 #   MOBIUS_DEMO_STEPS=10 MOBIUS_SKIP_INSTALL=1 scripts/demo.sh      # smaller, no apt-get
@@ -127,8 +128,8 @@ checkpoint:
 EOF
 say "submitting $WORK/job.yaml ($STEPS steps, $STAGES stages on $GPUS emulated GPUs)"
 set +e
-"$BIN/mobius" submit "$WORK/job.yaml" --wait
-rc=$?
+"$BIN/mobius" submit "$WORK/job.yaml" --wait | tee "$WORK/submit.txt"
+rc=${PIPESTATUS[0]}
 set -e
 
 # --- summary
@@ -136,6 +137,38 @@ say "summary"
 JOB=$("$BIN/mobius" ls --json | python3 -c "import json,sys; print(json.load(sys.stdin)['jobs'][-1]['id'])")
 "$BIN/mobius" logs "$JOB" | grep -E "bytes per emulated link|starting:" | sed 's/^daemon | /  /'
 CKPT=$("$BIN/mobius" describe "$JOB" --json | python3 -c "import json,sys; print(json.load(sys.stdin).get('checkpoint',''))")
+# Step time like for like: the measured step of this emulated run against the planner's prediction
+# for the same emulated run (the CPU backend's measured kernel times, every PCIe link scaled as the
+# daemon's --link-scale does), not against the job's plan, which is for the real GPUs.
+MEASURED=$(sed -n 's/^  step time: measured \([0-9.]*\) s.*/\1/p' "$WORK/submit.txt" | tail -n 1)
+STEPS_MEASURED=$(sed -n 's/^  step time: measured [0-9.]* s per step (mean of \(steps [0-9-]*\)).*/\1/p' \
+                 "$WORK/submit.txt" | tail -n 1)
+REAL=$(sed -n 's/^  the job.s plan predicts \([0-9.]*\) s per step.*/\1/p' "$WORK/submit.txt" | tail -n 1)
+# The GPUs the scheduler granted (the daemon's "starting:" log line), so the plan maps the same ones.
+GRANTED=$("$BIN/mobius" logs "$JOB" | sed -n 's/.*starting: .* GPU(s) \([0-9,]*\),.*/\1/p' | tail -n 1)
+set +e
+EMULATED=$("$BIN/mobius" plan "$WORK/job.yaml" --topology-file "$TOPOLOGY" --emulated-gpus \
+             ${GRANTED:+--gpus "$GRANTED"} --profile measured --profile-cache-dir "$WORK/profiles" --link-scale "$SCALE" --json \
+             2>"$WORK/plan-emulated.log" |
+           python3 -c "import json,sys; print('%.3f' % json.load(sys.stdin)['predicted']['step_seconds'])")
+set -e
+echo "  step time, both numbers for this emulated run (CPU backend, PCIe links x$SCALE):"
+echo "    measured:  ${MEASURED:-?} s per step (${STEPS_MEASURED:-the last step}, the job's step reports)"
+if [[ -n "$EMULATED" ]]; then
+  echo "    predicted: $EMULATED s per step (mobius plan $WORK/job.yaml --emulated-gpus"
+  echo "               --profile measured --link-scale $SCALE: the simulator with the CPU backend's"
+  echo "               measured kernel times and the emulated links' bandwidth)"
+  if (( GPUS > $(nproc) )); then
+    echo "    (the simulator gives each emulated GPU a core of its own; here $GPUS workers share" \
+         "$(nproc) cores)"
+  fi
+else
+  echo "    predicted: ? (mobius plan --emulated-gpus --profile measured failed: $WORK/plan-emulated.log)"
+fi
+if [[ -n "$REAL" ]]; then
+  echo "  for comparison, the job's plan for the real GPUs of $(basename "$TOPOLOGY") at full PCIe"
+  echo "  bandwidth: $REAL s per step (what the same job would take there; not measured here)"
+fi
 cat <<EOF
   daemon log: $WORK/mobiusd.log; job state in $WORK/state (SQLite jobs.db, runs, checkpoints)
   load the checkpoint (Hugging Face format):

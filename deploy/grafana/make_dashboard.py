@@ -198,6 +198,13 @@ def panels():
                      [("mobius_job_planned_step_seconds{%s}" % JOB, "{{job}} planned"),
                       ("mobius_job_measured_step_seconds{%s}" % JOB, "{{job}} measured")],
                      overrides=[dashed(".*planned")]), 12)
+    p.add(timeseries("Progress", "Completed steps over total steps of each running job "
+                     "(mobius_job_progress_ratio; mobius_job_current_step and "
+                     "mobius_job_total_steps hold the counts).", "percentunit",
+                     [("mobius_job_progress_ratio{%s}" % JOB, "{{job}}")]), 12)
+    p.add(timeseries("Tokens/s per job (last step)", "Each running job's throughput over its "
+                     "last step, as the trainer measured it (mobius_job_tokens_per_second).",
+                     "short", [("mobius_job_tokens_per_second{%s}" % JOB, "{{job}}")]), 12)
     return p.panels
 
 

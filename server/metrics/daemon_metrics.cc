@@ -1,5 +1,6 @@
 #include "server/metrics/daemon_metrics.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -87,6 +88,15 @@ struct DaemonMetrics::State {
       .Help("The planner's predicted step time for a running job").Register(*registry);
   Family<Gauge>& job_measured = BuildGauge().Name("mobius_job_measured_step_seconds")
       .Help("A running job's last measured step time").Register(*registry);
+  Family<Gauge>& job_current_step = BuildGauge().Name("mobius_job_current_step")
+      .Help("A running job's last completed optimizer step").Register(*registry);
+  Family<Gauge>& job_total_steps = BuildGauge().Name("mobius_job_total_steps")
+      .Help("The optimizer steps a running job will take in all").Register(*registry);
+  Family<Gauge>& job_progress = BuildGauge().Name("mobius_job_progress_ratio")
+      .Help("A running job's progress: completed steps over total steps, 0..1")
+      .Register(*registry);
+  Family<Gauge>& job_tokens_per_second = BuildGauge().Name("mobius_job_tokens_per_second")
+      .Help("A running job's training throughput over its last step").Register(*registry);
   Family<Counter>& train_tokens = BuildCounter().Name("mobius_train_tokens_total")
       .Help("Tokens trained on by all jobs").Register(*registry);
   Family<Histogram>& train_step = BuildHistogram().Name("mobius_train_step_duration_seconds")
@@ -102,7 +112,8 @@ struct DaemonMetrics::State {
     Histogram* step = nullptr;
     Counter* tokens = nullptr;
     Gauge *loss = nullptr, *eval_loss = nullptr, *mfu = nullptr, *planned = nullptr,
-          *measured = nullptr;
+          *measured = nullptr, *current_step = nullptr, *total_steps = nullptr,
+          *progress = nullptr, *tokens_per_second = nullptr;
     std::vector<std::pair<uint64_t, uint64_t>> link_seen;  // cumulative link bytes counted so far
     std::vector<int> gpus;
     int64_t pinned = 0, store = 0;
@@ -175,6 +186,10 @@ void DaemonMetrics::JobStarted(const jobs::JobRunInfo& info, double queue_wait_s
   j.planned = &s.job_planned.Add(job);
   j.measured = &s.job_measured.Add(job);
   j.planned->Set(info.predicted_step_seconds);
+  j.current_step = &s.job_current_step.Add(job);
+  j.total_steps = &s.job_total_steps.Add(job);
+  j.progress = &s.job_progress.Add(job);
+  j.tokens_per_second = &s.job_tokens_per_second.Add(job);
   j.gpus = info.run->rank_gpu;
   for (size_t r = 0; r < j.gpus.size(); ++r) {
     const int64_t bytes = r < info.gpu_memory_bytes.size() ? info.gpu_memory_bytes[r] : 0;
@@ -207,6 +222,12 @@ void DaemonMetrics::StepCompleted(const jobs::JobRunInfo& info, const runtime::S
   j.loss->Set(step.loss);
   if (step.eval_loss) j.eval_loss->Set(*step.eval_loss);
   j.measured->Set(step.step_seconds);
+  j.current_step->Set(static_cast<double>(step.step));
+  if (step.total_steps > 0) {
+    j.total_steps->Set(static_cast<double>(step.total_steps));
+    j.progress->Set(std::min(1.0, static_cast<double>(step.step) / step.total_steps));
+  }
+  j.tokens_per_second->Set(step.tokens_per_second);
   if (info.peak_flops_per_second > 0 && step.step_seconds > 0) {
     j.mfu->Set(info.flops_per_token * step.tokens / step.step_seconds / info.peak_flops_per_second);
   }
@@ -237,6 +258,10 @@ void DaemonMetrics::JobStopped(const jobs::JobRunInfo& info) {
   s.job_mfu.Remove(j.mfu);
   s.job_planned.Remove(j.planned);
   s.job_measured.Remove(j.measured);
+  s.job_current_step.Remove(j.current_step);
+  s.job_total_steps.Remove(j.total_steps);
+  s.job_progress.Remove(j.progress);
+  s.job_tokens_per_second.Remove(j.tokens_per_second);
   for (int g : j.gpus) s.gpu_used.Add({{"gpu", s.Gpu(g)}}).Set(0);
   s.host_pinned.Add({}).Decrement(static_cast<double>(j.pinned));
   s.host_store.Add({}).Decrement(static_cast<double>(j.store));

@@ -24,6 +24,10 @@
 //              mobius_job_mfu_ratio{job}                                    gauge 0..1
 //              mobius_job_planned_step_seconds{job}                         gauge
 //              mobius_job_measured_step_seconds{job}                        gauge
+//              mobius_job_current_step{job}                                 gauge (last completed)
+//              mobius_job_total_steps{job}                                  gauge (0 until known)
+//              mobius_job_progress_ratio{job}                               gauge 0..1
+//              mobius_job_tokens_per_second{job}                            gauge (last step)
 //   training   mobius_train_tokens_total                                    counter (all jobs)
 //              mobius_train_step_duration_seconds                           histogram (all jobs)
 //   host       mobius_host_pinned_bytes                                     gauge (running jobs)

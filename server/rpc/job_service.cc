@@ -110,6 +110,7 @@ v1::Job JobToProto(const jobs::JobView& v, SpecProtoCache* cache) {
   j.set_steps_done(r.steps_done);
   j.set_total_steps(r.total_steps);
   if (v.last_step) *j.mutable_last_step() = StepToProto(*v.last_step, EmulatedPlan(r.plan_json));
+  if (v.last_eval) *j.mutable_last_eval() = StepToProto(*v.last_eval, EmulatedPlan(r.plan_json));
   j.set_checkpoint(r.checkpoint);
   j.set_predicted_step_seconds(v.predicted_step_seconds);
   return j;

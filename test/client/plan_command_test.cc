@@ -81,6 +81,32 @@ TEST(PlanCommand, JsonIsMachineReadable) {
   EXPECT_FALSE(j["links"].empty());
 }
 
+// --link-scale slows every simulator link as mobiusd --link-scale slows the emulated links: a
+// PCIe-bound plan's step grows, its link capacities shrink by exactly the scale.
+TEST(PlanCommand, LinkScaleSlowsTheLinksLikeTheEmulation) {
+  PlanCommandOptions o = Options("llama-2-7b.json", kPaper);
+  o.json = true;
+  Result full = RunCommand(o);
+  o.link_scale = 0.02;
+  Result scaled = RunCommand(o);
+  ASSERT_EQ(full.code, kExitOk) << full.err;
+  ASSERT_EQ(scaled.code, kExitOk) << scaled.err;
+  nlohmann::json a = nlohmann::json::parse(full.out), b = nlohmann::json::parse(scaled.out);
+  EXPECT_EQ(a["link_scale"], 1.0);
+  EXPECT_EQ(b["link_scale"], 0.02);
+  EXPECT_GT(b["predicted"]["step_seconds"].get<double>(),
+            10 * a["predicted"]["step_seconds"].get<double>());
+  ASSERT_FALSE(a["links"].empty());
+  ASSERT_EQ(a["links"].size(), b["links"].size());
+  const auto capacity = [](const nlohmann::json& l) {
+    return l["capacity_bytes_per_s"].get<double>();
+  };
+  EXPECT_NEAR(capacity(b["links"][0]), 0.02 * capacity(a["links"][0]),
+              1e-9 * capacity(a["links"][0]));
+  o.json = false;
+  EXPECT_THAT(RunCommand(o).out, HasSubstr("PCIe links x0.02 (emulated)"));
+}
+
 TEST(PlanCommand, TraceIsWrittenAndParses) {
   PlanCommandOptions o = Options("gpt2.json", kPaper);
   o.trace = ::testing::TempDir() + "/plan_trace.json";
@@ -201,6 +227,8 @@ TEST(PlanCommand, BadInputExits2WithOneLine) {
       {"host ram", "llama-2-7b.json", kPaper,
        [](PlanCommandOptions& o) { o.host_memory_gib = 32; }, "host RAM too small"},
       {"topology", "gpt2.json", "does-not-exist.xml", nullptr, "does-not-exist.xml"},
+      {"link scale", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.link_scale = 0; },
+       "--link-scale must be > 0 (got 0)"},
   };
   for (const BadCase& c : cases) {
     PlanCommandOptions o = Options(c.model, c.topology);

@@ -71,15 +71,16 @@ def wait_state(id_, states, seconds=120):
     return H.wait_state(cli, id_, states, seconds)
 
 
-def write_spec(name, steps, extra=""):
+def write_spec(name, steps, extra="", eval_every=0):
     path = os.path.join(TMP, name + ".yaml")
+    evals = ("  eval_fraction: 0.2\ntraining:\n  eval_every: %d\n" % eval_every if eval_every
+             else "training:\n")
     with open(path, "w") as f:
         f.write("""name: %s
 model_dir: model
 dataset:
   path: data.tok
-training:
-  steps: %d
+%s  steps: %d
   global_batch: 4
   microbatch: 2
   seq_len: 32
@@ -90,7 +91,7 @@ plan:
   stages: 4
 checkpoint:
   every_steps: 2
-%s""" % (name, steps, extra))
+%s""" % (name, evals, steps, extra))
     return path
 
 
@@ -108,7 +109,7 @@ def main():
     start_daemon()
 
     # --- submit --wait: every transition, complete logs, checkpoint.
-    spec = write_spec("first", 4)
+    spec = write_spec("first", 4, eval_every=3)  # evals after steps 3 and 4 (the last)
     r = cli("submit", spec, "--wait", "--submission-id", "sub-1")
     for want in ["RUNNING", "SUCCEEDED", "step 4/4", "checkpoint:"]:
         if want not in r.stdout + r.stderr:
@@ -126,6 +127,22 @@ def main():
         fail("logs lack the final state")
     ok("submit --wait: QUEUED -> RUNNING -> SUCCEEDED, %d log lines, checkpoint %s" %
        (len(logs), first["checkpoint"]))
+
+    # --- ls shows the latest training loss; describe the latest eval loss and its step.
+    last = first["last_step"]
+    ls = [line for line in cli("ls").stdout.splitlines() if line.startswith("j-000001 ")]
+    if len(ls) != 1 or ("%.4f" % last["loss"]) not in ls[0].split():
+        fail("ls does not show the last loss %.4f: %s" % (last["loss"], ls))
+    ev = first.get("last_eval")
+    if not ev or int(ev["step"]) != 4 or "eval_loss" not in ev:
+        fail("describe --json: no last_eval at step 4: %s" % first)
+    described = cli("describe", "j-000001").stdout
+    if ("eval loss:   %.4f (step 4)" % ev["eval_loss"]) not in described:
+        fail("describe lacks the eval loss %.4f (step 4):\n%s" % (ev["eval_loss"], described))
+    listed = json.loads(cli("ls", "--json").stdout)["jobs"][0]
+    if listed.get("last_step", {}).get("loss") != last["loss"]:
+        fail("ls --json: no last_step: %s" % listed)
+    ok("ls: loss %.4f; describe: eval loss %.4f at step 4" % (last["loss"], ev["eval_loss"]))
 
     # --- idempotency.
     again = cli("submit", spec, "--submission-id", "sub-1", "--json")

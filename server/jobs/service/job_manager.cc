@@ -166,6 +166,21 @@ absl::StatusOr<std::pair<std::string, std::string>> JobManager::Plan(const Calle
   return std::make_pair(PlanSummaryJson(planned.report, none), text);
 }
 
+namespace {
+
+// Sets the view's latest step report and latest eval report from the store. A failed read leaves
+// them unset: they are informational, and the job itself was read.
+void AddStepReports(JobStore& store, JobView& v) {
+  if (v.record.steps_done <= 0) return;
+  const int64_t at = v.record.steps_done;
+  if (auto last = store.LatestStepReport(v.record.id, at); last.ok()) v.last_step = *last;
+  if (auto eval = store.LatestStepReport(v.record.id, at, /*eval_only=*/true); eval.ok()) {
+    v.last_eval = *eval;
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, const std::string& id) {
   State& s = *s_;
   MOBIUS_ASSIGN_OR_RETURN(JobRecord record, s.store->GetJob(id));
@@ -182,10 +197,7 @@ absl::StatusOr<JobView> JobManager::Get(const Caller& caller, const std::string&
       v.pending_reason = it->second.reason;
     }
   }
-  if (v.record.steps_done > 0) {
-    auto steps = s.store->StepReports(id, v.record.steps_done - 1, 1);
-    if (steps.ok() && !steps->empty()) v.last_step = steps->back();
-  }
+  AddStepReports(*s.store, v);
   v.predicted_step_seconds = PredictedFromPlanJson(v.record.plan_json);
   return v;
 }
@@ -200,18 +212,21 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> JobManager::List(
   }
   MOBIUS_ASSIGN_OR_RETURN(ListJobsPage page, s_->store->ListJobs(filter, page_size, page_token));
   std::vector<JobView> views;
-  absl::MutexLock lock(&s_->mu);
-  for (JobRecord& r : page.jobs) {
-    JobView v;
-    v.record = std::move(r);
-    auto it = s_->queued.find(v.record.id);
-    if (v.record.state == JobState::kQueued && it != s_->queued.end()) {
-      v.queue_position = it->second.position;
-      v.pending_reason = it->second.reason;
+  {
+    absl::MutexLock lock(&s_->mu);
+    for (JobRecord& r : page.jobs) {
+      JobView v;
+      v.record = std::move(r);
+      auto it = s_->queued.find(v.record.id);
+      if (v.record.state == JobState::kQueued && it != s_->queued.end()) {
+        v.queue_position = it->second.position;
+        v.pending_reason = it->second.reason;
+      }
+      v.predicted_step_seconds = PredictedFromPlanJson(v.record.plan_json);
+      views.push_back(std::move(v));
     }
-    v.predicted_step_seconds = PredictedFromPlanJson(v.record.plan_json);
-    views.push_back(std::move(v));
   }
+  for (JobView& v : views) AddStepReports(*s_->store, v);  // outside the lock: SQLite reads
   return std::make_pair(std::move(views), page.next_page_token);
 }
 

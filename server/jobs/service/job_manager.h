@@ -100,7 +100,8 @@ struct JobView {
   JobRecord record;
   int queue_position = 0;          // QUEUED only, 1-based
   std::string pending_reason;      // QUEUED only
-  std::optional<StepReportRow> last_step;
+  std::optional<StepReportRow> last_step;  // the highest step's report
+  std::optional<StepReportRow> last_eval;  // the highest step's report that has an eval_loss
   double predicted_step_seconds = 0;  // from the plan of the current or last run
 };
 

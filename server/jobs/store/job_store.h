@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -124,6 +125,12 @@ class JobStore {
   // Reports with step > after_step, by step, at most `limit` (1..kMaxReadLimit).
   absl::StatusOr<std::vector<StepReportRow>> StepReports(absl::string_view id, int64_t after_step,
                                                          int limit);
+  // The report of the job's highest step <= `max_step` (with `eval_only`, of the highest such
+  // step that carries an eval_loss); nullopt when there is none. Pass the job's steps_done as
+  // `max_step`: after a resume from an earlier checkpoint, older reports of later steps remain.
+  absl::StatusOr<std::optional<StepReportRow>> LatestStepReport(absl::string_view id,
+                                                                int64_t max_step,
+                                                                bool eval_only = false);
 
   // Appends the lines (their seq is ignored) with consecutive per-job sequence numbers from 1, in
   // one transaction; returns the job's last sequence number (unchanged for an empty vector).

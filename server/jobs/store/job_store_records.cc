@@ -110,6 +110,24 @@ absl::StatusOr<std::vector<StepReportRow>> JobStore::StepReports(absl::string_vi
   return out;
 }
 
+absl::StatusOr<std::optional<StepReportRow>> JobStore::LatestStepReport(absl::string_view id,
+                                                                        int64_t max_step,
+                                                                        bool eval_only) {
+  MOBIUS_ASSIGN_OR_RETURN(const int64_t seq, ParseJobId(id));
+  absl::MutexLock lock(&mu_);
+  MOBIUS_RETURN_IF_ERROR(RequireJob(*db_, seq));
+  MOBIUS_ASSIGN_OR_RETURN(
+      auto select,
+      db_->Prepare(absl::StrCat("SELECT ", kStepColumns,
+                                " FROM step_reports WHERE job_seq = ?1 AND step <= ?2",
+                                eval_only ? " AND eval_loss IS NOT NULL" : "",
+                                " ORDER BY step DESC LIMIT 1")));
+  select.Bind(1, seq).Bind(2, max_step);
+  MOBIUS_ASSIGN_OR_RETURN(const bool row, select.Step());
+  if (!row) return std::optional<StepReportRow>();
+  return std::optional<StepReportRow>(ReadStepRow(select));
+}
+
 absl::StatusOr<int64_t> JobStore::AppendLogs(absl::string_view id,
                                              const std::vector<LogLine>& lines) {
   MOBIUS_ASSIGN_OR_RETURN(const int64_t seq, ParseJobId(id));

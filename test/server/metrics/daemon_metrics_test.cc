@@ -87,6 +87,7 @@ runtime::StepReport Step(int64_t step, float loss,
   s.loss = loss;
   s.tokens = 128;
   s.step_seconds = 0.25;
+  s.tokens_per_second = 512;
   s.emulated = true;
   s.ranks = {Rank(0, 1000, 10, 0.1, 0.2), Rank(1, 2000, 20, 0.05, 0.15)};
   s.link_bytes = std::move(links);
@@ -153,6 +154,10 @@ TEST(DaemonMetricsTest, EveryCatalogueFamilyHasItsDocumentedType) {
       {"mobius_job_mfu_ratio", "gauge"},
       {"mobius_job_planned_step_seconds", "gauge"},
       {"mobius_job_measured_step_seconds", "gauge"},
+      {"mobius_job_current_step", "gauge"},
+      {"mobius_job_total_steps", "gauge"},
+      {"mobius_job_progress_ratio", "gauge"},
+      {"mobius_job_tokens_per_second", "gauge"},
       {"mobius_train_tokens_total", "counter"},
       {"mobius_train_step_duration_seconds", "histogram"},
       {"mobius_host_pinned_bytes", "gauge"},
@@ -180,6 +185,9 @@ TEST(DaemonMetricsTest, JobStartAndStepsMoveEveryPerJobAndPerGpuSeries) {
   EXPECT_THAT(e.Value("mobius_job_planned_step_seconds", j), Optional(0.5));
   EXPECT_THAT(e.Value("mobius_job_tokens_total", j), Optional(0.0));
   EXPECT_THAT(e.Value("mobius_job_step_duration_seconds_count", j), Optional(0.0));
+  EXPECT_THAT(e.Value("mobius_job_current_step", j), Optional(0.0));  // no step yet
+  EXPECT_THAT(e.Value("mobius_job_progress_ratio", j), Optional(0.0));
+  EXPECT_THAT(e.Value("mobius_job_tokens_per_second", j), Optional(0.0));
   // Rank 0 runs on GPU 2, rank 1 on GPU 0; GPU 1 is not the job's.
   EXPECT_THAT(e.Value("mobius_gpu_memory_used_bytes", {{"gpu", "2"}}), Optional(double(3 * kGiB)));
   EXPECT_THAT(e.Value("mobius_gpu_memory_used_bytes", {{"gpu", "0"}}), Optional(double(5 * kGiB)));
@@ -193,6 +201,10 @@ TEST(DaemonMetricsTest, JobStartAndStepsMoveEveryPerJobAndPerGpuSeries) {
   EXPECT_THAT(e.Value("mobius_train_tokens_total"), Optional(128.0));
   EXPECT_THAT(e.Value("mobius_job_loss", j), Optional(3.5));
   EXPECT_THAT(e.Value("mobius_job_measured_step_seconds", j), Optional(0.25));
+  EXPECT_THAT(e.Value("mobius_job_current_step", j), Optional(1.0));
+  EXPECT_THAT(e.Value("mobius_job_total_steps", j), Optional(10.0));
+  EXPECT_THAT(e.Value("mobius_job_progress_ratio", j), Optional(DoubleNear(0.1, 1e-12)));
+  EXPECT_THAT(e.Value("mobius_job_tokens_per_second", j), Optional(512.0));
   EXPECT_THAT(e.Value("mobius_job_step_duration_seconds_count", j), Optional(1.0));
   EXPECT_THAT(e.Value("mobius_job_step_duration_seconds_sum", j), Optional(0.25));
   EXPECT_THAT(e.Bucket("mobius_job_step_duration_seconds", j, 0.1), Optional(0.0));
@@ -227,6 +239,8 @@ TEST(DaemonMetricsTest, JobStartAndStepsMoveEveryPerJobAndPerGpuSeries) {
   e = Scrape(*m);
   EXPECT_THAT(e.Value("mobius_job_tokens_total", j), Optional(256.0));
   EXPECT_THAT(e.Value("mobius_job_loss", j), Optional(3.0));
+  EXPECT_THAT(e.Value("mobius_job_current_step", j), Optional(2.0));
+  EXPECT_THAT(e.Value("mobius_job_progress_ratio", j), Optional(DoubleNear(0.2, 1e-12)));
   EXPECT_THAT(e.Value("mobius_stage_swap_bytes_total", {{"gpu", "2"}, {"direction", "h2d"}}),
               Optional(2000.0));
   EXPECT_THAT(e.Value("mobius_pcie_link_bytes_total", {{"link", "gpu0"}, {"direction", "h2d"}}),
@@ -269,6 +283,8 @@ TEST(DaemonMetricsTest, PerJobSeriesDisappearWhenTheJobStops) {
   EXPECT_FALSE(e.AnyLabel("job", "j-000001")) << m->Serialize();
   for (const char* family : {"mobius_job_tokens_total", "mobius_job_loss", "mobius_job_mfu_ratio",
                              "mobius_job_planned_step_seconds", "mobius_job_measured_step_seconds",
+                             "mobius_job_current_step", "mobius_job_total_steps",
+                             "mobius_job_progress_ratio", "mobius_job_tokens_per_second",
                              "mobius_job_step_duration_seconds_count"}) {
     EXPECT_EQ(e.Matching(family, {{"job", "j-000002"}}).size(), 1u) << family;
   }

@@ -257,6 +257,22 @@ TEST_F(JobStoreTest, StepReports) {
             absl::StatusCode::kInvalidArgument);
 }
 
+TEST_F(JobStoreTest, LatestStepReport) {
+  const std::string id = Create(1, "latest").id;
+  EXPECT_FALSE(store_->LatestStepReport(id, 100)->has_value());  // no reports yet
+  for (int step = 1; step <= 25; ++step) {
+    ASSERT_TRUE(store_->AppendStepReport(id, Report(step, 10.0 / step)).ok());
+  }
+  EXPECT_EQ(store_->LatestStepReport(id, 25)->value(), Report(25, 10.0 / 25));
+  EXPECT_EQ(store_->LatestStepReport(id, 25, /*eval_only=*/true)->value(), Report(20, 0.5));
+  // After a resume from step 12 only steps <= steps_done count; 13..25 are stale.
+  ASSERT_TRUE(store_->AppendStepReport(id, Report(13, 0.75)).ok());
+  EXPECT_EQ(store_->LatestStepReport(id, 13)->value().loss, 0.75);
+  EXPECT_EQ(store_->LatestStepReport(id, 13, /*eval_only=*/true)->value().step, 10);
+  EXPECT_FALSE(store_->LatestStepReport(id, 9, /*eval_only=*/true)->has_value());
+  EXPECT_EQ(store_->LatestStepReport("j-000404", 1).status().code(), absl::StatusCode::kNotFound);
+}
+
 TEST_F(JobStoreTest, LogsAreNumberedPerJobAndKeptExactly) {
   const std::string a = Create(1, "a").id;
   const std::string b = Create(1, "b").id;

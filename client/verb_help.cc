@@ -1,0 +1,169 @@
+#include "client/verb_help.h"
+
+#include <algorithm>
+
+#include "absl/flags/reflection.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
+
+namespace mobius::cli {
+namespace {
+
+constexpr char kGlobalUsage[] =
+    "mobius: client of the Mobius fine-tuning daemon.\n"
+    "Usage: mobius [flags] COMMAND      (mobius COMMAND --help: the command's flags)\n"
+    "Commands:\n"
+    "  topo     show the server's GPU/PCIe/NUMA topology (--topology-file, --json, --xml)\n"
+    "  plan     plan a fine-tuning job: stages, mapping, memory, step time, alternatives\n"
+    "           (mobius plan JOB.yaml plans a job spec)\n"
+    "           (--model DIR|config.json, --topology-file or the daemon, --batch, --microbatch,\n"
+    "           --seq, --schedule, --partitioner, --mapper, --gpus 0,1, --json, --trace FILE)\n"
+    "  health   check that the daemon is serving\n"
+    "  submit JOB.yaml [--wait]   queue a fine-tuning job (docs/job-spec.md); --wait: progress\n"
+    "                             bar\n"
+    "  ls [--state S]             your jobs (admins: everyone's)\n"
+    "  run JOB.yaml               run a job in the foreground, no daemon (Slurm job steps)\n"
+    "  describe JOB | logs [-f] JOB | watch JOB | cancel JOB\n"
+    "  queue                      queued and running jobs and why they wait\n"
+    "  node                       GPUs (free / used by which job), memory budgets\n"
+    "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
+    "  tokenize IN... OUT --tokenizer DIR  tokenize a dataset into a token file (no daemon)\n"
+    "  help [COMMAND]             this text, or the command's usage and flags\n"
+    "Connection: --socket PATH (or $MOBIUS_SOCKET), or --daemon tcp://HOST:PORT (or\n"
+    "  $MOBIUS_DAEMON) with --tls_ca CA.pem and either --token_file FILE ($MOBIUS_TOKEN) or\n"
+    "  --tls_cert/--tls_key (a client certificate); TCP is always TLS.\n"
+    "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
+    "4 daemon error.";
+
+struct Verb {
+  const char* name;
+  const char* usage;     // the command line
+  const char* summary;   // what it does
+  bool daemon;           // talks to mobiusd: takes the connection flags
+  std::vector<const char*> flags;
+};
+
+const std::vector<Verb>& Table() {
+  static const auto* table = new std::vector<Verb>{
+      {"topo", "mobius topo [--topology-file FILE] [--json | --xml]",
+       "Shows the server's GPU/PCIe/NUMA topology (the daemon's, or an hwloc XML file's).", true,
+       {"topology_file", "json", "xml"}},
+      {"plan",
+       "mobius plan --model DIR|config.json [flags]\n       mobius plan JOB.yaml [flags]",
+       "Plans a fine-tuning job: stages, mapping, memory, predicted step time, alternatives.\n"
+       "With JOB.yaml the job's own training and plan settings are used (--model, --batch,\n"
+       "--microbatch, --seq, --schedule, --partitioner, --mapper and --gpu-memory-gib apply to\n"
+       "--model only). The prediction of an emulated run (mobiusd or mobius run on the CPU\n"
+       "backend with --link-scale S): --emulated-gpus --profile measured --link-scale S.",
+       true,
+       {"model", "topology_file", "batch", "microbatch", "seq", "schedule", "partitioner",
+        "mapper", "gpus", "gpu_memory_gib", "host_memory_gib", "emulated_gpus", "efficiency",
+        "peak_tflops", "mip_time_limit_seconds", "link_scale", "profile", "profile_cache_dir",
+        "worker_binary", "json", "trace"}},
+      {"health", "mobius health", "Checks that the daemon is serving (exit 0 when it is).", true,
+       {}},
+      {"submit", "mobius submit JOB.yaml [--wait] [--submission-id ID] [--json]",
+       "Queues a fine-tuning job (docs/job-spec.md) and prints its id.", true,
+       {"wait", "submission_id", "json"}},
+      {"ls", "mobius ls [--state S] [--json]",
+       "Lists your jobs (admins: everyone's), newest last, with step and latest training loss.",
+       true, {"state", "json"}},
+      {"run", "mobius run JOB.yaml [flags]",
+       "Runs a job in the foreground without a daemon (Slurm job steps).", false,
+       {"topology_file", "gpus", "run_dir", "link_scale", "emulate_links", "backend", "transport",
+        "resume"}},
+      {"describe", "mobius describe JOB [--json]",
+       "Shows one job in full: state, progress, latest step and eval loss, predicted step time.",
+       true, {"json"}},
+      {"logs", "mobius logs [-f | --follow] JOB", "Prints the job's log.", true, {"follow", "f"}},
+      {"watch", "mobius watch JOB",
+       "Shows the live progress bar of a submitted job until it ends (Ctrl-C detaches).", true,
+       {}},
+      {"cancel", "mobius cancel JOB [--json]", "Cancels a queued or running job.", true,
+       {"json"}},
+      {"queue", "mobius queue [--json]", "Lists queued and running jobs and why they wait.", true,
+       {"json"}},
+      {"node", "mobius node [--json]",
+       "Shows the node's GPUs (free / used by which job) and memory budgets.", true, {"json"}},
+      {"drain", "mobius drain", "(admins) Stops starting jobs; running jobs continue.", true, {}},
+      {"undrain", "mobius undrain", "(admins) Starts jobs again after a drain.", true, {}},
+      {"quota",
+       "mobius quota set UID --max-gpus N --max-running-jobs N\n       mobius quota ls [--json]",
+       "(admins) Sets or lists per-user quotas.", true,
+       {"max_gpus", "max_running_jobs", "json"}},
+      {"tokenize", "mobius tokenize IN... OUT --tokenizer DIR [flags]",
+       "Tokenizes a dataset (JSONL or text) into a token file; no daemon.", false,
+       {"tokenizer", "format", "text_field", "prompt_field", "completion_field", "messages_field",
+        "chat_template", "skip_bad_lines", "eos_id", "threads"}},
+  };
+  return *table;
+}
+
+constexpr const char* kConnectionFlags[] = {"socket",  "daemon",          "tls_ca",
+                                            "tls_cert", "tls_key",        "tls_server_name",
+                                            "token_file", "timeout_seconds"};
+
+const Verb* Find(absl::string_view name) {
+  for (const Verb& v : Table()) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+// "  --topology-file (default: "")\n      help text\n"; the help text as written in flags.cc.
+std::string FlagLine(const std::string& name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) return absl::StrCat("  --", name, "\n");  // verb_help_test catches this
+  const std::string dashed = absl::StrReplaceAll(name, {{"_", "-"}});
+  std::string out = absl::StrCat("  ", dashed.size() == 1 ? "-" : "--", dashed);
+  const std::string def = flag->DefaultValue();
+  absl::StrAppend(&out, " (default: ", def.empty() ? "\"\"" : def, ")\n");
+  for (absl::string_view line : absl::StrSplit(flag->Help(), '\n')) {
+    absl::StrAppend(&out, "      ", line, "\n");
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::string_view GlobalUsage() { return kGlobalUsage; }
+
+std::vector<std::string> Verbs() {
+  std::vector<std::string> out;
+  for (const Verb& v : Table()) out.push_back(v.name);
+  return out;
+}
+
+std::vector<std::string> VerbFlags(absl::string_view verb) {
+  const Verb* v = Find(verb);
+  if (v == nullptr) return {};
+  std::vector<std::string> out(v->flags.begin(), v->flags.end());
+  if (v->daemon) out.insert(out.end(), std::begin(kConnectionFlags), std::end(kConnectionFlags));
+  return out;
+}
+
+std::optional<std::string> VerbHelp(absl::string_view verb) {
+  const Verb* v = Find(verb);
+  if (v == nullptr) return std::nullopt;
+  std::string out = absl::StrCat("Usage: ", v->usage, "\n", v->summary, "\n");
+  if (!v->flags.empty()) {
+    absl::StrAppend(&out, "\nFlags (dashes or underscores: --topology-file == --topology_file):\n");
+    for (const char* f : v->flags) absl::StrAppend(&out, FlagLine(f));
+  }
+  if (v->daemon) {
+    absl::StrAppend(&out, "\nConnection to mobiusd:\n");
+    for (const char* f : kConnectionFlags) absl::StrAppend(&out, FlagLine(f));
+  }
+  absl::StrAppend(&out,
+                  "\nExit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon "
+                  "unreachable, 4 daemon error.\n");
+  return out;
+}
+
+bool IsHelpFlag(absl::string_view arg) {
+  return arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort" ||
+         arg == "-helpshort";
+}
+
+}  // namespace mobius::cli
