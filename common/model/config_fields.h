@@ -9,11 +9,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <utility>
-
-#include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -61,7 +60,8 @@ class ConfigFields {
   }
 
   // A finite number > 0.
-  absl::StatusOr<double> PositiveNumber(absl::string_view key, std::optional<double> fallback) const {
+  absl::StatusOr<double> PositiveNumber(absl::string_view key,
+                                        std::optional<double> fallback) const {
     const nlohmann::json* v = Find(key);
     if (v == nullptr) {
       if (fallback) return *fallback;
@@ -76,14 +76,16 @@ class ConfigFields {
   absl::StatusOr<bool> Bool(absl::string_view key, bool fallback) const {
     const nlohmann::json* v = Find(key);
     if (v == nullptr) return fallback;
-    if (!v->is_boolean()) return Error(key, absl::StrCat("must be true or false (got ", ShowJson(*v), ")"));
+    if (!v->is_boolean())
+      return Error(key, absl::StrCat("must be true or false (got ", ShowJson(*v), ")"));
     return v->get<bool>();
   }
 
   absl::StatusOr<std::optional<std::string>> String(absl::string_view key) const {
     const nlohmann::json* v = Find(key);
     if (v == nullptr) return std::optional<std::string>();
-    if (!v->is_string()) return Error(key, absl::StrCat("must be a string (got ", ShowJson(*v), ")"));
+    if (!v->is_string())
+      return Error(key, absl::StrCat("must be a string (got ", ShowJson(*v), ")"));
     return std::optional<std::string>(v->get<std::string>());
   }
 
@@ -98,14 +100,15 @@ class ConfigFields {
     }
     std::optional<int64_t> n = JsonAsInt64(*id);
     if (!n || *n < 0 || *n >= vocab_size) {
-      return Error(key, absl::StrCat("must be a token id in [0, ", vocab_size, ") (got ", ShowJson(*v),
-                                     ")"));
+      return Error(key, absl::StrCat("must be a token id in [0, ", vocab_size, ") (got ",
+                                     ShowJson(*v), ")"));
     }
     return *n;
   }
 
  private:
-  absl::StatusOr<int64_t> CheckPositive(absl::string_view key, const nlohmann::json& v, int64_t max) const {
+  absl::StatusOr<int64_t> CheckPositive(absl::string_view key, const nlohmann::json& v,
+                                        int64_t max) const {
     std::optional<int64_t> n = JsonAsInt64(v);
     if (!n || *n <= 0) {
       return Error(key, absl::StrCat("must be a positive integer (got ", ShowJson(v), ")"));
@@ -118,7 +121,6 @@ class ConfigFields {
   absl::string_view origin_;
   std::string prefix_;
 };
-
 
 }  // namespace mobius::model
 

@@ -35,8 +35,8 @@ const FamilyDescriptor* FindFamily(absl::string_view model_type) {
 
 std::string SupportedModelTypes() {
   std::string out;
-  for (const FamilyDescriptor* d : kFamilies) absl::StrAppend(&out, out.empty() ? "" : ", ",
-                                                              d->model_type);
+  for (const FamilyDescriptor* d : kFamilies)
+    absl::StrAppend(&out, out.empty() ? "" : ", ", d->model_type);
   return out;
 }
 

@@ -15,13 +15,12 @@
 #define MOBIUS_COMMON_MODEL_FAMILY_H_
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include <nlohmann/json.hpp>
-
 #include "absl/status/status.h"
-#include "absl/types/span.h"
 #include "absl/strings/string_view.h"
+#include "absl/types/span.h"
 #include "common/model/config_fields.h"
 #include "common/model/model_config.h"
 
@@ -31,18 +30,18 @@ namespace mobius::model {
 // "<path>.weight" / "<path>.bias". nullptr: the module does not exist in this family's naming.
 // Which biases and norm biases exist follows from the ModelConfig (attention_bias, norm kind, ...).
 struct BlockTensorNames {
-  const char* norm1 = nullptr;   // before attention
-  const char* qkv = nullptr;     // fused q/k/v projection (GPT-2 c_attn); else q, k, v
+  const char* norm1 = nullptr;  // before attention
+  const char* qkv = nullptr;    // fused q/k/v projection (GPT-2 c_attn); else q, k, v
   const char* q = nullptr;
   const char* k = nullptr;
   const char* v = nullptr;
   const char* o = nullptr;       // attention output projection
   const char* q_norm = nullptr;  // qk_norm RMSNorms (used only when ModelConfig::qk_norm)
   const char* k_norm = nullptr;
-  const char* norm2 = nullptr;   // before the MLP
-  const char* fc = nullptr;      // GELU MLP: fc -> gelu -> proj
+  const char* norm2 = nullptr;  // before the MLP
+  const char* fc = nullptr;     // GELU MLP: fc -> gelu -> proj
   const char* proj = nullptr;
-  const char* gate = nullptr;    // SwiGLU MLP: down(silu(gate) * up)
+  const char* gate = nullptr;  // SwiGLU MLP: down(silu(gate) * up)
   const char* up = nullptr;
   const char* down = nullptr;
 };

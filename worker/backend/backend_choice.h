@@ -33,7 +33,7 @@ enum class BackendKind { kCpu, kCuda };
 const char* BackendKindName(BackendKind kind);  // "cpu", "cuda"
 
 struct ChooseBackendOptions {
-  CpuBackendOptions cpu;             // for the CPU backend (chosen or fallen back to)
+  CpuBackendOptions cpu;  // for the CPU backend (chosen or fallen back to)
   // Non-empty: "auto" does not try CUDA and falls back with this reason; "cuda" ignores it.
   std::string cpu_only_reason;
   // Non-empty: CUDA cannot be had for this reason (e.g. the rank's GPU is not visible); both

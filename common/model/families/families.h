@@ -5,7 +5,6 @@
 #define MOBIUS_COMMON_MODEL_FAMILIES_FAMILIES_H_
 
 #include <cstdint>
-
 #include <nlohmann/json.hpp>
 
 #include "absl/status/status.h"

@@ -24,8 +24,9 @@ absl::Status Parse(const ConfigFields& f, ModelConfig& c) {
   MOBIUS_ASSIGN_OR_RETURN(std::optional<std::string> act, f.String("activation_function"));
   // Both names are GELU with the tanh approximation; plain "gelu" (erf) is different math.
   if (act && *act != "gelu_new" && *act != "gelu_pytorch_tanh") {
-    return f.Error("activation_function",
-                   absl::StrCat("unsupported \"", *act, "\" (supported: gelu_new, gelu_pytorch_tanh)"));
+    return f.Error(
+        "activation_function",
+        absl::StrCat("unsupported \"", *act, "\" (supported: gelu_new, gelu_pytorch_tanh)"));
   }
   MOBIUS_ASSIGN_OR_RETURN(c.tie_word_embeddings, f.Bool("tie_word_embeddings", true));
   if (c.hidden_size % c.num_heads != 0) {

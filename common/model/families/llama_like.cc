@@ -1,8 +1,7 @@
-#include "common/model/families/families.h"
-
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/families/families.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 
@@ -16,7 +15,8 @@ absl::Status ParseRopeScaling(const ConfigFields& f, ModelConfig& c) {
   const json* v = f.Find("rope_scaling");
   if (v == nullptr) return absl::OkStatus();
   if (!v->is_object()) {
-    return f.Error("rope_scaling", absl::StrCat("must be an object or null (got ", ShowJson(*v), ")"));
+    return f.Error("rope_scaling",
+                   absl::StrCat("must be an object or null (got ", ShowJson(*v), ")"));
   }
   ConfigFields r(*v, f.origin(), "rope_scaling.");
   MOBIUS_ASSIGN_OR_RETURN(std::optional<std::string> type, r.String("rope_type"));
@@ -42,9 +42,9 @@ absl::Status ParseRopeScaling(const ConfigFields& f, ModelConfig& c) {
                             r.Positive("original_max_position_embeddings", kMaxPositions));
     // The llama3 rule interpolates between the two wavelength bounds; it divides by their gap.
     if (!(s.high_freq_factor > s.low_freq_factor)) {
-      return r.Error("high_freq_factor", absl::StrCat("must be greater than low_freq_factor (",
-                                                      s.high_freq_factor, " <= ",
-                                                      s.low_freq_factor, ")"));
+      return r.Error("high_freq_factor",
+                     absl::StrCat("must be greater than low_freq_factor (", s.high_freq_factor,
+                                  " <= ", s.low_freq_factor, ")"));
     }
     return absl::OkStatus();
   }
@@ -96,7 +96,8 @@ absl::Status ParseLlamaLike(const ConfigFields& f, ModelConfig& c, const LlamaLi
   MOBIUS_ASSIGN_OR_RETURN(c.num_heads, f.Positive("num_attention_heads", kMaxHeads));
   const int64_t default_kv = rules.default_kv_heads > 0 ? rules.default_kv_heads : c.num_heads;
   MOBIUS_ASSIGN_OR_RETURN(c.num_kv_heads, f.Positive("num_key_value_heads", kMaxHeads, default_kv));
-  MOBIUS_ASSIGN_OR_RETURN(c.intermediate_size, f.Positive("intermediate_size", kMaxIntermediateSize));
+  MOBIUS_ASSIGN_OR_RETURN(c.intermediate_size,
+                          f.Positive("intermediate_size", kMaxIntermediateSize));
   MOBIUS_ASSIGN_OR_RETURN(c.max_position_embeddings,
                           f.Positive("max_position_embeddings", kMaxPositions));
   MOBIUS_ASSIGN_OR_RETURN(c.norm_eps, f.PositiveNumber("rms_norm_eps", 1e-6));

@@ -65,12 +65,12 @@ TEST(BackendChoiceTest, UnknownNamesAreInvalidArguments) {
 
 TEST(BackendChoiceTest, ARegisteredFactoryIsTakenAndItsFailureIsTheReason) {
   int calls = 0;
-  RegisterCudaBackendFactory([&](const DeviceBackendRequest& r)
-                                 -> absl::StatusOr<std::unique_ptr<Backend>> {
-    ++calls;
-    EXPECT_EQ(r.device, 2);
-    return absl::FailedPreconditionError("cudaErrorNoDevice: no CUDA-capable device");
-  });
+  RegisterCudaBackendFactory(
+      [&](const DeviceBackendRequest& r) -> absl::StatusOr<std::unique_ptr<Backend>> {
+        ++calls;
+        EXPECT_EQ(r.device, 2);
+        return absl::FailedPreconditionError("cudaErrorNoDevice: no CUDA-capable device");
+      });
   absl::StatusOr<ChosenBackend> b = ChooseBackend("auto", {.device = 2}, Options());
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(b->fallback_reason, "cudaErrorNoDevice: no CUDA-capable device");

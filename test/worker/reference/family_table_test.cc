@@ -2,10 +2,9 @@
 // every preset builds a valid config, config.json round-trips (text and ModelConfig), and the
 // tensor names and shapes of the layer units agree with the reference model's parameters.
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "common/model/config_json.h"
 #include "common/model/family.h"
@@ -129,8 +128,7 @@ TEST(FamilyTableTest, LayerUnitsAndReferenceParametersNameTheSameTensors) {
       biased.attention_bias = biased.attention_output_bias = biased.mlp_bias = true;
       for (const ModelConfig& c : {preset, untied, biased}) {
         SCOPED_TRACE(std::string(d->model_type) + "-" + p.name +
-                     (c.tie_word_embeddings ? " tied" : " untied") +
-                     (c.mlp_bias ? " biased" : ""));
+                     (c.tie_word_embeddings ? " tied" : " untied") + (c.mlp_bias ? " biased" : ""));
         const Shapes units = LayerUnitShapes(c);
         const Shapes reference = ReferenceShapes(c);
         EXPECT_EQ(units, reference);
