@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/family.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 
@@ -38,43 +39,46 @@ void AddNorm(std::vector<ParamSpec>& out, const std::string& prefix, int64_t siz
 int64_t AttentionWidth(const ModelConfig& c) { return c.num_heads * c.head_dim; }
 int64_t KvWidth(const ModelConfig& c) { return c.num_kv_heads * c.head_dim; }
 
-std::vector<ParamSpec> Gpt2Block(const ModelConfig& c, int64_t i) {
-  const int64_t C = c.hidden_size, I = c.intermediate_size;
-  const std::string p = absl::StrCat("transformer.h.", i, ".");
-  std::vector<ParamSpec> out;
-  // Conv1D stores [in, out].
-  AddNorm(out, p + "ln_1", C, c.norm);
-  AddLinear(out, p + "attn.c_attn", {C, 3 * C}, 3 * C, c.attention_bias);
-  AddLinear(out, p + "attn.c_proj", {C, C}, C, c.attention_output_bias);
-  AddNorm(out, p + "ln_2", C, c.norm);
-  AddLinear(out, p + "mlp.c_fc", {C, I}, I, c.mlp_bias);
-  AddLinear(out, p + "mlp.c_proj", {I, C}, C, c.mlp_bias);
-  return out;
+// A weight mapping `in` features to `out` features, as the family stores it.
+std::vector<int64_t> WeightShape(const TensorNames& names, int64_t in, int64_t out) {
+  if (names.in_out_layout) return {in, out};
+  return {out, in};
 }
 
-std::vector<ParamSpec> LlamaBlock(const ModelConfig& c, int64_t i) {
+// Block i's parameters in HF module order, named by the family (family.h).
+std::vector<ParamSpec> Block(const ModelConfig& c, const TensorNames& names, int64_t i) {
+  const BlockTensorNames& n = names.block;
   const int64_t C = c.hidden_size, I = c.intermediate_size;
   const int64_t A = AttentionWidth(c), K = KvWidth(c);
-  const std::string p = absl::StrCat("model.layers.", i, ".");
+  const std::string p = absl::StrCat(names.layer_prefix, i, ".");
   std::vector<ParamSpec> out;
-  // nn.Linear stores [out, in].
-  AddNorm(out, p + "input_layernorm", C, c.norm);
-  AddLinear(out, p + "self_attn.q_proj", {A, C}, A, c.attention_bias);
-  AddLinear(out, p + "self_attn.k_proj", {K, C}, K, c.attention_bias);
-  AddLinear(out, p + "self_attn.v_proj", {K, C}, K, c.attention_bias);
-  AddLinear(out, p + "self_attn.o_proj", {C, A}, C, c.attention_output_bias);
-  if (c.qk_norm) {
-    AddNorm(out, p + "self_attn.q_norm", c.head_dim, NormKind::kRmsNorm);
-    AddNorm(out, p + "self_attn.k_norm", c.head_dim, NormKind::kRmsNorm);
+  auto linear = [&](const char* module, int64_t in, int64_t out_features, bool bias) {
+    AddLinear(out, p + module, WeightShape(names, in, out_features), out_features, bias);
+  };
+  AddNorm(out, p + n.norm1, C, c.norm);
+  if (n.qkv != nullptr) {
+    linear(n.qkv, C, A + 2 * K, c.attention_bias);
+  } else {
+    linear(n.q, C, A, c.attention_bias);
+    linear(n.k, C, K, c.attention_bias);
+    linear(n.v, C, K, c.attention_bias);
   }
-  AddNorm(out, p + "post_attention_layernorm", C, c.norm);
-  AddLinear(out, p + "mlp.gate_proj", {I, C}, I, c.mlp_bias);
-  AddLinear(out, p + "mlp.up_proj", {I, C}, I, c.mlp_bias);
-  AddLinear(out, p + "mlp.down_proj", {C, I}, C, c.mlp_bias);
+  linear(n.o, A, C, c.attention_output_bias);
+  if (c.qk_norm) {
+    AddNorm(out, p + n.q_norm, c.head_dim, NormKind::kRmsNorm);
+    AddNorm(out, p + n.k_norm, c.head_dim, NormKind::kRmsNorm);
+  }
+  AddNorm(out, p + n.norm2, C, c.norm);
+  if (c.mlp == MlpKind::kGeluTanh) {
+    linear(n.fc, C, I, c.mlp_bias);
+    linear(n.proj, I, C, c.mlp_bias);
+  } else {
+    linear(n.gate, C, I, c.mlp_bias);
+    linear(n.up, C, I, c.mlp_bias);
+    linear(n.down, I, C, c.mlp_bias);
+  }
   return out;
 }
-
-bool IsGpt2Naming(const ModelConfig& c) { return c.family == Family::kGpt2; }
 
 int64_t SumElements(const std::vector<ParamSpec>& params, bool matmul_only) {
   int64_t n = 0;
@@ -102,7 +106,7 @@ int64_t LayerUnit::num_parameters() const { return SumElements(params, false); }
 absl::StatusOr<ModelDescription> DescribeModel(const ModelConfig& config) {
   MOBIUS_RETURN_IF_ERROR(ValidateModelConfig(config));
   const ModelConfig& c = config;
-  const bool gpt2 = IsGpt2Naming(c);
+  const TensorNames& names = FamilyOf(c.family).tensors;
   const int64_t C = c.hidden_size, V = c.vocab_size, L = c.num_layers;
   ModelDescription model;
   model.config = config;
@@ -111,11 +115,11 @@ absl::StatusOr<ModelDescription> DescribeModel(const ModelConfig& config) {
   LayerUnit& embedding = model.units[0];
   embedding.index = 0;
   embedding.kind = UnitKind::kEmbedding;
-  const std::string wte = gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  const std::string wte = names.token_embedding;
   embedding.params.push_back(Param(wte, {V, C}, ParamRole::kEmbedding));
   if (c.position == PositionKind::kLearned) {
     embedding.params.push_back(
-        Param("transformer.wpe.weight", {c.max_position_embeddings, C}, ParamRole::kEmbedding));
+        Param(names.position_embedding, {c.max_position_embeddings, C}, ParamRole::kEmbedding));
   }
 
   for (int64_t i = 0; i < L; ++i) {
@@ -123,18 +127,18 @@ absl::StatusOr<ModelDescription> DescribeModel(const ModelConfig& config) {
     block.index = i + 1;
     block.kind = UnitKind::kDecoderBlock;
     block.layer = i;
-    block.params = gpt2 ? Gpt2Block(c, i) : LlamaBlock(c, i);
+    block.params = Block(c, names, i);
   }
 
   LayerUnit& head = model.units[L + 1];
   head.index = L + 1;
   head.kind = UnitKind::kHead;
-  AddNorm(head.params, gpt2 ? "transformer.ln_f" : "model.norm", C, c.norm);
+  AddNorm(head.params, names.final_norm, C, c.norm);
   if (c.tie_word_embeddings) {
     head.shares_parameters_with_unit = 0;
     head.shared_params.push_back(Param(wte, {V, C}, ParamRole::kMatmulWeight));
   } else {
-    head.params.push_back(Param("lm_head.weight", {V, C}, ParamRole::kMatmulWeight));
+    head.params.push_back(Param(names.lm_head, {V, C}, ParamRole::kMatmulWeight));
   }
   return model;
 }

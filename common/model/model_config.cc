@@ -29,17 +29,6 @@ absl::Status CheckTokenId(absl::string_view member, int64_t id, int64_t vocab_si
 
 }  // namespace
 
-const char* FamilyName(Family family) {
-  switch (family) {
-    case Family::kGpt2: return "gpt2";
-    case Family::kLlama: return "llama";
-    case Family::kMistral: return "mistral";
-    case Family::kQwen2: return "qwen2";
-    case Family::kQwen3: return "qwen3";
-  }
-  return "unknown";
-}
-
 absl::Status ValidateModelConfig(const ModelConfig& c) {
   for (auto [member, value, max] : {
            std::tuple<const char*, int64_t, int64_t>{"vocab_size", c.vocab_size, kMaxVocabSize},

@@ -62,6 +62,7 @@ struct ModelConfig {
   int64_t eos_token_id = -1;
 };
 
+// The family's model_type ("llama"); family.h holds everything else about it.
 const char* FamilyName(Family family);
 
 }  // namespace mobius::model

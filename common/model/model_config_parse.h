@@ -4,7 +4,8 @@
 // and nothing in it can crash, hang or overflow the arithmetic done later on the config (each size
 // has an upper bound, below). Unknown keys are ignored; a key whose value is null counts as absent.
 //
-// Families and the keys read (HF names; defaults are those of the transformers config classes):
+// Families and the keys read (HF names; defaults are those of the transformers config classes);
+// each family's reading is its file in families/ (through family.h's table):
 //   gpt2:    vocab_size, n_embd, n_layer, n_head, n_inner (null -> 4*n_embd), n_positions,
 //            layer_norm_epsilon (1e-5), activation_function (gelu_new | gelu_pytorch_tanh),
 //            tie_word_embeddings (true). Biases on every linear, LayerNorm, learned positions.

@@ -3,7 +3,8 @@
 // CudaBackend, and mobius-worker registers the factory at start-up when it is built with CUDA
 // (worker/runtime/cuda_rank_backend.h). So CPU-only builds, and every library test, see exactly
 // the CPU path, and no library depends on the CUDA toolkit. A seam, not a singleton: a test may
-// register its own factory.
+// register its own factory. Callers choose by name through backend_choice.h (ChooseBackend), which
+// holds the cpu|cuda|auto rule and its CPU fallback.
 //
 // Thread-safety: register before any MakeCudaBackend call (start-up); MakeCudaBackend itself is
 // thread-safe.

@@ -10,6 +10,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
+#include "common/model/config_json.h"
+#include "common/model/family.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 
@@ -19,46 +21,6 @@ namespace {
 using model::Family;
 using model::ModelConfig;
 using Json = nlohmann::ordered_json;
-
-struct Preset {
-  Family family;
-  const char* name;
-  int64_t layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, positions;
-};
-
-// The table of model_init.h.
-constexpr Preset kPresets[] = {
-    {Family::kGpt2, "tiny", 2, 64, 4, 4, 16, 256, 512, 256},
-    {Family::kGpt2, "small", 12, 768, 12, 12, 64, 3072, 50257, 1024},
-    {Family::kLlama, "tiny", 2, 64, 4, 2, 16, 192, 512, 256},
-    {Family::kLlama, "small", 12, 768, 12, 4, 64, 2048, 32000, 2048},
-    {Family::kMistral, "tiny", 2, 64, 4, 2, 16, 192, 512, 256},
-    {Family::kMistral, "small", 12, 768, 12, 4, 64, 2048, 32768, 4096},
-    {Family::kQwen2, "tiny", 2, 64, 4, 2, 16, 192, 512, 256},
-    {Family::kQwen2, "small", 12, 768, 12, 2, 64, 2048, 32000, 2048},
-    {Family::kQwen3, "tiny", 2, 64, 4, 2, 32, 192, 512, 256},
-    {Family::kQwen3, "small", 12, 768, 12, 4, 128, 2048, 32000, 2048},
-};
-
-// The family's fixed math and defaults (what its transformers config class implies).
-void SetFamilyDefaults(ModelConfig& c) {
-  c.model_type = model::FamilyName(c.family);
-  const bool gpt2 = c.family == Family::kGpt2;
-  const bool qwen = c.family == Family::kQwen2 || c.family == Family::kQwen3;
-  c.norm = gpt2 ? model::NormKind::kLayerNorm : model::NormKind::kRmsNorm;
-  c.mlp = gpt2 ? model::MlpKind::kGeluTanh : model::MlpKind::kSwiGlu;
-  c.position = gpt2 ? model::PositionKind::kLearned : model::PositionKind::kRope;
-  c.norm_eps = gpt2 ? 1e-5 : qwen ? 1e-6 : 1e-5;
-  c.rope_theta = gpt2 || c.family == Family::kLlama ? 10000.0 : 1000000.0;
-  c.tie_word_embeddings = gpt2 || qwen;
-  c.attention_bias = gpt2 || c.family == Family::kQwen2;
-  c.attention_output_bias = gpt2;
-  c.mlp_bias = gpt2;
-  c.qk_norm = c.family == Family::kQwen3;
-  const bool last_token_ids = gpt2 || qwen;
-  c.bos_token_id = last_token_ids ? c.vocab_size - 1 : 1;
-  c.eos_token_id = last_token_ids ? c.vocab_size - 1 : 2;
-}
 
 // Standard normal samples: Box-Muller over mt19937_64, identical on every standard library.
 class Normal {
@@ -85,66 +47,37 @@ uint64_t TensorSeed(uint64_t seed, const std::string& name) {
 
 Json TokenId(int64_t id) { return id >= 0 ? Json(id) : Json(nullptr); }
 
-Json RopeScalingJson(const model::RopeScaling& s) {
-  switch (s.type) {
-    case model::RopeScaling::Type::kNone:
-      return nullptr;
-    case model::RopeScaling::Type::kLinear:
-      return {{"rope_type", "linear"}, {"factor", s.factor}};
-    case model::RopeScaling::Type::kLlama3:
-      return {{"rope_type", "llama3"},
-              {"factor", s.factor},
-              {"low_freq_factor", s.low_freq_factor},
-              {"high_freq_factor", s.high_freq_factor},
-              {"original_max_position_embeddings", s.original_max_position_embeddings}};
-  }
-  return nullptr;
-}
-
-const char* Architecture(Family family) {
-  switch (family) {
-    case Family::kGpt2: return "GPT2LMHeadModel";
-    case Family::kLlama: return "LlamaForCausalLM";
-    case Family::kMistral: return "MistralForCausalLM";
-    case Family::kQwen2: return "Qwen2ForCausalLM";
-    case Family::kQwen3: return "Qwen3ForCausalLM";
-  }
-  return "";
-}
-
 }  // namespace
 
 absl::StatusOr<Family> ParseFamily(absl::string_view name) {
-  for (Family f : {Family::kGpt2, Family::kLlama, Family::kMistral, Family::kQwen2,
-                   Family::kQwen3}) {
-    if (name == model::FamilyName(f)) return f;
-  }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "unknown model family \"", name, "\" (supported: gpt2, llama, mistral, qwen2, qwen3)"));
+  if (const model::FamilyDescriptor* family = model::FindFamily(name)) return family->family;
+  return absl::InvalidArgumentError(absl::StrCat("unknown model family \"", name,
+                                                 "\" (supported: ", model::SupportedModelTypes(),
+                                                 ")"));
 }
 
 absl::StatusOr<ModelConfig> PresetConfig(Family family, absl::string_view preset,
                                          const SizeOverrides& o) {
-  const std::string prefix = absl::StrCat(model::FamilyName(family), "-");
+  const model::FamilyDescriptor& d = model::FamilyOf(family);
+  const std::string prefix = absl::StrCat(d.model_type, "-");
   if (absl::StartsWith(preset, prefix)) preset.remove_prefix(prefix.size());
-  const Preset* p = nullptr;
+  const model::FamilyPreset* p = nullptr;
   std::string known;
-  for (const Preset& candidate : kPresets) {
-    if (candidate.family != family) continue;
+  for (const model::FamilyPreset& candidate : d.presets) {
     if (candidate.name == preset) p = &candidate;
     absl::StrAppend(&known, known.empty() ? "" : ", ", candidate.name);
   }
   if (p == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("unknown preset \"", preset, "\" for ",
-                                                   model::FamilyName(family), " (known: ", known,
-                                                   ")"));
+                                                   d.model_type, " (known: ", known, ")"));
   }
   ModelConfig c;
   c.family = family;
+  c.model_type = d.model_type;
   c.num_layers = o.layers.value_or(p->layers);
   c.hidden_size = o.hidden.value_or(p->hidden);
   c.num_heads = o.heads.value_or(p->heads);
-  const int64_t default_kv = family == Family::kGpt2 ? c.num_heads : p->kv_heads;
+  const int64_t default_kv = d.kv_heads_follow_heads ? c.num_heads : p->kv_heads;
   c.num_kv_heads = o.kv_heads.value_or(default_kv);
   const bool sizes_changed = o.hidden.has_value() || o.heads.has_value();
   const int64_t derived_hd = c.num_heads > 0 ? c.hidden_size / c.num_heads : 0;
@@ -152,13 +85,8 @@ absl::StatusOr<ModelConfig> PresetConfig(Family family, absl::string_view preset
   c.intermediate_size = o.intermediate.value_or(p->intermediate);
   c.vocab_size = o.vocab.value_or(p->vocab);
   c.max_position_embeddings = o.max_positions.value_or(p->positions);
-  SetFamilyDefaults(c);
-  if (family == Family::kGpt2 && c.num_kv_heads != c.num_heads) {
-    return absl::InvalidArgumentError("gpt2 has no grouped-query attention: kv_heads must equal heads");
-  }
-  if (family == Family::kQwen2 && c.num_heads * c.head_dim != c.hidden_size) {
-    return absl::InvalidArgumentError("qwen2 has no head_dim field: heads x head_dim must equal hidden");
-  }
+  d.set_defaults(c);
+  if (d.check_generated != nullptr) MOBIUS_RETURN_IF_ERROR(d.check_generated(c));
   MOBIUS_RETURN_IF_ERROR(model::ValidateModelConfig(c));
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(c));
   // The parser derives what a loader will see; returning its result keeps the two in step.
@@ -166,58 +94,7 @@ absl::StatusOr<ModelConfig> PresetConfig(Family family, absl::string_view preset
 }
 
 std::string ModelConfigJson(const ModelConfig& c, io::DType dtype) {
-  Json j = Json::object();
-  j["architectures"] = {Architecture(c.family)};
-  j["model_type"] = model::FamilyName(c.family);
-  j["vocab_size"] = c.vocab_size;
-  if (c.family == Family::kGpt2) {
-    j["n_positions"] = c.max_position_embeddings;
-    j["n_ctx"] = c.max_position_embeddings;
-    j["n_embd"] = c.hidden_size;
-    j["n_layer"] = c.num_layers;
-    j["n_head"] = c.num_heads;
-    j["n_inner"] = c.intermediate_size;
-    j["activation_function"] = "gelu_new";
-    j["layer_norm_epsilon"] = c.norm_eps;
-    j["resid_pdrop"] = 0.0;
-    j["embd_pdrop"] = 0.0;
-    j["attn_pdrop"] = 0.0;
-  } else {
-    j["hidden_size"] = c.hidden_size;
-    j["intermediate_size"] = c.intermediate_size;
-    j["num_hidden_layers"] = c.num_layers;
-    j["num_attention_heads"] = c.num_heads;
-    j["num_key_value_heads"] = c.num_kv_heads;
-    if (c.family != Family::kQwen2) j["head_dim"] = c.head_dim;
-    j["hidden_act"] = "silu";
-    j["max_position_embeddings"] = c.max_position_embeddings;
-    j["rms_norm_eps"] = c.norm_eps;
-    j["rope_theta"] = c.rope_theta;
-    j["rope_scaling"] = RopeScalingJson(c.rope_scaling);
-    j["attention_dropout"] = 0.0;
-    if (c.family == Family::kLlama) {
-      j["attention_bias"] = c.attention_bias;
-      j["mlp_bias"] = c.mlp_bias;
-      j["pretraining_tp"] = 1;
-    } else if (c.family == Family::kQwen3) {
-      j["attention_bias"] = c.attention_bias;
-    }
-    if (c.family == Family::kMistral) {
-      j["sliding_window"] = c.sliding_window > 0 ? Json(c.sliding_window) : Json(nullptr);
-    }
-    if (c.family == Family::kQwen2 || c.family == Family::kQwen3) {
-      j["use_sliding_window"] = false;
-      j["sliding_window"] = nullptr;
-      j["max_window_layers"] = c.num_layers;
-    }
-  }
-  j["initializer_range"] = 0.02;
-  j["tie_word_embeddings"] = c.tie_word_embeddings;
-  j["bos_token_id"] = TokenId(c.bos_token_id);
-  j["eos_token_id"] = TokenId(c.eos_token_id);
-  j["use_cache"] = true;
-  j["torch_dtype"] = dtype == io::DType::kBF16 ? "bfloat16" : "float32";
-  return j.dump(2) + "\n";
+  return model::ModelConfigJson(c, dtype == io::DType::kBF16 ? "bfloat16" : "float32");
 }
 
 std::string GenerationConfigJson(const ModelConfig& c) {
@@ -230,14 +107,21 @@ std::string GenerationConfigJson(const ModelConfig& c) {
 reference::Parameters InitModelParameters(const ModelConfig& config, uint64_t seed) {
   reference::Parameters params = reference::ZeroParameters(config);
   const double std_residual = 0.02 / std::sqrt(2.0 * static_cast<double>(config.num_layers));
+  // The residual projections the family scales at init (GPT-2: attn.c_proj and mlp.c_proj).
+  const model::FamilyDescriptor& family = model::FamilyOf(config.family);
+  const bool scale_residual = family.scale_residual_init;
+  const model::BlockTensorNames& block = family.tensors.block;
+  const std::string o_suffix = absl::StrCat(".", block.o, ".weight");
+  const std::string proj_suffix =
+      block.proj != nullptr ? absl::StrCat(".", block.proj, ".weight") : o_suffix;
   for (auto& [name, tensor] : params.tensors) {
     if (absl::EndsWith(name, ".bias")) continue;  // zeros
     if (tensor.shape.size() == 1) {               // every 1-D weight is a norm scale
       for (float& x : tensor.data) x = 1.0f;
       continue;
     }
-    const bool residual_proj =
-        config.family == Family::kGpt2 && absl::EndsWith(name, ".c_proj.weight");
+    const bool residual_proj = scale_residual && (absl::EndsWith(name, o_suffix) ||
+                                                  absl::EndsWith(name, proj_suffix));
     const double stddev = residual_proj ? std_residual : 0.02;
     Normal normal(TensorSeed(seed, name));
     for (float& x : tensor.data) x = static_cast<float>(stddev * normal.Next());

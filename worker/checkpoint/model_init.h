@@ -5,7 +5,8 @@
 //   reference::Parameters params = InitModelParameters(config, /*seed=*/1);
 //   MOBIUS_RETURN_IF_ERROR(WriteModelDirectory("/tmp/llama-tiny", config, params, {}));
 //
-// Presets (vocab 512 for "tiny" unless overridden; pick the vocab of the tokenizer you will use):
+// Presets (vocab 512 for "tiny" unless overridden; pick the vocab of the tokenizer you will use),
+// defaults and config.json text are the family's (common/model/family.h, families/<family>.cc):
 //   family   preset  L   C    H   KV  head_dim  I     V      P     tied  notes
 //   gpt2     tiny    2   64   4   4   16        256   512    256   yes   biases everywhere
 //   gpt2     small   12  768  12  12  64        3072  50257  1024  yes   = GPT-2 124M

@@ -1,6 +1,7 @@
 #include "worker/profile/profile_command.h"
 
 #include <iostream>
+#include <memory>
 #include <thread>
 
 #include "absl/flags/flag.h"
@@ -8,8 +9,8 @@
 #include "common/model/model_config_parse.h"
 #include "common/run/profile_cache.h"
 #include "common/run/profile_json.h"
-#include "worker/backend/backend_registry.h"
-#include "worker/backend/cpu/cpu_backend.h"
+#include "common/errors.h"
+#include "worker/backend/backend_choice.h"
 #include "common/device/device_probe.h"
 #include "worker/checkpoint/worker_flags.h"
 #include "worker/profile/profile_flags.h"
@@ -32,23 +33,18 @@ int Fail(const absl::Status& s) {
   return kExitFailure;
 }
 
-// The CPU backend's factory: one capped CpuBackend per (emulated) device.
-BackendFactory CpuFactory(uint64_t capacity_bytes, int threads) {
-  return [capacity_bytes, threads](int) -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
-    backend::CpuBackendOptions o;
-    o.backend.capacity_bytes = capacity_bytes;
-    o.blas_threads = threads;
-    o.op_threads = threads;
-    auto b = backend::CpuBackend::Create(o);
+// Device d's backend of the chosen kind (backend_choice.h); device 0's, made while choosing, is
+// handed out first instead of being made twice.
+BackendFactory ChosenFactory(std::shared_ptr<backend::ChosenBackend> first,
+                             uint64_t capacity_bytes, backend::ChooseBackendOptions options) {
+  return [first, capacity_bytes,
+          options](int device) -> absl::StatusOr<std::unique_ptr<backend::Backend>> {
+    if (device == 0 && first->backend != nullptr) return std::move(first->backend);
+    absl::StatusOr<backend::ChosenBackend> b = backend::ChooseBackend(
+        backend::BackendKindName(first->kind),
+        {.device = device, .capacity_bytes = capacity_bytes}, options);
     if (!b.ok()) return b.status();
-    return std::unique_ptr<backend::Backend>(std::move(*b));
-  };
-}
-
-// The CUDA backend's factory (worker/backend/backend_registry.h): device d = CUDA ordinal d.
-BackendFactory CudaFactory(uint64_t capacity_bytes) {
-  return [capacity_bytes](int device) {
-    return backend::MakeCudaBackend({.device = device, .capacity_bytes = capacity_bytes});
+    return std::move(b->backend);
   };
 }
 
@@ -73,12 +69,9 @@ int RunProfileCommand(const std::vector<std::string>& args) {
         "--copy_mib >= 1 are required");
   }
   o.copy_bytes = static_cast<uint64_t>(copy_mib) << 20;
-  std::string backend_name = absl::GetFlag(FLAGS_backend);
-  if (backend_name != "cpu" && backend_name != "cuda" && backend_name != "auto") {
-    return Usage(absl::StrCat("--backend must be cpu, cuda or auto (got \"", backend_name, "\")"));
-  }
-  if (backend_name == "auto") {
-    backend_name = backend::CudaBackendRegistered() ? "cuda" : "cpu";
+  const std::string backend_flag = absl::GetFlag(FLAGS_backend);
+  if (absl::Status s = backend::ValidateBackendName(backend_flag); !s.ok()) {
+    return Usage(absl::StrCat("--", s.message()));
   }
   int threads = absl::GetFlag(FLAGS_threads);
   if (threads <= 0) threads = std::max(1u, std::thread::hardware_concurrency());
@@ -92,6 +85,25 @@ int RunProfileCommand(const std::vector<std::string>& args) {
                               config->max_position_embeddings));
   }
   const planner::MicrobatchShape shape{microbatch, seq};
+  const uint64_t capacity_bytes = absl::GetFlag(FLAGS_device_memory_bytes);
+  backend::ChooseBackendOptions choose;
+  choose.cpu.backend.capacity_bytes = capacity_bytes;
+  choose.cpu.blas_threads = threads;
+  choose.cpu.op_threads = threads;
+  absl::StatusOr<backend::ChosenBackend> chosen =
+      backend::ChooseBackend(backend_flag, {.device = 0, .capacity_bytes = capacity_bytes}, choose);
+  if (!chosen.ok()) {
+    if (backend_flag == "cuda") {
+      const DeviceProbe probe = ProbeDevices();
+      if (probe.cuda_devices.empty()) {
+        return Fail(absl::FailedPreconditionError(
+            absl::StrCat("--backend cuda: ", DescribeBackendChoice(probe))));
+      }
+    }
+    return Fail(Annotate(chosen.status(), "--backend"));
+  }
+  const std::string backend_name = backend::BackendKindName(chosen->kind);
+  auto first = std::make_shared<backend::ChosenBackend>(*std::move(chosen));
   std::string device_name = "cpu";
   if (backend_name == "cuda") {
     const DeviceProbe probe = ProbeDevices();
@@ -119,9 +131,7 @@ int RunProfileCommand(const std::vector<std::string>& args) {
   if (!profile.has_value()) {
     absl::StatusOr<planner::MeasuredProfile> m =
         MeasureProfile(*model, shape,
-                       backend_name == "cuda"
-                           ? CudaFactory(absl::GetFlag(FLAGS_device_memory_bytes))
-                           : CpuFactory(absl::GetFlag(FLAGS_device_memory_bytes), threads),
+                       ChosenFactory(first, capacity_bytes, choose),
                        backend_name, device_name, planner::BuildVersion(), o);
     if (!m.ok()) return Fail(m.status());
     if (absl::Status s = planner::WriteProfileFile(path, *m); !s.ok()) return Fail(s);

@@ -5,59 +5,63 @@
 #include <cstdlib>
 #include <numbers>
 #include <random>
-#include <tuple>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "common/model/family.h"
 
 namespace mobius::reference {
 namespace {
 
 using model::ModelConfig;
 
-bool IsGpt2Naming(const ModelConfig& config) { return config.family == model::Family::kGpt2; }
+// The family's tensor names (common/model/family.h).
+const model::TensorNames& Names(const ModelConfig& config) {
+  return model::FamilyOf(config.family).tensors;
+}
+
+// A fused q/k/v projection (GPT-2's c_attn) instead of q, k, v.
+bool HasFusedQkv(const ModelConfig& config) { return Names(config).block.qkv != nullptr; }
 
 std::string IfPresent(bool present, const std::string& name) { return present ? name : ""; }
 
-LayerNames Gpt2LayerNames(const ModelConfig& config, int64_t layer) {
-  const std::string p = absl::StrCat("transformer.h.", layer, ".");
-  LayerNames n;
-  n.norm1_weight = p + "ln_1.weight";
-  n.norm1_bias = p + "ln_1.bias";
-  n.qkv_weight = p + "attn.c_attn.weight";
-  n.qkv_bias = IfPresent(config.attention_bias, p + "attn.c_attn.bias");
-  n.o_weight = p + "attn.c_proj.weight";
-  n.o_bias = IfPresent(config.attention_output_bias, p + "attn.c_proj.bias");
-  n.norm2_weight = p + "ln_2.weight";
-  n.norm2_bias = p + "ln_2.bias";
-  n.fc_weight = p + "mlp.c_fc.weight";
-  n.fc_bias = IfPresent(config.mlp_bias, p + "mlp.c_fc.bias");
-  n.proj_weight = p + "mlp.c_proj.weight";
-  n.proj_bias = IfPresent(config.mlp_bias, p + "mlp.c_proj.bias");
-  return n;
+// "<module>.weight" and, when `bias`, "<module>.bias" of block `prefix`; empty when no module.
+void Linear(const std::string& prefix, const char* module, bool bias, std::string* weight,
+            std::string* bias_name) {
+  if (module == nullptr) return;
+  *weight = absl::StrCat(prefix, module, ".weight");
+  *bias_name = IfPresent(bias, absl::StrCat(prefix, module, ".bias"));
 }
 
-LayerNames LlamaLayerNames(const ModelConfig& config, int64_t layer) {
-  const std::string p = absl::StrCat("model.layers.", layer, ".");
+LayerNames BlockNames(const ModelConfig& config, int64_t layer) {
+  const model::TensorNames& names = Names(config);
+  const model::BlockTensorNames& b = names.block;
+  const std::string p = absl::StrCat(names.layer_prefix, layer, ".");
+  const bool norm_bias = config.norm == model::NormKind::kLayerNorm;
+  const bool gelu = config.mlp == model::MlpKind::kGeluTanh;
   LayerNames n;
-  n.norm1_weight = p + "input_layernorm.weight";
-  for (auto [weight, bias, proj] :
-       {std::tuple{&n.q_weight, &n.q_bias, "q_proj"}, std::tuple{&n.k_weight, &n.k_bias, "k_proj"},
-        std::tuple{&n.v_weight, &n.v_bias, "v_proj"}}) {
-    *weight = absl::StrCat(p, "self_attn.", proj, ".weight");
-    *bias = IfPresent(config.attention_bias, absl::StrCat(p, "self_attn.", proj, ".bias"));
+  Linear(p, b.norm1, norm_bias, &n.norm1_weight, &n.norm1_bias);
+  if (b.qkv != nullptr) {
+    Linear(p, b.qkv, config.attention_bias, &n.qkv_weight, &n.qkv_bias);
+  } else {
+    Linear(p, b.q, config.attention_bias, &n.q_weight, &n.q_bias);
+    Linear(p, b.k, config.attention_bias, &n.k_weight, &n.k_bias);
+    Linear(p, b.v, config.attention_bias, &n.v_weight, &n.v_bias);
   }
-  n.q_norm = IfPresent(config.qk_norm, p + "self_attn.q_norm.weight");
-  n.k_norm = IfPresent(config.qk_norm, p + "self_attn.k_norm.weight");
-  n.o_weight = p + "self_attn.o_proj.weight";
-  n.o_bias = IfPresent(config.attention_output_bias, p + "self_attn.o_proj.bias");
-  n.norm2_weight = p + "post_attention_layernorm.weight";
-  n.gate_weight = p + "mlp.gate_proj.weight";
-  n.gate_bias = IfPresent(config.mlp_bias, p + "mlp.gate_proj.bias");
-  n.up_weight = p + "mlp.up_proj.weight";
-  n.up_bias = IfPresent(config.mlp_bias, p + "mlp.up_proj.bias");
-  n.down_weight = p + "mlp.down_proj.weight";
-  n.down_bias = IfPresent(config.mlp_bias, p + "mlp.down_proj.bias");
+  if (config.qk_norm) {
+    n.q_norm = absl::StrCat(p, b.q_norm, ".weight");
+    n.k_norm = absl::StrCat(p, b.k_norm, ".weight");
+  }
+  Linear(p, b.o, config.attention_output_bias, &n.o_weight, &n.o_bias);
+  Linear(p, b.norm2, norm_bias, &n.norm2_weight, &n.norm2_bias);
+  if (gelu) {
+    Linear(p, b.fc, config.mlp_bias, &n.fc_weight, &n.fc_bias);
+    Linear(p, b.proj, config.mlp_bias, &n.proj_weight, &n.proj_bias);
+  } else {
+    Linear(p, b.gate, config.mlp_bias, &n.gate_weight, &n.gate_bias);
+    Linear(p, b.up, config.mlp_bias, &n.up_weight, &n.up_bias);
+    Linear(p, b.down, config.mlp_bias, &n.down_weight, &n.down_bias);
+  }
   return n;
 }
 
@@ -133,7 +137,7 @@ absl::Status ValidateConfig(const ModelConfig& c) {
         "model config: llama3 rope_scaling needs original_max_position_embeddings and distinct "
         "low/high_freq_factor");
   }
-  if (IsGpt2Naming(c)) {
+  if (HasFusedQkv(c)) {
     if (c.norm != model::NormKind::kLayerNorm || c.mlp != model::MlpKind::kGeluTanh ||
         c.position != model::PositionKind::kLearned || c.qk_norm) {
       return absl::UnimplementedError(
@@ -153,19 +157,18 @@ absl::Status ValidateConfig(const ModelConfig& c) {
 }
 
 ModelNames ParameterNames(const ModelConfig& config) {
+  const model::TensorNames& family = Names(config);
   ModelNames names;
-  const bool gpt2 = IsGpt2Naming(config);
-  names.layout = gpt2 ? WeightLayout::kInOut : WeightLayout::kOutIn;
-  names.token_embedding = gpt2 ? "transformer.wte.weight" : "model.embed_tokens.weight";
+  names.layout = family.in_out_layout ? WeightLayout::kInOut : WeightLayout::kOutIn;
+  names.token_embedding = family.token_embedding;
   if (config.position == model::PositionKind::kLearned) {
-    names.position_embedding = "transformer.wpe.weight";
+    names.position_embedding = family.position_embedding;
   }
-  for (int64_t l = 0; l < config.num_layers; ++l) {
-    names.layers.push_back(gpt2 ? Gpt2LayerNames(config, l) : LlamaLayerNames(config, l));
-  }
-  names.final_norm_weight = gpt2 ? "transformer.ln_f.weight" : "model.norm.weight";
-  names.final_norm_bias = gpt2 ? "transformer.ln_f.bias" : "";
-  names.lm_head = config.tie_word_embeddings ? names.token_embedding : "lm_head.weight";
+  for (int64_t l = 0; l < config.num_layers; ++l) names.layers.push_back(BlockNames(config, l));
+  names.final_norm_weight = absl::StrCat(family.final_norm, ".weight");
+  names.final_norm_bias = IfPresent(config.norm == model::NormKind::kLayerNorm,
+                                    absl::StrCat(family.final_norm, ".bias"));
+  names.lm_head = config.tie_word_embeddings ? names.token_embedding : family.lm_head;
   return names;
 }
 

@@ -3,8 +3,8 @@
 // GPT-2 ("transformer.wte.weight", "transformer.h.{i}.attn.c_attn.weight" [C, 3C] Conv1D layout,
 // ...) and the Llama family ("model.embed_tokens.weight",
 // "model.layers.{i}.self_attn.q_proj.weight" [out, in] nn.Linear layout, ...). Which names exist
-// follows from the ModelConfig fields (biases, qk_norm, tied head); ParameterNames() is the single
-// place that spells them.
+// follows from the ModelConfig fields (biases, qk_norm, tied head); the names themselves are the
+// family's (common/model/family.h, the same table the layer units read).
 //
 // Value types; thread-compatible.
 #ifndef MOBIUS_WORKER_REFERENCE_PARAMETERS_H_

@@ -7,8 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "common/status_macros.h"
-#include "worker/backend/backend_registry.h"
-#include "worker/backend/cpu/cpu_backend.h"
+#include "common/errors.h"
+#include "worker/backend/backend_choice.h"
 
 namespace mobius::runtime {
 absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank) {
@@ -34,53 +34,40 @@ absl::StatusOr<int> CudaOrdinalOfRank(const RunConfig& run, int rank) {
 absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
                                               backend::LinkModel* link_model) {
   const std::string& name = run.backend;
-  if (name != "auto" && name != "cpu" && name != "cuda") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("backend must be auto, cpu or cuda (got \"", name, "\")"));
-  }
-  backend::DeviceBackendRequest request;
+  MOBIUS_RETURN_IF_ERROR(backend::ValidateBackendName(name));
   absl::StatusOr<int> ordinal = CudaOrdinalOfRank(run, rank);
+  backend::DeviceBackendRequest request;
+  request.device = ordinal.ok() ? *ordinal : 0;
   request.capacity_bytes = run.training.device_memory_bytes;
-  RankBackend out;
-  std::string fallback_reason;
-  if (name != "cpu") {
-    if (name == "auto" && link_model != nullptr) {
-      fallback_reason = "the run emulates PCIe links, which only the CPU backend does";
-    } else if (!ordinal.ok()) {
-      fallback_reason = std::string(ordinal.status().message());
-    } else if (!backend::CudaBackendRegistered()) {
-      fallback_reason = "this mobius-worker is built without CUDA";
-    } else {
-      request.device = *ordinal;
-      absl::StatusOr<std::unique_ptr<backend::Backend>> cuda = backend::MakeCudaBackend(request);
-      if (cuda.ok()) {
-        out.backend = *std::move(cuda);
-        out.description = absl::StrCat("rank ", rank, ": CUDA backend on ", out.backend->name());
-        if (!run.links.empty()) {
-          absl::StrAppend(&out.description, " (link emulation ignored: real links)");
-        }
-        return out;
-      }
-      fallback_reason = std::string(cuda.status().message());
-    }
-    if (name == "cuda") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("rank ", rank, ": backend cuda requested but unusable: ", fallback_reason));
-    }
+  backend::ChooseBackendOptions options;
+  if (link_model != nullptr) {
+    options.cpu_only_reason = "the run emulates PCIe links, which only the CPU backend does";
   }
-  backend::CpuBackendOptions bo;
-  bo.backend.capacity_bytes = request.capacity_bytes;
+  if (!ordinal.ok()) options.cuda_unavailable_reason = std::string(ordinal.status().message());
+  options.without_cuda_reason = "this mobius-worker is built without CUDA";
+  options.cpu.backend.capacity_bytes = request.capacity_bytes;
   // Link emulation reserves link time per chunk, first come first served: small chunks keep a
   // boundary activation from waiting behind another GPU's whole stage upload.
-  bo.backend.copy_chunk_bytes = link_model == nullptr ? uint64_t{64} << 20 : uint64_t{256} << 10;
-  bo.backend.link_model = link_model;
-  bo.op_threads = run.training.threads;
-  MOBIUS_ASSIGN_OR_RETURN(out.backend, backend::CpuBackend::Create(bo));
+  options.cpu.backend.copy_chunk_bytes =
+      link_model == nullptr ? uint64_t{64} << 20 : uint64_t{256} << 10;
+  options.cpu.backend.link_model = link_model;
+  options.cpu.op_threads = run.training.threads;
+  absl::StatusOr<backend::ChosenBackend> chosen = backend::ChooseBackend(name, request, options);
+  if (!chosen.ok()) return Annotate(chosen.status(), absl::StrCat("rank ", rank));
+  RankBackend out;
+  out.backend = std::move(chosen->backend);
+  if (chosen->kind == backend::BackendKind::kCuda) {
+    out.description = absl::StrCat("rank ", rank, ": CUDA backend on ", out.backend->name());
+    if (!run.links.empty()) {
+      absl::StrAppend(&out.description, " (link emulation ignored: real links)");
+    }
+    return out;
+  }
   out.emulated_links = link_model != nullptr;
-  out.description = name == "cpu"
-                        ? absl::StrCat("rank ", rank, ": CPU backend")
-                        : absl::StrCat("rank ", rank, ": no usable CUDA device (", fallback_reason,
-                                       "); falling back to the CPU backend");
+  out.description = chosen->fell_back()
+                        ? absl::StrCat("rank ", rank, ": ",
+                                       backend::FallbackDescription(chosen->fallback_reason))
+                        : absl::StrCat("rank ", rank, ": CPU backend");
   if (out.emulated_links) absl::StrAppend(&out.description, " with emulated PCIe links");
   return out;
 }

@@ -11,6 +11,8 @@
 //           or "rank 2: no usable CUDA device (cudaErrorInsufficientDriver: ...); falling back to
 //           the CPU backend").
 //
+// The choice and its fallback are worker/backend/backend_choice.h's ChooseBackend (shared with the
+// standalone trainer and the profile verb); this file adds the rank's device and the log line.
 // The runtime library itself never links CUDA; CPU-only tests see exactly the CPU path.
 #ifndef MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_
 #define MOBIUS_WORKER_RUNTIME_RANK_BACKEND_H_

@@ -17,8 +17,7 @@
 #include "common/model/layer_units.h"
 #include "common/numeric/bf16.h"
 #include "common/status_macros.h"
-#include "worker/backend/backend_registry.h"
-#include "worker/backend/cpu/cpu_backend.h"
+#include "worker/backend/backend_choice.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/model_init.h"
 #include "common/data/loader.h"
@@ -79,25 +78,19 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
 }
 
 absl::StatusOr<std::unique_ptr<backend::Backend>> MakeTrainerBackend(const TrainerOptions& o) {
-  if (o.backend != "cpu") {
-    absl::StatusOr<std::unique_ptr<backend::Backend>> cuda =
-        backend::MakeCudaBackend({.device = 0, .capacity_bytes = o.device_memory_bytes});
-    if (cuda.ok()) {
-      LOG(INFO) << "train: CUDA backend on " << (*cuda)->name();
-      return cuda;
-    }
-    if (o.backend == "cuda") {
-      return absl::FailedPreconditionError(
-          absl::StrCat("backend cuda requested but unusable: ", cuda.status().message()));
-    }
-    LOG(INFO) << "train: no usable CUDA device (" << cuda.status().message()
-              << "); falling back to the CPU backend";
+  backend::ChooseBackendOptions options;
+  options.cpu.backend.capacity_bytes = o.device_memory_bytes;
+  options.cpu.op_threads = o.threads;
+  MOBIUS_ASSIGN_OR_RETURN(
+      backend::ChosenBackend chosen,
+      backend::ChooseBackend(o.backend, {.device = 0, .capacity_bytes = o.device_memory_bytes},
+                             options));
+  if (chosen.kind == backend::BackendKind::kCuda) {
+    LOG(INFO) << "train: CUDA backend on " << chosen.backend->name();
+  } else if (chosen.fell_back()) {
+    LOG(INFO) << "train: " << backend::FallbackDescription(chosen.fallback_reason);
   }
-  backend::CpuBackendOptions bo;
-  bo.backend.capacity_bytes = o.device_memory_bytes;
-  bo.op_threads = o.threads;
-  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::CpuBackend> cpu, backend::CpuBackend::Create(bo));
-  return std::unique_ptr<backend::Backend>(std::move(cpu));
+  return std::move(chosen.backend);
 }
 
 absl::Status BuildEngine(StandaloneTrainer::State& s) {

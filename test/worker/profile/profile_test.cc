@@ -158,7 +158,7 @@ TEST(ProfileVerb, MeasuresOnceThenAnswersFromTheCache) {
   WorkerRun bad_backend = Worker("profile --model " + mobius::testing::SourcePath(kTinyLlama) +
                                  " --backend tpu --cache_dir " + dir + "/cache");
   EXPECT_EQ(bad_backend.code, 2);
-  EXPECT_THAT(bad_backend.out, HasSubstr("--backend must be cpu, cuda or auto"));
+  EXPECT_THAT(bad_backend.out, HasSubstr("--backend must be auto, cpu or cuda"));
   // --backend cuda: measured on the GPU where there is one (the profile names it), else refused
   // with the reason.
   WorkerRun cuda = Worker(args + " --backend cuda --refresh");
