@@ -23,6 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "common/run/trainer_options.h"  // train::kMaxSteps
+
 namespace mobius::jobspec {
 
 // Allowed values of the enumerated string fields (the first is the default, where there is one).
@@ -44,7 +46,7 @@ inline constexpr int kMaxPathLength = 4096;
 inline constexpr int kMinPriority = -100, kMaxPriority = 100;
 inline constexpr int kMaxRestarts = 10;
 inline constexpr int kMaxKeepLast = 1000;
-inline constexpr int64_t kMaxSteps = int64_t{1} << 32;
+inline constexpr int64_t kMaxSteps = train::kMaxSteps;  // 2^31 - 1: what the runtime runs
 inline constexpr int64_t kMaxEpochs = 1 << 20;
 inline constexpr int64_t kMaxGlobalBatch = 1 << 20;
 inline constexpr int64_t kMaxSeqLen = 1 << 22;

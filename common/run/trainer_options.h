@@ -10,11 +10,19 @@
 
 namespace mobius::train {
 
+// The most optimizer steps one run may have. The pipeline's control words hold run-local step
+// numbers as 32-bit futex values, so a run stays below 2^31 steps (also what int32 step counters
+// anywhere would hold); the job spec's limit (common/jobspec/spec.h) is this one, and both
+// executors refuse more (training_setup.h: ValidateTrainerOptions), as do epochs that add up to
+// more (jobs::TrainerOptionsFromSpec).
+inline constexpr int64_t kMaxSteps = (int64_t{1} << 31) - 1;
+
 struct TrainerOptions {
   std::string model_dir;         // HF model directory (config.json + safetensors)
   std::string data_path;         // token file (token_file.h)
   int data_raw_bytes = 0;        // 2 or 4: headerless llm.c file of u16/u32 ids; 0: our format
-  int64_t steps = 0;             // optimizer steps in total (a resumed run counts the done ones)
+  int64_t steps = 0;             // optimizer steps in total (a resumed run counts the done ones);
+                                 // [1, kMaxSteps]
   int64_t batch = 0;             // B: sequences per optimizer step
   int64_t microbatch = 0;        // MB: sequences per forward/backward; B % MB == 0; 0: = B
   int64_t seq = 0;               // T: tokens per sequence

@@ -205,7 +205,11 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
   v1::JobEvent head;
   *head.mutable_job() = JobToProto(*first);
   if (!writer->Write(head)) return grpc::Status::OK;
-  const bool emulated = EmulatedPlan(first->record.plan_json);
+  // The run's plan (with its emulated_links) is recorded when the job starts, which may be after
+  // this call began: a job watched from submission is looked at again at its first step report.
+  bool emulated = EmulatedPlan(first->record.plan_json);
+  bool plan_seen =
+      first->record.state == jobs::JobState::kRunning && !first->record.plan_json.empty();
   absl::Status st = manager_->Watch(*caller, request->id(), [&](const jobs::JobEvent& e) {
     if (context->IsCancelled()) return false;
     v1::JobEvent out;
@@ -218,6 +222,12 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
         break;
       }
       case jobs::JobEvent::Kind::kStep:
+        if (!plan_seen) {
+          if (absl::StatusOr<jobs::JobView> now = manager_->Get(*caller, request->id()); now.ok()) {
+            emulated = EmulatedPlan(now->record.plan_json);
+          }
+          plan_seen = true;
+        }
         *out.mutable_step() = StepToProto(e.step, emulated);
         break;
       case jobs::JobEvent::Kind::kQueue: {

@@ -28,7 +28,9 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
   if (o.data_raw_bytes != 0 && o.data_raw_bytes != 2 && o.data_raw_bytes != 4) {
     return bad("--data_raw_bytes must be 2 or 4 (got ", o.data_raw_bytes, ")");
   }
-  if (o.steps <= 0) return bad("--steps must be positive (got ", o.steps, ")");
+  if (o.steps <= 0 || o.steps > kMaxSteps) {
+    return bad("--steps must be in [1, ", kMaxSteps, "] (got ", o.steps, ")");
+  }
   if (o.batch <= 0) return bad("--batch must be positive (got ", o.batch, ")");
   if (o.seq <= 0) return bad("--seq must be positive (got ", o.seq, ")");
   if (o.microbatch == 0) o.microbatch = o.batch;

@@ -52,7 +52,13 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
     if (!loader.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("dataset.path: ", loader.status().message()));
     }
-    o.steps = t.epochs * (*loader)->batches_per_epoch();
+    const int64_t per_epoch = (*loader)->batches_per_epoch();
+    if (per_epoch > 0 && t.epochs > train::kMaxSteps / per_epoch) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "training.epochs: ", t.epochs, " epochs of ", per_epoch, " steps exceed the ",
+          train::kMaxSteps, " steps one run may have"));
+    }
+    o.steps = t.epochs * per_epoch;
   }
   return o;
 }

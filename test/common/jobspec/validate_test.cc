@@ -78,6 +78,13 @@ TEST(ValidateJobSpecTest, StepsAndEpochs) {
   s.training.epochs = 0;
   s.training.steps = kMaxSteps + 1;
   EXPECT_THAT(Fields(s), ElementsAre("training.steps"));
+  // The runtime's limit (2^31 - 1: run-local steps live in 32-bit futex words) is the spec's; 2^32
+  // used to pass here and then wrap to "all 0 steps" in the pipeline worker.
+  EXPECT_EQ(kMaxSteps, (int64_t{1} << 31) - 1);
+  s.training.steps = int64_t{1} << 32;
+  EXPECT_THAT(Fields(s), ElementsAre("training.steps"));
+  s.training.steps = kMaxSteps;
+  EXPECT_THAT(Fields(s), IsEmpty());
 }
 
 TEST(ValidateJobSpecTest, Microbatch) {
