@@ -95,6 +95,30 @@ checkpoint:
     return path
 
 
+def variant_spec(name, steps, *replacements):
+    """write_spec(name, steps) with (old, new) text replacements, as NAME2.yaml."""
+    with open(write_spec(name, steps)) as f:
+        text = f.read()
+    for old, new in replacements:
+        text = text.replace(old, new)
+    path = os.path.join(TMP, name + "2.yaml")
+    with open(path, "w") as f:
+        f.write(text)
+    return path
+
+
+def wait_steps(id_, steps, seconds=120):
+    deadline = time.time() + seconds
+    while time.time() < deadline and int(job(id_).get("steps_done", 0)) < steps:
+        time.sleep(0.2)
+
+
+def sigterm_daemon(what):
+    H.daemon.send_signal(signal.SIGTERM)
+    if H.daemon.wait(timeout=90) != 0:
+        fail("daemon exit code %d after SIGTERM %s" % (H.daemon.returncode, what))
+
+
 def main():
     # A tiny model and a token file made from a licence text every Debian system has.
     subprocess.run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama",
@@ -218,18 +242,10 @@ def main():
        (run_id, queued_id))
 
     # --- SIGTERM: a running job finishes its step, checkpoints, and resumes from there.
-    with open(write_spec("graceful", 400)) as f:
-        text = f.read().replace("every_steps: 2", "every_steps: 100000")
-    graceful = os.path.join(TMP, "graceful2.yaml")
-    with open(graceful, "w") as f:
-        f.write(text)
+    graceful = variant_spec("graceful", 400, ("every_steps: 2", "every_steps: 100000"))
     gid = json.loads(cli("submit", graceful, "--json").stdout)["id"]
-    deadline = time.time() + 120
-    while time.time() < deadline and int(job(gid).get("steps_done", 0)) < 3:
-        time.sleep(0.2)
-    H.daemon.send_signal(signal.SIGTERM)
-    if H.daemon.wait(timeout=90) != 0:
-        fail("daemon exit code %d after SIGTERM with a running job" % H.daemon.returncode)
+    wait_steps(gid, 3)
+    sigterm_daemon("with a running job")
     start_daemon()
     logs = cli("logs", gid).stdout
     if "checkpointed, resumes from there" not in logs or "resuming from" not in logs:
@@ -245,19 +261,11 @@ def main():
 
     # --- a restart with fewer GPUs: a job planned for 4 GPUs is re-planned for the 2 the node has
     # now and resumes there from its checkpoint (checkpoints do not depend on the GPU count).
-    with open(write_spec("shrink", 400)) as f:
-        text = f.read().replace("every_steps: 2", "every_steps: 100000").replace(
-            "gpus: 2", "gpus: 4")
-    shrink_spec = os.path.join(TMP, "shrink2.yaml")
-    with open(shrink_spec, "w") as f:
-        f.write(text)
+    shrink_spec = variant_spec("shrink", 400, ("every_steps: 2", "every_steps: 100000"),
+                               ("gpus: 2", "gpus: 4"))
     sid = json.loads(cli("submit", shrink_spec, "--json").stdout)["id"]
-    deadline = time.time() + 120
-    while time.time() < deadline and int(job(sid).get("steps_done", 0)) < 3:
-        time.sleep(0.2)
-    H.daemon.send_signal(signal.SIGTERM)
-    if H.daemon.wait(timeout=90) != 0:
-        fail("daemon exit code %d after SIGTERM with a 4-GPU job" % H.daemon.returncode)
+    wait_steps(sid, 3)
+    sigterm_daemon("with a 4-GPU job")
     start_daemon("--gpus", "0,1")
     done = wait_state(sid, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"], 300)
     logs = cli("logs", sid).stdout
@@ -274,21 +282,11 @@ def main():
 
     # --- preemption: a high-priority job takes the GPUs of a running low-priority one, which
     # checkpoints, waits in the queue and resumes.
-    with open(write_spec("low", 400)) as f:
-        text = f.read().replace("every_steps: 2", "every_steps: 100000").replace(
-            "gpus: 2", "gpus: 8").replace("name: low", "name: low\npriority: -10")
-    low_spec = os.path.join(TMP, "low2.yaml")
-    with open(low_spec, "w") as f:
-        f.write(text)
+    low_spec = variant_spec("low", 400, ("every_steps: 2", "every_steps: 100000"),
+                            ("gpus: 2", "gpus: 8"), ("name: low", "name: low\npriority: -10"))
     low = json.loads(cli("submit", low_spec, "--json").stdout)["id"]
-    deadline = time.time() + 120
-    while time.time() < deadline and int(job(low).get("steps_done", 0)) < 2:
-        time.sleep(0.2)
-    with open(write_spec("high", 3)) as f:
-        text = f.read().replace("name: high", "name: high\npriority: 50")
-    high_spec = os.path.join(TMP, "high2.yaml")
-    with open(high_spec, "w") as f:
-        f.write(text)
+    wait_steps(low, 2)
+    high_spec = variant_spec("high", 3, ("name: high", "name: high\npriority: 50"))
     high = json.loads(cli("submit", high_spec, "--json").stdout)["id"]
     if wait_state(high, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"])["state"] != "JOB_STATE_SUCCEEDED":
         fail("the high-priority job: %s" % job(high))
