@@ -7,12 +7,41 @@
 #include <iostream>
 
 #include "absl/strings/numbers.h"
-#include "glog/logging.h"
-#include "worker/runtime/pipeline_worker.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "common/run/checkpoint_dirs.h"
+#include "common/run/completion_record.h"
 #include "common/run/run_config.h"
 #include "common/run/step_report.h"
+#include "glog/logging.h"
+#include "worker/runtime/pipeline_worker.h"
 
 namespace mobius::runtime {
+namespace {
+
+// Rank 0, after every step is done: the completion record beside the checkpoints
+// (completion_record.h), written with this process's own identity. The run has succeeded either
+// way: a record that cannot be written (a full disk) is logged, not an error.
+void RecordCompletion(const RunConfig& config) {
+  const train::TrainerOptions& o = config.training;
+  if (o.checkpoint_dir.empty()) return;  // nowhere to put it; nothing to resume from either
+  CompletionRecord record;
+  record.job_id = config.job_id;
+  record.steps_done = o.steps;
+  if (absl::StatusOr<std::string> latest = checkpoint::LatestCheckpoint(o.checkpoint_dir);
+      latest.ok()) {
+    record.final_checkpoint = *latest;
+  }
+  record.finished_unix_ms = absl::ToUnixMillis(absl::Now());
+  if (absl::Status st = WriteCompletionRecord(o.checkpoint_dir, record); !st.ok()) {
+    LOG(WARNING) << "rank 0: all steps done, but the completion record was not written: " << st;
+    return;
+  }
+  LOG(INFO) << "rank 0: completion record " << CompletionRecordPath(o.checkpoint_dir) << " ("
+            << DescribeCompletionRecord(record) << ")";
+}
+
+}  // namespace
 
 int RunWorkerCommand(const std::vector<std::string>& args) {
   prctl(PR_SET_PDEATHSIG, SIGKILL);
@@ -45,6 +74,7 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
     std::cerr << "error: rank " << rank << ": " << st << "\n";
     return 1;
   }
+  if (rank == 0) RecordCompletion(*config);
   return 0;
 }
 
