@@ -20,6 +20,7 @@
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_manager_state.h"
 #include "server/jobs/service/job_planning.h"
+#include "server/jobs/store/page_token.h"
 #include "common/model/model_config_parse.h"
 #include "server/launch/run_builder.h"
 #include "server/planner/profile.h"
@@ -58,31 +59,17 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions
   if (cleaned.ok() && *cleaned > 0) {
     LOG(INFO) << "removed " << *cleaned << " orphaned host store(s) from " << s->options.shm_dir;
   }
-  // Jobs that were running when the daemon died resume from their checkpoint.
-  MOBIUS_ASSIGN_OR_RETURN(std::vector<JobRecord> was_running,
-                          s->store->JobsInStates({JobState::kRunning}));
-  for (const JobRecord& job : was_running) {
-    absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
-    const int max_restarts = spec.ok() ? spec->max_restarts : 0;
-    if (job.restarts >= max_restarts) {
-      s->Transition(job.id, JobState::kFailed,
-                    absl::StrCat("the daemon stopped while it ran and its ", max_restarts,
-                                 " restart(s) are used up"))
-          .IgnoreError();
-      continue;
-    }
-    s->store->IncrementRestarts(job.id).IgnoreError();
-    s->Transition(job.id, JobState::kQueued,
-                  job.checkpoint.empty()
-                      ? std::string("the daemon stopped while it ran; starts over")
-                      : absl::StrCat("the daemon stopped while it ran; resumes from ",
-                                     job.checkpoint))
-        .IgnoreError();
+  // Jobs that were running when the daemon died (or whose end it could not record).
+  {
+    absl::MutexLock lock(&s->mu);
+    MOBIUS_RETURN_IF_ERROR(s->RecoverRunningJobs());
   }
   auto m = std::unique_ptr<JobManager>(new JobManager(std::move(s)));
+  State* state = m->s_.get();
+  state->retrier = std::thread([state] { state->RetryLoop(); });
   {
-    absl::MutexLock lock(&m->s_->mu);
-    m->s_->Reschedule();
+    absl::MutexLock lock(&state->mu);
+    state->Reschedule();
   }
   return m;
 }
@@ -183,14 +170,14 @@ void AddStepReports(JobStore& store, JobView& v) {
 
 absl::StatusOr<JobView> JobManager::Get(const Caller& caller, const std::string& id) {
   State& s = *s_;
-  MOBIUS_ASSIGN_OR_RETURN(JobRecord record, s.store->GetJob(id));
-  if (!caller.admin && record.uid != caller.uid) {
-    return absl::PermissionDeniedError(absl::StrCat("job ", id, " belongs to another user"));
-  }
   JobView v;
-  v.record = std::move(record);
   {
     absl::MutexLock lock(&s.mu);
+    // Under the lock: a pending transition is written and popped atomically with respect to it.
+    MOBIUS_ASSIGN_OR_RETURN(v.record, s.GetJob(id));
+    if (!caller.admin && v.record.uid != caller.uid) {
+      return absl::PermissionDeniedError(absl::StrCat("job ", id, " belongs to another user"));
+    }
     auto it = s.queued.find(id);
     if (v.record.state == JobState::kQueued && it != s.queued.end()) {
       v.queue_position = it->second.position;
@@ -210,10 +197,14 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> JobManager::List(
     }
     filter.uid = caller.uid;
   }
-  MOBIUS_ASSIGN_OR_RETURN(ListJobsPage page, s_->store->ListJobs(filter, page_size, page_token));
+  std::string next_page_token;
+  MOBIUS_ASSIGN_OR_RETURN(const int64_t after_seq, DecodePageToken(page_token, filter));
   std::vector<JobView> views;
   {
     absl::MutexLock lock(&s_->mu);
+    MOBIUS_ASSIGN_OR_RETURN(ListJobsPage page, s_->store->ListJobs(filter, page_size, page_token));
+    MOBIUS_RETURN_IF_ERROR(s_->OverlayPage(filter, after_seq, page));
+    next_page_token = std::move(page.next_page_token);
     for (JobRecord& r : page.jobs) {
       JobView v;
       v.record = std::move(r);
@@ -227,7 +218,7 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> JobManager::List(
     }
   }
   for (JobView& v : views) AddStepReports(*s_->store, v);  // outside the lock: SQLite reads
-  return std::make_pair(std::move(views), page.next_page_token);
+  return std::make_pair(std::move(views), std::move(next_page_token));
 }
 
 absl::StatusOr<JobView> JobManager::Cancel(const Caller& caller, const std::string& id) {
@@ -235,7 +226,7 @@ absl::StatusOr<JobView> JobManager::Cancel(const Caller& caller, const std::stri
   absl::Status st;
   {
     absl::MutexLock lock(&s.mu);
-    absl::StatusOr<JobRecord> job = s.store->GetJob(id);
+    absl::StatusOr<JobRecord> job = s.GetJob(id);
     if (!job.ok()) {
       st = job.status();
     } else if (!caller.admin && job->uid != caller.uid) {
@@ -249,14 +240,20 @@ absl::StatusOr<JobView> JobManager::Cancel(const Caller& caller, const std::stri
       s.estimates.erase(id);
       s.Reschedule();
     } else {
-      s.store->SetCancelRequested(id).IgnoreError();
+      // Informational: the supervisor acts on `cancel` below, and the job ends CANCELLED (in
+      // memory first when the store cannot be written).
+      s.Informational(id, "cancel requests", s.store->SetCancelRequested(id));
       auto it = s.running.find(id);
       if (it != s.running.end()) {
         it->second.cancel = true;
         it->second.cancelled_by = caller.user;
         if (it->second.launcher) it->second.launcher->Cancel();
+        s.DaemonLog(id,
+                    absl::StrCat("cancel requested by ", caller.user, "; stopping the workers"));
+      } else {
+        // RUNNING without a supervisor here (nothing should leave one so): nothing to stop.
+        st = s.Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", caller.user));
       }
-      s.DaemonLog(id, absl::StrCat("cancel requested by ", caller.user, "; stopping the workers"));
     }
     s.Bump();
   }
@@ -266,7 +263,8 @@ absl::StatusOr<JobView> JobManager::Cancel(const Caller& caller, const std::stri
 }
 
 absl::Status JobManager::Watch(const Caller& caller, const std::string& id,
-                               const std::function<bool(const JobEvent&)>& emit) {
+                               const std::function<bool(const JobEvent&)>& emit,
+                               const std::function<bool()>& idle) {
   State& s = *s_;
   MOBIUS_ASSIGN_OR_RETURN(JobView first, Get(caller, id));
   JobEvent submitted;
@@ -275,18 +273,25 @@ absl::Status JobManager::Watch(const Caller& caller, const std::string& id,
   submitted.reason = "submitted";
   submitted.unix_ms = first.record.created_unix_ms;
   if (!emit(submitted)) return absl::OkStatus();
+  // The job's transitions are the store's followed by its pending ones; a pending one, once
+  // written, comes back from the store with a seq: those already sent are skipped by count.
   int64_t seen_transition = 0, seen_step = 0;
+  size_t sent_pending = 0;
   int last_position = -1;
   std::string last_reason;
   for (;;) {
     int64_t version;
+    std::vector<TransitionRecord> transitions;
+    std::vector<PendingTransition> pending;
     {
       absl::MutexLock lock(&s.mu);
       version = s.version;
+      MOBIUS_ASSIGN_OR_RETURN(transitions, s.store->Transitions(id));
+      if (const auto* queue = s.pending.Of(id)) pending.assign(queue->begin(), queue->end());
     }
-    MOBIUS_ASSIGN_OR_RETURN(std::vector<TransitionRecord> transitions, s.store->Transitions(id));
     MOBIUS_ASSIGN_OR_RETURN(std::vector<StepReportRow> steps,
                             s.store->StepReports(id, seen_step, kMaxReadLimit));
+    bool sent = false;
     for (const StepReportRow& row : steps) {
       JobEvent e;
       e.kind = JobEvent::Kind::kStep;
@@ -294,19 +299,33 @@ absl::Status JobManager::Watch(const Caller& caller, const std::string& id,
       e.unix_ms = row.unix_ms;
       if (!emit(e)) return absl::OkStatus();
       seen_step = row.step;
+      sent = true;
     }
     bool terminal = false;
+    auto send = [&](JobState to, const std::string& reason, int64_t unix_ms) {
+      JobEvent e;
+      e.kind = JobEvent::Kind::kState;
+      e.state = to;
+      e.reason = reason;
+      e.unix_ms = unix_ms;
+      if (to == JobState::kQueued) seen_step = 0;  // a restart reports its steps again
+      terminal = IsTerminal(to);
+      sent = true;
+      return emit(e);
+    };
     for (const TransitionRecord& t : transitions) {
       if (t.seq <= seen_transition) continue;
       seen_transition = t.seq;
-      JobEvent e;
-      e.kind = JobEvent::Kind::kState;
-      e.state = t.to;
-      e.reason = t.reason;
-      e.unix_ms = t.unix_ms;
-      if (t.to == JobState::kQueued) seen_step = 0;  // a restart reports its steps again
-      if (!emit(e)) return absl::OkStatus();
-      terminal = IsTerminal(t.to);
+      if (sent_pending > 0) {  // sent while it was pending
+        --sent_pending;
+        continue;
+      }
+      if (!send(t.to, t.reason, t.unix_ms)) return absl::OkStatus();
+    }
+    sent_pending = std::min(sent_pending, pending.size());  // one the store refused was dropped
+    for (size_t i = sent_pending; i < pending.size(); ++i) {
+      if (!send(pending[i].to, pending[i].reason, pending[i].unix_ms)) return absl::OkStatus();
+      ++sent_pending;
     }
     if (terminal) return absl::OkStatus();
     MOBIUS_ASSIGN_OR_RETURN(JobView now, Get(caller, id));
@@ -322,7 +341,9 @@ absl::Status JobManager::Watch(const Caller& caller, const std::string& id,
       e.reason = now.pending_reason;
       e.unix_ms = NowMs();
       if (!emit(e)) return absl::OkStatus();
+      sent = true;
     }
+    if (!sent && idle && !idle()) return absl::OkStatus();
     absl::MutexLock lock(&s.mu);
     while (s.version == version && !s.stopping) {
       s.changed.WaitWithTimeout(&s.mu, absl::Seconds(1));
@@ -333,27 +354,33 @@ absl::Status JobManager::Watch(const Caller& caller, const std::string& id,
 }
 
 absl::Status JobManager::StreamLogs(const Caller& caller, const std::string& id, int64_t from_seq,
-                                    bool follow, const std::function<bool(const LogLine&)>& emit) {
+                                    bool follow, const std::function<bool(const LogLine&)>& emit,
+                                    const std::function<bool()>& idle) {
   State& s = *s_;
   MOBIUS_RETURN_IF_ERROR(Get(caller, id).status());
   int64_t next = std::max<int64_t>(from_seq, 1);
   for (;;) {
     int64_t version;
+    JobRecord job;
     {
       absl::MutexLock lock(&s.mu);
       version = s.version;
+      // Read the state before the lines: lines written before it turned terminal are then read
+      // too. The daemon's state: a job whose end the store has not taken is over all the same.
+      MOBIUS_ASSIGN_OR_RETURN(job, s.GetJob(id));
     }
-    // Read the state before the lines: lines written before it turned terminal are then read too.
-    MOBIUS_ASSIGN_OR_RETURN(JobRecord job, s.store->GetJob(id));
+    bool sent = false;
     for (;;) {
       MOBIUS_ASSIGN_OR_RETURN(std::vector<LogLine> lines, s.store->ReadLogs(id, next, 1000));
       for (const LogLine& line : lines) {
         if (!emit(line)) return absl::OkStatus();
         next = line.seq + 1;
+        sent = true;
       }
       if (lines.size() < 1000) break;
     }
     if (!follow || IsTerminal(job.state)) return absl::OkStatus();
+    if (!sent && idle && !idle()) return absl::OkStatus();
     absl::MutexLock lock(&s.mu);
     if (s.version == version && !s.stopping) s.changed.WaitWithTimeout(&s.mu, absl::Seconds(1));
     if (s.stopping) return absl::UnavailableError("mobiusd is shutting down");
@@ -422,9 +449,12 @@ NodeStatus JobManager::Status() {
 void JobManager::Shutdown() {
   State& s = *s_;
   std::vector<std::thread> threads;
+  std::thread retrier;
   {
     absl::MutexLock lock(&s.mu);
-    if (s.stopping && s.running.empty() && s.finished.empty()) return;
+    retrier = std::move(s.retrier);
+    s.retry_wake.SignalAll();
+    if (s.stopping && s.running.empty() && s.finished.empty() && !retrier.joinable()) return;
     s.stopping = true;
     // Each running job finishes its step, writes a checkpoint and stops (cancelled if it takes
     // longer than the grace period); it is requeued and resumes from that checkpoint.
@@ -444,6 +474,10 @@ void JobManager::Shutdown() {
     s.changed.WaitWithTimeout(&s.mu, absl::Milliseconds(100));
   }
   for (std::thread& t : threads) t.join();
+  if (retrier.joinable()) retrier.join();
+  // The supervisors' last changes (requeues) are in; whatever the store still refuses is logged.
+  absl::MutexLock lock(&s.mu);
+  s.FinalFlush();
 }
 
 }  // namespace mobius::jobs

@@ -15,15 +15,36 @@
 //   preempt  with options.preemption, the scheduler may name lower-priority running jobs for a
 //            waiting one: they checkpoint and stop (Launcher::RequestCheckpointAndStop) and are
 //            requeued, not counted as restarts;
-//   restart  at construction, jobs the store still has RUNNING (the daemon died under them) are
-//            requeued to resume from their checkpoint, counted as a restart;
+//   restart  at construction, jobs the store still has RUNNING (the daemon died under them, or
+//            could not record their end) are looked at: one whose checkpoint directory
+//            (JobCheckpointDir, job_dirs.h) holds a completion record for that job id with at
+//            least its total steps (read through options.read_completion) is SUCCEEDED
+//            ("completed before the daemon stopped: <record>"); the others are requeued to resume
+//            from their checkpoint, counted as a restart (FAILED once the restarts are used up);
 //   shutdown running jobs finish their step, write a checkpoint and stop (cancelled after
 //            checkpoint_grace), and are requeued to resume from it when the daemon comes back.
 // Access: a caller sees and cancels its own jobs; admins (configured uids, or root) all of them.
 // Every state-changing call is written to the store's audit log.
 //
 // State: the store is the truth for jobs; the in-memory state (running launchers, the last
-// scheduling decisions) is guarded by one mutex, and every change goes through it.
+// scheduling decisions, state changes not yet written) is guarded by one mutex, and every change
+// goes through it.
+//
+// State the store cannot write (its disk full, an I/O error): a job's state change that the store
+// refuses with an error a retry may cure (pending_transitions.h, StoreWriteMayRecover) is kept in
+// memory, logged once per failure streak per job (LOG(ERROR) with the job, the change and the
+// error), and written, in order, by a background retrier (from store_retry_initial, doubling up to
+// store_retry_max) as soon as the store takes it. Meanwhile the daemon serves the state it knows:
+// Get, List, Watch, StreamLogs, Cancel and the scheduler see the store's records with the pending
+// changes applied (state, reason, times, restarts). So a job that ends while the disk is full is
+// SUCCEEDED/FAILED/CANCELLED for every caller at once, gives back its GPUs and is never started
+// again; a cancel still stops the workers and the job ends CANCELLED in memory. A job is only
+// started once RUNNING is written (QUEUED -> RUNNING is never kept pending): otherwise it stays
+// queued ("the job store cannot be written: ...") and the retrier tries again. Step reports, log
+// lines and checkpoint records that cannot be written are dropped and logged (store_write_log.h:
+// the first of a streak, then one line a minute). Shutdown tries a last write of what is pending
+// and logs each change it could not write; after a restart those jobs are found RUNNING (or as
+// they were before) and handled as above, so a run that completed is still SUCCEEDED.
 // Thread-safety: all public methods may be called from any thread (gRPC handler threads).
 #ifndef MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_
 #define MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_
@@ -42,6 +63,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "common/jobspec/spec.h"
+#include "common/run/completion_record.h"
 #include "server/jobs/scheduler/resources.h"
 #include "server/jobs/service/job_observer.h"
 #include "server/jobs/service/job_planning.h"
@@ -86,6 +108,17 @@ struct JobManagerOptions {
   // checkpoint, stop and are requeued (scheduler.h, rule 7).
   bool preemption = false;
   JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
+  // State changes the store cannot write are retried after store_retry_initial, then after twice
+  // as long each time, at most store_retry_max apart (see "State the store cannot write" above).
+  absl::Duration store_retry_initial = absl::Milliseconds(500);
+  absl::Duration store_retry_max = absl::Seconds(30);
+  // Start-up: reads the completion record of a job the store still has RUNNING from its
+  // checkpoint directory (JobCheckpointDir). Empty: runtime::ReadCompletionRecord(checkpoint_dir),
+  // with the daemon's identity. A seam: the read may go through a process running as the job's
+  // user instead. Any error (NOT_FOUND: none) means "not completed".
+  std::function<absl::StatusOr<runtime::CompletionRecord>(const JobRecord& job,
+                                                          const std::string& checkpoint_dir)>
+      read_completion;
 };
 
 // How the manager plans its jobs: emulated GPUs live in host memory; the node's host budget is
@@ -151,14 +184,18 @@ class JobManager {
   // and the job ends CANCELLED. Terminal: FAILED_PRECONDITION.
   absl::StatusOr<JobView> Cancel(const Caller& caller, const std::string& id);
 
-  // Streams the job's state changes, queue updates and step reports from `after_step` on, ending
-  // after the terminal state (or when `emit` returns false, or at shutdown: UNAVAILABLE).
+  // Streams the job's state changes (those not yet written to the store included), queue updates
+  // and step reports, ending after the terminal state (or when `emit` or `idle` returns false, or
+  // at shutdown: UNAVAILABLE). `idle`, when set, is called each time the stream has looked for
+  // news (about once a second) and found none: the gRPC adapter sends its heartbeats from there.
   absl::Status Watch(const Caller& caller, const std::string& id,
-                     const std::function<bool(const JobEvent&)>& emit);
-  // Log lines from `from_seq`; with `follow`, keeps streaming until the job is terminal and every
-  // line was sent.
+                     const std::function<bool(const JobEvent&)>& emit,
+                     const std::function<bool()>& idle = {});
+  // Log lines from `from_seq`; with `follow`, keeps streaming until the job is terminal (as the
+  // daemon knows it) and every line was sent. `idle` as for Watch.
   absl::Status StreamLogs(const Caller& caller, const std::string& id, int64_t from_seq,
-                          bool follow, const std::function<bool(const LogLine&)>& emit);
+                          bool follow, const std::function<bool(const LogLine&)>& emit,
+                          const std::function<bool()>& idle = {});
 
   // Dry run: the spec validated as for Submit and planned on this node's GPUs (nothing is stored).
   // Returns {plan JSON, a readable summary}.
@@ -174,7 +211,8 @@ class JobManager {
   NodeStatus Status();
 
   // Stops scheduling, stops running jobs and requeues them (they resume from their checkpoint at
-  // the next start); idempotent.
+  // the next start), stops the retrier, tries a last write of the pending state changes and logs
+  // each one it could not write; idempotent.
   void Shutdown();
 
   struct State;

@@ -15,6 +15,8 @@
 #include "absl/synchronization/mutex.h"
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_manager.h"
+#include "server/jobs/service/pending_transitions.h"
+#include "server/jobs/service/store_write_log.h"
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
 #include "server/launch/dataset_prep.h"
@@ -59,6 +61,14 @@ struct JobManager::State {
   std::map<std::string, QueuedDecision> queued ABSL_GUARDED_BY(mu);
   std::map<std::string, JobRequest> estimates ABSL_GUARDED_BY(mu);
   std::vector<std::thread> finished ABSL_GUARDED_BY(mu);
+  // State changes the store has not taken yet (job_manager.h, "State the store cannot write").
+  PendingTransitions pending ABSL_GUARDED_BY(mu);
+  // Jobs the scheduler started but whose RUNNING the store refused: they wait in the queue, and
+  // the retrier reschedules.
+  std::map<std::string, std::string> start_refused ABSL_GUARDED_BY(mu);  // id -> the error
+  absl::CondVar retry_wake;  // something to retry, or stopping
+  std::thread retrier;       // RetryLoop; taken by Shutdown
+  StoreWriteLog write_log;   // step reports, log lines, checkpoint records the store refused
 
   void Bump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ++version;
@@ -72,8 +82,43 @@ struct JobManager::State {
   // An audit-log entry for a state-changing call ("JobService." + method).
   void Audit(const Caller& c, const std::string& method, const std::string& target,
              const std::string& detail, const absl::Status& result);
-  // Store transition + daemon log line.
-  absl::Status Transition(const std::string& id, JobState to, const std::string& reason);
+  // ---- store writes (job_store_writes.cc)
+  // The job as the daemon knows it: the store's record with its pending transitions applied.
+  absl::StatusOr<JobRecord> GetJob(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Every job in one of `states` as the daemon knows them (the overlay decides), in creation order.
+  absl::StatusOr<std::vector<JobRecord>> JobsInStates(JobStateSet states)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The overlay on a page of ListJobs for `filter` that continued after `after_seq`: records
+  // whose state is no longer in the filter leave, pending jobs whose state now is join, by seq.
+  absl::Status OverlayPage(const ListJobsFilter& filter, int64_t after_seq, ListJobsPage& page)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Records a state change: in the store when it takes it now (with a daemon log line), else
+  // kept pending and written by the retrier. `count_restart`: the change also counts a restart.
+  // FAILED_PRECONDITION for a change the job's current state does not allow; other errors only
+  // when the store refused for a reason a retry cannot cure.
+  absl::Status Transition(const std::string& id, JobState to, const std::string& reason,
+                          bool count_restart = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A change that must be in the store before the daemon acts on it (QUEUED -> RUNNING): the
+  // job's pending changes are written first; nothing is kept pending on failure.
+  absl::Status TransitionNow(const std::string& id, JobState to, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Writes what it can of the pending transitions, in order per job; true when none are left.
+  bool FlushPending() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The retrier thread: flushes with a backoff while anything is pending, and reschedules when a
+  // start was refused. Returns when stopping.
+  void RetryLoop();
+  // Shutdown, after the retrier stopped: a last flush, and an error line per change left.
+  void FinalFlush() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Informational writes (step reports, log lines, checkpoints, run info): logged, rate-limited,
+  // when they fail (store_write_log.h); `what` in plural.
+  void Informational(const std::string& id, const std::string& what, const absl::Status& result) {
+    write_log.Record("job " + id, what, result);
+  }
+
+  // ---- start-up (job_recovery.cc)
+  // The jobs the store has RUNNING: SUCCEEDED when their completion record says so, else requeued
+  // (or FAILED when their restarts are used up).
+  absl::Status RecoverRunningJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   void Reschedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void Supervise(std::string id, std::vector<int> gpus);

@@ -18,6 +18,7 @@
 #include "nlohmann/json.hpp"
 #include "server/jobs/scheduler/fits.h"
 #include "server/jobs/scheduler/scheduler.h"
+#include "server/jobs/service/job_dirs.h"
 #include "server/jobs/service/job_planning.h"
 #include "server/jobs/service/run_setup.h"
 #include "server/launch/dataset_prep.h"
@@ -91,6 +92,11 @@ bool Retryable(const absl::Status& s) {
   }
 }
 
+// A state change refused for good (an illegal transition): nothing is kept, say so.
+void LogIfError(const std::string& id, const absl::Status& st) {
+  if (!st.ok()) LOG(ERROR) << "job " << id << ": state change refused: " << st;
+}
+
 StepReportRow ToRow(const runtime::StepReport& r) {
   StepReportRow row;
   row.step = r.step;
@@ -117,8 +123,7 @@ StepReportRow ToRow(const runtime::StepReport& r) {
 
 void JobManager::State::DaemonLog(const std::string& id, const std::string& text) {
   LOG(INFO) << id << ": " << text;
-  absl::StatusOr<int64_t> r = store->AppendLogs(id, {{0, NowMs(), "daemon", text}});
-  if (!r.ok()) LOG(WARNING) << "log for " << id << ": " << r.status();
+  Informational(id, "log lines", store->AppendLogs(id, {{0, NowMs(), "daemon", text}}).status());
 }
 void JobManager::State::Audit(const Caller& c, const std::string& method,
                               const std::string& target, const std::string& detail,
@@ -130,16 +135,7 @@ void JobManager::State::Audit(const Caller& c, const std::string& method,
   e.target = target;
   e.detail = detail;
   e.result = result.code();
-  absl::StatusOr<int64_t> r = store->AppendAudit(e);
-  if (!r.ok()) LOG(WARNING) << "audit: " << r.status();
-}
-
-absl::Status JobManager::State::Transition(const std::string& id, JobState to,
-                                           const std::string& reason) {
-  absl::StatusOr<JobRecord> r = store->Transition(id, to, reason, NowMs());
-  if (!r.ok()) return r.status();
-  DaemonLog(id, absl::StrCat(JobStateName(to), ": ", reason));
-  return absl::OkStatus();
+  write_log.Record("audit log", "entries", store->AppendAudit(e).status());
 }
 
 // ---- scheduling ---------------------------------------------------------------------------------
@@ -155,7 +151,8 @@ void JobManager::State::Reschedule() {
     it->join();
     it = finished.erase(it);
   }
-  absl::StatusOr<std::vector<JobRecord>> queued_jobs = store->JobsInStates({JobState::kQueued});
+  // As the daemon knows them: a job whose end the store has not taken yet is not queued.
+  absl::StatusOr<std::vector<JobRecord>> queued_jobs = JobsInStates({JobState::kQueued});
   if (!queued_jobs.ok()) {
     LOG(ERROR) << "scheduling: " << queued_jobs.status();
     return;
@@ -175,9 +172,8 @@ void JobManager::State::Reschedule() {
                           po)
                     : absl::StatusOr<PlannedJob>(spec.status());
       if (!planned.ok()) {
-        Transition(job.id, JobState::kFailed,
-                   absl::StrCat("cannot plan: ", planned.status().message()))
-            .IgnoreError();
+        LogIfError(job.id, Transition(job.id, JobState::kFailed,
+                                      absl::StrCat("cannot plan: ", planned.status().message())));
         continue;
       }
       it = estimates.emplace(job.id, planned->request).first;
@@ -219,21 +215,37 @@ void JobManager::State::Reschedule() {
   queued.clear();
   for (const QueuedDecision& q : result->queued) {
     if (q.cause == PendingCause::kNeverFits) {
-      Transition(q.job_id, JobState::kFailed, q.reason).IgnoreError();
+      LogIfError(q.job_id, Transition(q.job_id, JobState::kFailed, q.reason));
       estimates.erase(q.job_id);
       continue;
     }
     queued[q.job_id] = q;
   }
+  // A job starts only once the store has RUNNING: a run the store does not know of would be
+  // requeued and run again after a restart, and its checkpoints likely share the full disk. One
+  // the store refuses waits at the head of the queue; the retrier reschedules.
+  std::map<std::string, std::string> refused_before;
+  refused_before.swap(start_refused);
+  std::vector<QueuedDecision> refused;
   for (const StartDecision& d : result->start) {
     const JobRequest* req = nullptr;
     for (const JobRequest& r : requests) {
       if (r.job_id == d.job_id) req = &r;
     }
-    absl::Status t = Transition(d.job_id, JobState::kRunning,
-                                absl::StrCat("started on GPUs ", GpuList(d.gpus)));
+    absl::Status t = TransitionNow(d.job_id, JobState::kRunning,
+                                   absl::StrCat("started on GPUs ", GpuList(d.gpus)));
     if (!t.ok()) {
-      LOG(ERROR) << t;
+      if (!refused_before.count(d.job_id)) {
+        LOG(ERROR) << "job " << d.job_id
+                   << ": not started: the job store did not take RUNNING: " << t
+                   << "; it stays queued and starts once the store takes it";
+      }
+      start_refused[d.job_id] = std::string(t.message());
+      refused.push_back({.job_id = d.job_id,
+                         .position = static_cast<int>(refused.size()) + 1,
+                         .cause = PendingCause::kResources,
+                         .reason = absl::StrCat("the job store cannot be written (", t.message(),
+                                                "); starts once it can")});
       continue;
     }
     Running& r = running[d.job_id];
@@ -247,6 +259,11 @@ void JobManager::State::Reschedule() {
     }
     estimates.erase(d.job_id);
     r.thread = std::thread([this, id = d.job_id, gpus = d.gpus] { Supervise(id, gpus); });
+  }
+  if (!refused.empty()) {
+    for (auto& [id, q] : queued) q.position += static_cast<int>(refused.size());
+    for (QueuedDecision& q : refused) queued[q.job_id] = std::move(q);
+    retry_wake.SignalAll();
   }
   if (options.observer != nullptr) {
     std::map<JobState, int> counts = {{JobState::kQueued, static_cast<int>(queued.size())},
@@ -283,11 +300,15 @@ launch::DatasetPrepOptions JobManager::State::DatasetOptions(const std::string& 
 
 void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   auto fail = [&](const absl::Status& s) { Finish(id, s, 0); };
-  absl::StatusOr<JobRecord> job = store->GetJob(id);
+  absl::StatusOr<JobRecord> job;
+  {
+    absl::MutexLock lock(&mu);
+    job = GetJob(id);  // its restarts as the daemon counts them
+  }
   if (!job.ok()) return fail(job.status());
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job->spec_json);
   if (!spec.ok()) return fail(spec.status());
-  const std::string job_dir = absl::StrCat(options.state_dir, "/jobs/", id);
+  const std::string job_dir = JobDir(options, *job);
   if (jobspec::IsTextFormat(spec->dataset.format)) {
     DaemonLog(id, absl::StrCat("preparing the ", spec->dataset.format,
                                " dataset with the tokenizer in ", spec->dataset.tokenizer));
@@ -299,7 +320,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   so.gpus = gpus;
   so.plan = PlanOptionsOf(options);
   so.run_name = id;
-  so.default_checkpoint_dir = job_dir + "/checkpoints";
+  so.default_checkpoint_dir = JobCheckpointDir(options, *job, *spec);
   so.resume = true;  // a requeued or restarted job continues from its newest checkpoint
   so.emulation = {.enabled = options.emulate_links, .link_scale = options.link_scale};
   so.dataset = DatasetOptions(id);
@@ -314,11 +335,13 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   }
   const train::TrainerOptions& training = setup->run.training;
   if (job->total_steps == 0 && training.steps > 0) {
-    store->SetTotalSteps(id, training.steps).IgnoreError();  // epochs over a tokenized dataset
+    // Epochs over a tokenized dataset.
+    Informational(id, "total step counts", store->SetTotalSteps(id, training.steps));
   }
   const PlannedJob& planned = setup->planned;
   const runtime::RunConfig& run = setup->run;
-  store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned.report, run)).IgnoreError();
+  Informational(id, "run plans",
+                store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned.report, run)));
   JobRunInfo info;
   info.job_id = id;
   info.run = &run;
@@ -361,19 +384,22 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.host_memory_wait = absl::Seconds(120);  // e.g. the previous run's workers still exiting
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
-    store->AppendStepReport(id, ToRow(r)).IgnoreError();
+    Informational(id, "step reports", store->AppendStepReport(id, ToRow(r)));
     if (options.observer != nullptr) options.observer->StepCompleted(info, r);
     last_step = r.step;
     if (r.eval_loss) DaemonLog(id, absl::StrCat("step ", r.step, ": eval loss ", *r.eval_loss));
     if (!r.checkpoint.empty()) {
-      store->SetCheckpoint(id, r.checkpoint, r.checkpoint_step).IgnoreError();
+      Informational(id, "checkpoint records",
+                    store->SetCheckpoint(id, r.checkpoint, r.checkpoint_step));
       DaemonLog(id, absl::StrCat("checkpoint ", r.checkpoint));
     }
     absl::MutexLock lock(&mu);
     Bump();
   };
   lo.on_log = [&](int rank, const std::string& line) {
-    store->AppendLogs(id, {{0, NowMs(), absl::StrCat("worker-", rank), line}}).IgnoreError();
+    Informational(
+        id, "log lines",
+        store->AppendLogs(id, {{0, NowMs(), absl::StrCat("worker-", rank), line}}).status());
     absl::MutexLock lock(&mu);
     Bump();
   };
@@ -417,39 +443,39 @@ void JobManager::State::Finish(const std::string& id, const absl::Status& status
   auto it = running.find(id);
   if (it == running.end()) return;
   Running& r = it->second;
-  absl::StatusOr<JobRecord> job = store->GetJob(id);
+  absl::StatusOr<JobRecord> job = GetJob(id);
   const bool stopped = absl::IsAborted(status);  // checkpointed and stopped on request
+  // Each change is the daemon's from here on, written or kept pending (Transition): the job gives
+  // back its GPUs below either way and is never started again unless requeued.
+  absl::Status st;
   if (status.ok() && !r.cancel) {
-    Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done")).IgnoreError();
+    st = Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done"));
   } else if (r.shutdown) {
-    Transition(id, JobState::kQueued,
-               stopped ? "the daemon stopped; checkpointed, resumes from there"
-                       : "the daemon stopped; resumes from its last checkpoint")
-        .IgnoreError();
+    st = Transition(id, JobState::kQueued,
+                    stopped ? "the daemon stopped; checkpointed, resumes from there"
+                            : "the daemon stopped; resumes from its last checkpoint");
   } else if (!r.preempted_for.empty() && !r.cancel && stopped) {
-    Transition(id, JobState::kQueued,
-               absl::StrCat("preempted by ", r.preempted_for, "; resumes from its checkpoint"))
-        .IgnoreError();
+    st = Transition(id, JobState::kQueued,
+                    absl::StrCat("preempted by ", r.preempted_for, "; resumes from its checkpoint"));
   } else if (r.cancel) {
-    Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", r.cancelled_by))
-        .IgnoreError();
+    st = Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", r.cancelled_by));
   } else if (status.ok()) {
-    Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done")).IgnoreError();
+    st = Transition(id, JobState::kSucceeded, absl::StrCat("all ", steps, " steps done"));
   } else {
     absl::StatusOr<jobspec::JobSpec> spec =
         job.ok() ? jobspec::JobSpecFromJson(job->spec_json) : job.status();
     const int max_restarts = spec.ok() ? spec->max_restarts : 0;
     if (Retryable(status) && job.ok() && job->restarts < max_restarts) {
-      absl::StatusOr<int32_t> n = store->IncrementRestarts(id);
       if (options.observer != nullptr) options.observer->WorkerRestart();
-      Transition(id, JobState::kQueued,
-                 absl::StrCat("restart ", n.ok() ? *n : 0, " of ", max_restarts,
-                              " after: ", status.message()))
-          .IgnoreError();
+      st = Transition(id, JobState::kQueued,
+                      absl::StrCat("restart ", job->restarts + 1, " of ", max_restarts,
+                                   " after: ", status.message()),
+                      /*count_restart=*/true);
     } else {
-      Transition(id, JobState::kFailed, std::string(status.message())).IgnoreError();
+      st = Transition(id, JobState::kFailed, std::string(status.message()));
     }
   }
+  LogIfError(id, st);
   finished.push_back(std::move(r.thread));
   running.erase(it);
   Reschedule();
