@@ -153,9 +153,9 @@ absl::Status ExplainDaemonError(absl::Status s, const DaemonEndpoint& e, absl::D
                                                s.message(), " (", Hint(e), ")"));
   }
   if (s.code() == absl::StatusCode::kDeadlineExceeded) {
-    return absl::DeadlineExceededError(absl::StrCat("mobiusd at ", e.display(),
-                                                    " did not answer within ",
-                                                    absl::FormatDuration(timeout)));
+    return absl::DeadlineExceededError(
+        absl::StrCat("mobiusd at ", e.display(), " did not answer in ",
+                     absl::FormatDuration(timeout), " (--timeout-seconds sets the limit)"));
   }
   if (s.code() == absl::StatusCode::kUnauthenticated && e.is_tcp()) {
     return absl::UnauthenticatedError(absl::StrCat(

@@ -18,7 +18,11 @@ ABSL_FLAG(std::string, tls_server_name, "",
           "--daemon).");
 ABSL_FLAG(std::string, token_file, "",
           "tcp://: file holding your bearer token (mode 0600; default: $MOBIUS_TOKEN).");
-ABSL_FLAG(double, timeout_seconds, 10, "Deadline of each call to the daemon, in seconds.");
+ABSL_FLAG(double, timeout_seconds, 10,
+          "Deadline of each call to the daemon, in seconds (exit 3 when it does not answer).");
+ABSL_FLAG(double, stream_idle_seconds, 30,
+          "watch, logs, submit --wait: fail (exit 3) when the daemon sends nothing for this many "
+          "seconds; it sends a heartbeat every 10 s while there is no news. 0: wait forever.");
 ABSL_FLAG(bool, json, false, "Print machine-readable JSON instead of text.");
 ABSL_FLAG(bool, xml, false, "topo: print the topology as hwloc XML (lstopo --input can read it).");
 ABSL_FLAG(std::string, topology_file, "",

@@ -16,6 +16,7 @@ ABSL_DECLARE_FLAG(std::string, tls_key);
 ABSL_DECLARE_FLAG(std::string, tls_server_name);
 ABSL_DECLARE_FLAG(std::string, token_file);
 ABSL_DECLARE_FLAG(double, timeout_seconds);
+ABSL_DECLARE_FLAG(double, stream_idle_seconds);
 ABSL_DECLARE_FLAG(bool, json);
 ABSL_DECLARE_FLAG(bool, xml);
 ABSL_DECLARE_FLAG(std::string, topology_file);

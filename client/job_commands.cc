@@ -20,6 +20,7 @@
 #include "client/daemon_channel.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
+#include "client/stream_watchdog.h"
 #include "common/jobspec/yaml.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/jobspec_convert.h"
@@ -35,14 +36,16 @@ namespace {
 
 struct Connection {
   DaemonEndpoint endpoint;
-  absl::Duration timeout;
+  absl::Duration timeout;      // each unary call
+  absl::Duration stream_idle;  // a stream that receives nothing this long fails
   absl::Status init;  // unusable TLS files
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::JobService::Stub> jobs;
   std::unique_ptr<v1::AdminService::Stub> admin;
   std::unique_ptr<v1::NodeService::Stub> node;
 
-  Connection(const JobCommandOptions& o) : endpoint(o.daemon), timeout(o.timeout) {
+  Connection(const JobCommandOptions& o)
+      : endpoint(o.daemon), timeout(o.timeout), stream_idle(o.stream_idle) {
     absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeDaemonChannel(endpoint);
     if (made.ok()) {
       channel = *std::move(made);
@@ -60,6 +63,16 @@ struct Connection {
   absl::Status Check() const { return init.ok() ? CheckDaemonSocket(endpoint) : init; }
   absl::Status Explain(const grpc::Status& g) const {
     return ExplainDaemonError(FromGrpcStatus(g), endpoint, timeout);
+  }
+  // A stream's end: the watchdog's verdict when it cancelled the call, else Explain's.
+  absl::Status ExplainStream(const grpc::Status& g, const StreamWatchdog& dog,
+                             const std::string& what_now) const {
+    if (!dog.fired()) return Explain(g);
+    return absl::DeadlineExceededError(
+        absl::StrCat("mobiusd at ", endpoint.display(), " sent nothing for ",
+                     absl::FormatDuration(dog.idle_limit()),
+                     " (it sends a heartbeat every 10s): it stopped answering; ", what_now,
+                     " (--stream-idle-seconds sets the limit)"));
   }
 };
 
@@ -191,23 +204,16 @@ int WatchUntilDone(Connection& c, const std::string& id, std::ostream& out, std:
   v1::WatchJobRequest req;
   req.set_id(id);
   std::unique_ptr<grpc::ClientReader<v1::JobEvent>> reader = c.jobs->WatchJob(&ctx, req);
-  std::atomic<bool> done{false};
-  std::thread canceller([&] {  // Ctrl-C: stop watching, leave the job running
-    while (!done) {
-      if (g_detach) {
-        ctx.TryCancel();
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(50));
-    }
-  });
+  // Ctrl-C: stop watching, leave the job running. A daemon silent past the limit: fail.
+  auto dog = std::make_unique<StreamWatchdog>(&ctx, c.stream_idle, [] { return g_detach.load(); });
   Progress p;
   v1::JobEvent e;
   v1::JobState final_state = v1::JOB_STATE_UNSPECIFIED;
   std::string final_reason;
   v1::Job job;
   while (reader->Read(&e)) {
-    if (e.has_job()) {
+    dog->Alive();
+    if (e.has_job()) {  // the first event, and the daemon's heartbeat
       job = e.job();
     } else if (e.has_step()) {
       p.Step(err, e.step());
@@ -228,8 +234,10 @@ int WatchUntilDone(Connection& c, const std::string& id, std::ostream& out, std:
     }
   }
   grpc::Status st = reader->Finish();
-  done = true;
-  canceller.join();
+  const bool silent = dog->fired();
+  const absl::Status explained = c.ExplainStream(
+      st, *dog, absl::StrCat("the job may still be running (mobius describe ", id, ")"));
+  dog.reset();
   signal(SIGINT, SIG_DFL);
   p.EndLine(err);
   if (g_detach) {
@@ -237,7 +245,9 @@ int WatchUntilDone(Connection& c, const std::string& id, std::ostream& out, std:
         << ", mobius cancel " << id << ")\n";
     return kExitOk;
   }
-  if (!st.ok() && final_state == v1::JOB_STATE_UNSPECIFIED) return Fail(err, "watch", c.Explain(st));
+  if ((!st.ok() || silent) && final_state == v1::JOB_STATE_UNSPECIFIED) {
+    return Fail(err, "watch", explained);
+  }
   // Summary.
   grpc::ClientContext gctx;
   c.Deadline(&gctx);
@@ -412,9 +422,17 @@ int Logs(Connection& c, const std::string& id, bool follow, std::ostream& out, s
   req.set_id(id);
   req.set_follow(follow);
   auto reader = c.jobs->StreamLogs(&ctx, req);
+  StreamWatchdog dog(&ctx, c.stream_idle);
   v1::LogLine line;
-  while (reader->Read(&line)) out << line.source() << " | " << line.text() << "\n" << std::flush;
-  if (absl::Status s = c.Explain(reader->Finish()); !s.ok()) return Fail(err, "logs", s);
+  while (reader->Read(&line)) {
+    dog.Alive();
+    if (line.seq() == 0) continue;  // the daemon's heartbeat, no line
+    out << line.source() << " | " << line.text() << "\n" << std::flush;
+  }
+  const grpc::Status st = reader->Finish();
+  if (dog.fired() || !st.ok()) {
+    return Fail(err, "logs", c.ExplainStream(st, dog, "the log may be incomplete"));
+  }
   return kExitOk;
 }
 

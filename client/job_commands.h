@@ -14,7 +14,8 @@
 //   mobius quota set UID --max-gpus N --max-running-jobs N | mobius quota ls   (admins)
 // Every read verb takes --json (one JSON object or array, protobuf's JSON mapping).
 // Exit codes (exit_codes.h): 0 ok; 1 the job waited for did not succeed; 2 usage or invalid spec
-// (the field path is in the message); 3 daemon unreachable; 4 daemon error.
+// (the field path is in the message); 3 daemon unreachable, or silent past the call's deadline
+// (--timeout-seconds) or a stream's idle limit (--stream-idle-seconds); 4 daemon error.
 //
 // Not thread-safe; called from main().
 #ifndef MOBIUS_CLIENT_JOB_COMMANDS_H_
@@ -31,7 +32,10 @@ namespace mobius::cli {
 
 struct JobCommandOptions {
   DaemonEndpoint daemon;       // unix socket or tcp:// (client/daemon_endpoint.h)
-  absl::Duration timeout = absl::Seconds(10);  // per unary call; streams have none
+  absl::Duration timeout = absl::Seconds(10);  // per unary call (DEADLINE_EXCEEDED: exit 3)
+  // watch, logs, submit --wait: the stream fails (exit 3) when the daemon sends nothing for this
+  // long; it sends a heartbeat every 10 s (server/rpc/job_service.cc). Zero: no limit.
+  absl::Duration stream_idle = absl::Seconds(30);
   bool json = false;
   bool wait = false;
   bool follow = false;

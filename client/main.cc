@@ -193,6 +193,7 @@ int main(int argc, char** argv) {
     mobius::cli::JobCommandOptions o;
     if (std::optional<int> rc = ResolveDaemon(o.daemon)) return *rc;
     o.timeout = Timeout();
+    o.stream_idle = absl::Seconds(absl::GetFlag(FLAGS_stream_idle_seconds));
     o.json = absl::GetFlag(FLAGS_json);
     o.wait = absl::GetFlag(FLAGS_wait);
     o.follow = absl::GetFlag(FLAGS_follow) || absl::GetFlag(FLAGS_f);

@@ -41,6 +41,18 @@ bool EmulatedPlan(const std::string& plan_json) {
   return plan_json.find("\"emulated_links\":true") != std::string::npos;
 }
 
+// The streams' heartbeat: WatchJob and StreamLogs send something at least this often, so that a
+// client hearing nothing for a few intervals knows the daemon stopped answering (the CLI's
+// --stream_idle_seconds). WatchJob sends the job as it is now (a JobEvent with `job`, as its first
+// event is); a following StreamLogs sends a LogLine with seq 0, which is no line (clients skip
+// it). Sent from the manager's idle callback, so a stream whose handler is stuck sends none.
+constexpr std::chrono::seconds kStreamHeartbeat(10);
+
+// Whether the stream is due a heartbeat; `last_write` is when it last sent anything.
+bool HeartbeatDue(std::chrono::steady_clock::time_point last_write) {
+  return std::chrono::steady_clock::now() - last_write >= kStreamHeartbeat;
+}
+
 }  // namespace
 
 v1::StepReport StepToProto(const jobs::StepReportRow& r, bool emulated) {
@@ -205,12 +217,23 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
   v1::JobEvent head;
   *head.mutable_job() = JobToProto(*first);
   if (!writer->Write(head)) return grpc::Status::OK;
+  auto last_write = std::chrono::steady_clock::now();
+  auto heartbeat = [&] {
+    if (context->IsCancelled()) return false;
+    if (!HeartbeatDue(last_write)) return true;
+    absl::StatusOr<jobs::JobView> now = manager_->Get(*caller, request->id());
+    if (!now.ok()) return true;  // the stream's own reads report a lasting failure
+    v1::JobEvent beat;
+    *beat.mutable_job() = JobToProto(*now, &specs_);
+    last_write = std::chrono::steady_clock::now();
+    return writer->Write(beat);
+  };
   // The run's plan (with its emulated_links) is recorded when the job starts, which may be after
   // this call began: a job watched from submission is looked at again at its first step report.
   bool emulated = EmulatedPlan(first->record.plan_json);
   bool plan_seen =
       first->record.state == jobs::JobState::kRunning && !first->record.plan_json.empty();
-  absl::Status st = manager_->Watch(*caller, request->id(), [&](const jobs::JobEvent& e) {
+  auto emit = [&](const jobs::JobEvent& e) {
     if (context->IsCancelled()) return false;
     v1::JobEvent out;
     switch (e.kind) {
@@ -238,15 +261,17 @@ grpc::Status JobServiceImpl::WatchJob(grpc::ServerContext* context,
         break;
       }
     }
+    last_write = std::chrono::steady_clock::now();
     return writer->Write(out);
-  });
-  return ToGrpcStatus(st);
+  };
+  return ToGrpcStatus(manager_->Watch(*caller, request->id(), emit, heartbeat));
 }
 
 grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* context,
                                         const v1::StreamLogsRequest* request,
                                         grpc::ServerWriter<v1::LogLine>* writer) {
   MOBIUS_RPC_CALLER("JobService", caller);
+  auto last_write = std::chrono::steady_clock::now();
   absl::Status st = manager_->StreamLogs(
       *caller, request->id(), request->from_seq(), request->follow(),
       [&](const jobs::LogLine& line) {
@@ -256,7 +281,18 @@ grpc::Status JobServiceImpl::StreamLogs(grpc::ServerContext* context,
         out.set_unix_ms(line.unix_ms);
         out.set_source(line.source);
         out.set_text(line.text);
+        last_write = std::chrono::steady_clock::now();
         return writer->Write(out);
+      },
+      [&] {
+        if (context->IsCancelled()) return false;
+        if (!HeartbeatDue(last_write)) return true;
+        v1::LogLine beat;  // seq 0: no line
+        beat.set_unix_ms(std::chrono::duration_cast<std::chrono::milliseconds>(
+                             std::chrono::system_clock::now().time_since_epoch())
+                             .count());
+        last_write = std::chrono::steady_clock::now();
+        return writer->Write(beat);
       });
   return ToGrpcStatus(st);
 }
