@@ -22,7 +22,8 @@ ABSL_FLAG(double, timeout_seconds, 10,
           "Deadline of each call to the daemon, in seconds (exit 3 when it does not answer).");
 ABSL_FLAG(double, stream_idle_seconds, 30,
           "watch, logs, submit --wait: fail (exit 3) when the daemon sends nothing for this many "
-          "seconds; it sends a heartbeat every 10 s while there is no news. 0: wait forever.");
+          "seconds; it sends a heartbeat every 10 s while there is no news (so keep this above "
+          "10). 0: wait forever.");
 ABSL_FLAG(bool, json, false, "Print machine-readable JSON instead of text.");
 ABSL_FLAG(bool, xml, false, "topo: print the topology as hwloc XML (lstopo --input can read it).");
 ABSL_FLAG(std::string, topology_file, "",

@@ -44,7 +44,8 @@
 // lines and checkpoint records that cannot be written are dropped and logged (store_write_log.h:
 // the first of a streak, then one line a minute). Shutdown tries a last write of what is pending
 // and logs each change it could not write; after a restart those jobs are found RUNNING (or as
-// they were before) and handled as above, so a run that completed is still SUCCEEDED.
+// they were before) and handled as above, so a run that completed is still SUCCEEDED, while a
+// cancel or failure that was never written is not remembered (the job is requeued).
 // Thread-safety: all public methods may be called from any thread (gRPC handler threads).
 #ifndef MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_
 #define MOBIUS_SERVER_JOBS_SERVICE_JOB_MANAGER_H_
