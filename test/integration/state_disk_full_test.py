@@ -8,6 +8,7 @@
   - SIGTERM and restart while the disk is still full: A is SUCCEEDED from its completion record
     (COMPLETED.json beside its checkpoints), not requeued or FAILED;
   - the filler removed: the store takes the outcome (a restart reads it back, no record needed);
+  - idle `watch` and `logs -f` streams stay up on the daemon's heartbeats;
   - a stopped daemon (SIGSTOP): `describe` fails after --timeout-seconds and `watch` after
     --stream-idle-seconds, both with exit 3 and a clear message, instead of hanging.
 
@@ -218,6 +219,27 @@ def main():
         cli("cancel", b)
         wait_state(b, ["JOB_STATE_CANCELLED"])
     ok("disk freed: the store has %s SUCCEEDED (%s)" % (a, stored["state_reason"][:60]))
+
+    # --- idle streams stay up on the daemon's heartbeats (every 10 s): a queued job with no news,
+    # watched and followed with a 15 s idle limit for 20 s.
+    cli("drain")
+    q = json.loads(cli("submit", write_spec("q", 2), "--json").stdout)["id"]
+    streams = [subprocess.Popen([os.path.join(BIN, "mobius"), verb, *extra, q,
+                                 "--stream-idle-seconds", "15"], env=ENV,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               for verb, extra in (("watch", []), ("logs", ["-f"]))]
+    time.sleep(20)
+    for p in streams:
+        if p.poll() is not None:
+            fail("an idle stream ended after 20 s: exit %d %s" % (p.returncode, p.stderr.read()))
+    cli("cancel", q)
+    cli("undrain")
+    results = [p.communicate(timeout=30) for p in streams]
+    if streams[0].returncode != 1 or "CANCELLED" not in results[0][0]:
+        fail("watch of the cancelled job: exit %d %s" % (streams[0].returncode, results[0]))
+    if streams[1].returncode != 0 or any(l.startswith(" | ") for l in results[1][0].splitlines()):
+        fail("logs -f of the cancelled job: exit %d %s" % (streams[1].returncode, results[1]))
+    ok("idle watch and logs -f stayed up 20 s on heartbeats (limit 15 s), ended with the job")
 
     # --- a daemon that stopped answering: the CLI fails with exit 3 instead of hanging. The watch
     # is connected and streaming when the daemon stops (SIGSTOP: its socket still accepts).
