@@ -70,7 +70,8 @@ def start_daemon():
     log = open(H.log, "a")
     H.daemon = subprocess.Popen(
         [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--state-dir", STATE, "--topology-file",
-         FIXTURE, "--link-scale", "0.05", "--metrics-address", "127.0.0.1:0", "--kill-grace-seconds", "2"],
+         FIXTURE, "--link-scale", "0.05", "--metrics-address", "127.0.0.1:0",
+         "--kill-grace-seconds", "2"],
         stdout=log, stderr=log)
     for _ in range(150):
         if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:

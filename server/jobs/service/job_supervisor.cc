@@ -455,8 +455,9 @@ void JobManager::State::Finish(const std::string& id, const absl::Status& status
                     stopped ? "the daemon stopped; checkpointed, resumes from there"
                             : "the daemon stopped; resumes from its last checkpoint");
   } else if (!r.preempted_for.empty() && !r.cancel && stopped) {
-    st = Transition(id, JobState::kQueued,
-                    absl::StrCat("preempted by ", r.preempted_for, "; resumes from its checkpoint"));
+    st = Transition(
+        id, JobState::kQueued,
+        absl::StrCat("preempted by ", r.preempted_for, "; resumes from its checkpoint"));
   } else if (r.cancel) {
     st = Transition(id, JobState::kCancelled, absl::StrCat("cancelled by ", r.cancelled_by));
   } else if (status.ok()) {
