@@ -223,13 +223,12 @@ absl::StatusOr<int> TextDescriptor(const std::string& name, const std::string& t
 
 absl::StatusOr<std::string> ReadArgumentText(const std::string& arg) {
   int fd;
+  bool positional = false;  // pread from 0: several processes may share the descriptor
   if (absl::StartsWith(arg, "fd:")) {
     if (!absl::SimpleAtoi(arg.substr(3), &fd) || fd < 0) {
       return absl::InvalidArgumentError(absl::StrCat(arg, ": not a descriptor number"));
     }
-    if (lseek(fd, 0, SEEK_SET) < 0 && errno != ESPIPE) {
-      return MOBIUS_ERRNO_ERROR(absl::StrCat("read ", arg));
-    }
+    positional = lseek(fd, 0, SEEK_CUR) >= 0;
   } else {
     fd = open(arg.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("open ", arg));
@@ -237,7 +236,8 @@ absl::StatusOr<std::string> ReadArgumentText(const std::string& arg) {
   std::string text;
   char buf[65536];
   for (;;) {
-    const ssize_t n = read(fd, buf, sizeof(buf));
+    const ssize_t n = positional ? pread(fd, buf, sizeof(buf), static_cast<off_t>(text.size()))
+                                 : read(fd, buf, sizeof(buf));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {
       absl::Status st = MOBIUS_ERRNO_ERROR(absl::StrCat("read ", arg));

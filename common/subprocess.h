@@ -75,7 +75,8 @@ inline absl::StatusOr<SpawnedProcess> SpawnWithPipes(const std::vector<std::stri
 absl::StatusOr<int> TextDescriptor(const std::string& name, const std::string& text);
 
 // The text an argument names: "fd:N" reads descriptor N from its start to the end (then closes
-// it), anything else is a file path. Errors name the argument.
+// it; a seekable one with pread, so processes sharing it do not move each other's offset),
+// anything else is a file path. Errors name the argument.
 absl::StatusOr<std::string> ReadArgumentText(const std::string& arg);
 
 }  // namespace mobius
