@@ -11,8 +11,6 @@
 //   mobius-worker tokenize REQUEST.json
 //                              tokenizes a text dataset into a token file, SentencePiece included
 //                              (worker/data/tokenize_verb.h).
-//   mobius-worker inspect fd:N  the daemon's checks of a job's files, run as the job's user
-//                              (worker/inspect/inspect_verb.h).
 //   mobius-worker profile --model DIR --microbatch B --seq T
 //                              measures the model's layer units and the copy bandwidths on the
 //                              backend for the planner, cached (worker/profile/profile_command.h).
@@ -36,9 +34,6 @@
 #endif
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE
 #include "worker/data/tokenize_verb.h"
-#endif
-#ifdef MOBIUS_WORKER_HAVE_INSPECT
-#include "worker/inspect/inspect_verb.h"
 #endif
 #ifdef MOBIUS_WORKER_HAVE_PROFILE
 #include "worker/profile/profile_command.h"
@@ -90,9 +85,6 @@ int main(int argc, char** argv) {
 #endif
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE
   if (args.size() >= 2 && args[1] == "tokenize") return mobius::data::RunTokenizeVerb(args);
-#endif
-#ifdef MOBIUS_WORKER_HAVE_INSPECT
-  if (args.size() >= 2 && args[1] == "inspect") return mobius::inspect::RunInspectVerb(args);
 #endif
 #ifdef MOBIUS_WORKER_HAVE_PROFILE
   if (args.size() >= 2 && args[1] == "profile") return mobius::profile::RunProfileCommand(args);

@@ -26,12 +26,12 @@ absl::StatusOr<json> FileIdentity(const std::string& path, const std::string& wh
   if (stat(path.c_str(), &st) != 0) {
     return MOBIUS_ERRNO_ERROR(absl::StrCat(what, " ", path));
   }
-  return json{{"path", path},
-              {"dev", static_cast<uint64_t>(st.st_dev)},
-              {"ino", static_cast<uint64_t>(st.st_ino)},
-              {"size", static_cast<int64_t>(st.st_size)},
-              {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
-                               st.st_mtim.tv_nsec}};
+  return json{
+      {"path", path},
+      {"dev", static_cast<uint64_t>(st.st_dev)},
+      {"ino", static_cast<uint64_t>(st.st_ino)},
+      {"size", static_cast<int64_t>(st.st_size)},
+      {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 + st.st_mtim.tv_nsec}};
 }
 
 bool IsDirectory(const std::string& path) {

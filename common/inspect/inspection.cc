@@ -36,8 +36,8 @@ absl::StatusOr<std::string> ReadModelConfigText(const std::string& model_dir) {
   }
   if (st.st_size > model::kMaxConfigJsonBytes) {
     close(fd);
-    return absl::InvalidArgumentError(absl::StrCat("model_dir: ", path, " has ", st.st_size,
-                                                   " bytes, more than the 1 MiB a config may have"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model_dir: ", path, " has ", st.st_size, " bytes, more than the 1 MiB a config may have"));
   }
   std::string text(static_cast<size_t>(st.st_size), '\0');
   size_t got = 0;
@@ -60,13 +60,12 @@ absl::StatusOr<std::string> ReadModelConfigText(const std::string& model_dir) {
 absl::Status RunChecks(const InspectRequest& r, InspectResult& out) {
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json);
   if (!spec.ok()) return spec.status();
-  absl::Status valid = jobspec::ValidateJobSpec(
-      *spec, {.require_absolute_paths = true, .check_files_exist = true});
+  absl::Status valid =
+      jobspec::ValidateJobSpec(*spec, {.require_absolute_paths = true, .check_files_exist = true});
   if (!valid.ok()) return valid;
   absl::StatusOr<std::string> config = ReadModelConfigText(spec->model_dir);
   if (!config.ok()) return config.status();
-  absl::Status parsed =
-      model::ParseModelConfig(*config, spec->model_dir + "/config.json").status();
+  absl::Status parsed = model::ParseModelConfig(*config, spec->model_dir + "/config.json").status();
   if (!parsed.ok()) return parsed;
   out.model_config_json = *std::move(config);
   if (jobspec::IsTextFormat(spec->dataset.format)) {
@@ -114,7 +113,8 @@ absl::StatusOr<InspectRequest> InspectRequestFromJson(const std::string& text) {
   const json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return absl::InvalidArgumentError("inspect request: not a JSON object");
   InspectRequest r;
-  for (auto [key, field] : {std::pair{"spec", &r.spec_json}, {"job_id", &r.job_id},
+  for (auto [key, field] : {std::pair{"spec", &r.spec_json},
+                            {"job_id", &r.job_id},
                             {"checkpoint_dir", &r.checkpoint_dir},
                             {"dataset_cache_dir", &r.dataset_cache_dir},
                             {"run_config", &r.run_config_json}}) {
@@ -127,12 +127,10 @@ absl::StatusOr<InspectRequest> InspectRequestFromJson(const std::string& text) {
 }
 
 std::string InspectResultToJson(const InspectResult& r) {
-  return json{{"code", static_cast<int>(r.status.code())},
-              {"message", std::string(r.status.message())},
-              {"model_config", r.model_config_json},
-              {"dataset_descriptor", r.dataset_descriptor},
-              {"cached_token_file", r.cached_token_file},
-              {"latest_checkpoint", r.latest_checkpoint}}
+  return json{
+      {"code", static_cast<int>(r.status.code())}, {"message", std::string(r.status.message())},
+      {"model_config", r.model_config_json},       {"dataset_descriptor", r.dataset_descriptor},
+      {"cached_token_file", r.cached_token_file},  {"latest_checkpoint", r.latest_checkpoint}}
       .dump();
 }
 

@@ -46,10 +46,11 @@ absl::Status CheckCheckpointOwner(const std::string& root, const std::string& jo
   absl::StatusOr<std::optional<CheckpointOwner>> owner = ReadCheckpointOwner(root);
   if (!owner.ok()) return owner.status();
   if (!owner->has_value() || (*owner)->job_id == job_id) return absl::OkStatus();
-  return absl::FailedPreconditionError(absl::StrCat(
-      "checkpoint.dir: ", root, " holds the checkpoints of job ", (*owner)->job_id, " (uid ",
-      (*owner)->uid, "); a job writes only into a checkpoint directory of its own: choose a new "
-      "directory or leave checkpoint.dir empty for the default"));
+  return absl::FailedPreconditionError(
+      absl::StrCat("checkpoint.dir: ", root, " holds the checkpoints of job ", (*owner)->job_id,
+                   " (uid ", (*owner)->uid,
+                   "); a job writes only into a checkpoint directory of its own: choose a new "
+                   "directory or leave checkpoint.dir empty for the default"));
 }
 
 absl::Status ClaimCheckpointDir(const std::string& root, const std::string& job_id) {
@@ -67,8 +68,8 @@ absl::Status ClaimCheckpointDir(const std::string& root, const std::string& job_
     if (errno == EEXIST) return CheckCheckpointOwner(root, job_id);
     return MOBIUS_ERRNO_ERROR(absl::StrCat("checkpoint.dir: create ", path));
   }
-  const bool written = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
-                       fsync(fd) == 0;
+  const bool written =
+      write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) && fsync(fd) == 0;
   const int saved = errno;
   close(fd);
   if (!written) {

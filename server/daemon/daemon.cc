@@ -1,5 +1,9 @@
 #include "server/daemon/daemon.h"
 
+#include <unistd.h>
+
+#include "common/os/identity.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -236,6 +240,13 @@ class DaemonImpl : public Daemon {
     jo.step_timeout = options.step_timeout;
     jo.preemption = options.preemption;
     jo.observer = metrics_.get();
+    jo.single_user = !CanSwitchIdentity();
+    LOG(INFO) << (jo.single_user
+                      ? absl::StrCat("single-user mode (unprivileged, uid ", getuid(),
+                                     "): every job runs as this user; only it and the admins "
+                                     "may submit")
+                      : std::string("multi-user mode (root): each job runs as the user who "
+                                    "submitted it, with that user's groups"));
     LOG(INFO) << "jobs: state in " << jo.state_dir << ", workers " << jo.worker_binary << ", "
               << jo.node.allowed_gpus.size() << " usable GPU(s), host budget "
               << (node.host_bytes >> 20) << " MiB, pinned budget " << (node.pinned_bytes >> 20)

@@ -161,6 +161,8 @@ absl::StatusOr<PreparedDataset> PrepareDataset(const jobspec::JobSpec& spec,
   std::string descriptor = options.descriptor;
   if (!inspected) {
     MOBIUS_ASSIGN_OR_RETURN(descriptor, inspect::DatasetDescriptor(spec));
+  }
+  if (!options.identity.has_value()) {  // this process is the user: the cache is its to make
     std::error_code ec;
     std::filesystem::create_directories(options.cache_dir, ec);
     if (ec) {

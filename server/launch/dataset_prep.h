@@ -30,14 +30,14 @@ namespace mobius::launch {
 
 struct DatasetPrepOptions {
   std::string worker_binary;  // mobius-worker
-  std::string cache_dir;      // created (0700) when missing, unless `descriptor` is given
+  std::string cache_dir;      // created (0700) when missing, unless `identity` is given
   // The tokenizer runs as this user (the job's submitter) with this umask; unset: as this process.
   std::optional<Identity> identity;
   int umask = 077;
   // From the job's check child (common/inspect/inspection.h), run as its user: the dataset's
   // descriptor and the cached token file it found ("" : none). With a descriptor this process
-  // reads none of the dataset's files, nor the cache: the cache directory must exist (the
-  // daemon makes it, owned by the user).
+  // reads none of the dataset's files, nor the cache; with an identity the cache directory must
+  // exist (the daemon makes it, owned by the user: state_dirs.h).
   std::string descriptor;
   std::string cached_token_file;
   int threads = 0;            // tokenizer threads; 0: all cores

@@ -22,11 +22,11 @@ absl::StatusOr<inspect::InspectResult> InspectAsUser(const inspect::InspectReque
   so.identity = options.identity;
   so.umask = 077;
   so.die_with_parent = true;
-  absl::StatusOr<SpawnedProcess> child =
-      SpawnWithPipes({options.worker_binary, "inspect", "fd:3"}, so);
+  absl::StatusOr<SpawnedProcess> child = SpawnWithPipes({options.binary, "fd:3"}, so);
   close(request_fd);
   if (!child.ok()) {
-    return absl::InternalError(absl::StrCat("checking the job's files: ", child.status().message()));
+    return absl::InternalError(
+        absl::StrCat("checking the job's files: ", child.status().message()));
   }
   std::string out, err;
   pollfd fds[2] = {{child->out_fd, POLLIN, 0}, {child->err_fd, POLLIN, 0}};
@@ -70,12 +70,12 @@ absl::StatusOr<inspect::InspectResult> InspectAsUser(const inspect::InspectReque
   if (!result.ok()) {
     while (!err.empty() && err.back() == '\n') err.pop_back();
     const size_t last = err.rfind('\n');
-    return absl::InternalError(absl::StrCat(
-        "checking the job's files: the check process (", options.worker_binary, " inspect) ",
-        WIFSIGNALED(status) ? absl::StrCat("was killed by signal ", WTERMSIG(status))
-                            : absl::StrCat("exited with code ", WEXITSTATUS(status)),
-        " without a result", err.empty() ? "" : ": ",
-        last == std::string::npos ? err : err.substr(last + 1)));
+    return absl::InternalError(
+        absl::StrCat("checking the job's files: the check process (", options.binary, ") ",
+                     WIFSIGNALED(status) ? absl::StrCat("was killed by signal ", WTERMSIG(status))
+                                         : absl::StrCat("exited with code ", WEXITSTATUS(status)),
+                     " without a result", err.empty() ? "" : ": ",
+                     last == std::string::npos ? err : err.substr(last + 1)));
   }
   return result;
 }

@@ -1,8 +1,8 @@
 // The daemon's checks of a job's files with the job's identity: InspectAsUser starts
-// `mobius-worker inspect fd:3` as `identity` (common/subprocess.h: groups, gid, uid, no_new_privs)
-// with the request in a sealed memory file, and returns the child's InspectResult
-// (common/inspect/inspection.h). The daemon itself opens no path of a spec: what the user cannot
-// read is the user's PERMISSION_DENIED, naming the path.
+// `mobius-inspect fd:3` (server/launch/inspect_main.cc) as `identity` (common/subprocess.h: groups,
+// gid, uid, no_new_privs) with the request in a sealed memory file, and returns the child's
+// InspectResult (common/inspect/inspection.h). The daemon itself opens no path of a spec: what the
+// user cannot read is the user's PERMISSION_DENIED, naming the path.
 //
 // Errors (the call's, not the checks'): INTERNAL when the child cannot start or prints no result,
 // DEADLINE_EXCEEDED when it runs past `timeout` (a hung network file system: the child is killed).
@@ -21,8 +21,8 @@
 namespace mobius::launch {
 
 struct UserInspectOptions {
-  std::string worker_binary;           // mobius-worker
-  std::optional<Identity> identity;    // unset: this process's own
+  std::string binary;                // mobius-inspect
+  std::optional<Identity> identity;  // unset: this process's own
   absl::Duration timeout = absl::Seconds(120);
 };
 

@@ -2,7 +2,8 @@
 //
 // It ties together the durable store (server/jobs/store), the admission scheduler
 // (server/jobs/scheduler), the planner and the runtime's launcher (server/launch/launcher.h):
-//   Submit   validate the spec (server rules: absolute paths, files exist), plan it on the node to
+//   Submit   validate the spec (server rules: absolute paths, files exist: checked as the
+//            submitting user by a child process, job_identity.h), plan it on the node to
 //            learn what it needs, refuse what can never fit (FAILED_PRECONDITION with the numbers),
 //            store it QUEUED (idempotent per user and submission id), schedule;
 //   schedule whenever something changes: the scheduler decides which queued jobs start on which
@@ -60,6 +61,7 @@ struct Caller {
 struct JobManagerOptions {
   std::string state_dir;            // jobs.db and jobs/<id>/ (runs, default checkpoints)
   std::string worker_binary;        // mobius-worker
+  std::string inspect_binary;       // mobius-inspect (job_identity.h); empty: next to the worker
   topology::Topology topology;
   topology::TopologyFacts facts;
   NodeResources node;               // GPUs, allow-list, host and pinned budgets
@@ -86,6 +88,9 @@ struct JobManagerOptions {
   // checkpoint, stop and are requeued (scheduler.h, rule 7).
   bool preemption = false;
   JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
+  // The daemon runs unprivileged: every job runs as its user, and only that user and the admins
+  // may submit (job_identity.h). Otherwise (root) each job runs as its submitter.
+  bool single_user = false;
 };
 
 // How the manager plans its jobs: emulated GPUs live in host memory; the node's host budget is
