@@ -22,6 +22,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/daemon/socket_claim.h"
+#include "server/launch/job_cgroup.h"
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/service/job_manager.h"
 #include "server/metrics/daemon_metrics.h"
@@ -241,6 +242,10 @@ class DaemonImpl : public Daemon {
     jo.preemption = options.preemption;
     jo.observer = metrics_.get();
     jo.single_user = !CanSwitchIdentity();
+    MOBIUS_ASSIGN_OR_RETURN(launch::JobCgroupMode cgroup_mode,
+                            launch::ParseJobCgroupMode(options.job_cgroups));
+    MOBIUS_ASSIGN_OR_RETURN(cgroups_, launch::SetUpJobCgroups(cgroup_mode));
+    jo.cgroups = cgroups_.get();
     LOG(INFO) << (jo.single_user
                       ? absl::StrCat("single-user mode (unprivileged, uid ", getuid(),
                                      "): every job runs as this user; only it and the admins "
@@ -292,6 +297,7 @@ class DaemonImpl : public Daemon {
   std::string tcp_host_;
   std::unique_ptr<CallerResolver> callers_;
   std::unique_ptr<DaemonMetrics> metrics_;  // before jobs_: the manager reports to it
+  std::unique_ptr<launch::JobCgroupRoot> cgroups_;  // null: no per-job isolation
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;

@@ -117,6 +117,7 @@ int main(int argc, char** argv) {
   options.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_seconds));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.preemption = absl::GetFlag(FLAGS_preemption);
+  options.job_cgroups = absl::GetFlag(FLAGS_job_cgroups);
   options.listen_tcp = absl::GetFlag(FLAGS_listen_tcp);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);

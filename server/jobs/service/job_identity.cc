@@ -47,12 +47,44 @@ absl::StatusOr<inspect::InspectResult> InspectAs(const JobManagerOptions& option
 }
 
 absl::StatusOr<model::ModelConfig> CheckSpecFilesAs(const JobManagerOptions& options, uid_t uid,
-                                                    const jobspec::JobSpec& spec) {
+                                                    const jobspec::JobSpec& spec,
+                                                    SpecCheckCache* cache) {
   inspect::InspectRequest request;
   request.spec_json = jobspec::JobSpecToJson(spec);
   request.checkpoint_dir = spec.checkpoint.dir;  // a new job: any owner record is another job's
+  if (cache != nullptr) {
+    if (std::optional<model::ModelConfig> known = cache->Find(uid, request.spec_json)) {
+      return *std::move(known);
+    }
+  }
   MOBIUS_ASSIGN_OR_RETURN(inspect::InspectResult result, InspectAs(options, uid, request));
-  return model::ParseModelConfig(result.model_config_json, spec.model_dir + "/config.json");
+  MOBIUS_ASSIGN_OR_RETURN(
+      model::ModelConfig config,
+      model::ParseModelConfig(result.model_config_json, spec.model_dir + "/config.json"));
+  if (cache != nullptr) cache->Add(uid, request.spec_json, config);
+  return config;
+}
+
+std::optional<model::ModelConfig> SpecCheckCache::Find(uid_t uid, const std::string& spec_json) {
+  absl::MutexLock lock(&mu_);
+  auto it = entries_.find({uid, spec_json});
+  if (it == entries_.end()) return std::nullopt;
+  if (absl::Now() - it->second.added > kSpecCheckTtl) {
+    entries_.erase(it);
+    return std::nullopt;
+  }
+  return it->second.config;
+}
+
+void SpecCheckCache::Add(uid_t uid, const std::string& spec_json,
+                         const model::ModelConfig& config) {
+  absl::MutexLock lock(&mu_);
+  const absl::Time now = absl::Now();
+  for (auto it = entries_.begin(); it != entries_.end();) {
+    it = now - it->second.added > kSpecCheckTtl ? entries_.erase(it) : std::next(it);
+  }
+  if (entries_.size() >= 256) entries_.erase(entries_.begin());
+  entries_[{uid, spec_json}] = {config, now};
 }
 
 }  // namespace mobius::jobs

@@ -14,11 +14,14 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "common/inspect/inspection.h"
 #include "common/jobspec/spec.h"
 #include "common/model/model_config.h"
@@ -45,8 +48,33 @@ absl::StatusOr<inspect::InspectResult> InspectAs(const JobManagerOptions& option
 // Submit's and Plan's checks of `spec` (normalised) as `uid`: validation with the file checks,
 // the model config (returned, for the planner), a text dataset's files, the checkpoint directory
 // when the spec names one (another job's is refused).
+//
+// A passed check is remembered for kSpecCheckTtl per (uid, spec): a burst of submits of one spec
+// (a sweep, a scheduler's retries) starts one check child, not one each. That cannot let a job
+// read what its user may not: every run checks its files again as the user (SetUpRun) and its
+// processes open them as the user. Failures are not remembered (a user fixing a permission
+// resubmits at once). `cache` may be null (no memory).
+class SpecCheckCache;
+inline constexpr absl::Duration kSpecCheckTtl = absl::Seconds(10);
 absl::StatusOr<model::ModelConfig> CheckSpecFilesAs(const JobManagerOptions& options, uid_t uid,
-                                                    const jobspec::JobSpec& spec);
+                                                    const jobspec::JobSpec& spec,
+                                                    SpecCheckCache* cache = nullptr);
+
+// The passed checks above, by (uid, spec JSON), at most 256, each for kSpecCheckTtl.
+// Thread-safe.
+class SpecCheckCache {
+ public:
+  std::optional<model::ModelConfig> Find(uid_t uid, const std::string& spec_json);
+  void Add(uid_t uid, const std::string& spec_json, const model::ModelConfig& config);
+
+ private:
+  struct Entry {
+    model::ModelConfig config;
+    absl::Time added;
+  };
+  absl::Mutex mu_;
+  std::map<std::pair<uid_t, std::string>, Entry> entries_ ABSL_GUARDED_BY(mu_);
+};
 
 }  // namespace mobius::jobs
 

@@ -93,7 +93,7 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
   if (st.ok()) st = jobspec::ValidateJobSpec(spec, {.require_absolute_paths = true});
   if (st.ok()) st = TrainerOptionsFromSpec(spec, "unused").status();
   absl::StatusOr<model::ModelConfig> config =
-      st.ok() ? CheckSpecFilesAs(s.options, caller.uid, spec)
+      st.ok() ? CheckSpecFilesAs(s.options, caller.uid, spec, &s.spec_checks)
               : absl::StatusOr<model::ModelConfig>(st);
   PlanJobOptions plan_options = PlanOptionsOf(s.options);
   if (config.ok()) plan_options.model_config = &*config;

@@ -50,6 +50,10 @@
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
 
+namespace mobius::launch {
+class JobCgroupRoot;
+}
+
 namespace mobius::jobs {
 
 struct Caller {
@@ -91,6 +95,9 @@ struct JobManagerOptions {
   // The daemon runs unprivileged: every job runs as its user, and only that user and the admins
   // may submit (job_identity.h). Otherwise (root) each job runs as its submitter.
   bool single_user = false;
+  // Per-job cgroup v2 isolation (server/launch/job_cgroup.h): each run's workers in a cgroup of
+  // their own with memory.max from the plan's host estimate; null: none. Not owned.
+  launch::JobCgroupRoot* cgroups = nullptr;
 };
 
 // How the manager plans its jobs: emulated GPUs live in host memory; the node's host budget is

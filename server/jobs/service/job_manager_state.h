@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "server/jobs/scheduler/scheduler.h"
+#include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager.h"
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
@@ -36,6 +37,7 @@ struct JobManager::State {
   JobManagerOptions options;
   std::unique_ptr<JobStore> store;
   Scheduler scheduler;  // set in Create from options.preemption
+  SpecCheckCache spec_checks;  // Submit's passed file checks (job_identity.h)
 
   struct Running {
     std::vector<int> gpus;

@@ -23,6 +23,7 @@
 #include "server/jobs/service/state_dirs.h"
 #include "server/jobs/service/run_setup.h"
 #include "server/launch/dataset_prep.h"
+#include "server/launch/job_cgroup.h"
 #include "server/launch/launcher.h"
 #include "server/planner/profile.h"
 
@@ -375,6 +376,19 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.worker_binary = options.worker_binary;
   lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
   lo.identity = *identity;
+  std::unique_ptr<launch::JobCgroup> cgroup;
+  if (options.cgroups != nullptr) {
+    launch::JobLimits limits = launch::JobLimitsFor(
+        options.cgroups->support(), planned.report.plan.memory.host_bytes, run.num_workers,
+        std::nullopt);
+    absl::StatusOr<std::unique_ptr<launch::JobCgroup>> made =
+        options.cgroups->CreateJob(id, limits);
+    if (!made.ok()) return fail(made.status());
+    cgroup = *std::move(made);
+    lo.cgroup_procs_fd = cgroup->procs_fd();
+    DaemonLog(id, absl::StrCat("cgroup ", cgroup->path(), ": memory.max ",
+                               limits.memory_max_bytes >> 20, " MiB"));
+  }
   lo.model_config = setup->model_config;
   lo.validated = setup->validated;
   lo.kill_grace = options.kill_grace;
@@ -424,6 +438,14 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     }
   }
   runtime::LaunchResult result = shared->Wait();
+  if (cgroup != nullptr) {
+    // A worker killed by the job's own memory limit: say so instead of a bare SIGKILL.
+    if (absl::StatusOr<launch::JobCgroupStats> st = cgroup->Stats(); st.ok() && st->oom_killed()) {
+      result.status = absl::ResourceExhaustedError(
+          absl::StrCat(launch::DescribeOomKill(*st), "; ", result.status.message()));
+    }
+    cgroup.reset();  // kills what is left, removes the cgroup
+  }
   if (!result.links.empty()) {
     std::vector<std::string> parts;
     for (const runtime::LinkTraffic& l : result.links) {
