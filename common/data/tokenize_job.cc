@@ -1,11 +1,17 @@
 #include "common/data/tokenize_job.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+
 #include <sys/stat.h>
 
 #include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/errors.h"
 #include "absl/strings/str_format.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
@@ -13,6 +19,25 @@
 
 namespace mobius::data {
 namespace {
+
+// `text` into `path` through a temporary file in its directory (fsynced, renamed into place,
+// no symlink followed at the temporary name).
+absl::Status WriteTextAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = absl::StrCat(path, ".tmp-", getpid());
+  const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
+  if (fd < 0) return MOBIUS_ERRNO_ERROR(absl::StrCat("write ", tmp));
+  const bool ok = write(fd, text.data(), text.size()) == static_cast<ssize_t>(text.size()) &&
+                  fsync(fd) == 0;
+  const int saved = errno;
+  close(fd);
+  if (!ok || rename(tmp.c_str(), path.c_str()) != 0) {
+    if (ok) errno = saved;
+    absl::Status st = MOBIUS_ERRNO_ERROR(absl::StrCat("write ", path));
+    unlink(tmp.c_str());
+    return st;
+  }
+  return absl::OkStatus();
+}
 
 using json = nlohmann::json;
 
@@ -93,6 +118,9 @@ absl::StatusOr<TokenizeSummary> TokenizeToFile(const TokenizeRequest& request,
                           TokenizeDocuments(tokenizer, documents, summary.eos_id, request.threads));
   summary.vocab_size = tokenizer.vocab_size();
   MOBIUS_RETURN_IF_ERROR(WriteTokenFile(request.output, tokenized, summary.vocab_size));
+  if (!request.descriptor_file.empty()) {
+    MOBIUS_RETURN_IF_ERROR(WriteTextAtomically(request.descriptor_file, request.descriptor));
+  }
   summary.documents = static_cast<int64_t>(tokenized.size());
   for (const TokenizedDoc& d : tokenized) summary.tokens += static_cast<int64_t>(d.ids.size());
   summary.seconds =
@@ -122,7 +150,9 @@ std::string TokenizeRequestToJson(const TokenizeRequest& r) {
             {"skip_bad_lines", d.skip_bad_lines},
             {"eos_id", r.eos_id},
             {"eos_source", r.eos_source},
-            {"threads", r.threads}};
+            {"threads", r.threads},
+            {"descriptor", r.descriptor},
+            {"descriptor_file", r.descriptor_file}};
   return j.dump();
 }
 
@@ -146,6 +176,10 @@ absl::StatusOr<TokenizeRequest> TokenizeRequestFromJson(const std::string& text)
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "eos_id", r.eos_id));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "eos_source", r.eos_source));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "threads", r.threads));
+  if (j.contains("descriptor") || j.contains("descriptor_file")) {
+    MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "descriptor", r.descriptor));
+    MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "descriptor_file", r.descriptor_file));
+  }
   MOBIUS_ASSIGN_OR_RETURN(d.format, ParseDatasetFormat(format));
   if (r.inputs.empty()) return absl::InvalidArgumentError("tokenize request: inputs: empty");
   if (r.output.empty()) return absl::InvalidArgumentError("tokenize request: output: empty");

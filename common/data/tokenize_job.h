@@ -33,6 +33,11 @@ struct TokenizeRequest {
   std::string eos_source;           // directory whose config.json names eos_token_id; empty:
                                     // `tokenizer` when it is a directory
   int threads = 0;                  // 0: all cores
+  // A cache entry's descriptor (common/inspect/dataset_descriptor.h), written to
+  // `descriptor_file` atomically after the token file, by the process that wrote it (the job's
+  // user); both empty: none.
+  std::string descriptor;
+  std::string descriptor_file;
 };
 
 struct TokenizeSummary {

@@ -54,6 +54,9 @@ struct ParseErrorCollector : nlohmann::json_sax<json> {
     // "[json.exception.parse_error.101] parse error at line 1, ..." -> "parse error at line 1, ..."
     size_t bracket = message.find("] ");
     if (bracket != std::string::npos) message = message.substr(bracket + 2);
+    // "...; last read: 'root:x:0:0'" quotes the file: the position and the reason are enough.
+    size_t quoted = message.find("; last read:");
+    if (quoted != std::string::npos) message.resize(quoted);
     return false;
   }
 };

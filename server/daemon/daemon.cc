@@ -1,5 +1,9 @@
 #include "server/daemon/daemon.h"
 
+#include <unistd.h>
+
+#include "common/os/identity.h"
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -18,6 +22,7 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/daemon/socket_claim.h"
+#include "server/launch/job_cgroup.h"
 #include "server/jobs/scheduler/node_resources.h"
 #include "server/jobs/service/job_manager.h"
 #include "server/metrics/daemon_metrics.h"
@@ -236,6 +241,17 @@ class DaemonImpl : public Daemon {
     jo.step_timeout = options.step_timeout;
     jo.preemption = options.preemption;
     jo.observer = metrics_.get();
+    jo.single_user = !CanSwitchIdentity();
+    MOBIUS_ASSIGN_OR_RETURN(launch::JobCgroupMode cgroup_mode,
+                            launch::ParseJobCgroupMode(options.job_cgroups));
+    MOBIUS_ASSIGN_OR_RETURN(cgroups_, launch::SetUpJobCgroups(cgroup_mode));
+    jo.cgroups = cgroups_.get();
+    LOG(INFO) << (jo.single_user
+                      ? absl::StrCat("single-user mode (unprivileged, uid ", getuid(),
+                                     "): every job runs as this user; only it and the admins "
+                                     "may submit")
+                      : std::string("multi-user mode (root): each job runs as the user who "
+                                    "submitted it, with that user's groups"));
     LOG(INFO) << "jobs: state in " << jo.state_dir << ", workers " << jo.worker_binary << ", "
               << jo.node.allowed_gpus.size() << " usable GPU(s), host budget "
               << (node.host_bytes >> 20) << " MiB, pinned budget " << (node.pinned_bytes >> 20)
@@ -281,6 +297,7 @@ class DaemonImpl : public Daemon {
   std::string tcp_host_;
   std::unique_ptr<CallerResolver> callers_;
   std::unique_ptr<DaemonMetrics> metrics_;  // before jobs_: the manager reports to it
+  std::unique_ptr<launch::JobCgroupRoot> cgroups_;  // null: no per-job isolation
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<AdminServiceImpl> admin_service_;

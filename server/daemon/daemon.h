@@ -48,6 +48,7 @@ struct DaemonOptions {
   absl::Duration step_timeout = absl::Seconds(1800);     // watchdog (launcher.h); zero: off
   std::string metrics_address;         // Prometheus exposer "host:port"; empty: none
   bool preemption = false;             // higher priority may preempt (checkpoint + requeue)
+  std::string job_cgroups = "auto";    // per-job cgroup v2 isolation (server/launch/job_cgroup.h)
   // The TCP listener: "HOST:PORT" (port 0: any free port, logged); empty: none. Needs the TLS
   // certificate and key and at least one of client CA / token file.
   std::string listen_tcp;

@@ -1,5 +1,7 @@
 #include "server/daemon/flags.h"
 
+#include "server/launch/job_cgroup.h"
+
 #include "absl/flags/flag.h"
 #include "common/paths.h"
 
@@ -58,6 +60,7 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
 ABSL_FLAG(bool, preemption, false,
           "Let a higher-priority job that cannot start preempt lower-priority running jobs: they "
           "checkpoint, stop and go back to the queue (resuming from that checkpoint).");
+ABSL_FLAG(std::string, job_cgroups, "auto", mobius::launch::kJobCgroupsFlagHelp);
 ABSL_FLAG(std::string, listen_tcp, "",
           "Also serve gRPC on this TCP address (HOST:PORT; port 0 picks a free one, logged as "
           "'serving gRPC over TLS on tcp:HOST:PORT'); empty: unix socket only. TLS only: needs "

@@ -28,6 +28,7 @@ ABSL_DECLARE_FLAG(double, heartbeat_timeout_seconds);
 ABSL_DECLARE_FLAG(double, step_timeout_seconds);
 ABSL_DECLARE_FLAG(std::string, metrics_address);
 ABSL_DECLARE_FLAG(bool, preemption);
+ABSL_DECLARE_FLAG(std::string, job_cgroups);
 ABSL_DECLARE_FLAG(std::string, listen_tcp);
 ABSL_DECLARE_FLAG(std::string, tls_cert);
 ABSL_DECLARE_FLAG(std::string, tls_key);

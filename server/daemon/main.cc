@@ -9,6 +9,8 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <sys/stat.h>
+
 #include <filesystem>
 #include <string>
 #include <utility>
@@ -46,6 +48,9 @@ int main(int argc, char** argv) {
     return 2;
   }
 
+  // What the daemon creates (its state, run records) is its own: 0600 / 0700 unless it says
+  // otherwise (the socket's mode is --socket_mode).
+  umask(077);
   options.state_dir = absl::GetFlag(FLAGS_state_dir);
   options.worker_binary = absl::GetFlag(FLAGS_worker_binary);
   if (options.worker_binary.empty()) {
@@ -112,6 +117,7 @@ int main(int argc, char** argv) {
   options.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_seconds));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.preemption = absl::GetFlag(FLAGS_preemption);
+  options.job_cgroups = absl::GetFlag(FLAGS_job_cgroups);
   options.listen_tcp = absl::GetFlag(FLAGS_listen_tcp);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);
   options.tls_key_file = absl::GetFlag(FLAGS_tls_key);

@@ -6,18 +6,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/errors.h"
+#include "common/inspect/dataset_descriptor.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "nlohmann/json.hpp"
@@ -29,25 +27,6 @@ using json = nlohmann::json;
 
 constexpr int kCacheVersion = 1;
 
-// The identity of a file for the cache key; NOT_FOUND naming `what` when it does not exist.
-absl::StatusOr<json> FileIdentity(const std::string& path, const std::string& what) {
-  struct stat st;
-  if (stat(path.c_str(), &st) != 0) {
-    return MOBIUS_ERRNO_ERROR(absl::StrCat(what, " ", path));
-  }
-  return json{{"path", path},
-              {"dev", static_cast<uint64_t>(st.st_dev)},
-              {"ino", static_cast<uint64_t>(st.st_ino)},
-              {"size", static_cast<int64_t>(st.st_size)},
-              {"mtime_ns", static_cast<int64_t>(st.st_mtim.tv_sec) * 1'000'000'000 +
-                               st.st_mtim.tv_nsec}};
-}
-
-bool IsDirectory(const std::string& path) {
-  struct stat st;
-  return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
-}
-
 bool IsFile(const std::string& path) {
   struct stat st;
   return stat(path.c_str(), &st) == 0 && S_ISREG(st.st_mode);
@@ -56,41 +35,6 @@ bool IsFile(const std::string& path) {
 std::vector<std::string> DatasetFiles(const jobspec::DatasetSpec& ds) {
   if (!ds.paths.empty()) return ds.paths;
   return {ds.path};
-}
-
-std::string Fnv1a64Hex(const std::string& text) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return absl::StrFormat("%016x", h);
-}
-
-absl::StatusOr<std::string> ReadSmallFile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in.good()) return absl::NotFoundError(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-// Writes `text` to `path` atomically (temp file + rename).
-absl::Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  static std::atomic<int> counter{0};
-  const std::string tmp = absl::StrCat(path, ".tmp-", getpid(), "-", counter++);
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out.good()) return MOBIUS_ERRNO_ERROR(absl::StrCat("writing ", tmp));
-  }
-  if (rename(tmp.c_str(), path.c_str()) != 0) {
-    const absl::Status s = MOBIUS_ERRNO_ERROR(absl::StrCat("renaming ", tmp));
-    unlink(tmp.c_str());
-    return s;
-  }
-  return absl::OkStatus();
 }
 
 data::TokenizeRequest RequestFor(const jobspec::JobSpec& spec, const std::string& output,
@@ -115,9 +59,18 @@ data::TokenizeRequest RequestFor(const jobspec::JobSpec& spec, const std::string
 
 // Runs `mobius-worker tokenize REQUEST` and returns its summary.
 absl::StatusOr<data::TokenizeSummary> RunTokenizer(const DatasetPrepOptions& options,
-                                                   const std::string& request_path) {
-  MOBIUS_ASSIGN_OR_RETURN(
-      SpawnedProcess child, SpawnWithPipes({options.worker_binary, "tokenize", request_path}));
+                                                   const std::string& request_json) {
+  MOBIUS_ASSIGN_OR_RETURN(int request_fd, TextDescriptor("mobius-tokenize-request", request_json));
+  SpawnOptions so;
+  so.inherit = {{request_fd, 3}};
+  so.identity = options.identity;
+  so.umask = options.umask;
+  so.die_with_parent = true;
+  absl::StatusOr<SpawnedProcess> spawned =
+      SpawnWithPipes({options.worker_binary, "tokenize", "fd:3"}, so);
+  close(request_fd);
+  if (!spawned.ok()) return spawned.status();
+  SpawnedProcess child = *spawned;
   const pid_t pid = child.pid;
   // Read both pipes line by line until they close, polling `interrupted` in between.
   std::string out_text, err_buf, last_error;
@@ -191,54 +144,9 @@ absl::StatusOr<data::TokenizeSummary> RunTokenizer(const DatasetPrepOptions& opt
 
 }  // namespace
 
-absl::StatusOr<std::string> DatasetDescriptor(const jobspec::JobSpec& spec) {
-  const jobspec::DatasetSpec& ds = spec.dataset;
-  json inputs = json::array();
-  for (const std::string& path : DatasetFiles(ds)) {
-    MOBIUS_ASSIGN_OR_RETURN(json id, FileIdentity(path, "dataset file"));
-    inputs.push_back(std::move(id));
-  }
-  const std::string tokenizer = ds.tokenizer.empty() ? spec.model_dir : ds.tokenizer;
-  json tokenizer_files = json::array();
-  if (IsDirectory(tokenizer)) {
-    for (const char* name : {"/tokenizer.json", "/tokenizer.model", "/tokenizer_config.json"}) {
-      if (!IsFile(tokenizer + name)) continue;
-      MOBIUS_ASSIGN_OR_RETURN(json id, FileIdentity(tokenizer + name, "tokenizer file"));
-      tokenizer_files.push_back(std::move(id));
-    }
-  } else {
-    MOBIUS_ASSIGN_OR_RETURN(json id, FileIdentity(tokenizer, "tokenizer file"));
-    tokenizer_files.push_back(std::move(id));
-  }
-  json model_config = nullptr;
-  if (IsFile(spec.model_dir + "/config.json")) {
-    MOBIUS_ASSIGN_OR_RETURN(model_config,
-                            FileIdentity(spec.model_dir + "/config.json", "model config"));
-  }
-  json d = {{"version", kCacheVersion},
-            {"inputs", inputs},
-            {"tokenizer", tokenizer_files},
-            {"model_config", model_config},
-            {"format", ds.format},
-            {"text_field", ds.text_field},
-            {"prompt_field", ds.prompt_field},
-            {"completion_field", ds.completion_field},
-            {"messages_field", ds.messages_field},
-            {"chat_template", ds.chat_template},
-            {"skip_bad_lines", ds.skip_bad_lines}};
-  return d.dump();
-}
-
 absl::StatusOr<data::TokenizeSummary> RunTokenizeProcess(const data::TokenizeRequest& request,
                                                          const DatasetPrepOptions& options) {
-  static std::atomic<int> counter{0};
-  const std::string request_path =
-      absl::StrCat(request.output, ".request-", getpid(), "-", counter++, ".json");
-  MOBIUS_RETURN_IF_ERROR(
-      WriteFileAtomically(request_path, data::TokenizeRequestToJson(request)));
-  absl::StatusOr<data::TokenizeSummary> summary = RunTokenizer(options, request_path);
-  unlink(request_path.c_str());
-  return summary;
+  return RunTokenizer(options, data::TokenizeRequestToJson(request));
 }
 
 absl::StatusOr<PreparedDataset> PrepareDataset(const jobspec::JobSpec& spec,
@@ -249,26 +157,35 @@ absl::StatusOr<PreparedDataset> PrepareDataset(const jobspec::JobSpec& spec,
     out.reused = true;
     return out;
   }
-  MOBIUS_ASSIGN_OR_RETURN(std::string descriptor, DatasetDescriptor(spec));
-  std::error_code ec;
-  std::filesystem::create_directories(options.cache_dir, ec);
-  if (ec) {
-    return absl::InternalError(
-        absl::StrCat("dataset cache ", options.cache_dir, ": ", ec.message()));
+  const bool inspected = !options.descriptor.empty();
+  std::string descriptor = options.descriptor;
+  if (!inspected) {
+    MOBIUS_ASSIGN_OR_RETURN(descriptor, inspect::DatasetDescriptor(spec));
   }
-  chmod(options.cache_dir.c_str(), 0700);
-  const std::string base = absl::StrCat(options.cache_dir, "/", Fnv1a64Hex(descriptor));
+  if (!options.identity.has_value()) {  // this process is the user: the cache is its to make
+    std::error_code ec;
+    std::filesystem::create_directories(options.cache_dir, ec);
+    if (ec) {
+      return absl::InternalError(
+          absl::StrCat("dataset cache ", options.cache_dir, ": ", ec.message()));
+    }
+    chmod(options.cache_dir.c_str(), 0700);
+  }
+  const std::string base = inspect::DatasetCacheBase(options.cache_dir, descriptor);
   out.token_file = base + ".tok";
-  absl::StatusOr<std::string> cached = ReadSmallFile(base + ".json");
-  if (cached.ok() && *cached == descriptor && IsFile(out.token_file)) {
+  const std::string cached = inspected ? options.cached_token_file
+                                       : inspect::LookUpDatasetCache(options.cache_dir, descriptor);
+  if (!cached.empty()) {
+    out.token_file = cached;
     out.reused = true;
     return out;
   }
-  absl::StatusOr<data::TokenizeSummary> summary =
-      RunTokenizeProcess(RequestFor(spec, out.token_file, options.threads), options);
+  data::TokenizeRequest request = RequestFor(spec, out.token_file, options.threads);
+  request.descriptor = descriptor;
+  request.descriptor_file = base + ".json";
+  absl::StatusOr<data::TokenizeSummary> summary = RunTokenizeProcess(request, options);
   if (!summary.ok()) return summary.status();
   out.summary = *summary;
-  MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(base + ".json", descriptor));
   return out;
 }
 

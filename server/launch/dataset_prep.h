@@ -1,7 +1,7 @@
 // Text datasets -> token files before a run: the daemon's supervisor and `mobius run` call
 // PrepareDataset for every spec whose dataset.format is not "tokens".
 //
-// The work runs in `mobius-worker tokenize REQUEST.json` (worker/data/tokenize_verb.h), a child
+// The work runs in `mobius-worker tokenize fd:3` as the job's user (worker/data/tokenize_verb.h), a child
 // process: SentencePiece cannot share a process with gRPC's protobuf, and a tokenizer crash must
 // not take the daemon down. The result is cached in `cache_dir` under a key of everything that
 // determines it (each input's path, size, mtime and inode; the tokenizer files' and the model
@@ -18,17 +18,28 @@
 #define MOBIUS_SERVER_LAUNCH_DATASET_PREP_H_
 
 #include <functional>
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "common/jobspec/spec.h"
+#include "common/os/identity.h"
 #include "common/data/tokenize_job.h"
 
 namespace mobius::launch {
 
 struct DatasetPrepOptions {
   std::string worker_binary;  // mobius-worker
-  std::string cache_dir;      // created (0700) when missing
+  std::string cache_dir;      // created (0700) when missing, unless `identity` is given
+  // The tokenizer runs as this user (the job's submitter) with this umask; unset: as this process.
+  std::optional<Identity> identity;
+  int umask = 077;
+  // From the job's check child (common/inspect/inspection.h), run as its user: the dataset's
+  // descriptor and the cached token file it found ("" : none). With a descriptor this process
+  // reads none of the dataset's files, nor the cache; with an identity the cache directory must
+  // exist (the daemon makes it, owned by the user: state_dirs.h).
+  std::string descriptor;
+  std::string cached_token_file;
   int threads = 0;            // tokenizer threads; 0: all cores
   // Progress and the tokenizer's stderr lines (called on the calling thread).
   std::function<void(const std::string&)> on_log;
@@ -50,17 +61,14 @@ struct PreparedDataset {
 absl::StatusOr<PreparedDataset> PrepareDataset(const jobspec::JobSpec& spec,
                                                const DatasetPrepOptions& options);
 
-// Runs one request in `mobius-worker tokenize` (the request file is written next to
-// request.output and removed after). Errors as PrepareDataset's.
+// Runs one request in `mobius-worker tokenize fd:3` (the request in a sealed memory file), as
+// options.identity. Errors as PrepareDataset's.
 absl::StatusOr<data::TokenizeSummary> RunTokenizeProcess(const data::TokenizeRequest& request,
                                                          const DatasetPrepOptions& options);
 
 // `spec` training on `token_file` instead of its text dataset (format "tokens"; the text fields
 // reset to their defaults; eval_fraction kept).
 jobspec::JobSpec WithTokenFile(jobspec::JobSpec spec, const std::string& token_file);
-
-// The cache key's descriptor of a spec's dataset (JSON text); exposed for tests.
-absl::StatusOr<std::string> DatasetDescriptor(const jobspec::JobSpec& spec);
 
 }  // namespace mobius::launch
 

@@ -3,6 +3,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/random.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -73,45 +75,6 @@ struct Launcher::State {
   Clock::time_point last_step_end;
 };
 
-absl::Status ValidateLaunch(const RunConfig& run) {
-  const train::TrainerOptions& o = run.training;
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(o.model_dir + "/config.json", ec)) {
-    return absl::NotFoundError(absl::StrCat("training.model_dir: ", o.model_dir,
-                                            " has no config.json"));
-  }
-  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(o.model_dir));
-  RunConfig probe = run;
-  if (probe.store_path.empty()) probe.store_path.push_back('-');  // any non-empty value
-  train::TrainerOptions& po = probe.training;
-  if (po.microbatch == 0) po.microbatch = po.batch;
-  MOBIUS_ASSIGN_OR_RETURN(StoreLayout layout, MakeStoreLayout(config, probe));
-  (void)layout;
-  if (!std::filesystem::is_regular_file(o.data_path, ec)) {
-    return absl::NotFoundError(absl::StrCat("training.data_path: ", o.data_path,
-                                            " does not exist"));
-  }
-  std::unique_ptr<data::TokenFile> file;
-  if (o.data_raw_bytes != 0) {
-    MOBIUS_ASSIGN_OR_RETURN(file, data::TokenFile::OpenRaw(o.data_path, o.data_raw_bytes,
-                                                           config.vocab_size));
-  } else {
-    MOBIUS_ASSIGN_OR_RETURN(file, data::TokenFile::Open(o.data_path));
-  }
-  auto loader = data::TokenLoader::Create(
-      std::shared_ptr<const data::TokenFile>(std::move(file)),
-      {.seq_len = o.seq, .batch_size = o.batch, .seed = o.seed, .eval_fraction = o.eval_fraction});
-  if (!loader.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat("training.data_path: ", o.data_path, ": ",
-                                                   loader.status().message()));
-  }
-  if (o.resume && !checkpoint::LatestCheckpoint(o.checkpoint_dir).ok()) {
-    return absl::NotFoundError(absl::StrCat("resume: no complete checkpoint in ",
-                                            o.checkpoint_dir));
-  }
-  return absl::OkStatus();
-}
-
 namespace {
 
 absl::Status CheckHostMemory(const LaunchOptions& o, const StoreLayout& layout) {
@@ -146,13 +109,19 @@ uint64_t LinkBytes(const Launcher::State& s, size_t link, int direction) {
       ->load(std::memory_order_relaxed);
 }
 
-absl::Status Spawn(Launcher::State& s, Worker& w, const std::string& config_path) {
-  std::vector<InheritedFd> inherit;
-  if (s.store->fd() >= 0) inherit.push_back({s.store->fd(), kWorkerStoreFd});
+absl::Status Spawn(Launcher::State& s, Worker& w, int config_fd) {
+  SpawnOptions so;
+  if (s.store->fd() >= 0) so.inherit.push_back({s.store->fd(), kWorkerStoreFd});
+  so.inherit.push_back({config_fd, kWorkerConfigFd});
+  so.identity = s.options.identity;
+  so.umask = s.options.umask;
+  so.cgroup_procs_fd = s.options.cgroup_procs_fd;
+  so.die_with_parent = true;
   MOBIUS_ASSIGN_OR_RETURN(SpawnedProcess child,
-                          SpawnWithPipes({s.options.worker_binary, "run", config_path,
+                          SpawnWithPipes({s.options.worker_binary, "run",
+                                          absl::StrCat("fd:", kWorkerConfigFd),
                                           absl::StrCat(w.rank)},
-                                         inherit));
+                                         so));
   w.pid = child.pid;
   w.out_fd = child.out_fd;
   w.err_fd = child.err_fd;
@@ -200,8 +169,18 @@ Launcher::~Launcher() {
   RemoveStore(*s_);
 }
 
+// 16 random hex digits: a named store's suffix nobody can guess to pre-create.
+static std::string RandomSuffix() {
+  uint64_t r = 0;
+  if (getrandom(&r, sizeof(r), 0) != static_cast<ssize_t>(sizeof(r))) {
+    r = static_cast<uint64_t>(Clock::now().time_since_epoch().count()) ^ (uint64_t(getpid()) << 32);
+  }
+  return absl::StrFormat("%016x", r);
+}
+
 absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options) {
-  MOBIUS_RETURN_IF_ERROR(ValidateLaunch(options.run));
+  if (options.identity.has_value()) MOBIUS_RETURN_IF_ERROR(CheckCanActAs(*options.identity));
+  if (!options.validated) MOBIUS_RETURN_IF_ERROR(ValidateLaunch(options.run));
   auto s = std::make_unique<State>();
   RunConfig& run = options.run;
   if (run.training.microbatch == 0) run.training.microbatch = run.training.batch;
@@ -214,16 +193,19 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
     run.store_path = absl::StrCat("memfd:", kStorePrefix, job);
     run.store_fd = kWorkerStoreFd;
   } else if (run.store_path.empty()) {
-    run.store_path = absl::StrCat(options.shm_dir, "/", kStorePrefix, job, "-", getpid());
+    run.store_path = absl::StrCat(options.shm_dir, "/", kStorePrefix, job, "-", RandomSuffix());
   }
-  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(run.training.model_dir));
-  MOBIUS_ASSIGN_OR_RETURN(s->layout, MakeStoreLayout(config, run));
+  if (!options.model_config.has_value()) {
+    MOBIUS_ASSIGN_OR_RETURN(options.model_config, model::LoadModelConfig(run.training.model_dir));
+  }
+  MOBIUS_ASSIGN_OR_RETURN(s->layout, MakeStoreLayout(*options.model_config, run));
   std::error_code ec;
   std::filesystem::create_directories(options.run_dir, ec);
   if (ec) {
     return absl::InvalidArgumentError(absl::StrCat("run directory ", options.run_dir, ": ",
                                                    ec.message()));
   }
+  chmod(options.run_dir.c_str(), 0700);
   if (access(options.worker_binary.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat("worker binary ", options.worker_binary,
                                                       " is not executable"));
@@ -231,22 +213,48 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
   MOBIUS_RETURN_IF_ERROR(CheckHostMemory(options, s->layout));
   const std::string config_path = options.run_dir + "/run.json";
   MOBIUS_RETURN_IF_ERROR(WriteRunConfig(config_path, run));
-  MOBIUS_ASSIGN_OR_RETURN(s->store,
-                          anonymous ? HostStore::CreateAnonymous(kStorePrefix + job,
-                                                                 s->layout.total_bytes)
-                                    : HostStore::Create(run.store_path, s->layout.total_bytes));
+  chmod(config_path.c_str(), 0600);
+  MOBIUS_ASSIGN_OR_RETURN(const int config_fd,
+                          TextDescriptor("mobius-run-config", RunConfigToJson(run)));
+  absl::StatusOr<std::unique_ptr<HostStore>> store =
+      anonymous ? HostStore::CreateAnonymous(kStorePrefix + job, s->layout.total_bytes)
+                : HostStore::Create(run.store_path, s->layout.total_bytes);
+  if (!store.ok()) {
+    close(config_fd);
+    return store.status();
+  }
+  s->store = *std::move(store);
+  if (options.identity.has_value()) {
+    // The store is the job's: its user's, no one else's (a named one is a file in shm_dir).
+    const int fd = s->store->fd() >= 0 ? s->store->fd()
+                                       : open(run.store_path.c_str(), O_RDONLY | O_CLOEXEC |
+                                                                         O_NOFOLLOW);
+    if (fd < 0 || fchown(fd, options.identity->uid, options.identity->gid) != 0 ||
+        fchmod(fd, 0600) != 0) {
+      absl::Status st = MOBIUS_ERRNO_ERROR(absl::StrCat("give the store to uid ",
+                                                        options.identity->uid));
+      if (fd >= 0 && fd != s->store->fd()) close(fd);
+      close(config_fd);
+      RemoveStore(*s);
+      return st;
+    }
+    if (fd != s->store->fd()) close(fd);
+  }
   s->options = std::move(options);
   s->workers.resize(s->options.run.num_workers);
   for (int r = 0; r < s->options.run.num_workers; ++r) {
     s->workers[r].rank = r;
-    absl::Status st = Spawn(*s, s->workers[r], config_path);
+    absl::Status st = Spawn(*s, s->workers[r], config_fd);
     if (!st.ok()) {
       KillAll(*s, SIGKILL);
       ReapAll(*s);
       RemoveStore(*s);
-      return absl::InternalError(absl::StrCat("rank ", r, ": ", st.message()));
+      close(config_fd);
+      return absl::Status(absl::IsPermissionDenied(st) ? st.code() : absl::StatusCode::kInternal,
+                          absl::StrCat("rank ", r, ": ", st.message()));
     }
   }
+  close(config_fd);
   s->last_step_end = Clock::now();
   return std::unique_ptr<Launcher>(new Launcher(std::move(s)));
 }

@@ -4,6 +4,10 @@
 // supervisor and by the one-shot `mobius run`.
 //
 // Guarantees:
+//   - the workers run as LaunchOptions::identity (the daemon: the job's submitter) and get the run
+//     config through a sealed memory file (kWorkerConfigFd), the store through another: nothing
+//     of the job is a file in a place another user could read, replace or pre-create; a named
+//     store (shm_dir) gets an unguessable name, created O_EXCL, mode 0600;
 //   - bad input (a plan that does not cover the model, wrong GPU count, missing model or data, a
 //     token file shorter than one batch) is reported by Start(), before any worker exists, with the
 //     field and the numbers; so is a job that needs more host memory than the machine has now; a device cap that cannot hold two stages is found by the workers while
@@ -29,23 +33,41 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/inspect/launch_checks.h"
+#include "common/model/model_config.h"
+#include "common/os/identity.h"
 #include "common/run/run_config.h"
 #include "common/run/step_report.h"
 
 namespace mobius::runtime {
 
-inline constexpr int kWorkerStoreFd = 3;  // the anonymous store's descriptor in every worker
+inline constexpr int kWorkerStoreFd = 3;   // the anonymous store's descriptor in every worker
+inline constexpr int kWorkerConfigFd = 4;  // the run config (sealed memory file): `run fd:4 RANK`
 
 struct LaunchOptions {
   RunConfig run;                    // store_path: chosen by the launcher when empty
   std::string worker_binary;        // mobius-worker
-  std::string run_dir;              // the job's directory: run.json and worker logs go here
+  std::string run_dir;              // the job's directory: a record of run.json goes here (0700)
+  // The workers run as this user (the job's submitter: common/subprocess.h), with `umask`; the
+  // store is then theirs (owner and group, mode 0600). Unset: as this process.
+  std::optional<Identity> identity;
+  int umask = 077;
+  // The job's model config, read by whoever could read it (the daemon's check child); unset:
+  // Start reads model_dir/config.json itself (`mobius run`, running as the user).
+  std::optional<model::ModelConfig> model_config;
+  // The run config passed ValidateLaunch already, as the job's user (the daemon's check child,
+  // common/inspect/inspection.h): Start does not open the job's files again.
+  bool validated = false;
+  // A cgroup.procs descriptor each worker moves itself into before exec (server/launch/
+  // job_cgroup.h); -1: none.
+  int cgroup_procs_fd = -1;
   // Empty (default): the store is an anonymous memory file (host_store.h) whose descriptor the
   // workers inherit as kWorkerStoreFd. Otherwise a named file in this directory.
   std::string shm_dir;
@@ -109,9 +131,6 @@ class Launcher {
   explicit Launcher(std::unique_ptr<State> state);
   std::unique_ptr<State> s_;
 };
-
-// The checks Start() runs before anything is created (exposed for the daemon's submit path).
-absl::Status ValidateLaunch(const RunConfig& run);
 
 }  // namespace mobius::runtime
 

@@ -6,10 +6,12 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -208,6 +210,127 @@ TEST(SubprocessTest, ChildDescriptorBelow3IsInvalidArgument) {
   EXPECT_EQ(child.status().code(), absl::StatusCode::kInvalidArgument) << child.status();
   close(p[0]);
   close(p[1]);
+}
+
+
+// A descriptor of the caller's that is NOT close-on-exec (a careless library's) does not reach
+// the child either: the child of a daemon running as root must not get its database or sockets.
+TEST(SubprocessTest, InheritableDescriptorsOfTheCallerStayBehind) {
+  int p[2];
+  ASSERT_EQ(pipe(p), 0);  // no O_CLOEXEC
+  const int leaky = fcntl(p[0], F_DUPFD, 60);
+  ASSERT_GE(leaky, 60);
+  auto child = SpawnWithPipes({"/bin/sh", "-c",
+                               "if [ -e /proc/self/fd/" + std::to_string(leaky) +
+                                   " ]; then echo leaked; else echo closed; fi"});
+  for (int fd : {p[0], p[1], leaky}) close(fd);
+  ASSERT_TRUE(child.ok()) << child.status();
+  const Finished f = WaitFor(*child);
+  EXPECT_EQ(f.out, "closed\n");
+}
+
+TEST(SubprocessTest, UmaskAndEnvironmentAreTheChilds) {
+  SpawnOptions o;
+  o.umask = 077;
+  o.env = {"MOBIUS_SUBPROCESS_TEST=set"};
+  auto child = SpawnWithPipes({"/bin/sh", "-c", "umask; echo $MOBIUS_SUBPROCESS_TEST"}, o);
+  ASSERT_TRUE(child.ok()) << child.status();
+  const Finished f = WaitFor(*child);
+  EXPECT_EQ(f.out, "0077\nset\n");
+}
+
+// As root: the child runs as another user, with that user's groups only, no capability left and
+// no_new_privs set; its parent-death signal survives the switch.
+TEST(SubprocessTest, ChildRunsAsTheGivenUserWithoutPrivileges) {
+  if (!CanSwitchIdentity()) GTEST_SKIP() << "needs root (switching uids)";
+  Identity nobody;
+  nobody.uid = 65534;
+  nobody.gid = 65534;
+  nobody.groups = {65534};
+  nobody.name = "nobody";
+  nobody.home = "/nonexistent";
+  SpawnOptions o;
+  o.identity = nobody;
+  o.die_with_parent = true;
+  auto child = SpawnWithPipes(
+      {"/bin/sh", "-c",
+       "id -u; id -g; id -G; echo $HOME $USER; grep -E '^(CapEff|CapPrm|NoNewPrivs)' "
+       "/proc/self/status | tr -s '\\t' ' '"},
+      o);
+  ASSERT_TRUE(child.ok()) << child.status();
+  const Finished f = WaitFor(*child);
+  EXPECT_EQ(f.out,
+            "65534\n65534\n65534\n/nonexistent nobody\nCapPrm: 0000000000000000\n"
+            "CapEff: 0000000000000000\nNoNewPrivs: 1\n")
+      << f.err;
+  EXPECT_EQ(f.exit_code, 0);
+}
+
+// Unprivileged: switching to another uid is refused before anything starts, naming both uids.
+TEST(SubprocessTest, SwitchingUsersWithoutPrivilegesIsPermissionDenied) {
+  if (CanSwitchIdentity()) GTEST_SKIP() << "runs only unprivileged";
+  Identity other;
+  other.uid = getuid() + 1;
+  other.gid = getgid();
+  SpawnOptions o;
+  o.identity = other;
+  auto child = SpawnWithPipes({"/bin/true"}, o);
+  ASSERT_FALSE(child.ok());
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kPermissionDenied) << child.status();
+}
+
+// A binary the child's user may not execute: PERMISSION_DENIED from the call (the exec error
+// travels back), not a child that exits 127.
+TEST(SubprocessTest, ExecFailureInTheChildIsTheCallsError) {
+  char dir[] = "/tmp/subprocess_test.XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string path = std::string(dir) + "/not-executable";
+  { std::FILE* f = std::fopen(path.c_str(), "w"); std::fputs("#!/bin/sh\n", f); std::fclose(f); }
+  chmod(path.c_str(), 0644);
+  SpawnOptions o;
+  if (CanSwitchIdentity()) o.identity = Identity{65534, 65534, {65534}, "nobody", "/"};
+  auto child = SpawnWithPipes({path}, o);
+  unlink(path.c_str());
+  rmdir(dir);
+  ASSERT_FALSE(child.ok());
+  EXPECT_EQ(child.status().code(), absl::StatusCode::kPermissionDenied) << child.status();
+  EXPECT_NE(child.status().message().find(path), std::string::npos) << child.status();
+}
+
+TEST(SubprocessTest, TextDescriptorReadsBackThroughFdArgument) {
+  auto fd = TextDescriptor("request", "{\"a\": 1}\n");
+  ASSERT_TRUE(fd.ok()) << fd.status();
+  auto child = SpawnWithPipes({"/bin/sh", "-c", "cat <&5"}, {{*fd, 5}});
+  ASSERT_TRUE(child.ok()) << child.status();
+  EXPECT_EQ(WaitFor(*child).out, "{\"a\": 1}\n");
+  auto text = ReadArgumentText("fd:" + std::to_string(*fd));  // closes it
+  ASSERT_TRUE(text.ok()) << text.status();
+  EXPECT_EQ(*text, "{\"a\": 1}\n");
+  EXPECT_FALSE(IsOpen(*fd));
+  EXPECT_EQ(ReadArgumentText("fd:x").status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReadArgumentText("/nonexistent/run.json").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(IdentityTest, RootIsFoundWithItsGroups) {
+  auto root = LookUpIdentity(0);
+  ASSERT_TRUE(root.ok()) << root.status();
+  EXPECT_EQ(root->name, "root");
+  EXPECT_EQ(root->gid, 0u);
+  EXPECT_FALSE(root->groups.empty());
+  auto unknown = LookUpIdentity(4000000000u);
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("4000000000"), std::string::npos);
+}
+
+TEST(IdentityTest, ModeBitsByOwnerGroupOther) {
+  const Identity alice{1001, 1001, {1001, 2000}, "alice", "/home/alice"};
+  EXPECT_TRUE(ModeAllows(alice, 1001, 1001, 0700, R_OK | W_OK));
+  EXPECT_FALSE(ModeAllows(alice, 1002, 1002, 0700, R_OK));
+  EXPECT_TRUE(ModeAllows(alice, 1002, 2000, 0750, R_OK | X_OK));
+  EXPECT_FALSE(ModeAllows(alice, 1002, 2000, 0750, W_OK));
+  EXPECT_TRUE(ModeAllows(alice, 1002, 1002, 0604, R_OK));
+  EXPECT_FALSE(ModeAllows(alice, 1001, 1001, 0077, R_OK));  // the owner's bits decide
 }
 
 }  // namespace

@@ -107,6 +107,17 @@ def variant_spec(name, steps, *replacements):
     return path
 
 
+def wait_log(id_, text, seconds=60):
+    """The job's log once it contains `text` (a RUNNING job logs its start only after its files
+    were checked as its user), or as it is after `seconds`."""
+    deadline = time.time() + seconds
+    logs = cli("logs", id_).stdout
+    while text not in logs and time.time() < deadline:
+        time.sleep(0.2)
+        logs = cli("logs", id_).stdout
+    return logs
+
+
 def wait_steps(id_, steps, seconds=120):
     deadline = time.time() + seconds
     while time.time() < deadline and int(job(id_).get("steps_done", 0)) < steps:
@@ -247,7 +258,7 @@ def main():
     wait_steps(gid, 3)
     sigterm_daemon("with a running job")
     start_daemon()
-    logs = cli("logs", gid).stdout
+    logs = wait_log(gid, "resuming from")
     if "checkpointed, resumes from there" not in logs or "resuming from" not in logs:
         fail("SIGTERM did not checkpoint the running job:\n" + logs[-3000:])
     resumed_at = [l for l in logs.splitlines() if "resuming from" in l][0]
@@ -291,7 +302,7 @@ def main():
     if wait_state(high, ["JOB_STATE_SUCCEEDED", "JOB_STATE_FAILED"])["state"] != "JOB_STATE_SUCCEEDED":
         fail("the high-priority job: %s" % job(high))
     low_now = wait_state(low, ["JOB_STATE_RUNNING"])
-    logs = cli("logs", low).stdout
+    logs = wait_log(low, "resuming from")
     if "preempted by " + high not in logs or "resuming from" not in logs:
         fail("the low-priority job was not preempted and resumed:\n" + logs[-3000:])
     cli("cancel", low)

@@ -127,7 +127,9 @@ def main():
     if len(evals) != steps // 50 + (1 if steps % 50 else 0):
         fail("expected an eval loss every 50 steps and at the end (%d steps):\n%s" %
              (steps, "\n".join(evals)))
-    cached = [f for f in os.listdir(os.path.join(STATE, "datasets")) if f.endswith(".tok")]
+    # The cache is the submitting user's (root here): state/users/<uid>/datasets.
+    cached = [f for f in os.listdir(os.path.join(STATE, "users", str(os.getuid()), "datasets"))
+              if f.endswith(".tok")]
     if len(cached) != 1:
         fail("expected one cached token file, found %s" % cached)
     ok("jsonl x2 + SentencePiece, 1 epoch = %d steps, %d evals, SUCCEEDED; cached %s" %

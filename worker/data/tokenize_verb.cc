@@ -9,6 +9,7 @@
 
 #include "common/data/sp_tokenizer.h"
 #include "common/data/tokenize_job.h"
+#include "common/subprocess.h"
 
 namespace mobius::data {
 
@@ -23,11 +24,9 @@ int RunTokenizeVerb(const std::vector<std::string>& args) {
     return absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsFailedPrecondition(s) ? 2
                                                                                               : 1;
   };
-  std::ifstream in(args[2], std::ios::binary);
-  if (!in.good()) return fail(absl::NotFoundError("cannot read request " + args[2]));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<TokenizeRequest> request = TokenizeRequestFromJson(text.str());
+  absl::StatusOr<std::string> text = ReadArgumentText(args[2]);
+  if (!text.ok()) return fail(absl::NotFoundError("cannot read request " + args[2]));
+  absl::StatusOr<TokenizeRequest> request = TokenizeRequestFromJson(*text);
   if (!request.ok()) return fail(request.status());
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(request->tokenizer);
   if (!tokenizer.ok()) return fail(tokenizer.status());

@@ -10,9 +10,11 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "common/run/checkpoint_dirs.h"
+#include "common/run/checkpoint_owner.h"
 #include "common/run/completion_record.h"
 #include "common/run/run_config.h"
 #include "common/run/step_report.h"
+#include "common/subprocess.h"
 #include "glog/logging.h"
 #include "worker/runtime/pipeline_worker.h"
 
@@ -51,10 +53,22 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
     std::cerr << "usage: " << kRunUsage << "\n";
     return 2;
   }
-  absl::StatusOr<RunConfig> config = ReadRunConfig(args[2]);
+  absl::StatusOr<std::string> text = ReadArgumentText(args[2]);
+  absl::StatusOr<RunConfig> config =
+      text.ok() ? RunConfigFromJson(*text) : absl::StatusOr<RunConfig>(text.status());
   if (!config.ok()) {
-    std::cerr << "error: " << config.status() << "\n";
+    std::cerr << "error: run config " << args[2] << ": " << config.status() << "\n";
     return 2;
+  }
+  // Rank 0 claims the checkpoint directory for this job before anything is written there
+  // (common/run/checkpoint_owner.h): another job's directory is refused.
+  if (rank == 0 && !config->training.checkpoint_dir.empty()) {
+    absl::Status claimed =
+        checkpoint::ClaimCheckpointDir(config->training.checkpoint_dir, config->job_id);
+    if (!claimed.ok()) {
+      std::cerr << "error: rank 0: " << claimed << "\n";
+      return 2;
+    }
   }
   absl::StatusOr<std::unique_ptr<PipelineWorker>> worker = PipelineWorker::Create(*config, rank);
   if (!worker.ok()) {

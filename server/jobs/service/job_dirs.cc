@@ -1,6 +1,7 @@
 #include "server/jobs/service/job_dirs.h"
 
 #include "absl/strings/str_cat.h"
+#include "server/jobs/service/state_dirs.h"
 
 namespace mobius::jobs {
 
@@ -11,7 +12,7 @@ std::string JobDir(const JobManagerOptions& options, const JobRecord& job) {
 std::string JobCheckpointDir(const JobManagerOptions& options, const JobRecord& job,
                              const jobspec::JobSpec& spec) {
   if (!spec.checkpoint.dir.empty()) return spec.checkpoint.dir;
-  return absl::StrCat(JobDir(options, job), "/checkpoints");
+  return DefaultCheckpointDir(options.state_dir, job.uid, job.id);
 }
 
 }  // namespace mobius::jobs

@@ -15,11 +15,12 @@
 
 namespace mobius::jobs {
 
-// STATE_DIR/jobs/<id>: the job's run directories (run-<restarts>/) and default checkpoints.
+// STATE_DIR/jobs/<id>: the daemon's record of the job's runs (run-<restarts>/).
 std::string JobDir(const JobManagerOptions& options, const JobRecord& job);
 
-// The job's checkpoint directory: the spec's checkpoint.dir, or JobDir(...)/checkpoints when the
-// spec names none. The completion record (common/run/completion_record.h) is written there too.
+// The job's checkpoint directory: the spec's checkpoint.dir, or the default in its user's part of
+// the state directory (state_dirs.h, DefaultCheckpointDir) when the spec names none. The
+// completion record (common/run/completion_record.h) is written there too.
 std::string JobCheckpointDir(const JobManagerOptions& options, const JobRecord& job,
                              const jobspec::JobSpec& spec);
 

@@ -18,7 +18,9 @@
 #include "nlohmann/json.hpp"
 #include "server/jobs/scheduler/fits.h"
 #include "server/jobs/scheduler/scheduler.h"
+#include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager_state.h"
+#include "server/jobs/service/state_dirs.h"
 #include "server/jobs/service/job_planning.h"
 #include "server/jobs/store/page_token.h"
 #include "common/model/model_config_parse.h"
@@ -44,13 +46,9 @@ JobManager::~JobManager() { Shutdown(); }
 
 absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions options) {
   auto s = std::make_unique<State>();
-  std::error_code ec;
-  std::filesystem::create_directories(options.state_dir + "/jobs", ec);
-  if (ec) {
-    return absl::FailedPreconditionError(absl::StrCat("state directory ", options.state_dir, ": ",
-                                                      ec.message()));
-  }
+  MOBIUS_RETURN_IF_ERROR(PrepareStateDir(options.state_dir));
   MOBIUS_ASSIGN_OR_RETURN(s->store, JobStore::Open(options.state_dir + "/jobs.db"));
+  RestrictDatabaseFiles(options.state_dir);
   SchedulerOptions so;
   so.preemption = options.preemption;
   s->scheduler = Scheduler(so);
@@ -78,13 +76,18 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
                                            jobspec::JobSpec spec) {
   State& s = *s_;
   jobspec::Normalize(spec);
-  absl::Status st = jobspec::ValidateJobSpec(
-      spec, {.require_absolute_paths = true, .check_files_exist = true});
+  absl::Status st = CheckMaySubmit(s.options, caller);
+  if (st.ok()) st = jobspec::ValidateJobSpec(spec, {.require_absolute_paths = true});
   if (st.ok()) st = TrainerOptionsFromSpec(spec, "unused").status();
+  absl::StatusOr<model::ModelConfig> config =
+      st.ok() ? CheckSpecFilesAs(s.options, caller.uid, spec, &s.spec_checks)
+              : absl::StatusOr<model::ModelConfig>(st);
+  PlanJobOptions plan_options = PlanOptionsOf(s.options);
+  if (config.ok()) plan_options.model_config = &*config;
   absl::StatusOr<PlannedJob> planned =
-      st.ok() ? PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {},
-                     PlanOptionsOf(s.options))
-              : absl::StatusOr<PlannedJob>(st);
+      config.ok() ? PlanJob(spec, s.options.topology, s.options.facts,
+                            s.options.node.allowed_gpus, {}, plan_options)
+                  : absl::StatusOr<PlannedJob>(config.status());
   if (planned.ok()) {
     JobRequest probe = planned->request;
     probe.job_id = "new";
@@ -130,13 +133,15 @@ absl::StatusOr<std::pair<std::string, std::string>> JobManager::Plan(const Calle
                                                                      jobspec::JobSpec spec) {
   State& s = *s_;
   jobspec::Normalize(spec);
-  MOBIUS_RETURN_IF_ERROR(jobspec::ValidateJobSpec(
-      spec, {.require_absolute_paths = true, .check_files_exist = true}));
+  MOBIUS_RETURN_IF_ERROR(CheckMaySubmit(s.options, caller));
+  MOBIUS_RETURN_IF_ERROR(jobspec::ValidateJobSpec(spec, {.require_absolute_paths = true}));
   MOBIUS_RETURN_IF_ERROR(TrainerOptionsFromSpec(spec, "unused").status());
-  MOBIUS_ASSIGN_OR_RETURN(
-      PlannedJob planned,
-      PlanJob(spec, s.options.topology, s.options.facts, s.options.node.allowed_gpus, {},
-                     PlanOptionsOf(s.options)));
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, CheckSpecFilesAs(s.options, caller.uid, spec));
+  PlanJobOptions plan_options = PlanOptionsOf(s.options);
+  plan_options.model_config = &config;
+  MOBIUS_ASSIGN_OR_RETURN(PlannedJob planned,
+                          PlanJob(spec, s.options.topology, s.options.facts,
+                                  s.options.node.allowed_gpus, {}, plan_options));
   JobRequest probe = planned.request;
   probe.job_id = "plan";
   absl::Status fits = CheckFits(s.options.node, probe);

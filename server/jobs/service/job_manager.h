@@ -2,7 +2,8 @@
 //
 // It ties together the durable store (server/jobs/store), the admission scheduler
 // (server/jobs/scheduler), the planner and the runtime's launcher (server/launch/launcher.h):
-//   Submit   validate the spec (server rules: absolute paths, files exist), plan it on the node to
+//   Submit   validate the spec (server rules: absolute paths, files exist: checked as the
+//            submitting user by a child process, job_identity.h), plan it on the node to
 //            learn what it needs, refuse what can never fit (FAILED_PRECONDITION with the numbers),
 //            store it QUEUED (idempotent per user and submission id), schedule;
 //   schedule whenever something changes: the scheduler decides which queued jobs start on which
@@ -72,6 +73,10 @@
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
 
+namespace mobius::launch {
+class JobCgroupRoot;
+}
+
 namespace mobius::jobs {
 
 struct Caller {
@@ -83,6 +88,7 @@ struct Caller {
 struct JobManagerOptions {
   std::string state_dir;            // jobs.db and jobs/<id>/ (runs, default checkpoints)
   std::string worker_binary;        // mobius-worker
+  std::string inspect_binary;       // mobius-inspect (job_identity.h); empty: next to the worker
   topology::Topology topology;
   topology::TopologyFacts facts;
   NodeResources node;               // GPUs, allow-list, host and pinned budgets
@@ -109,6 +115,12 @@ struct JobManagerOptions {
   // checkpoint, stop and are requeued (scheduler.h, rule 7).
   bool preemption = false;
   JobObserver* observer = nullptr;  // not owned; metrics (job_observer.h); may be null
+  // The daemon runs unprivileged: every job runs as its user, and only that user and the admins
+  // may submit (job_identity.h). Otherwise (root) each job runs as its submitter.
+  bool single_user = false;
+  // Per-job cgroup v2 isolation (server/launch/job_cgroup.h): each run's workers in a cgroup of
+  // their own with memory.max from the plan's host estimate; null: none. Not owned.
+  launch::JobCgroupRoot* cgroups = nullptr;
   // State changes the store cannot write are retried after store_retry_initial, then after twice
   // as long each time, at most store_retry_max apart (see "State the store cannot write" above).
   absl::Duration store_retry_initial = absl::Milliseconds(500);

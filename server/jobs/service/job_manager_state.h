@@ -14,6 +14,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "server/jobs/scheduler/scheduler.h"
+#include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager.h"
 #include "server/jobs/service/pending_transitions.h"
 #include "server/jobs/service/store_write_log.h"
@@ -38,6 +39,7 @@ struct JobManager::State {
   JobManagerOptions options;
   std::unique_ptr<JobStore> store;
   Scheduler scheduler;  // set in Create from options.preemption
+  SpecCheckCache spec_checks;  // Submit's passed file checks (job_identity.h)
 
   struct Running {
     std::vector<int> gpus;
@@ -76,9 +78,9 @@ struct JobManager::State {
   }
   // A "daemon" line in the job's log (and glog).
   void DaemonLog(const std::string& id, const std::string& text);
-  // How job `id`'s text dataset is tokenized (cached under state_dir/datasets, progress in the
+  // How job `id`'s text dataset is tokenized (cached in its user's directory, state_dirs.h; progress in the
   // job's log); CANCELLED / ABORTED when the job is cancelled or stopped meanwhile.
-  launch::DatasetPrepOptions DatasetOptions(const std::string& id);
+  launch::DatasetPrepOptions DatasetOptions(const std::string& id, uid_t uid);
   // An audit-log entry for a state-changing call ("JobService." + method).
   void Audit(const Caller& c, const std::string& method, const std::string& target,
              const std::string& detail, const absl::Status& result);

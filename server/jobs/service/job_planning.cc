@@ -80,7 +80,12 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
     }
     if (gpus.empty()) gpus.assign(allowed.begin(), allowed.begin() + k);
   }
-  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, model::LoadModelConfig(spec.model_dir));
+  model::ModelConfig loaded;
+  if (options.model_config == nullptr) {
+    MOBIUS_ASSIGN_OR_RETURN(loaded, model::LoadModelConfig(spec.model_dir));
+  }
+  const model::ModelConfig& config =
+      options.model_config != nullptr ? *options.model_config : loaded;
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(config));
   planner::JobShape shape;
   shape.global_batch = spec.training.global_batch;

@@ -11,6 +11,7 @@
 
 #include "absl/status/statusor.h"
 #include "common/jobspec/spec.h"
+#include "common/model/model_config.h"
 #include "server/jobs/scheduler/resources.h"
 #include "server/planner/api/make_plan.h"
 #include "server/topology/analysis.h"
@@ -43,6 +44,10 @@ struct PlanJobOptions {
   // instead of failing: for jobs accepted before the node shrank (a daemon restart with fewer
   // GPUs); checkpoints do not depend on the GPU count, so such a job resumes on fewer.
   bool fit_to_node = false;
+  // The model's config, as the job's user read it (the daemon's check child,
+  // common/inspect/inspection.h); null: PlanJob reads spec.model_dir's config.json itself (`mobius
+  // run`, which runs as the user). Not owned; must outlive the call.
+  const model::ModelConfig* model_config = nullptr;
 };
 
 // Plans `spec` (normalised: jobspec::Normalize) on `gpus` (empty: the first spec.resources.gpus of

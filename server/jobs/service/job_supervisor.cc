@@ -19,9 +19,12 @@
 #include "server/jobs/scheduler/fits.h"
 #include "server/jobs/scheduler/scheduler.h"
 #include "server/jobs/service/job_dirs.h"
+#include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_planning.h"
+#include "server/jobs/service/state_dirs.h"
 #include "server/jobs/service/run_setup.h"
 #include "server/launch/dataset_prep.h"
+#include "server/launch/job_cgroup.h"
 #include "server/launch/launcher.h"
 #include "server/planner/profile.h"
 
@@ -164,13 +167,18 @@ void JobManager::State::Reschedule() {
       // Jobs from before a daemon restart: plan again to learn what they need, on the GPUs this
       // node has now (a job asking for more GPUs than are usable after the restart is re-planned
       // for those it can get and resumes from its checkpoint there: docs/scheduler.md).
+      // The model config as the job's user reads it (job_identity.h).
       absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
+      absl::StatusOr<model::ModelConfig> config =
+          spec.ok() ? CheckSpecFilesAs(options, job.uid, *spec)
+                    : absl::StatusOr<model::ModelConfig>(spec.status());
       PlanJobOptions po = PlanOptionsOf(options);
       po.fit_to_node = true;
+      if (config.ok()) po.model_config = &*config;
       absl::StatusOr<PlannedJob> planned =
-          spec.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus, {},
-                          po)
-                    : absl::StatusOr<PlannedJob>(spec.status());
+          config.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus,
+                                {}, po)
+                      : absl::StatusOr<PlannedJob>(config.status());
       if (!planned.ok()) {
         LogIfError(job.id, Transition(job.id, JobState::kFailed,
                                       absl::StrCat("cannot plan: ", planned.status().message())));
@@ -275,10 +283,10 @@ void JobManager::State::Reschedule() {
 
 // ---- supervision --------------------------------------------------------------------------------
 
-launch::DatasetPrepOptions JobManager::State::DatasetOptions(const std::string& id) {
+launch::DatasetPrepOptions JobManager::State::DatasetOptions(const std::string& id, uid_t uid) {
   launch::DatasetPrepOptions po;
   po.worker_binary = options.worker_binary;
-  po.cache_dir = absl::StrCat(options.state_dir, "/datasets");
+  po.cache_dir = UserDatasetCacheDir(options.state_dir, uid);
   po.threads = options.tokenize_threads > 0
                    ? options.tokenize_threads
                    : std::max(1, static_cast<int>(std::thread::hardware_concurrency()) / 2);
@@ -308,6 +316,15 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   if (!job.ok()) return fail(job.status());
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job->spec_json);
   if (!spec.ok()) return fail(spec.status());
+  // The job's processes and file checks run as its user (job_identity.h); its default checkpoint
+  // directory and dataset cache are in that user's directory of the state (state_dirs.h).
+  absl::StatusOr<std::optional<Identity>> identity = JobIdentity(options, job->uid);
+  if (!identity.ok()) return fail(identity.status());
+  if (absl::Status dirs =
+          EnsureUserStateDir(options.state_dir, job->uid, JobFilesOwner(*identity));
+      !dirs.ok()) {
+    return fail(dirs);
+  }
   const std::string job_dir = JobDir(options, *job);
   if (jobspec::IsTextFormat(spec->dataset.format)) {
     DaemonLog(id, absl::StrCat("preparing the ", spec->dataset.format,
@@ -323,7 +340,11 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   so.default_checkpoint_dir = JobCheckpointDir(options, *job, *spec);
   so.resume = true;  // a requeued or restarted job continues from its newest checkpoint
   so.emulation = {.enabled = options.emulate_links, .link_scale = options.link_scale};
-  so.dataset = DatasetOptions(id);
+  so.dataset = DatasetOptions(id, job->uid);
+  so.dataset.identity = *identity;
+  so.inspect = [this, uid = job->uid](const inspect::InspectRequest& r) {
+    return InspectAs(options, uid, r);
+  };
   absl::StatusOr<RunSetup> setup = SetUpRun(*std::move(spec), so);
   if (!setup.ok()) return fail(setup.status());
   if (setup->dataset.has_value()) {
@@ -377,6 +398,22 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   lo.run = run;
   lo.worker_binary = options.worker_binary;
   lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
+  lo.identity = *identity;
+  std::unique_ptr<launch::JobCgroup> cgroup;
+  if (options.cgroups != nullptr) {
+    launch::JobLimits limits = launch::JobLimitsFor(
+        options.cgroups->support(), planned.report.plan.memory.host_bytes, run.num_workers,
+        std::nullopt);
+    absl::StatusOr<std::unique_ptr<launch::JobCgroup>> made =
+        options.cgroups->CreateJob(id, limits);
+    if (!made.ok()) return fail(made.status());
+    cgroup = *std::move(made);
+    lo.cgroup_procs_fd = cgroup->procs_fd();
+    DaemonLog(id, absl::StrCat("cgroup ", cgroup->path(), ": memory.max ",
+                               limits.memory_max_bytes >> 20, " MiB"));
+  }
+  lo.model_config = setup->model_config;
+  lo.validated = setup->validated;
   lo.kill_grace = options.kill_grace;
   lo.heartbeat_timeout = options.heartbeat_timeout;
   lo.step_timeout = options.step_timeout;
@@ -427,6 +464,14 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     }
   }
   runtime::LaunchResult result = shared->Wait();
+  if (cgroup != nullptr) {
+    // A worker killed by the job's own memory limit: say so instead of a bare SIGKILL.
+    if (absl::StatusOr<launch::JobCgroupStats> st = cgroup->Stats(); st.ok() && st->oom_killed()) {
+      result.status = absl::ResourceExhaustedError(
+          absl::StrCat(launch::DescribeOomKill(*st), "; ", result.status.message()));
+    }
+    cgroup.reset();  // kills what is left, removes the cgroup
+  }
   if (!result.links.empty()) {
     std::vector<std::string> parts;
     for (const runtime::LinkTraffic& l : result.links) {

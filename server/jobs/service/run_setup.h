@@ -1,7 +1,9 @@
 // From a job spec to what the workers are launched with: the one path both the daemon's supervisor
 // and `mobius run` take (spec, node, granted GPUs) -> (plan, trainer options, run config).
 //
-// In order: plan on the granted GPUs (PlanJob; fails before any tokenizing when the job does not
+// In order: check the job's files (RunSetupOptions::inspect: the daemon runs the checks as the
+// job's user, common/inspect/inspection.h; this process reads none of the spec's paths then), plan
+// on the granted GPUs (PlanJob; fails before any tokenizing when the job does not
 // fit), prepare a text dataset into a cached token file (launch::PrepareDataset), derive the
 // trainer options (TrainerOptionsFromSpec: epochs become steps over the token file), decide on
 // resuming (the newest complete checkpoint of the checkpoint directory, when `resume`), and build
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "common/inspect/inspection.h"
 #include "common/jobspec/spec.h"
 #include "common/run/run_config.h"
 #include "server/jobs/service/job_planning.h"
@@ -47,6 +50,9 @@ struct RunSetupOptions {
   std::string backend = "auto";  // RunConfig::backend / transport (validated by the launcher)
   std::string transport = "auto";
   launch::DatasetPrepOptions dataset;  // for text datasets
+  // Runs the file checks (twice: the spec before planning, the run config before launching);
+  // null: inspect::Inspect in this process (`mobius run`, which is the user).
+  std::function<absl::StatusOr<inspect::InspectResult>(const inspect::InspectRequest&)> inspect;
 };
 
 struct RunSetup {
@@ -56,6 +62,9 @@ struct RunSetup {
   std::string resume_from;  // the checkpoint directory resumed from; empty: a fresh start
   std::optional<launch::PreparedDataset> dataset;  // for a text dataset
   int64_t host_store_bytes = 0;  // the shared store's size (admission and metrics)
+  model::ModelConfig model_config;  // as the checks read it
+  // The run config passed the launch checks (LaunchOptions::validated).
+  bool validated = false;
 };
 
 // Errors are those of the steps, unchanged (the planner's FAILED_PRECONDITION with its numbers,

@@ -2,6 +2,8 @@
 // tokenizers, the cache (reuse, invalidation by a changed input), bad lines, interruption.
 #include "server/launch/dataset_prep.h"
 
+#include "common/inspect/dataset_descriptor.h"
+
 #include <unistd.h>
 
 #include <filesystem>
@@ -84,9 +86,9 @@ TEST_F(DatasetPrepTest, TokenizesWithSentencePieceThenReuses) {
   EXPECT_EQ(changed->summary.documents, 4);
   // So is another field choice.
   spec_.dataset.skip_bad_lines = true;
-  absl::StatusOr<std::string> a = DatasetDescriptor(spec_);
+  absl::StatusOr<std::string> a = inspect::DatasetDescriptor(spec_);
   spec_.dataset.skip_bad_lines = false;
-  absl::StatusOr<std::string> b = DatasetDescriptor(spec_);
+  absl::StatusOr<std::string> b = inspect::DatasetDescriptor(spec_);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NE(*a, *b);
   // No request file is left behind.

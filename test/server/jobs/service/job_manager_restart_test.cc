@@ -11,6 +11,7 @@
 #include "common/jobspec/json.h"
 #include "common/run/completion_record.h"
 #include "server/jobs/service/job_dirs.h"
+#include "server/jobs/service/state_dirs.h"
 #include "server/jobs/store/job_store.h"
 #include "test/server/jobs/service/job_manager_test_util.h"
 
@@ -87,7 +88,7 @@ TEST_F(JobManagerRestartTest, ACompletionRecordForTheJobMakesItSucceeded) {
   {
     std::lock_guard<std::mutex> lock(mu);
     EXPECT_EQ(asked.size(), 5u);
-    EXPECT_EQ(asked[done.id], state_dir_ + "/jobs/" + done.id + "/checkpoints");
+    EXPECT_EQ(asked[done.id], DefaultCheckpointDir(state_dir_, admin_.uid, done.id));
     EXPECT_EQ(asked[own.id], own_dir.checkpoint.dir);
   }
   for (const JobRecord* job : {&done, &own}) {

@@ -8,9 +8,13 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 #include <string>
 
+#include "common/jobspec/json.h"
 #include "common/jobspec/spec.h"
+#include "common/run/checkpoint_dirs.h"
+#include "common/run/checkpoint_owner.h"
 #include "gtest/gtest.h"
 #include "server/topology/hwloc_source.h"
 #include "test/testing/paths.h"
@@ -55,8 +59,32 @@ class RunSetupTest : public ::testing::Test {
     o.gpus = std::move(gpus);
     o.plan.host_memory_bytes = 4096 * kGiB;
     o.run_name = "j-000042";
+    o.inspect = [this](const inspect::InspectRequest& r) {
+      ++checks_;
+      if (!r.run_config_json.empty()) ++launch_checks_;
+      return ConfigOnlyChecks(r);
+    };
     return o;
   }
+
+  // The check child's verdict on a config-only model (the real checks refuse it: no weights):
+  // config.json's text, the owner rule and the job's newest checkpoint, as inspection.h has them.
+  static absl::StatusOr<inspect::InspectResult> ConfigOnlyChecks(const inspect::InspectRequest& r) {
+    inspect::InspectResult out;
+    absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json);
+    if (!spec.ok()) return spec.status();
+    std::ifstream in(spec->model_dir + "/config.json");
+    std::stringstream text;
+    text << in.rdbuf();
+    out.model_config_json = text.str();
+    out.status = checkpoint::CheckCheckpointOwner(r.checkpoint_dir, r.job_id);
+    if (auto latest = checkpoint::LatestCheckpoint(r.checkpoint_dir); latest.ok()) {
+      out.latest_checkpoint = *latest;
+    }
+    return out;
+  }
+
+  int checks_ = 0, launch_checks_ = 0;
 
   topology::Topology topology_;
   topology::TopologyFacts facts_;
@@ -124,6 +152,37 @@ TEST_F(RunSetupTest, ResumesFromTheNewestCompleteCheckpointOnlyWhenAsked) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(s->resume_from.empty());
   EXPECT_FALSE(s->run.training.resume);
+}
+
+// The file checks run before anything else, as the job's user in the daemon (the hook): their
+// error is the call's, unchanged; on success they ran twice, the second time on the run config.
+TEST_F(RunSetupTest, TheFileChecksComeFirstAndTheirErrorIsTheCalls) {
+  RunSetupOptions o = Options({0, 1, 2, 3});
+  absl::StatusOr<RunSetup> s = SetUpRun(spec_, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(checks_, 2);
+  EXPECT_EQ(launch_checks_, 1);
+  EXPECT_TRUE(s->validated);
+  EXPECT_EQ(s->model_config.vocab_size, 32000);
+  o.inspect = [](const inspect::InspectRequest&) -> absl::StatusOr<inspect::InspectResult> {
+    inspect::InspectResult r;
+    r.status = absl::PermissionDeniedError("model_dir: /data/bob/model/config.json: Permission "
+                                           "denied");
+    return r;
+  };
+  s = SetUpRun(spec_, o);
+  EXPECT_EQ(s.status().code(), absl::StatusCode::kPermissionDenied) << s.status();
+  EXPECT_NE(s.status().message().find("/data/bob/model"), std::string::npos) << s.status();
+}
+
+// Another job's checkpoint directory is neither resumed from nor written: the owner record.
+TEST_F(RunSetupTest, AnotherJobsCheckpointDirectoryIsRefused) {
+  ASSERT_TRUE(checkpoint::ClaimCheckpointDir((dir_ / "ckpt").string(), "j-000007").ok());
+  fs::create_directories(dir_ / "ckpt/checkpoint-00000003");
+  std::ofstream(dir_ / "ckpt/checkpoint-00000003/DONE") << "{}";
+  absl::StatusOr<RunSetup> s = SetUpRun(spec_, Options({0, 1, 2, 3}));
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_NE(s.status().message().find("j-000007"), std::string::npos) << s.status();
 }
 
 TEST_F(RunSetupTest, BadCallsAndPlannerErrorsAreReported) {
