@@ -48,10 +48,12 @@ absl::StatusOr<inspect::InspectResult> InspectAs(const JobManagerOptions& option
 
 absl::StatusOr<model::ModelConfig> CheckSpecFilesAs(const JobManagerOptions& options, uid_t uid,
                                                     const jobspec::JobSpec& spec,
-                                                    SpecCheckCache* cache) {
+                                                    SpecCheckCache* cache,
+                                                    const std::string& job_id) {
   inspect::InspectRequest request;
   request.spec_json = jobspec::JobSpecToJson(spec);
-  request.checkpoint_dir = spec.checkpoint.dir;  // a new job: any owner record is another job's
+  request.checkpoint_dir = spec.checkpoint.dir;
+  request.job_id = job_id;  // empty (a new job): any owner record is another job's
   if (cache != nullptr) {
     if (std::optional<model::ModelConfig> known = cache->Find(uid, request.spec_json)) {
       return *std::move(known);

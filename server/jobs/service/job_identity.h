@@ -47,7 +47,8 @@ absl::StatusOr<inspect::InspectResult> InspectAs(const JobManagerOptions& option
 
 // Submit's and Plan's checks of `spec` (normalised) as `uid`: validation with the file checks,
 // the model config (returned, for the planner), a text dataset's files, the checkpoint directory
-// when the spec names one (another job's is refused).
+// when the spec names one (another job's is refused). `job_id`: the job a stored spec belongs to
+// (its own checkpoint directory is fine: the re-plan after a restart); empty for a new job.
 //
 // A passed check is remembered for kSpecCheckTtl per (uid, spec): a burst of submits of one spec
 // (a sweep, a scheduler's retries) starts one check child, not one each. That cannot let a job
@@ -58,7 +59,8 @@ class SpecCheckCache;
 inline constexpr absl::Duration kSpecCheckTtl = absl::Seconds(10);
 absl::StatusOr<model::ModelConfig> CheckSpecFilesAs(const JobManagerOptions& options, uid_t uid,
                                                     const jobspec::JobSpec& spec,
-                                                    SpecCheckCache* cache = nullptr);
+                                                    SpecCheckCache* cache = nullptr,
+                                                    const std::string& job_id = "");
 
 // The passed checks above, by (uid, spec JSON), at most 256, each for kSpecCheckTtl.
 // Thread-safe.

@@ -170,7 +170,7 @@ void JobManager::State::Reschedule() {
       // The model config as the job's user reads it (job_identity.h).
       absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
       absl::StatusOr<model::ModelConfig> config =
-          spec.ok() ? CheckSpecFilesAs(options, job.uid, *spec)
+          spec.ok() ? CheckSpecFilesAs(options, job.uid, *spec, /*cache=*/nullptr, job.id)
                     : absl::StatusOr<model::ModelConfig>(spec.status());
       PlanJobOptions po = PlanOptionsOf(options);
       po.fit_to_node = true;

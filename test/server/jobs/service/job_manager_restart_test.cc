@@ -1,14 +1,16 @@
 // The job manager's start-up with jobs the store still has RUNNING (job_manager.h, "restart"): a
 // completion record for that job with at least its total steps makes it SUCCEEDED; none, another
 // job's, or one with too few steps leaves the old behaviour (requeued as a restart, FAILED once
-// the restarts are used up). The record is read through options.read_completion, from the job's
-// checkpoint directory (job_dirs.h).
+// the restarts are used up; a requeued job whose spec names its own checkpoint directory resumes
+// there). The record is read through options.read_completion, from the job's checkpoint directory
+// (job_dirs.h).
 #include <map>
 #include <mutex>
 #include <string>
 
 #include "absl/strings/match.h"
 #include "common/jobspec/json.h"
+#include "common/run/checkpoint_owner.h"
 #include "common/run/completion_record.h"
 #include "server/jobs/service/job_dirs.h"
 #include "server/jobs/service/state_dirs.h"
@@ -115,25 +117,33 @@ TEST_F(JobManagerRestartTest, ACompletionRecordForTheJobMakesItSucceeded) {
 
 TEST_F(JobManagerRestartTest, WithoutARecordTheJobIsRequeuedAsARestartAndResumes) {
   jobspec::JobSpec spec = Spec("requeued", 4);  // max_restarts 1
-  JobRecord job;
+  // One whose spec names its checkpoint directory, which its first run claimed (OWNER.json): the
+  // re-plan after the restart takes it as the job's own, not another job's.
+  jobspec::JobSpec own_spec = Spec("own-dir", 4);
+  own_spec.checkpoint.dir = (root_ / "own-checkpoints").string();
+  JobRecord job, own;
   std::unique_ptr<JobStore> store;
   {
     auto opened = JobStore::Open(state_dir_ + "/jobs.db");
     ASSERT_TRUE(opened.ok()) << opened.status();
     store = *std::move(opened);
     job = Running(*store, spec, 4);
+    own = Running(*store, own_spec, 4);
   }
+  ASSERT_TRUE(checkpoint::ClaimCheckpointDir(own_spec.checkpoint.dir, own.id).ok());
   auto m = Create();
   ASSERT_NE(m, nullptr);
-  JobView done = WaitTerminal(*m, job.id);
-  EXPECT_EQ(done.record.state, JobState::kSucceeded) << done.record.state_reason;
-  EXPECT_EQ(done.record.restarts, 1);
-  absl::StatusOr<std::vector<TransitionRecord>> transitions = store->Transitions(job.id);
-  ASSERT_TRUE(transitions.ok()) << transitions.status();
-  ASSERT_GE(transitions->size(), 3u);
-  EXPECT_EQ((*transitions)[1].from, JobState::kRunning);
-  EXPECT_EQ((*transitions)[1].to, JobState::kQueued);
-  EXPECT_EQ((*transitions)[1].reason, "the daemon stopped while it ran; starts over");
+  for (const JobRecord* j : {&job, &own}) {
+    JobView done = WaitTerminal(*m, j->id);
+    EXPECT_EQ(done.record.state, JobState::kSucceeded) << j->id << ": " << done.record.state_reason;
+    EXPECT_EQ(done.record.restarts, 1);
+    absl::StatusOr<std::vector<TransitionRecord>> transitions = store->Transitions(j->id);
+    ASSERT_TRUE(transitions.ok()) << transitions.status();
+    ASSERT_GE(transitions->size(), 3u);
+    EXPECT_EQ((*transitions)[1].from, JobState::kRunning);
+    EXPECT_EQ((*transitions)[1].to, JobState::kQueued);
+    EXPECT_EQ((*transitions)[1].reason, "the daemon stopped while it ran; starts over");
+  }
   // This run wrote its own record: a restart now would find it.
   absl::StatusOr<runtime::CompletionRecord> record =
       runtime::ReadCompletionRecord(JobCheckpointDir(Options(), job, spec));
