@@ -17,6 +17,8 @@ issue is tried as a curious or careless second user would, and the secure outcom
   - a step count past the limit is refused, not run as "0 steps";
   - a job of each user succeeds (the test proves isolation, not breakage);
   - unprivileged single-user mode: a daemon run by alice runs alice's job and refuses bob's.
+The root daemon runs with the systemd unit's capabilities only (CAP_SETUID, CAP_SETGID, CAP_CHOWN,
+CAP_KILL: no CAP_DAC_OVERRIDE), so the test also proves the unit's set is enough.
 The full state disk is state_disk_full_test.py's.
 
 Needs root, useradd/userdel and setpriv; prints "skipped" and exits 0 without them.
@@ -41,6 +43,7 @@ from harness import Harness  # noqa: E402
 BIN, SRC, TESTS = sys.argv[1], sys.argv[2], sys.argv[3]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
 SECRET = "topsecret-marker-5f3a"
+WORKER = os.path.join(BIN, "mobius-worker")
 
 if os.getuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"):
     print("skipped: needs root, useradd and setpriv (creates two throwaway users)")
@@ -88,12 +91,17 @@ def cli(*args, user=None, sock=SOCK, check=True, timeout=120):
     return r
 
 
+# The systemd unit's capabilities (deploy/systemd/mobiusd.service): the root daemon has these only.
+UNIT_CAPS = ["setpriv", "--bounding-set=-all,+setuid,+setgid,+chown,+kill", "--inh-caps=-all"]
+
+
 def start_daemon(sock, state, user=None, log_name="daemon.log"):
     log = open(os.path.join(TMP, log_name), "a")
     cmd = [os.path.join(BIN, "mobiusd"), "--socket", sock, "--socket-mode", "0666",
            "--state-dir", state, "--topology-file", FIXTURE, "--link-scale", "0.02",
            "--metrics-address", "127.0.0.1:0"]
-    proc = subprocess.Popen(as_user(user, cmd) if user else cmd, stdout=log, stderr=log)
+    proc = subprocess.Popen(as_user(user, cmd) if user else UNIT_CAPS + cmd, stdout=log,
+                            stderr=log)
     for _ in range(100):
         if cli("--timeout-seconds", "1", "health", sock=sock, check=False).returncode == 0:
             return proc
@@ -182,7 +190,8 @@ def worker_identities():
             continue
         try:
             cmdline = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
-            if not cmdline[0].endswith(b"mobius-worker") or cmdline[1:2] != [b"run"]:
+            # This build's workers only (other tests may run workers of their own meanwhile).
+            if cmdline[0] != WORKER.encode() or cmdline[1:2] != [b"run"]:
                 continue
             fields = dict(line.split(":", 1) for line in open("/proc/%s/status" % pid)
                           if ":" in line)
