@@ -57,9 +57,66 @@ absl::StatusOr<std::string> ReadModelConfigText(const std::string& model_dir) {
   return text;
 }
 
+// The job's user can create `dir` (its nearest existing ancestor is a directory it may write and
+// search) or write into it (it is one). PERMISSION_DENIED / NOT_FOUND / INVALID_ARGUMENT naming
+// the directory and the system error.
+absl::Status CheckWritableDir(const std::string& dir) {
+  std::string at = dir;
+  while (!at.empty()) {
+    struct stat st;
+    if (stat(at.c_str(), &st) == 0) {
+      if (!S_ISDIR(st.st_mode)) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("checkpoint.dir: ", at, " is not a directory"));
+      }
+      if (access(at.c_str(), W_OK | X_OK) != 0) {
+        return MOBIUS_ERRNO_ERROR(
+            absl::StrCat("checkpoint.dir: ", dir, at == dir ? "" : absl::StrCat(" (in ", at, ")"),
+                         ": the job's user (uid ", getuid(), ") cannot write there"));
+      }
+      return absl::OkStatus();
+    }
+    if (errno != ENOENT) {
+      return MOBIUS_ERRNO_ERROR(absl::StrCat("checkpoint.dir: ", dir, " (at ", at, ")"));
+    }
+    const size_t slash = at.find_last_of('/');
+    if (slash == std::string::npos || slash == 0) break;
+    at.resize(slash);
+  }
+  return absl::OkStatus();
+}
+
+// PERMISSION_DENIED naming `field` and `path` when the job's user may not read it (or search it,
+// for a directory); OK otherwise, a missing path included (validation names that).
+absl::Status CheckReadable(const std::string& field, const std::string& path) {
+  if (path.empty()) return absl::OkStatus();
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    if (errno != EACCES) return absl::OkStatus();
+  } else if (access(path.c_str(), S_ISDIR(st.st_mode) ? R_OK | X_OK : R_OK) == 0) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat(field, ": ", path,
+                                                  ": Permission denied (the job runs as uid ",
+                                                  getuid(), ", which may not read it)"));
+}
+
+absl::Status CheckReadableInputs(const jobspec::JobSpec& spec) {
+  if (absl::Status s = CheckReadable("model_dir", spec.model_dir); !s.ok()) return s;
+  if (absl::Status s = CheckReadable("model_dir", spec.model_dir + "/config.json"); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = CheckReadable("dataset.path", spec.dataset.path); !s.ok()) return s;
+  for (const std::string& p : spec.dataset.paths) {
+    if (absl::Status s = CheckReadable("dataset.paths", p); !s.ok()) return s;
+  }
+  return CheckReadable("dataset.tokenizer", spec.dataset.tokenizer);
+}
+
 absl::Status RunChecks(const InspectRequest& r, InspectResult& out) {
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json);
   if (!spec.ok()) return spec.status();
+  if (absl::Status readable = CheckReadableInputs(*spec); !readable.ok()) return readable;
   absl::Status valid =
       jobspec::ValidateJobSpec(*spec, {.require_absolute_paths = true, .check_files_exist = true});
   if (!valid.ok()) return valid;
@@ -77,6 +134,8 @@ absl::Status RunChecks(const InspectRequest& r, InspectResult& out) {
     }
   }
   if (!r.checkpoint_dir.empty()) {
+    absl::Status writable = CheckWritableDir(r.checkpoint_dir);
+    if (!writable.ok()) return writable;
     absl::Status owner = checkpoint::CheckCheckpointOwner(r.checkpoint_dir, r.job_id);
     if (!owner.ok()) return owner;
     if (absl::StatusOr<std::string> latest = checkpoint::LatestCheckpoint(r.checkpoint_dir);

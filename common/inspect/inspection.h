@@ -5,13 +5,15 @@
 // PERMISSION_DENIED, naming the path and the system error; no file's contents are quoted.
 //
 // Inspect() does, in order (the first error ends it and is the result's status):
-//   1. the spec's server-side validation with its file checks (jobspec::ValidateJobSpec with
+//   1. every input of the spec readable by the user (PERMISSION_DENIED naming field and path),
+//      then the spec's server-side validation with its file checks (jobspec::ValidateJobSpec with
 //      check_files_exist);
 //   2. the model directory's config.json: read (at most 1 MiB) and parsed; its text is returned
 //      for the daemon's planner;
 //   3. a text dataset: its cache descriptor (dataset_descriptor.h) and, with dataset_cache_dir,
 //      the cached token file when there is a complete entry;
-//   4. the checkpoint directory: another job's (checkpoint_owner.h) is refused; the newest
+//   4. the checkpoint directory: one the user cannot write or create is refused, so is another
+//      job's (checkpoint_owner.h); the newest
 //      complete checkpoint of this job's is returned for a resume;
 //   5. with run_config_json: the run config's launch checks (launch_checks.h).
 //

@@ -21,18 +21,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/data/loader.h"
+#include "common/data/token_file.h"
 #include "common/errors.h"
+#include "common/host_memory.h"
 #include "common/model/model_config_parse.h"
+#include "common/run/checkpoint_dirs.h"
+#include "common/run/host_store.h"
+#include "common/run/store_layout.h"
 #include "common/status_macros.h"
 #include "common/subprocess.h"
 #include "glog/logging.h"
-#include "common/run/checkpoint_dirs.h"
-#include "common/data/loader.h"
-#include "common/data/token_file.h"
-#include "common/host_memory.h"
-#include "common/run/host_store.h"
-#include "common/run/store_layout.h"
-
 
 namespace mobius::runtime {
 namespace {
@@ -117,11 +116,11 @@ absl::Status Spawn(Launcher::State& s, Worker& w, int config_fd) {
   so.umask = s.options.umask;
   so.cgroup_procs_fd = s.options.cgroup_procs_fd;
   so.die_with_parent = true;
-  MOBIUS_ASSIGN_OR_RETURN(SpawnedProcess child,
-                          SpawnWithPipes({s.options.worker_binary, "run",
-                                          absl::StrCat("fd:", kWorkerConfigFd),
-                                          absl::StrCat(w.rank)},
-                                         so));
+  MOBIUS_ASSIGN_OR_RETURN(
+      SpawnedProcess child,
+      SpawnWithPipes({s.options.worker_binary, "run", absl::StrCat("fd:", kWorkerConfigFd),
+                      absl::StrCat(w.rank)},
+                     so));
   w.pid = child.pid;
   w.out_fd = child.out_fd;
   w.err_fd = child.err_fd;
@@ -202,13 +201,13 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
   std::error_code ec;
   std::filesystem::create_directories(options.run_dir, ec);
   if (ec) {
-    return absl::InvalidArgumentError(absl::StrCat("run directory ", options.run_dir, ": ",
-                                                   ec.message()));
+    return absl::InvalidArgumentError(
+        absl::StrCat("run directory ", options.run_dir, ": ", ec.message()));
   }
   chmod(options.run_dir.c_str(), 0700);
   if (access(options.worker_binary.c_str(), X_OK) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat("worker binary ", options.worker_binary,
-                                                      " is not executable"));
+    return absl::FailedPreconditionError(
+        absl::StrCat("worker binary ", options.worker_binary, " is not executable"));
   }
   MOBIUS_RETURN_IF_ERROR(CheckHostMemory(options, s->layout));
   const std::string config_path = options.run_dir + "/run.json";
@@ -226,13 +225,14 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
   s->store = *std::move(store);
   if (options.identity.has_value()) {
     // The store is the job's: its user's, no one else's (a named one is a file in shm_dir).
-    const int fd = s->store->fd() >= 0 ? s->store->fd()
-                                       : open(run.store_path.c_str(), O_RDONLY | O_CLOEXEC |
-                                                                         O_NOFOLLOW);
-    if (fd < 0 || fchown(fd, options.identity->uid, options.identity->gid) != 0 ||
-        fchmod(fd, 0600) != 0) {
-      absl::Status st = MOBIUS_ERRNO_ERROR(absl::StrCat("give the store to uid ",
-                                                        options.identity->uid));
+    const int fd = s->store->fd() >= 0
+                       ? s->store->fd()
+                       : open(run.store_path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+    // The mode first: once the file is the user's, changing it would need CAP_FOWNER.
+    if (fd < 0 || fchmod(fd, 0600) != 0 ||
+        fchown(fd, options.identity->uid, options.identity->gid) != 0) {
+      absl::Status st =
+          MOBIUS_ERRNO_ERROR(absl::StrCat("give the store to uid ", options.identity->uid));
       if (fd >= 0 && fd != s->store->fd()) close(fd);
       close(config_fd);
       RemoveStore(*s);
@@ -261,9 +261,10 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
 
 void Launcher::Cancel() {
   if (s_->cancel.exchange(true)) return;
-  s_->cancel_at_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                         Clock::now().time_since_epoch()).count() +
-                     absl::ToInt64Nanoseconds(s_->options.kill_grace);
+  s_->cancel_at_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count() +
+      absl::ToInt64Nanoseconds(s_->options.kill_grace);
   {
     std::lock_guard<std::mutex> lock(s_->store_mu);
     if (s_->store) s_->store->Abort(4);  // wakes every waiting worker; they exit with ABORTED
@@ -276,9 +277,10 @@ void Launcher::RequestCheckpointAndStop(absl::Duration grace) {
     std::lock_guard<std::mutex> lock(s_->store_mu);
     if (s_->store) s_->store->Publish(StoreLayout::kStopRequestWord, 1);
   }
-  s_->stop_deadline_ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                             Clock::now().time_since_epoch()).count() +
-                         absl::ToInt64Nanoseconds(grace);
+  s_->stop_deadline_ns =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+          .count() +
+      absl::ToInt64Nanoseconds(grace);
 }
 
 std::vector<pid_t> Launcher::worker_pids() const {
@@ -447,13 +449,15 @@ LaunchResult Launcher::Wait() {
       }
     }
     if (s.stop_deadline_ns > 0 && !s.cancel) {
-      const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              Clock::now().time_since_epoch()).count();
+      const int64_t now =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count();
       if (now >= s.stop_deadline_ns) Cancel();  // they did not stop in time
     }
     if (s.cancel && !killed_rest) {
-      const int64_t now = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                              Clock::now().time_since_epoch()).count();
+      const int64_t now =
+          std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+              .count();
       if (now >= s.cancel_at_ns) {
         killed_rest = true;
         KillAll(s, SIGKILL);
@@ -486,7 +490,8 @@ LaunchResult Launcher::Wait() {
     if (failure.find("RESOURCE_EXHAUSTED") != std::string::npos) {
       result.status = absl::ResourceExhaustedError(failure);
     } else {
-      result.status = input_error ? absl::InvalidArgumentError(failure) : absl::InternalError(failure);
+      result.status =
+          input_error ? absl::InvalidArgumentError(failure) : absl::InternalError(failure);
     }
   }
   return result;

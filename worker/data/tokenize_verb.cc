@@ -3,6 +3,7 @@
 #include <sys/prctl.h>
 
 #include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <sstream>
@@ -28,6 +29,9 @@ int RunTokenizeVerb(const std::vector<std::string>& args) {
   if (!text.ok()) return fail(absl::NotFoundError("cannot read request " + args[2]));
   absl::StatusOr<TokenizeRequest> request = TokenizeRequestFromJson(*text);
   if (!request.ok()) return fail(request.status());
+  // The cache directory may be missing (its user removed it): made here, as that user.
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(request->output).parent_path(), ec);
   absl::StatusOr<std::unique_ptr<Tokenizer>> tokenizer = LoadTokenizer(request->tokenizer);
   if (!tokenizer.ok()) return fail(tokenizer.status());
   absl::StatusOr<TokenizeSummary> summary = TokenizeToFile(*request, **tokenizer);

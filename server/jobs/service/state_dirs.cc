@@ -34,32 +34,6 @@ absl::Status EnsureDir(const std::string& path, mode_t mode) {
   return absl::OkStatus();
 }
 
-// Creates `name` in the directory `dir_fd` for `owner`: made by this process (so nobody else
-// can have put anything there), then handed over. An existing entry must already be a directory
-// of `owner`'s.
-absl::Status MakeOwnedDir(int dir_fd, const std::string& where, const char* name,
-                          const Identity& owner) {
-  const bool made = mkdirat(dir_fd, name, 0700) == 0;
-  if (!made && errno != EEXIST) return Failed(absl::StrCat("create ", where, "/", name));
-  struct stat st;
-  if (fstatat(dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0) {
-    return Failed(absl::StrCat("stat ", where, "/", name));
-  }
-  if (!S_ISDIR(st.st_mode)) {
-    return absl::FailedPreconditionError(
-        absl::StrCat(where, "/", name, " is not a directory (a symlink?): refused"));
-  }
-  if (made && (st.st_uid != owner.uid || st.st_gid != owner.gid)) {
-    if (fchownat(dir_fd, name, owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0) {
-      return Failed(absl::StrCat("chown ", where, "/", name, " to uid ", owner.uid));
-    }
-  } else if (!made && st.st_uid != owner.uid) {
-    return absl::FailedPreconditionError(absl::StrCat(where, "/", name, " belongs to uid ",
-                                                      st.st_uid, ", not ", owner.uid, ": refused"));
-  }
-  return absl::OkStatus();
-}
-
 }  // namespace
 
 absl::Status PrepareStateDir(const std::string& state_dir) {
@@ -99,15 +73,27 @@ absl::Status EnsureUserStateDir(const std::string& state_dir, uid_t uid, const I
   const int users_fd = open(users.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
   if (users_fd < 0) return Failed(absl::StrCat("open ", users));
   const std::string name = absl::StrCat(uid);
-  absl::Status s = MakeOwnedDir(users_fd, users, name.c_str(), owner);
-  if (s.ok()) {
-    const int user_fd =
-        openat(users_fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (user_fd < 0) {
-      s = Failed(absl::StrCat("open ", users, "/", name));
-    } else {
-      s = MakeOwnedDir(user_fd, users + "/" + name, "datasets", owner);
-      close(user_fd);
+  const std::string datasets = name + "/datasets";
+  absl::Status s;
+  if (mkdirat(users_fd, name.c_str(), 0700) == 0) {
+    // Still this process's alone: its datasets/ too, then both handed over (the inner first).
+    if (mkdirat(users_fd, datasets.c_str(), 0700) != 0 ||
+        fchownat(users_fd, datasets.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0 ||
+        fchownat(users_fd, name.c_str(), owner.uid, owner.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      s = Failed(absl::StrCat("create ", users, "/", name, " for uid ", owner.uid));
+    }
+  } else if (errno != EEXIST) {
+    s = Failed(absl::StrCat("create ", users, "/", name));
+  } else {
+    // It exists: it must be the owner's directory. Nothing inside is looked at (the daemon may
+    // not be able to, without CAP_DAC_OVERRIDE; the user's processes create what is missing).
+    struct stat st;
+    if (fstatat(users_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      s = Failed(absl::StrCat("stat ", users, "/", name));
+    } else if (!S_ISDIR(st.st_mode) || st.st_uid != owner.uid) {
+      s = absl::FailedPreconditionError(
+          absl::StrCat(users, "/", name, " is not a directory of uid ", owner.uid, " (uid ",
+                       st.st_uid, S_ISDIR(st.st_mode) ? "" : ", not a directory", "): refused"));
     }
   }
   close(users_fd);

@@ -37,9 +37,10 @@ std::string DefaultCheckpointDir(const std::string& state_dir, uid_t uid,
                                  const std::string& job_id);
 std::string UserDatasetCacheDir(const std::string& state_dir, uid_t uid);
 
-// users/<uid>/ and users/<uid>/datasets/, owned by `owner` (0700). A users/<uid> that exists but
-// is not a directory owned by `owner` (not a symlink) is FAILED_PRECONDITION: nothing is written
-// through it.
+// users/<uid>/ and users/<uid>/datasets/, made by this process and handed to `owner` (0700) when
+// users/<uid> is new. An existing users/<uid> must be a directory of `owner`'s (not a symlink),
+// else FAILED_PRECONDITION; nothing inside it is touched (the job's processes create what is
+// missing, as the user).
 absl::Status EnsureUserStateDir(const std::string& state_dir, uid_t uid, const Identity& owner);
 
 }  // namespace mobius::jobs
