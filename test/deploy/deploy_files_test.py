@@ -356,10 +356,16 @@ def check_systemd(src, bin_dir):
     exec_start = re.search(r"^ExecStart=(\S+)", text, re.M)
     if exec_start is None or exec_start.group(1) != "/usr/local/bin/mobiusd":
         fail("ExecStart does not run /usr/local/bin/mobiusd")
-    for want in ("User=mobius", "Group=mobius", "RuntimeDirectory=mobius", "StateDirectory=mobius",
+    # Multi-user mode (docs/operations.md, "Security model"): root with exactly the capabilities
+    # the identity switch needs (tenancy_test.py runs the daemon with this set), cgroups delegated.
+    for want in ("CapabilityBoundingSet=CAP_SETUID CAP_SETGID CAP_CHOWN CAP_KILL\n",
+                 "Delegate=yes", "UMask=0077", "StateDirectoryMode=0711", "--socket_group=mobius",
+                 "RuntimeDirectory=mobius", "StateDirectory=mobius",
                  "--socket=/run/mobius/mobiusd.sock", "--state_dir=/var/lib/mobius"):
         if want not in text:
-            fail("the unit lacks %s" % want)
+            fail("the unit lacks %s" % want.strip())
+    if re.search(r"^(User|Group)=", text, re.M):
+        fail("the unit sets User=/Group=: an unprivileged daemon is single-user only")
     tmp = tempfile.mkdtemp(prefix="mobius-unit-")
     local = os.path.join(tmp, "mobiusd.service")
     with open(local, "w") as f:
