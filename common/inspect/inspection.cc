@@ -15,6 +15,7 @@
 #include "common/model/model_config_parse.h"
 #include "common/run/checkpoint_dirs.h"
 #include "common/run/checkpoint_owner.h"
+#include "common/run/completion_record.h"
 #include "common/run/run_config.h"
 #include "nlohmann/json.hpp"
 
@@ -155,6 +156,18 @@ absl::Status RunChecks(const InspectRequest& r, InspectResult& out) {
 
 InspectResult Inspect(const InspectRequest& request) {
   InspectResult out;
+  if (!request.completion_dir.empty()) {
+    absl::StatusOr<runtime::CompletionRecord> record =
+        runtime::ReadCompletionRecord(request.completion_dir);
+    out.status = record.status();
+    if (record.ok()) {
+      out.completion_job_id = record->job_id;
+      out.completion_checkpoint = record->final_checkpoint;
+      out.completion_steps = record->steps_done;
+      out.completion_unix_ms = record->finished_unix_ms;
+    }
+    return out;
+  }
   out.status = RunChecks(request, out);
   return out;
 }
@@ -164,7 +177,8 @@ std::string InspectRequestToJson(const InspectRequest& r) {
               {"job_id", r.job_id},
               {"checkpoint_dir", r.checkpoint_dir},
               {"dataset_cache_dir", r.dataset_cache_dir},
-              {"run_config", r.run_config_json}}
+              {"run_config", r.run_config_json},
+              {"completion_dir", r.completion_dir}}
       .dump();
 }
 
@@ -182,14 +196,21 @@ absl::StatusOr<InspectRequest> InspectRequestFromJson(const std::string& text) {
     }
     *field = j[key].get<std::string>();
   }
+  r.completion_dir = j.value("completion_dir", "");
   return r;
 }
 
 std::string InspectResultToJson(const InspectResult& r) {
-  return json{
-      {"code", static_cast<int>(r.status.code())}, {"message", std::string(r.status.message())},
-      {"model_config", r.model_config_json},       {"dataset_descriptor", r.dataset_descriptor},
-      {"cached_token_file", r.cached_token_file},  {"latest_checkpoint", r.latest_checkpoint}}
+  return json{{"code", static_cast<int>(r.status.code())},
+              {"message", std::string(r.status.message())},
+              {"model_config", r.model_config_json},
+              {"dataset_descriptor", r.dataset_descriptor},
+              {"cached_token_file", r.cached_token_file},
+              {"latest_checkpoint", r.latest_checkpoint},
+              {"completion_job_id", r.completion_job_id},
+              {"completion_checkpoint", r.completion_checkpoint},
+              {"completion_steps", r.completion_steps},
+              {"completion_unix_ms", r.completion_unix_ms}}
       .dump();
 }
 
@@ -206,6 +227,10 @@ absl::StatusOr<InspectResult> InspectResultFromJson(const std::string& text) {
   r.dataset_descriptor = j.value("dataset_descriptor", "");
   r.cached_token_file = j.value("cached_token_file", "");
   r.latest_checkpoint = j.value("latest_checkpoint", "");
+  r.completion_job_id = j.value("completion_job_id", "");
+  r.completion_checkpoint = j.value("completion_checkpoint", "");
+  r.completion_steps = j.value("completion_steps", int64_t{0});
+  r.completion_unix_ms = j.value("completion_unix_ms", int64_t{0});
   return r;
 }
 

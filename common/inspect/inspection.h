@@ -21,6 +21,7 @@
 #ifndef MOBIUS_COMMON_INSPECT_INSPECTION_H_
 #define MOBIUS_COMMON_INSPECT_INSPECTION_H_
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/status.h"
@@ -34,6 +35,9 @@ struct InspectRequest {
   std::string checkpoint_dir;     // the job's checkpoint directory (the spec's or the default)
   std::string dataset_cache_dir;  // the user's token-file cache; empty: no lookup
   std::string run_config_json;    // non-empty: run step 5 on it
+  // Non-empty: only read this checkpoint directory's completion record (common/run/
+  // completion_record.h) instead of steps 1-5 (the daemon's start-up, for a job it had running).
+  std::string completion_dir;
 };
 
 struct InspectResult {
@@ -42,6 +46,9 @@ struct InspectResult {
   std::string dataset_descriptor;  // text datasets
   std::string cached_token_file;   // a complete cache entry, or ""
   std::string latest_checkpoint;   // the job's newest complete checkpoint, or ""
+  // completion_dir's record (when status is OK); status NOT_FOUND: there is none.
+  std::string completion_job_id, completion_checkpoint;
+  int64_t completion_steps = 0, completion_unix_ms = 0;
 };
 
 InspectResult Inspect(const InspectRequest& request);

@@ -1,9 +1,5 @@
 #include "server/daemon/daemon.h"
 
-#include <unistd.h>
-
-#include "common/os/identity.h"
-
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,8 +8,11 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "common/host_memory.h"
+#include "common/device/device_probe.h"
 #include "common/errors.h"
+#include "common/host_memory.h"
+#include "common/os/identity.h"
+#include "common/rpc/jobspec_convert.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
@@ -22,19 +21,18 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/daemon/socket_claim.h"
-#include "server/launch/job_cgroup.h"
 #include "server/jobs/scheduler/node_resources.h"
+#include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager.h"
+#include "server/launch/job_cgroup.h"
 #include "server/metrics/daemon_metrics.h"
-#include "common/rpc/jobspec_convert.h"
+#include "server/rpc/caller_resolver.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/node_service.h"
-#include "server/rpc/caller_resolver.h"
 #include "server/rpc/peer_listener.h"
 #include "server/rpc/tcp_auth.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
-#include "common/device/device_probe.h"
 
 namespace mobius {
 namespace {
@@ -70,8 +68,7 @@ class DaemonImpl : public Daemon {
         [this](grpc::ServerContext* context,
                const v1::PlanRequest& request) -> absl::StatusOr<v1::PlanResponse> {
           MOBIUS_ASSIGN_OR_RETURN(jobs::Caller caller, callers_->Resolve(*context));
-          MOBIUS_ASSIGN_OR_RETURN(auto plan,
-                                  jobs_->Plan(caller, JobSpecFromProto(request.spec())));
+          MOBIUS_ASSIGN_OR_RETURN(auto plan, jobs_->Plan(caller, JobSpecFromProto(request.spec())));
           v1::PlanResponse r;
           r.set_plan_json(plan.first);
           r.set_text(plan.second);
@@ -152,8 +149,9 @@ class DaemonImpl : public Daemon {
       for (const auto& [flag, value] : tls_flags) {
         if (!value->empty()) {
           return absl::InvalidArgumentError(absl::StrCat(
-              flag, " is set but --listen_tcp is empty: TLS and tokens apply to the TCP listener "
-                    "only (the unix socket identifies callers by their uid)"));
+              flag,
+              " is set but --listen_tcp is empty: TLS and tokens apply to the TCP listener "
+              "only (the unix socket identifies callers by their uid)"));
         }
       }
       return absl::OkStatus();
@@ -163,8 +161,8 @@ class DaemonImpl : public Daemon {
     uint32_t port = 0;
     const std::string host = colon == std::string::npos ? "" : address.substr(0, colon);
     const std::string port_text = colon == std::string::npos ? "" : address.substr(colon + 1);
-    if (host.empty() || port_text.empty() || !absl::SimpleAtoi(port_text, &port) ||
-        port > 65535 || (host.find(':') != std::string::npos && host.front() != '[')) {
+    if (host.empty() || port_text.empty() || !absl::SimpleAtoi(port_text, &port) || port > 65535 ||
+        (host.find(':') != std::string::npos && host.front() != '[')) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--listen_tcp '", address,
           "' is not HOST:PORT (e.g. 0.0.0.0:7465, [::]:7465, 127.0.0.1:0 for any free port)"));
@@ -232,8 +230,8 @@ class DaemonImpl : public Daemon {
     jo.topology = snapshot_.topology;
     jo.facts = snapshot_.facts;
     jo.default_quota = {options.max_gpus_per_user, options.max_running_jobs_per_user};
-    jo.emulate_links = options.emulate_links == "on" ||
-                       (options.emulate_links == "auto" && !has_cuda_);
+    jo.emulate_links =
+        options.emulate_links == "on" || (options.emulate_links == "auto" && !has_cuda_);
     jo.devices_in_host_memory = jo.emulate_links || !has_cuda_;
     jo.link_scale = options.link_scale;
     jo.kill_grace = options.kill_grace;
@@ -246,6 +244,14 @@ class DaemonImpl : public Daemon {
                             launch::ParseJobCgroupMode(options.job_cgroups));
     MOBIUS_ASSIGN_OR_RETURN(cgroups_, launch::SetUpJobCgroups(cgroup_mode));
     jo.cgroups = cgroups_.get();
+    // A job found RUNNING at start-up: its completion record read as its user (job_identity.h).
+    jo.read_completion = [worker = options.worker_binary, single = jo.single_user](
+                             const jobs::JobRecord& job, const std::string& dir) {
+      jobs::JobManagerOptions as;
+      as.worker_binary = worker;
+      as.single_user = single;
+      return jobs::ReadCompletionAs(as, job.uid, dir);
+    };
     LOG(INFO) << (jo.single_user
                       ? absl::StrCat("single-user mode (unprivileged, uid ", getuid(),
                                      "): every job runs as this user; only it and the admins "
@@ -256,10 +262,10 @@ class DaemonImpl : public Daemon {
               << jo.node.allowed_gpus.size() << " usable GPU(s), host budget "
               << (node.host_bytes >> 20) << " MiB, pinned budget " << (node.pinned_bytes >> 20)
               << " MiB; "
-              << (jo.emulate_links ? absl::StrCat("CPU backend with emulated PCIe links (x",
-                                                  jo.link_scale, ")")
-                                   : std::string("no link emulation: each worker runs on its GPU "
-                                                 "(CUDA backend; CPU where a device is unusable)"));
+              << (jo.emulate_links
+                      ? absl::StrCat("CPU backend with emulated PCIe links (x", jo.link_scale, ")")
+                      : std::string("no link emulation: each worker runs on its GPU "
+                                    "(CUDA backend; CPU where a device is unusable)"));
     MOBIUS_ASSIGN_OR_RETURN(jobs_, jobs::JobManager::Create(std::move(jo)));
     return absl::OkStatus();
   }
@@ -296,7 +302,7 @@ class DaemonImpl : public Daemon {
   std::shared_ptr<const TcpAuthenticator> tcp_auth_;  // null: no TCP listener
   std::string tcp_host_;
   std::unique_ptr<CallerResolver> callers_;
-  std::unique_ptr<DaemonMetrics> metrics_;  // before jobs_: the manager reports to it
+  std::unique_ptr<DaemonMetrics> metrics_;          // before jobs_: the manager reports to it
   std::unique_ptr<launch::JobCgroupRoot> cgroups_;  // null: no per-job isolation
   std::unique_ptr<jobs::JobManager> jobs_;
   std::unique_ptr<JobServiceImpl> job_service_;

@@ -46,6 +46,20 @@ absl::StatusOr<inspect::InspectResult> InspectAs(const JobManagerOptions& option
   return result;
 }
 
+absl::StatusOr<runtime::CompletionRecord> ReadCompletionAs(const JobManagerOptions& options,
+                                                           uid_t uid,
+                                                           const std::string& checkpoint_dir) {
+  inspect::InspectRequest request;
+  request.completion_dir = checkpoint_dir;
+  MOBIUS_ASSIGN_OR_RETURN(inspect::InspectResult result, InspectAs(options, uid, request));
+  runtime::CompletionRecord record;
+  record.job_id = result.completion_job_id;
+  record.final_checkpoint = result.completion_checkpoint;
+  record.steps_done = result.completion_steps;
+  record.finished_unix_ms = result.completion_unix_ms;
+  return record;
+}
+
 absl::StatusOr<model::ModelConfig> CheckSpecFilesAs(const JobManagerOptions& options, uid_t uid,
                                                     const jobspec::JobSpec& spec,
                                                     SpecCheckCache* cache,

@@ -26,6 +26,7 @@
 #include "common/jobspec/spec.h"
 #include "common/model/model_config.h"
 #include "common/os/identity.h"
+#include "common/run/completion_record.h"
 #include "server/jobs/service/job_manager.h"
 
 namespace mobius::jobs {
@@ -44,6 +45,13 @@ Identity JobFilesOwner(const std::optional<Identity>& identity);
 // (the first failed check's code and message, naming the path).
 absl::StatusOr<inspect::InspectResult> InspectAs(const JobManagerOptions& options, uid_t uid,
                                                  const inspect::InspectRequest& request);
+
+// The completion record of `checkpoint_dir` (common/run/completion_record.h) as `uid`'s job
+// identity reads it (the daemon may not read the user's directory itself): the daemon's
+// JobManagerOptions::read_completion.
+absl::StatusOr<runtime::CompletionRecord> ReadCompletionAs(const JobManagerOptions& options,
+                                                           uid_t uid,
+                                                           const std::string& checkpoint_dir);
 
 // Submit's and Plan's checks of `spec` (normalised) as `uid`: validation with the file checks,
 // the model config (returned, for the planner), a text dataset's files, the checkpoint directory
