@@ -183,19 +183,22 @@ def wait_done(id_, user, sock=SOCK, seconds=240):
 
 
 def worker_identities():
-    """(uid, gid, NoNewPrivs, CapEff) of every running `mobius-worker run` process."""
+    """(uid, gid, NoNewPrivs, CapEff) of every running `mobius-worker run` process of the root
+    daemon's."""
     found = []
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             cmdline = open("/proc/%s/cmdline" % pid, "rb").read().split(b"\0")
-            # This build's workers only (other tests may run workers of their own meanwhile).
             if cmdline[0] != WORKER.encode() or cmdline[1:2] != [b"run"]:
                 continue
             fields = dict(line.split(":", 1) for line in open("/proc/%s/status" % pid)
                           if ":" in line)
         except (OSError, IndexError):
+            continue
+        # Our daemon's children only: tests running in parallel start workers of this build too.
+        if int(fields["PPid"]) != H.daemon.pid:
             continue
         found.append((int(fields["Uid"].split()[0]), int(fields["Gid"].split()[0]),
                       fields["NoNewPrivs"].strip(), fields["CapEff"].strip()))
