@@ -4,7 +4,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
@@ -114,6 +116,20 @@ absl::Status CheckReadableInputs(const jobspec::JobSpec& spec) {
   return CheckReadable("dataset.tokenizer", spec.dataset.tokenizer);
 }
 
+// The job's user (this process) is in `group` (checkpoint.group): PERMISSION_DENIED otherwise.
+absl::Status CheckGroupMember(const std::string& group) {
+  absl::StatusOr<gid_t> gid = checkpoint::ResolveGroup(group);
+  if (!gid.ok()) return gid.status();
+  std::vector<gid_t> groups(static_cast<size_t>(std::max(0, getgroups(0, nullptr))));
+  groups.resize(static_cast<size_t>(std::max(0, getgroups(static_cast<int>(groups.size()),
+                                                          groups.data()))));
+  if (getgid() == *gid || std::find(groups.begin(), groups.end(), *gid) != groups.end()) {
+    return absl::OkStatus();
+  }
+  return absl::PermissionDeniedError(absl::StrCat("checkpoint.group: the job's user (uid ",
+                                                  getuid(), ") is not in group ", group));
+}
+
 absl::Status RunChecks(const InspectRequest& r, InspectResult& out) {
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(r.spec_json);
   if (!spec.ok()) return spec.status();
@@ -133,6 +149,10 @@ absl::Status RunChecks(const InspectRequest& r, InspectResult& out) {
     if (!r.dataset_cache_dir.empty()) {
       out.cached_token_file = LookUpDatasetCache(r.dataset_cache_dir, out.dataset_descriptor);
     }
+  }
+  if (!spec->checkpoint.group.empty()) {
+    absl::Status member = CheckGroupMember(spec->checkpoint.group);
+    if (!member.ok()) return member;
   }
   if (!r.checkpoint_dir.empty()) {
     absl::Status writable = CheckWritableDir(r.checkpoint_dir);

@@ -76,6 +76,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.Path("dir", s.checkpoint.dir);
     v.Int("every_steps", s.checkpoint.every_steps);
     v.Int("keep_last", s.checkpoint.keep_last);
+    v.String("group", s.checkpoint.group);
   });
   v.Int("max_restarts", s.max_restarts);
 }

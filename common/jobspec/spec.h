@@ -122,6 +122,9 @@ struct CheckpointSpec {
   std::string dir;          // empty: the daemon's state directory chooses one
   int64_t every_steps = 0;  // also at the end; 0: only at the end
   int keep_last = 3;        // newest complete checkpoints (and their exports) kept; 0: all
+  // A group of the submitter's that may read the checkpoints (setgid directory, files 0640);
+  // empty: the user's alone (0700 / 0600).
+  std::string group;
 
   friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };

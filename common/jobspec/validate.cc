@@ -143,6 +143,22 @@ void CheckName(const JobSpec& s, Checker& c) {
   }
 }
 
+// A POSIX group name ([A-Za-z_][A-Za-z0-9_.-]*, at most 32) or a numeric gid; whether the
+// submitter is in it is checked as the submitter (common/inspect/inspection.h).
+void CheckGroupName(const std::string& group, Checker& c) {
+  if (group.empty()) return;
+  const bool numeric = std::all_of(group.begin(), group.end(),
+                                   [](char ch) { return ch >= '0' && ch <= '9'; });
+  const bool name_ok =
+      (std::isalpha(static_cast<unsigned char>(group[0])) || group[0] == '_') &&
+      std::all_of(group.begin(), group.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.' || ch == '-';
+      });
+  if (group.size() > 32 || !(numeric || name_ok)) {
+    c.Add("checkpoint.group", absl::StrCat("not a group name or gid (got ", Quote(group), ")"));
+  }
+}
+
 void CheckLabels(const JobSpec& s, Checker& c) {
   if (s.labels.size() > static_cast<size_t>(kMaxLabels)) {
     c.Add("labels", absl::StrCat("at most ", kMaxLabels, " labels (got ", s.labels.size(), ")"));
@@ -385,6 +401,7 @@ std::vector<FieldError> FindJobSpecErrors(const JobSpec& s, const ValidateOption
   c.Range("checkpoint.every_steps", s.checkpoint.every_steps, int64_t{0}, kMaxSteps,
           "; 0 means only at the end");
   c.Range("checkpoint.keep_last", s.checkpoint.keep_last, 0, kMaxKeepLast, "; 0 keeps all");
+  CheckGroupName(s.checkpoint.group, c);
   c.Range("max_restarts", s.max_restarts, 0, kMaxRestarts);
   return c.Take();
 }

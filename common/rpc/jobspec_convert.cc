@@ -63,6 +63,7 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   p.mutable_checkpoint()->set_dir(s.checkpoint.dir);
   p.mutable_checkpoint()->set_every_steps(s.checkpoint.every_steps);
   p.mutable_checkpoint()->set_keep_last(s.checkpoint.keep_last);
+  p.mutable_checkpoint()->set_group(s.checkpoint.group);
   p.set_max_restarts(s.max_restarts);
   return p;
 }
@@ -121,6 +122,7 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
   s.checkpoint.every_steps = p.checkpoint().every_steps();
   s.checkpoint.keep_last =
       p.checkpoint().has_keep_last() ? p.checkpoint().keep_last() : defaults.checkpoint.keep_last;
+  s.checkpoint.group = p.checkpoint().group();
   s.max_restarts = p.has_max_restarts() ? p.max_restarts() : defaults.max_restarts;
   return s;
 }

@@ -5,8 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <filesystem>
+#include <grp.h>
 
+#include <filesystem>
+#include <vector>
+
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
 #include "nlohmann/json.hpp"
@@ -53,12 +57,42 @@ absl::Status CheckCheckpointOwner(const std::string& root, const std::string& jo
                    "directory or leave checkpoint.dir empty for the default"));
 }
 
-absl::Status ClaimCheckpointDir(const std::string& root, const std::string& job_id) {
+absl::StatusOr<gid_t> ResolveGroup(const std::string& group) {
+  gid_t gid;
+  if (absl::SimpleAtoi(group, &gid)) return gid;
+  long size = sysconf(_SC_GETGR_R_SIZE_MAX);
+  std::vector<char> buf(size > 0 ? static_cast<size_t>(size) : 16384);
+  struct group gr;
+  struct group* found = nullptr;
+  int rc;
+  while ((rc = getgrnam_r(group.c_str(), &gr, buf.data(), buf.size(), &found)) == ERANGE) {
+    buf.resize(buf.size() * 2);
+  }
+  if (rc != 0 || found == nullptr) {
+    return absl::NotFoundError(absl::StrCat("checkpoint.group: no group ", group, " here"));
+  }
+  return gr.gr_gid;
+}
+
+absl::Status ClaimCheckpointDir(const std::string& root, const std::string& job_id,
+                                const std::string& group) {
   std::error_code ec;
   std::filesystem::create_directories(root, ec);
   if (ec) {
     return absl::Status(absl::ErrnoToStatusCode(ec.value()),
                         absl::StrCat("checkpoint.dir: create ", root, ": ", ec.message()));
+  }
+  if (!group.empty()) {
+    absl::StatusOr<gid_t> gid = ResolveGroup(group);
+    if (!gid.ok()) return gid.status();
+    const int fd = open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 || fchown(fd, static_cast<uid_t>(-1), *gid) != 0 || fchmod(fd, 02750) != 0) {
+      absl::Status st = MOBIUS_ERRNO_ERROR(
+          absl::StrCat("checkpoint.group: give ", root, " to group ", group));
+      if (fd >= 0) close(fd);
+      return st;
+    }
+    close(fd);
   }
   const std::string path = OwnerPath(root);
   const nlohmann::json j = {{"job", job_id}, {"uid", static_cast<uint64_t>(getuid())}};

@@ -42,8 +42,15 @@ absl::Status CheckCheckpointOwner(const std::string& root, const std::string& jo
 
 // Creates `root` (and its parents) when missing, then records `job_id` and this process's uid
 // as its owner unless it has a record already: the job's own is fine, another job's is
-// CheckCheckpointOwner's error.
-absl::Status ClaimCheckpointDir(const std::string& root, const std::string& job_id);
+// CheckCheckpointOwner's error. With `group` (a group name or gid this process is in), `root`
+// becomes that group's with the setgid bit (mode 02750), so what is written inside is the
+// group's too and, with umask 027, readable by it; PERMISSION_DENIED / NOT_FOUND naming the group
+// otherwise.
+absl::Status ClaimCheckpointDir(const std::string& root, const std::string& job_id,
+                                const std::string& group = "");
+
+// The gid of `group` (a name or a number); NOT_FOUND naming it when there is no such group.
+absl::StatusOr<gid_t> ResolveGroup(const std::string& group);
 
 }  // namespace mobius::checkpoint
 

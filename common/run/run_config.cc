@@ -144,6 +144,7 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"beta2", t.beta2}, {"eps", t.eps}, {"seed", t.seed}, {"checkpoint_dir", t.checkpoint_dir},
       {"checkpoint_every", t.checkpoint_every}, {"resume", t.resume},
       {"checkpoint_keep_last", t.checkpoint_keep_last},
+      {"checkpoint_group", t.checkpoint_group},
       {"checkpoint_export", t.checkpoint_export}, {"tokenizer_dir", t.tokenizer_dir},
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
       {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction}};
@@ -239,6 +240,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "checkpoint_every", o.checkpoint_every, p);
     get(t, "resume", o.resume, p);
     get(t, "checkpoint_keep_last", o.checkpoint_keep_last, p);
+    get(t, "checkpoint_group", o.checkpoint_group, p);
     get(t, "checkpoint_export", o.checkpoint_export, p);
     get(t, "tokenizer_dir", o.tokenizer_dir, p);
     get(t, "device_memory_bytes", o.device_memory_bytes, p);

@@ -40,6 +40,10 @@ struct TrainerOptions {
   int64_t checkpoint_every = 0;  // also at the end; 0: only at the end (when checkpoint_dir)
   bool resume = false;           // continue from LatestCheckpoint(checkpoint_dir)
   int checkpoint_keep_last = 0;  // keep this many newest checkpoints (and exports); 0: all
+  // A group that may read the checkpoints (the spec's checkpoint.group, a name or gid): rank 0
+  // gives the directory to it with the setgid bit, and the job's processes use umask 027;
+  // empty: the user's alone.
+  std::string checkpoint_group;
   bool checkpoint_export = false;  // also write the model-only export next to each checkpoint
   // The tokenizer's directory (or file): its tokenizer files are copied into every checkpoint and
   // export, so that they load with transformers' AutoTokenizer too. Empty: none copied.

@@ -113,7 +113,9 @@ absl::Status Spawn(Launcher::State& s, Worker& w, int config_fd) {
   if (s.store->fd() >= 0) so.inherit.push_back({s.store->fd(), kWorkerStoreFd});
   so.inherit.push_back({config_fd, kWorkerConfigFd});
   so.identity = s.options.identity;
-  so.umask = s.options.umask;
+  // A checkpoint group may read what the workers write (checkpoint_owner.h): group bits open.
+  so.umask = s.options.run.training.checkpoint_group.empty() ? s.options.umask
+                                                             : (s.options.umask & 027);
   so.cgroup_procs_fd = s.options.cgroup_procs_fd;
   so.die_with_parent = true;
   MOBIUS_ASSIGN_OR_RETURN(

@@ -58,7 +58,7 @@ struct LaunchOptions {
   // The workers run as this user (the job's submitter: common/subprocess.h), with `umask`; the
   // store is then theirs (owner and group, mode 0600). Unset: as this process.
   std::optional<Identity> identity;
-  int umask = 077;
+  int umask = 077;  // with run.training.checkpoint_group: its group bits cleared (umask & 027)
   // The job's model config, read by whoever could read it (the daemon's check child); unset:
   // Start reads model_dir/config.json itself (`mobius run`, running as the user).
   std::optional<model::ModelConfig> model_config;

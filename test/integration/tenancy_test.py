@@ -15,6 +15,8 @@ issue is tried as a curious or careless second user would, and the secure outcom
     0600 (bob cannot open it), and bob cannot read alice's logs through the RPC either;
   - store names bob pre-creates in /dev/shm do not fail alice's job;
   - a step count past the limit is refused, not run as "0 steps";
+  - checkpoint.group: bob shares a job's checkpoints with a group alice is in (setgid directory,
+    0640 files): she reads them, nobody else does; a group he is not in is refused;
   - a job of each user succeeds (the test proves isolation, not breakage);
   - unprivileged single-user mode: a daemon run by alice runs alice's job and refuses bob's.
 The root daemon runs with the systemd unit's capabilities only (CAP_SETUID, CAP_SETGID, CAP_CHOWN,
@@ -28,6 +30,7 @@ refuse it.
 
 Usage: tenancy_test.py BIN_DIR SOURCE_DIR TESTS_DIR
 """
+import grp
 import json
 import os
 import pwd
@@ -55,6 +58,7 @@ SOCK = os.path.join(TMP, "d.sock")
 STATE = os.path.join(TMP, "state")
 fail, ok = H.fail, H.ok
 USERS = {}  # name -> pwd entry
+GROUPS = []  # groups made for the test
 
 
 def make_user(role):
@@ -72,6 +76,8 @@ def make_user(role):
 def remove_users():
     for entry in USERS.values():
         subprocess.run(["userdel", entry.pw_name], capture_output=True)
+    for group in GROUPS:
+        subprocess.run(["groupdel", group], capture_output=True)
 
 
 def as_user(role, cmd):
@@ -364,6 +370,48 @@ def main():
         fail("bob read alice's logs: %s" % logs.stderr)
     ok("state 0711, jobs.db 0600 (bob: Permission denied), alice's checkpoints and logs closed "
        "to bob")
+
+    # --- sharing with a group: bob gives a job's checkpoints to a group alice is in; a group he
+    # is not in is refused; others still read nothing.
+    share = "mbitsh%d" % (os.getpid() % 100000)
+    subprocess.run(["groupadd", share], check=True, capture_output=True)
+    GROUPS.append(share)
+    for role in ("alice", "bob"):
+        subprocess.run(["usermod", "-aG", share, USERS[role].pw_name], check=True,
+                       capture_output=True)
+    shared = os.path.join(TMP, "shared")
+    os.mkdir(shared)
+    os.chmod(shared, 0o1777)
+    refused("checkpoint.group bob is not in", "bob",
+            spec("b4", "bob", B + "/model", B + "/data.tok",
+                 extra="checkpoint:\n  dir: %s/b4\n  group: root\n" % shared), "root",
+            code_words=("not in group",), raw_code="PERMISSION_DENIED")
+    share_id, share_job, _ = submit_and_watch_workers(
+        spec("b5", "bob", B + "/model", B + "/data.tok",
+             extra="checkpoint:\n  dir: %s/b5\n  group: %s\n" % (shared, share)), "bob")
+    if share_job["state"] != "JOB_STATE_SUCCEEDED":
+        fail("bob's shared job: %s" % share_job)
+    gid = grp.getgrnam(share).gr_gid
+    for root, dirs, files in os.walk(os.path.join(shared, "b5")):
+        for p in [root] + [os.path.join(root, f) for f in files]:
+            st = os.lstat(p)
+            mode = stat.S_IMODE(st.st_mode)
+            if st.st_uid != bob.pw_uid or st.st_gid != gid or mode & 0o027 or (
+                    os.path.isdir(p) and not mode & stat.S_ISGID):
+                fail("shared checkpoint %s: uid %d gid %d mode %o (want bob's, group %s, no "
+                     "group write, no other bits, setgid directories)" % (p, st.st_uid, st.st_gid,
+                                                                         mode, share))
+    shared_file = os.path.join(share_job["checkpoint"], "trainer_state.json")
+    if not os.path.isfile(shared_file):
+        shared_file = next(os.path.join(r, f) for r, _, fs in os.walk(share_job["checkpoint"])
+                           for f in fs)
+    if subprocess.run(as_user("alice", ["cat", shared_file]), capture_output=True).returncode:
+        fail("alice (in %s) cannot read bob's shared checkpoint %s" % (share, shared_file))
+    if subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "cat",
+                       shared_file], capture_output=True).returncode == 0:
+        fail("nobody read bob's shared checkpoint %s" % shared_file)
+    ok("checkpoint.group: bob's %s is group %s (setgid, 0640/2750): alice reads it, nobody (uid 65534) "
+       "cannot; a group bob is not in is refused" % (share_id, share))
 
     # --- single-user mode: a daemon alice runs herself runs her jobs and refuses bob's.
     a_sock, a_state = os.path.join(A, "d.sock"), os.path.join(A, "state")

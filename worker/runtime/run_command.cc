@@ -64,7 +64,8 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
   // (common/run/checkpoint_owner.h): another job's directory is refused.
   if (rank == 0 && !config->training.checkpoint_dir.empty()) {
     absl::Status claimed =
-        checkpoint::ClaimCheckpointDir(config->training.checkpoint_dir, config->job_id);
+        checkpoint::ClaimCheckpointDir(config->training.checkpoint_dir, config->job_id,
+                                       config->training.checkpoint_group);
     if (!claimed.ok()) {
       std::cerr << "error: rank 0: " << claimed << "\n";
       return 2;

@@ -35,6 +35,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.checkpoint_dir = spec.checkpoint.dir.empty() ? checkpoint_dir : spec.checkpoint.dir;
   o.checkpoint_every = spec.checkpoint.every_steps;
   o.checkpoint_keep_last = spec.checkpoint.keep_last;
+  o.checkpoint_group = spec.checkpoint.group;
   o.checkpoint_export = true;
   // Checkpoints carry the tokenizer, so they and their exports load as model and tokenizer.
   o.tokenizer_dir = spec.dataset.tokenizer.empty() ? spec.model_dir : spec.dataset.tokenizer;

@@ -24,6 +24,7 @@
 #include "server/jobs/service/state_dirs.h"
 #include "server/jobs/service/run_setup.h"
 #include "server/launch/dataset_prep.h"
+#include "server/launch/cgroup_device_filter.h"
 #include "server/launch/job_cgroup.h"
 #include "server/launch/launcher.h"
 #include "server/planner/profile.h"
@@ -306,6 +307,33 @@ launch::DatasetPrepOptions JobManager::State::DatasetOptions(const std::string& 
   return po;
 }
 
+namespace {
+
+// The /dev/nvidia<minor> nodes of the run's GPUs (by PCI bus id: the driver's minor is not the
+// CUDA index), for the job cgroup's device filter; nullopt (no filter) when the GPUs are emulated
+// or any of them is not listed by the driver.
+std::optional<std::vector<uint32_t>> GrantedGpuMinors(const JobManagerOptions& options,
+                                                      const runtime::RunConfig& run) {
+  if (options.emulate_links || options.devices_in_host_memory) return std::nullopt;
+  std::vector<uint32_t> minors;
+  for (int g : run.rank_gpu) {
+    const topology::Gpu& gpu = options.topology.gpus.at(static_cast<size_t>(g));
+    if (gpu.pci < 0 || static_cast<size_t>(gpu.pci) >= options.topology.pci.size()) {
+      return std::nullopt;
+    }
+    absl::StatusOr<uint32_t> minor =
+        launch::NvidiaDeviceMinor(options.topology.pci[static_cast<size_t>(gpu.pci)].bus_id);
+    if (!minor.ok()) {
+      LOG(WARNING) << "GPU " << g << ": " << minor.status() << "; no device filter for the job";
+      return std::nullopt;
+    }
+    minors.push_back(*minor);
+  }
+  return minors;
+}
+
+}  // namespace
+
 void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   auto fail = [&](const absl::Status& s) { Finish(id, s, 0); };
   absl::StatusOr<JobRecord> job;
@@ -403,7 +431,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   if (options.cgroups != nullptr) {
     launch::JobLimits limits = launch::JobLimitsFor(
         options.cgroups->support(), planned.report.plan.memory.host_bytes, run.num_workers,
-        std::nullopt);
+        GrantedGpuMinors(options, run));
     absl::StatusOr<std::unique_ptr<launch::JobCgroup>> made =
         options.cgroups->CreateJob(id, limits);
     if (!made.ok()) return fail(made.status());

@@ -45,6 +45,22 @@ TEST(ValidateJobSpecTest, DefaultsWithRequiredFieldsAreValid) {
   EXPECT_TRUE(ValidateJobSpec(Valid()).ok()) << ValidateJobSpec(Valid());
 }
 
+// checkpoint.group: a POSIX group name or a gid; membership is checked as the user, not here.
+TEST(ValidateJobSpecTest, CheckpointGroupIsAGroupNameOrGid) {
+  for (const char* ok : {"", "mobius-share", "_ml.team", "1005"}) {
+    JobSpec s = Valid();
+    s.checkpoint.group = ok;
+    EXPECT_TRUE(ValidateJobSpec(s).ok()) << ok << ": " << ValidateJobSpec(s);
+  }
+  for (const char* bad : {"-x", "a b", "team/ml", "9abc!", "averyveryveryverylonggroupname0123"}) {
+    JobSpec s = Valid();
+    s.checkpoint.group = bad;
+    absl::Status st = ValidateJobSpec(s);
+    EXPECT_FALSE(st.ok()) << bad;
+    EXPECT_NE(st.message().find("checkpoint.group"), std::string::npos) << st;
+  }
+}
+
 TEST(ValidateJobSpecTest, EmptySpecListsEveryRequiredField) {
   absl::Status st = ValidateJobSpec(JobSpec{});
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);

@@ -3,6 +3,7 @@
 // followed through symlinks and a malformed one is an error that does not quote it.
 #include "common/run/checkpoint_owner.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -38,6 +39,19 @@ TEST_F(CheckpointOwnerTest, FirstJobClaimsItsRestartKeepsItAnotherIsRefused) {
   EXPECT_NE(other.message().find("j-000001"), std::string::npos) << other;
   EXPECT_NE(other.message().find(root), std::string::npos) << other;
   EXPECT_EQ(CheckCheckpointOwner(root, "j-000002").code(), absl::StatusCode::kFailedPrecondition);
+}
+
+// With a group the process is in: the directory becomes the group's, setgid, 02750.
+TEST_F(CheckpointOwnerTest, GroupClaimGivesTheDirectoryToTheGroup) {
+  const std::string root = dir_ + "/shared";
+  ASSERT_TRUE(ClaimCheckpointDir(root, "j-000004", std::to_string(getgid())).ok());
+  struct stat st;
+  ASSERT_EQ(stat(root.c_str(), &st), 0);
+  EXPECT_EQ(st.st_gid, getgid());
+  EXPECT_EQ(st.st_mode & 07777, 02750u);
+  absl::Status unknown = ClaimCheckpointDir(dir_ + "/other", "j-000005", "no-such-group-xyz");
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kNotFound) << unknown;
+  EXPECT_NE(unknown.message().find("no-such-group-xyz"), std::string::npos) << unknown;
 }
 
 TEST_F(CheckpointOwnerTest, SymlinkedRecordIsNotFollowed) {
