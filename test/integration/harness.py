@@ -50,3 +50,23 @@ class Harness:
                 return j
             time.sleep(0.2)
         self.fail("job %s did not reach %s (now %s)" % (id_, states, self.job(cli, id_)))
+
+
+def tiny_job_spec(name, model_dir, data, steps, extra=""):
+    """The YAML of a small job on 2 emulated GPUs in 4 stages (global batch 4 of 32 tokens,
+    microbatch 2), `extra` appended (e.g. a checkpoint section)."""
+    return """name: %s
+model_dir: %s
+dataset:
+  path: %s
+training:
+  steps: %d
+  global_batch: 4
+  microbatch: 2
+  seq_len: 32
+  lr: 1e-3
+resources:
+  gpus: 2
+plan:
+  stages: 4
+%s""" % (name, model_dir, data, steps, extra)

@@ -26,7 +26,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness  # noqa: E402
+from harness import Harness, tiny_job_spec  # noqa: E402
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
@@ -91,25 +91,9 @@ def stop_daemon(what):
 def write_spec(name, steps):
     path = os.path.join(TMP, name + ".yaml")
     with open(path, "w") as f:
-        f.write("""name: %s
-model_dir: %s
-dataset:
-  path: %s
-training:
-  steps: %d
-  global_batch: 4
-  microbatch: 2
-  seq_len: 32
-  lr: 1e-3
-resources:
-  gpus: 2
-plan:
-  stages: 4
-checkpoint:
-  dir: %s
-  every_steps: 1000
-""" % (name, os.path.join(TMP, "model"), os.path.join(TMP, "data.tok"), steps,
-           os.path.join(TMP, "ckpt-" + name)))
+        f.write(tiny_job_spec(name, os.path.join(TMP, "model"), os.path.join(TMP, "data.tok"),
+                              steps, "checkpoint:\n  dir: %s\n  every_steps: 1000\n"
+                              % os.path.join(TMP, "ckpt-" + name)))
     return path
 
 

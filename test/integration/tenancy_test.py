@@ -41,7 +41,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness  # noqa: E402
+from harness import Harness, tiny_job_spec  # noqa: E402
 
 BIN, SRC, TESTS = sys.argv[1], sys.argv[2], sys.argv[3]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
@@ -136,21 +136,7 @@ def spec(name, owner, model, data, steps=4, extra=""):
     """A spec file in `owner`'s home (readable by the CLI running as that user)."""
     path = os.path.join(TMP, owner, name + ".yaml")
     with open(path, "w") as f:
-        f.write("""name: %s
-model_dir: %s
-dataset:
-  path: %s
-training:
-  steps: %d
-  global_batch: 4
-  microbatch: 2
-  seq_len: 32
-  lr: 1e-3
-resources:
-  gpus: 2
-plan:
-  stages: 4
-%s""" % (name, model, data, steps, extra))
+        f.write(tiny_job_spec(name, model, data, steps, extra))
     own(path, owner, 0o600)
     return path
 
