@@ -33,6 +33,18 @@ class Harness:
     def ok(msg):
         print("ok: " + msg, flush=True)
 
+    def wait_healthy(self, healthy, proc=None, seconds=10, what="daemon"):
+        """Polls `healthy()` (e.g. `mobius health` exits 0) every 0.1 s; fails when `proc` (the
+        daemon's Popen, default self.daemon) exits first or after `seconds`."""
+        proc = proc or self.daemon
+        for _ in range(int(seconds * 10)):
+            if healthy():
+                return
+            if proc is not None and proc.poll() is not None:
+                self.fail("%s exited during start-up" % what)
+            time.sleep(0.1)
+        self.fail("%s not healthy after %g s" % (what, seconds))
+
     def kill_daemon(self):
         if self.daemon is not None and self.daemon.poll() is None:
             self.daemon.kill()

@@ -139,13 +139,8 @@ def main():
         [BIN + "/mobiusd", "--socket", sock, "--state-dir", os.path.join(TMP, "state"),
          "--topology-file", FIX, "--metrics-address", "127.0.0.1:0"],
         stdout=open(H.log, "w"), stderr=subprocess.STDOUT)
-    for _ in range(100):
-        if run(BIN + "/mobius", "--socket", sock, "--timeout-seconds", "1", "health",
-               check=False).returncode == 0:
-            break
-        if H.daemon.poll() is not None:
-            H.fail("daemon exited during start-up")
-        subprocess.run(["sleep", "0.1"])
+    H.wait_healthy(lambda: run(BIN + "/mobius", "--socket", sock, "--timeout-seconds", "1",
+                               "health", check=False).returncode == 0)
     r = run(BIN + "/mobius", "--socket", sock, "submit", big_spec, check=False)
     if r.returncode != 2 or "host RAM" not in r.stderr:
         H.fail("daemon accepted or mis-refused the 70B job: exit %d\n%s%s"

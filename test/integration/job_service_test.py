@@ -54,13 +54,7 @@ def start_daemon(*extra):
          "--state-dir", STATE, "--topology-file", FIXTURE, "--link-scale", "0.02",
          "--metrics-address", "127.0.0.1:0", "--preemption", *extra],
         stdout=log, stderr=log)
-    for _ in range(100):
-        if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:
-            return
-        if H.daemon.poll() is not None:
-            fail("daemon exited during start-up")
-        time.sleep(0.1)
-    fail("daemon not healthy after 10 s")
+    H.wait_healthy(lambda: cli("--timeout-seconds", "1", "health", check=False).returncode == 0)
 
 
 def job(id_, user=None):

@@ -73,13 +73,8 @@ def start_daemon():
          FIXTURE, "--link-scale", "0.05", "--metrics-address", "127.0.0.1:0",
          "--kill-grace-seconds", "2"],
         stdout=log, stderr=log)
-    for _ in range(150):
-        if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:
-            return
-        if H.daemon.poll() is not None:
-            fail("daemon exited during start-up")
-        time.sleep(0.1)
-    fail("daemon not healthy after 15 s")
+    H.wait_healthy(lambda: cli("--timeout-seconds", "1", "health", check=False).returncode == 0,
+                   seconds=15)
 
 
 def stop_daemon(what):

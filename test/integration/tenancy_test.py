@@ -108,13 +108,10 @@ def start_daemon(sock, state, user=None, log_name="daemon.log"):
            "--metrics-address", "127.0.0.1:0"]
     proc = subprocess.Popen(as_user(user, cmd) if user else UNIT_CAPS + cmd, stdout=log,
                             stderr=log)
-    for _ in range(100):
-        if cli("--timeout-seconds", "1", "health", sock=sock, check=False).returncode == 0:
-            return proc
-        if proc.poll() is not None:
-            fail("daemon (%s) exited during start-up" % (user or "root"))
-        time.sleep(0.1)
-    fail("daemon not healthy after 10 s")
+    H.wait_healthy(
+        lambda: cli("--timeout-seconds", "1", "health", sock=sock, check=False).returncode == 0,
+        proc, what="daemon (%s)" % (user or "root"))
+    return proc
 
 
 def own(path, role, mode):

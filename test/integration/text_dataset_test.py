@@ -103,12 +103,7 @@ def main():
         [os.path.join(BIN, "mobiusd"), "--socket", SOCK, "--state-dir", STATE,
          "--topology-file", FIXTURE, "--link-scale", "0.02", "--metrics-address", "127.0.0.1:0"],
         stdout=log, stderr=log)
-    for _ in range(100):
-        if cli("--timeout-seconds", "1", "health", check=False).returncode == 0:
-            break
-        time.sleep(0.1)
-    else:
-        fail("daemon not healthy")
+    H.wait_healthy(lambda: cli("--timeout-seconds", "1", "health", check=False).returncode == 0)
 
     # --- two JSONL files, custom field, SentencePiece, one epoch.
     dataset = "  paths: [a.jsonl, b.jsonl]\n  format: jsonl\n  text_field: body"
