@@ -53,7 +53,19 @@ if(NOT MOBIUS_CUDA STREQUAL "OFF")
     set(CMAKE_CUDA_STANDARD 17)  # CMake 3.25 cannot ask nvcc for C++20
     set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     enable_language(CUDA)
+    # Debian 12's CMake 3.25.1 FindCUDAToolkit sets a DEPRECATION property on CUDA::nvToolsExt
+    # whenever the project requires CMake >= 3.25, without checking that the target exists; CUDA
+    # >= 12.9 ships no libnvToolsExt (only the header-only nvtx3), so the configure stops at
+    # "set_property could not find TARGET CUDA::nvToolsExt" (FindCUDAToolkit.cmake:1088). That
+    # block only runs when CMAKE_MINIMUM_REQUIRED_VERSION >= 3.25, so it is lowered for this one
+    # call (policies stay as set). Machines whose module was patched by hand never showed it
+    # (`dpkg -V cmake-data`); scripts/fresh-root.sh does.
+    set(_mobius_min_required ${CMAKE_MINIMUM_REQUIRED_VERSION})
+    if(CMAKE_VERSION VERSION_LESS 3.26)
+      set(CMAKE_MINIMUM_REQUIRED_VERSION 3.24)
+    endif()
     find_package(CUDAToolkit REQUIRED)
+    set(CMAKE_MINIMUM_REQUIRED_VERSION ${_mobius_min_required})
     set(MOBIUS_HAVE_CUDA ON)
     # NCCL (preinstalled with the toolkit on our machines; optional: without it the runtime
     # keeps the host-staged transport). No CMake package ships with it: header + library.

@@ -12,7 +12,10 @@ deploy/install-deps.sh
 
 BUILD_DIR=${MOBIUS_BUILD_DIR:-build}
 JOBS=${MOBIUS_JOBS:-$(nproc)}
-cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${MOBIUS_BUILD_TYPE:-RelWithDebInfo}
+# MOBIUS_TESTS=ON explicitly: a build directory that scripts/demo.sh configured first (without the
+# tests) would otherwise keep them off, and ctest would find nothing to run.
+cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=${MOBIUS_BUILD_TYPE:-RelWithDebInfo} \
+  -DMOBIUS_TESTS=ON
 cmake --build "$BUILD_DIR" -j "$JOBS"
 # shellcheck disable=SC2086
-ctest --test-dir "$BUILD_DIR" --output-on-failure -j "$JOBS" --timeout 900 ${MOBIUS_CTEST_ARGS:-}
+ctest --test-dir "$BUILD_DIR" --no-tests=error --output-on-failure -j "$JOBS" --timeout 900 ${MOBIUS_CTEST_ARGS:-}
