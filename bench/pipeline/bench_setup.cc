@@ -21,12 +21,6 @@ double Median(std::vector<double> v) {
 
 absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const ModelShape& shape,
                                              int64_t seq_len, int64_t num_tokens) {
-  BenchInputs in;
-  in.model_dir = dir + "/model";
-  in.data_path = dir + "/data.tok";
-  std::error_code ec;
-  std::filesystem::create_directories(in.model_dir, ec);
-  if (ec) return absl::InvalidArgumentError(absl::StrCat(in.model_dir, ": ", ec.message()));
   checkpoint::SizeOverrides o;
   o.layers = shape.layers;
   o.hidden = shape.hidden;
@@ -35,15 +29,30 @@ absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const Model
   o.intermediate = shape.intermediate;
   o.vocab = shape.vocab;
   o.max_positions = std::max<int64_t>(256, seq_len);
-  MOBIUS_ASSIGN_OR_RETURN(in.config, checkpoint::PresetConfig(model::Family::kLlama, "tiny", o));
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config,
+                          checkpoint::PresetConfig(model::Family::kLlama, "tiny", o));
+  return WriteBenchInputsFor(dir, config, num_tokens);
+}
+
+absl::StatusOr<BenchInputs> WriteBenchInputsFor(const std::string& dir,
+                                                const model::ModelConfig& config,
+                                                int64_t num_tokens) {
+  BenchInputs in;
+  in.model_dir = dir + "/model";
+  in.data_path = dir + "/data.tok";
+  std::error_code ec;
+  std::filesystem::create_directories(in.model_dir, ec);
+  if (ec) return absl::InvalidArgumentError(absl::StrCat(in.model_dir, ": ", ec.message()));
+  in.config = config;
   const reference::Parameters params = checkpoint::InitModelParameters(in.config, /*seed=*/1);
   MOBIUS_RETURN_IF_ERROR(checkpoint::WriteModelDirectory(in.model_dir, in.config, params, {}));
   MOBIUS_ASSIGN_OR_RETURN(in.description, model::DescribeModel(in.config));
   in.parameters = model::TotalParameters(in.description);
 
   // Random ids: the benchmark measures time, not learning; seeded so runs see the same batches.
+  const int64_t vocab = in.config.vocab_size;
   std::mt19937_64 rng(7);
-  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(shape.vocab) - 1);
+  std::uniform_int_distribution<int32_t> id(0, static_cast<int32_t>(vocab) - 1);
   std::vector<data::TokenizedDoc> docs;
   constexpr int64_t kDocTokens = 4096;
   for (int64_t left = num_tokens; left > 0; left -= kDocTokens) {
@@ -52,7 +61,7 @@ absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const Model
     for (int32_t& t : d.ids) t = id(rng);
     docs.push_back(std::move(d));
   }
-  MOBIUS_RETURN_IF_ERROR(data::WriteTokenFile(in.data_path, docs, shape.vocab));
+  MOBIUS_RETURN_IF_ERROR(data::WriteTokenFile(in.data_path, docs, vocab));
   in.num_tokens = num_tokens;
   return in;
 }

@@ -49,6 +49,11 @@ struct BenchInputs {
 // preset rejects (the message names the size).
 absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const ModelShape& shape,
                                              int64_t seq_len, int64_t num_tokens);
+// The same for any validated model config (checkpoint::PresetConfig): `dir`/model and
+// `dir`/data.tok with ids below config.vocab_size.
+absl::StatusOr<BenchInputs> WriteBenchInputsFor(const std::string& dir,
+                                                const model::ModelConfig& config,
+                                                int64_t num_tokens);
 
 struct Calibration {
   int64_t small_batch = 0, large_batch = 0;  // sequences per step of the two configurations
