@@ -10,6 +10,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git python3
+  # the GPU kit (scripts/gpu-kit.sh: RUNPATH of the carried binaries; its ctest gpu_kit_test)
+  patchelf
   # RPC and core libraries
   libgrpc++-dev libgrpc-dev protobuf-compiler protobuf-compiler-grpc libprotobuf-dev
   libabsl-dev libgoogle-glog-dev libgflags-dev

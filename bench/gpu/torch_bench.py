@@ -18,6 +18,7 @@ ITERS = {  # calls per timed window, as gpu_bench.cc
     "gemm_bf16_nt": 20, "attention_fwd": 3, "attention_fwd_reference": 3, "attention_fwd_bwd": 2,
     "layernorm_fwd": 50, "rmsnorm_fwd": 50, "gelu_fwd": 50, "swiglu_fwd": 50, "cross_entropy_fwd_bwd": 5,
     "adamw_step": 10, "copy_d2d": 10, "copy_h2d_pinned": 5, "copy_d2h_pinned": 5,
+    "copy_duplex_pinned": 5,
 }
 NOTES = {}
 
@@ -125,6 +126,21 @@ def make(op, p):
         if op == "copy_h2d_pinned":
             return lambda: d.copy_(h, non_blocking=True)
         return lambda: h.copy_(d, non_blocking=True)
+    if op == "copy_duplex_pinned":  # as gpu_bench: H2D on the current stream, D2H on another
+        h_in = torch.ones(p["bytes"], dtype=torch.uint8).pin_memory()
+        h_out = torch.empty(p["bytes"], dtype=torch.uint8).pin_memory()
+        d_in = torch.empty(p["bytes"], dtype=torch.uint8, device="cuda")
+        d_out = torch.ones(p["bytes"], dtype=torch.uint8, device="cuda")
+        other = torch.cuda.Stream()
+
+        def duplex():
+            main = torch.cuda.current_stream()
+            other.wait_stream(main)
+            d_in.copy_(h_in, non_blocking=True)
+            with torch.cuda.stream(other):
+                h_out.copy_(d_out, non_blocking=True)
+            main.wait_stream(other)
+        return duplex
     raise ValueError("unknown op " + op)
 
 
