@@ -23,6 +23,9 @@
 #   --cuda DIR    the toolkit to mount (default: /usr/local/cuda, resolved)
 #   --keep        leave the root on disk afterwards (default: removed when the run passed)
 # Log: everything goes to stdout; the exit status is the commands'.
+# The whole script is one { } block, so bash reads it entirely before running it: editing the file
+# during an hour-long run cannot change what the run does.
+{
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 ROOT=""
@@ -82,6 +85,11 @@ if [[ $REUSE -eq 0 || ! -d "$ROOT/usr" ]]; then
   fi
 fi
 cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
+# debootstrap writes no /etc/hosts; every installed Debian has one (the installer, cloud and
+# container images write it), and without it "localhost" goes to DNS.
+if [[ ! -e "$ROOT/etc/hosts" ]]; then
+  printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
+fi
 
 # What runs inside: the clone, or the kit.
 if [[ -n "$KIT" ]]; then
@@ -127,3 +135,4 @@ set -e
 say "exit status $rc after $(( $(date +%s) - start )) s"
 if [[ $rc -eq 0 && $KEEP -eq 0 ]]; then rm -rf "$ROOT"; fi
 exit $rc
+}
