@@ -225,8 +225,17 @@ void PackExactly(const RangeTable& tab, bool reused, double t, int begin, int en
 
 }  // namespace
 
-absl::StatusOr<Partition> ExactPartition(const PartitionProblem& p) {
-  MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(p));
+namespace {
+
+// For every stage count S = 1..L that the memory allows: the smallest bottleneck t admitting an
+// S-stage partition and its J, and (when `partitions`) that partition.
+struct PerStageCount {
+  int s = 0;
+  double t = 0, j = 0;
+};
+
+std::vector<PerStageCount> ExactPerStageCount(const PartitionProblem& p,
+                                              std::vector<Partition>* partitions) {
   const int n = p.num_units();
   const RangeTable tab(p);
   const bool any_reuse = ReusedBackwardStages(p, n) > 0;
@@ -240,13 +249,12 @@ absl::StatusOr<Partition> ExactPartition(const PartitionProblem& p) {
 
   // Which stages are charged the reused tau depends on S, and with it the best bottleneck: for
   // each S, the smallest candidate that admits an S-stage partition (binary search: feasibility
-  // only grows with t), then the S with the smallest J (ties: the smaller bottleneck).
+  // only grows with t).
   auto cut_for = [&](int s, double t) {
     return FeasibleCut(FewestPrefixStages(tab, false, t), FewestSuffixStages(tab, true, t), s,
                        ReusedBackwardStages(p, s));
   };
-  int best_s = 0;
-  double best_j = 0, best_t = 0;
+  std::vector<PerStageCount> out;
   for (int s = 1; s <= n; ++s) {
     if (cut_for(s, candidates.back()) < 0) continue;  // memory needs more stages
     size_t lo = 0, hi = candidates.size() - 1;
@@ -259,20 +267,40 @@ absl::StatusOr<Partition> ExactPartition(const PartitionProblem& p) {
       }
     }
     const double t = candidates[lo];
-    const double j = Objective(p, s, t);
-    if (best_s == 0 || j < best_j || (j == best_j && t < best_t)) {
-      best_s = s;
-      best_j = j;
-      best_t = t;
+    out.push_back({s, t, Objective(p, s, t)});
+    if (partitions != nullptr) {
+      const int reused = ReusedBackwardStages(p, s);
+      const int cut = cut_for(s, t);
+      std::vector<StageRange> stages;
+      PackExactly(tab, false, t, 0, cut, s - reused, &stages);
+      PackExactly(tab, true, t, cut, n, reused, &stages);
+      partitions->push_back(Finish(p, std::move(stages)));
     }
   }
-  // Every unit fits, so S = L (singletons) is feasible at the largest candidate: best_s >= 1.
-  const int reused = ReusedBackwardStages(p, best_s);
-  const int cut = cut_for(best_s, best_t);
-  std::vector<StageRange> stages;
-  PackExactly(tab, false, best_t, 0, cut, best_s - reused, &stages);
-  PackExactly(tab, true, best_t, cut, n, reused, &stages);
-  return Finish(p, std::move(stages));
+  return out;
+}
+
+}  // namespace
+
+absl::StatusOr<Partition> ExactPartition(const PartitionProblem& p) {
+  MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(p));
+  // Every unit fits, so S = L (singletons) is feasible at the largest candidate: never empty.
+  std::vector<Partition> partitions;
+  const std::vector<PerStageCount> per_s = ExactPerStageCount(p, &partitions);
+  size_t best = 0;
+  for (size_t i = 1; i < per_s.size(); ++i) {  // least J; ties: the smaller bottleneck
+    if (per_s[i].j < per_s[best].j || (per_s[i].j == per_s[best].j && per_s[i].t < per_s[best].t)) {
+      best = i;
+    }
+  }
+  return std::move(partitions[best]);
+}
+
+absl::StatusOr<std::vector<Partition>> ExactPartitionPerStageCount(const PartitionProblem& p) {
+  MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(p));
+  std::vector<Partition> partitions;
+  ExactPerStageCount(p, &partitions);
+  return partitions;
 }
 
 absl::StatusOr<Partition> UniformPartition(const PartitionProblem& p, int num_stages) {

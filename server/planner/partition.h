@@ -89,6 +89,12 @@ absl::StatusOr<Partition> ScorePartition(const PartitionProblem& problem,
 
 absl::StatusOr<Partition> ExactPartition(const PartitionProblem& problem);
 
+// For every stage count S the memory allows (ascending S), the J-optimal S-stage partition (the
+// same per-S optimum ExactPartition chooses among): the candidates a caller ranks by another
+// measure, e.g. the simulator (api/make_plan.h). FAILED_PRECONDITION when a unit alone does not
+// fit.
+absl::StatusOr<std::vector<Partition>> ExactPartitionPerStageCount(const PartitionProblem& problem);
+
 // num_stages == 0: the smallest feasible S >= min(N, L). Otherwise exactly num_stages
 // (INVALID_ARGUMENT outside [1, L], FAILED_PRECONDITION when a stage does not fit).
 absl::StatusOr<Partition> UniformPartition(const PartitionProblem& problem, int num_stages = 0);

@@ -62,9 +62,69 @@ Alternative Unavailable(const std::string& dimension, const std::string& name,
 
 }  // namespace
 
+absl::StatusOr<PartitionOutcome> ChooseBySimulation(const PlanContext& ctx) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<Partition> per_s, ExactPartitionPerStageCount(ctx.problem));
+  const int n = static_cast<int>(ctx.gpus.size());
+  // The J-optimal partition (what ExactPartition returns: least J, ties the smaller bottleneck).
+  size_t j_best = 0;
+  for (size_t i = 1; i < per_s.size(); ++i) {
+    const Partition& a = per_s[i];
+    const Partition& b = per_s[j_best];
+    if (a.objective_seconds < b.objective_seconds ||
+        (a.objective_seconds == b.objective_seconds && a.max_slot_seconds < b.max_slot_seconds)) {
+      j_best = i;
+    }
+  }
+  // No GPU left without a stage when the memory allows S >= N (every S from the least feasible
+  // one up to L is feasible: splitting a stage keeps it fitting, and every unit fits alone).
+  std::vector<size_t> allowed;
+  for (size_t i = 0; i < per_s.size(); ++i) {
+    if (per_s[i].num_stages() >= n) allowed.push_back(i);
+  }
+  const bool all_gpus_possible = !allowed.empty();
+  if (!all_gpus_possible) {
+    for (size_t i = 0; i < per_s.size(); ++i) allowed.push_back(i);
+  }
+  std::stable_sort(allowed.begin(), allowed.end(), [&](size_t a, size_t b) {
+    return per_s[a].objective_seconds < per_s[b].objective_seconds;
+  });
+  const size_t keep = static_cast<size_t>(std::max(1, ctx.options.simulation_candidates));
+  if (allowed.size() > keep) allowed.resize(keep);
+  // The schedule the stages run under (roundrobin plans keep their own partitions; this one is
+  // the mobius pipeline's, also the base of roundrobin's "shared" contrast row).
+  size_t chosen = allowed.front();
+  double chosen_step = 0, j_best_step = -1;
+  for (size_t i : allowed) {
+    MOBIUS_ASSIGN_OR_RETURN(Mapping map, RunMapper(ctx, ctx.options.mapper, per_s[i].num_stages()));
+    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
+                            SimulateSchedule(ctx, sim::Schedule::kMobius, per_s[i], map));
+    if (i == j_best) j_best_step = r.step_seconds;
+    if (i == allowed.front() || r.step_seconds < chosen_step) {
+      chosen = i;
+      chosen_step = r.step_seconds;
+    }
+  }
+  PartitionOutcome out;
+  out.partition = per_s[chosen];
+  const Partition& jb = per_s[j_best];
+  out.note = absl::StrFormat("S = %d chosen by simulation among %d J-best stage counts (%.4f s/step)",
+                             out.partition.num_stages(), static_cast<int>(allowed.size()),
+                             chosen_step);
+  if (chosen != j_best) {
+    out.note += j_best_step >= 0
+                    ? absl::StrFormat("; the J-optimal S = %d simulates %.4f s/step",
+                                      jb.num_stages(), j_best_step)
+                    : absl::StrFormat("; the J-optimal S = %d would leave %d GPU(s) without a stage",
+                                      jb.num_stages(), n - jb.num_stages());
+  }
+  return out;
+}
+
 absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const std::string& name) {
   PartitionOutcome out;
-  if (name == "exact") {
+  if (name == "exact" && ctx.options.choose_by_simulation) {
+    return ChooseBySimulation(ctx);
+  } else if (name == "exact") {
     MOBIUS_ASSIGN_OR_RETURN(out.partition, ExactPartition(ctx.problem));
   } else if (name == "uniform") {
     MOBIUS_ASSIGN_OR_RETURN(out.partition, UniformPartition(ctx.problem));

@@ -83,6 +83,11 @@ struct PlanOptions {
   CostOptions cost;
   double duplex_factor = 1.0;          // simulator: full-duplex degradation (sim/engine.h)
   double mip_time_limit_seconds = 10;  // all MIP solves together (the plan still comes back)
+  // exact partitioner, mobius schedule: the best `simulation_candidates` stage counts by J (only
+  // S >= N when the memory allows) are simulated and the fastest simulated wins; false: the
+  // J-optimal partition alone (J ignores schedule dependencies and idle GPUs, so the two differ).
+  bool choose_by_simulation = true;
+  int simulation_candidates = 6;
   bool compare = true;                 // fill PlanReport::alternatives
   bool trace = false;                  // fill PlanReport::chrome_trace_json
 };

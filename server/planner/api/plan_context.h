@@ -32,7 +32,8 @@ struct PartitionOutcome {
   std::string note;  // MIP status and gap
 };
 
-// "exact" | "mip" | "uniform". FAILED_PRECONDITION for mip without CBC in the build.
+// "exact" | "mip" | "uniform". FAILED_PRECONDITION for mip without CBC in the build. "exact" with
+// PlanOptions::choose_by_simulation: ChooseBySimulation.
 absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const std::string& name);
 
 // The round-robin schedule's forward and backward partitions for partitioner `name`: exact ->
@@ -41,6 +42,13 @@ absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const st
 absl::StatusOr<RoundRobinPartition> RunRoundRobinPartitioner(const PlanContext& ctx,
                                                              const std::string& name,
                                                              const Partition& shared);
+
+// The exact partitioner's per-stage-count optima (ExactPartitionPerStageCount), restricted to
+// S >= N when the memory allows it (no GPU without a stage), the PlanOptions::
+// simulation_candidates best by J simulated under the mobius schedule with the chosen mapper; the
+// least simulated step wins (ties: the better J). The note says which S won and what the
+// J-optimal S simulates.
+absl::StatusOr<PartitionOutcome> ChooseBySimulation(const PlanContext& ctx);
 
 // "cross" | "sequential" over ctx.gpus.
 absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& name,

@@ -113,6 +113,55 @@ TEST(MakePlan, PaperTestbedLlama7bMobius) {
   EXPECT_LT(r->step_seconds, zero->step_seconds);
 }
 
+// Issue 21: the stage count is chosen by simulation among the J-best ones, and no GPU is left
+// without a stage when the memory allows S >= N. Llama-3.1-8B on the 8x RTX 4090 fixture at
+// batch 256 x 2048: the J-optimal partition has 7 stages (GPU 7 idle).
+TEST(MakePlan, ChoiceBySimulationUsesEveryGpuAndIsNeverSlowerThanTheJOptimum) {
+  const Fixture f = LoadTopology("rtx4090_2s_4sw_8gpu.xml");
+  const model::ModelDescription m = LoadModel("llama-3.1-8b-instruct.json");
+  PlanOptions o;
+  o.compare = false;
+  PlanOptions j_only = o;
+  j_only.choose_by_simulation = false;
+  auto chosen = MakePlan(m, f.topology, f.facts, Job(256, 1, 2048), o);
+  auto j = MakePlan(m, f.topology, f.facts, Job(256, 1, 2048), j_only);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->plan.num_stages(), 7);  // the J optimum leaves a GPU idle
+  EXPECT_GE(chosen->plan.num_stages(), 8);
+  for (const GpuPlacement& g : chosen->placements) EXPECT_FALSE(g.stages.empty()) << g.gpu;
+  EXPECT_LE(chosen->step_seconds, j->step_seconds);
+  EXPECT_THAT(chosen->partitioner_note, HasSubstr("chosen by simulation"));
+  EXPECT_THAT(chosen->partitioner_note, HasSubstr("would leave 1 GPU(s) without a stage"));
+  std::printf("llama-3.1-8b on 8x4090: J-optimal S=%d %.3f s/step; chosen S=%d %.3f s/step\n",
+              j->plan.num_stages(), j->step_seconds, chosen->plan.num_stages(),
+              chosen->step_seconds);
+
+  // Across models, servers and batch shapes: never slower (simulated) than the J-optimal plan
+  // whenever that plan already uses every GPU, and always every GPU when S >= N fits.
+  struct Case {
+    const char* topology;
+    const char* model;
+    int64_t batch, microbatch, seq;
+  };
+  for (const Case& c : {Case{"paper_testbed_2s_2sw_8x3090.xml", "llama-2-7b.json", 8, 1, 1024},
+                        Case{"paper_testbed_2s_2sw_8x3090.xml", "qwen3-8b.json", 64, 2, 2048},
+                        Case{"rtx4090_2s_4sw_8gpu.xml", "mistral-7b-v0.1.json", 32, 1, 4096},
+                        Case{"root_ports_1s_4gpu.xml", "qwen3-1.7b.json", 16, 4, 1024},
+                        Case{"root_ports_1s_4gpu.xml", "llama-2-7b.json", 32, 1, 2048}}) {
+    const Fixture fc = LoadTopology(c.topology);
+    const model::ModelDescription mc = LoadModel(c.model);
+    auto a = MakePlan(mc, fc.topology, fc.facts, Job(c.batch, c.microbatch, c.seq), o);
+    auto b = MakePlan(mc, fc.topology, fc.facts, Job(c.batch, c.microbatch, c.seq), j_only);
+    ASSERT_TRUE(a.ok()) << c.model << ": " << a.status();
+    ASSERT_TRUE(b.ok()) << c.model << ": " << b.status();
+    EXPECT_GE(a->plan.num_stages(), a->num_gpus) << c.model << " on " << c.topology;
+    if (b->plan.num_stages() >= b->num_gpus) {
+      EXPECT_LE(a->step_seconds, b->step_seconds * (1 + 1e-12)) << c.model << " on " << c.topology;
+    }
+  }
+}
+
 TEST(MakePlan, ComparisonTableHasEveryAlternative) {
   const Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
   const model::ModelDescription m = LoadModel("llama-2-7b.json");
@@ -296,6 +345,7 @@ TEST(MakePlan, ObjectiveCountsTheTwoSlotReuseWhereUploadsBind) {
   PlanOptions o;
   o.profile = *measured;
   o.mip_time_limit_seconds = 1;
+  o.choose_by_simulation = false;  // this test is about J itself (the J-optimal partition)
   auto r = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o);
   ASSERT_TRUE(r.ok()) << r.status();
   const Partition& part = r->plan.partition;
