@@ -20,6 +20,9 @@
 # gpu_tests.log, gpu_bench.jsonl (op records), train.jsonl (training records), run.log.
 # Exit: 0 done (or no GPU: tests reported skipped, "no device"), 1 a test failed, 2 the kit cannot
 # run here (glibc too old, a library missing, bad usage).
+# A second call can pick up what the deadline cut: MOBIUS_KIT_PARTS (default "tests ops train")
+# selects the parts, MOBIUS_KIT_ROWS (an extended regex over "IMPL MODE MODEL", default: all)
+# the training rows, e.g. MOBIUS_KIT_PARTS=train MOBIUS_KIT_ROWS='llama-1b'.
 set -uo pipefail
 KITDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CHECK_ONLY=0
@@ -30,6 +33,9 @@ case "${1:-}" in
   *) echo "run.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
 esac
 START=$(date +%s)
+PARTS=" ${MOBIUS_KIT_PARTS:-tests ops train} "
+ROWS=${MOBIUS_KIT_ROWS:-.}
+want() { [[ "$PARTS" == *" $1 "* ]]; }
 DEADLINE_S=${MOBIUS_KIT_DEADLINE_S:-400}
 OUT=${OUT:-$KITDIR/out}
 mkdir -p "$OUT" || exit 2
@@ -161,6 +167,7 @@ TLOG=$OUT/gpu_tests.log
 { echo; echo "## GPU tests"; echo; echo "| test | result | passed | skipped | failed | s |"; echo "|---|---|---:|---:|---:|---:|"; } >>"$RESULTS"
 for t in "$KIT"/tests/*; do
   name=$(basename "$t")
+  if ! want tests; then echo "| $name | not selected (MOBIUS_KIT_PARTS) | | | | |" >>"$RESULTS"; continue; fi
   t0=$(date +%s)
   echo "===== $name" >>"$TLOG"
   (cd "$KIT" && timeout 150 "$t" --gtest_color=no) >>"$TLOG.one" 2>&1
@@ -216,6 +223,7 @@ THREADS=$(( $(nproc) > 8 ? 8 : $(nproc) ))
 
 # Op benchmarks: one run of each implementation (a second if time allows, at the end).
 op_round() {  # R
+  want ops || return 0
   may_start "op benchmarks run $1" || return 0
   timeout 120 "$KIT/bin/gpu_bench" >"$WORK/mobius_$1.jsonl" 2>>"$LOG" || log "gpu_bench run $1 failed"
   if [[ $HAVE_TORCH -eq 1 ]] && may_start "torch_bench run $1"; then
@@ -232,6 +240,7 @@ TRAIN=$OUT/train.jsonl
 : >"$TRAIN"
 mobius_row() {  # MODEL SCHEDULE CAP_GIB SHAPE...
   local model=$1 sched=$2 cap=$3; shift 3
+  want train && [[ "mobius $sched $model" =~ $ROWS ]] || return 0
   may_start "mobius $sched $model" || return 0
   log "train: mobius $sched $model (cap $cap GiB)"
   timeout $(( $(time_left) + 60 < 150 ? $(time_left) + 60 : 150 )) "$KIT/bin/e2e_train_bench" \
@@ -241,6 +250,7 @@ mobius_row() {  # MODEL SCHEDULE CAP_GIB SHAPE...
 }
 torch_row() {  # MODEL MODE CAP_GIB SHAPE...
   local model=$1 mode=$2 cap=$3; shift 3
+  want train && [[ "torch $mode $model" =~ $ROWS ]] || return 0
   [[ $HAVE_TORCH -eq 1 ]] || return 0
   may_start "torch $mode $model" || return 0
   log "train: torch $mode $model (cap $cap GiB)"

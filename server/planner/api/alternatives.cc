@@ -110,6 +110,12 @@ absl::StatusOr<PartitionOutcome> ChooseBySimulation(const PlanContext& ctx) {
   out.note = absl::StrFormat("S = %d chosen by simulation among %d J-best stage counts (%.4f s/step)",
                              out.partition.num_stages(), static_cast<int>(allowed.size()),
                              chosen_step);
+  if (!all_gpus_possible) {
+    out.note += absl::StrFormat(
+        "; %d GPU(s) hold no stage: the model has only %d layer units for %d GPUs, so some GPU "
+        "must idle, and this S simulates fastest",
+        n - out.partition.num_stages(), ctx.problem.num_units(), n);
+  }
   if (chosen != j_best) {
     out.note += j_best_step >= 0
                     ? absl::StrFormat("; the J-optimal S = %d simulates %.4f s/step",
