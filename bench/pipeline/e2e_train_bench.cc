@@ -38,7 +38,10 @@
 
 #include "absl/status/status.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "bench/pipeline/bench_setup.h"
 #include "common/host_memory.h"
 #include "nlohmann/json.hpp"
@@ -203,7 +206,13 @@ int Main(int argc, char** argv) {
   nlohmann::json rec = BaseRecord(a);
   auto fail = [&](const std::string& status, const absl::Status& why) {
     rec["status"] = status;
-    rec["reason"] = std::string(why.message());
+    // One line for the table: a worker's "error:" line when the launcher quotes its log.
+    const std::string message(why.message());
+    std::string reason = message.substr(0, message.find('\n'));
+    for (absl::string_view line : absl::StrSplit(message, '\n')) {
+      if (absl::StrContains(line, "error:")) reason = std::string(absl::StripAsciiWhitespace(line));
+    }
+    rec["reason"] = reason;
     std::fprintf(stderr, "e2e_train_bench: %s: %s\n", status.c_str(), rec["reason"].get<std::string>().c_str());
     return Emit(a, rec, status == "failed" ? 1 : 0);
   };
