@@ -244,7 +244,7 @@ mobius_row() {  # MODEL SCHEDULE CAP_GIB SHAPE...
   may_start "mobius $sched $model" || return 0
   log "train: mobius $sched $model (cap $cap GiB)"
   timeout $(( $(time_left) + 60 < 150 ? $(time_left) + 60 : 150 )) "$KIT/bin/e2e_train_bench" \
-    --model="$model" --schedule="$sched" --cap_gib="$cap" --backend=cuda --threads="$THREADS" \
+    --model="$model" --schedule="$sched" --cap_gib="$cap" --backend=cuda --threads="$THREADS" --measure_profile \
     --gpu_name="$GPU_NAME" --peak_tflops="$PEAK" --out="$TRAIN" "$@" >/dev/null 2>>"$LOG" \
     || log "e2e_train_bench $sched $model: exit $? (run.log)"
 }

@@ -71,13 +71,17 @@ def table(rows):
                 num(r.get("tokens_per_s")):
             ours.setdefault(r.get("model"), r["tokens_per_s"])
     out = ["| model | impl | mode | B x T (micro) | tokens/s | MFU | step s median (min..max) | "
-           "peak GiB / cap | mobius x | status |",
-           "|---|---|---|---|---:|---:|---|---|---:|---|"]
+           "predicted s (profile) | peak GiB / cap | mobius x | status |",
+           "|---|---|---|---|---:|---:|---|---|---|---:|---|"]
     for r in sorted(rows, key=key):
         tps = num(r.get("tokens_per_s"))
         mfu = fill_mfu(r)
         med, lo, hi = (num(r.get(k)) for k in ("step_s_median", "step_s_min", "step_s_max"))
         step = "-" if med is None else f"{med:.3f} ({fmt(lo, '.3f')}..{fmt(hi, '.3f')})"
+        pred = num(r.get("predicted_step_s"))  # mobius rows: the plan's simulated step
+        predicted = "-" if pred is None else f"{pred:.3f} ({r.get('profile', '?')})"
+        if pred is not None and med:
+            predicted += f", measured/predicted {med / pred:.2f}"
         peak, cap = num(r.get("peak_device_gib")), num(r.get("cap_gib"))
         mem = f"{fmt(peak, '.1f')} / {fmt(cap, 'g') if cap else 'none'}"
         ref = ours.get(r.get("model"))
@@ -89,7 +93,7 @@ def table(rows):
         shape = f"{r.get('batch', '?')} x {r.get('seq', '?')} ({r.get('microbatch', '?')})"
         out.append(f"| {r.get('model', '?')} | {r.get('impl', '?')} | {r.get('mode', '?')} | "
                    f"{shape} | {fmt(tps, ',.0f')} | {fmt(None if mfu is None else 100 * mfu, '.1f')}"
-                   f"{'%' if mfu is not None else ''} | {step} | {mem} | {ratio} | {status} |")
+                   f"{'%' if mfu is not None else ''} | {step} | {predicted} | {mem} | {ratio} | {status} |")
     gpus = sorted(set(r.get("gpu", "") for r in rows if r.get("gpu")))
     notes = [f"GPU: {', '.join(gpus) or 'none'}; MFU = tokens/s x (6 params + 12 layers hidden "
              "seq) / bf16 dense peak (train_flops.py); mobius x = mobius tokens/s / row tokens/s "

@@ -12,6 +12,8 @@
 //   3. BuildRunConfig without emulation, backend --backend (cuda on the GPU machine; cpu to check
 //      the driver here), each rank's device memory arena = the cap, and one Launcher run of
 //      `mobius-worker run` processes;
+//      With --measure_profile, `mobius-worker profile` first measures the model's units and the
+//      copy bandwidth on that backend, and the plan (and its predicted step) uses that profile;
 //   4. one JSON line (--out, appended; and stdout): tokens/s from the median step time after
 //      --warmup steps, MFU = tokens/s x (6 P + 12 L C T) / (--peak_tflops x 1e12) (the formula
 //      of bench/gpu/train_flops.py), the plan's predicted step, stages, losses.
@@ -21,15 +23,19 @@
 //
 //   e2e_train_bench --model=gpt2-124m --schedule=mobius --seq=1024 --batch=8 --microbatch=4
 //                   --steps=6 --warmup=2 --cap_gib=24 --backend=cuda --gpu_name="NVIDIA H200"
-//                   --peak_tflops=989.4 [--num_stages=0 --threads=4 --topology=F --gpu=0
+//                   --peak_tflops=989.4 [--measure_profile --num_stages=0 --threads=4 --topology=F --gpu=0
 //                   --worker=PATH --work_dir=DIR --out=FILE]
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -44,12 +50,17 @@
 #include "absl/strings/strip.h"
 #include "bench/pipeline/bench_setup.h"
 #include "common/host_memory.h"
+#include "common/run/profile_cache.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/launch/launcher.h"
 #include "server/launch/run_builder.h"
 #include "server/planner/api/make_plan.h"
+#include "server/planner/measured_profile.h"
 #include "server/topology/hwloc_source.h"
 #include "worker/checkpoint/model_init.h"
+
+extern char** environ;
 
 namespace mobius::bench {
 namespace {
@@ -59,6 +70,7 @@ struct Args {
   int64_t seq = 1024, batch = 8, microbatch = 4, steps = 6, warmup = 2;
   int num_stages = 0, threads = 4, gpu = 0;
   double cap_gib = 24, peak_tflops = 0;
+  bool measure_profile = false;
   std::string gpu_name, topology, worker, work_dir, out;
 };
 
@@ -118,6 +130,8 @@ Args Parse(int argc, char** argv) {
       a.cap_gib = Real(key, value);
     } else if (key == "--peak_tflops") {
       a.peak_tflops = Real(key, value);
+    } else if (key == "--measure_profile") {
+      a.measure_profile = true;
     } else {
       Usage(absl::StrCat("unknown argument ", arg));
     }
@@ -165,6 +179,50 @@ absl::StatusOr<model::ModelConfig> ModelFor(const std::string& name, int64_t seq
   }
   return absl::InvalidArgumentError(absl::StrCat(
       "--model: '", name, "' is not gpt2-124m, llama-1b, tiny-gpt2 or tiny-llama"));
+}
+
+// `mobius-worker profile` of the written model on the bench's backend (its stdout, one line naming
+// the cache file, goes to our stderr), read back as the planner's measured profile: the plan and
+// its predicted step then describe the device the run measures, not the fixture's analytic GPU.
+absl::StatusOr<planner::Profile> MeasureProfile(const Args& a, const BenchInputs& in,
+                                                const std::string& work, int64_t cap) {
+  const std::string out = work + "/profile.json";
+  std::vector<std::string> args = {a.worker,
+                                   "profile",
+                                   "--model",
+                                   in.model_dir,
+                                   absl::StrCat("--microbatch=", a.microbatch),
+                                   absl::StrCat("--seq=", a.seq),
+                                   "--backend=" + a.backend,
+                                   "--cache_dir=" + work + "/profiles",
+                                   absl::StrCat("--device_memory_bytes=", cap),
+                                   absl::StrCat("--threads=", a.threads),
+                                   "--out",
+                                   out};
+  std::vector<char*> argv;
+  for (std::string& arg : args) argv.push_back(arg.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, a.worker.c_str(), &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("cannot start ", a.worker, " profile: ", std::strerror(rc)));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        a.worker, " profile --backend=", a.backend, " failed (",
+        WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status)) : "killed by a signal",
+        "); its message is above"));
+  }
+  MOBIUS_ASSIGN_OR_RETURN(planner::MeasuredProfile measured, planner::ReadProfileFile(out));
+  return planner::MeasuredToProfile(measured, in.description);
 }
 
 nlohmann::json BaseRecord(const Args& a) {
@@ -265,6 +323,13 @@ int Main(int argc, char** argv) {
     po.host_memory_bytes = host->capacity_bytes();  // this machine's, not the fixture's
   }
   po.compare = false;
+  rec["profile"] = "analytic";
+  if (a.measure_profile) {
+    absl::StatusOr<planner::Profile> measured = MeasureProfile(a, *in, work, cap);
+    if (!measured.ok()) return fail("failed", measured.status());
+    po.profile = *std::move(measured);
+    rec["profile"] = "measured";
+  }
   // The CPU backend's "device" memory is host memory (no CUDA context to reserve for).
   po.devices_in_host_memory = a.backend == "cpu";
   absl::StatusOr<planner::PlanReport> plan =
