@@ -1,7 +1,5 @@
 #include "client/plan_command.h"
 
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -25,11 +23,10 @@
 #include "server/planner/api/make_plan.h"
 #include "server/planner/measured_profile.h"
 #include "common/run/profile_cache.h"
+#include "common/run/profile_runner.h"
 #include "server/rpc/topology_convert.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
-
-extern char** environ;
 
 // `mobius plan`'s profile flags. They live here rather than in client/flags.cc so that the plan
 // command owns them; PlanCommandOptions reads them as its defaults.
@@ -108,61 +105,26 @@ std::string WorkerBinary(const PlanCommandOptions& o) {
   return (self.parent_path() / "mobius-worker").string();
 }
 
-// Runs `mobius-worker profile` for the job's shape; it answers from the cache or measures. The
-// profile comes back through a temporary --out file.
+// Runs `mobius-worker profile` for the job's shape; it answers from the cache or measures.
 absl::StatusOr<planner::MeasuredProfile> RunWorkerProfile(const PlanCommandOptions& o,
                                                           std::string* cache_path) {
-  const std::string worker = WorkerBinary(o);
-  if (::access(worker.c_str(), X_OK) != 0) {
+  planner::WorkerProfileRequest req;
+  req.worker = WorkerBinary(o);
+  req.model = o.model;
+  req.microbatch = o.microbatch;
+  req.seq = o.seq;
+  req.backend = "cpu";
+  req.cache_dir = o.profile_cache_dir;
+  if (::access(req.worker.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
-        "--profile=measured needs mobius-worker, not found at ", worker,
+        "--profile=measured needs mobius-worker, not found at ", req.worker,
         "; build it next to mobius, pass --worker_binary, or use --profile=analytic or a file"));
   }
-  char tmpl[] = "/tmp/mobius-plan-profile-XXXXXX";
-  const int fd = ::mkstemp(tmpl);
-  if (fd < 0) return absl::InternalError("cannot create a temporary file in /tmp");
-  ::close(fd);
-  const std::string out = tmpl;
-  std::vector<std::string> args = {worker,
-                                   "profile",
-                                   "--model",
-                                   o.model,
-                                   absl::StrCat("--microbatch=", o.microbatch),
-                                   absl::StrCat("--seq=", o.seq),
-                                   "--backend=cpu",
-                                   "--out",
-                                   out};
-  if (!o.profile_cache_dir.empty()) args.push_back("--cache_dir=" + o.profile_cache_dir);
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  // The worker's stdout names the cache file; send it to stderr so `--json` stays clean.
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  pid_t pid = 0;
-  const int rc = ::posix_spawn(&pid, worker.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    ::unlink(out.c_str());
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot start ", worker, ": ", std::strerror(rc)));
-  }
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    ::unlink(out.c_str());
-    return absl::FailedPreconditionError(absl::StrCat(
-        worker, " profile failed (",
-        WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status)) : "killed by a signal",
-        "); its message is above"));
-  }
-  absl::StatusOr<planner::MeasuredProfile> m = planner::ReadProfileFile(out);
-  ::unlink(out.c_str());
+  absl::StatusOr<planner::MeasuredProfile> m = planner::RunWorkerProfile(req);
   if (!m.ok()) return m.status();
   absl::StatusOr<std::string> dir = planner::ResolveProfileCacheDir(o.profile_cache_dir);
-  *cache_path = dir.ok() ? planner::ProfileCachePath(*dir, planner::CacheKeyOf(*m)) : out;
+  *cache_path = dir.ok() ? planner::ProfileCachePath(*dir, planner::CacheKeyOf(*m))
+                         : std::string("(the worker's cache)");
   return m;
 }
 

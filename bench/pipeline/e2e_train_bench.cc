@@ -23,19 +23,16 @@
 //
 //   e2e_train_bench --model=gpt2-124m --schedule=mobius --seq=1024 --batch=8 --microbatch=4
 //                   --steps=6 --warmup=2 --cap_gib=24 --backend=cuda --gpu_name="NVIDIA H200"
-//                   --peak_tflops=989.4 [--measure_profile --num_stages=0 --threads=4 --topology=F --gpu=0
+//                   --peak_tflops=989.4 [--measure_profile --num_stages=0 --threads=4 --topology=F
+//                   --gpu=0
 //                   --worker=PATH --work_dir=DIR --out=FILE]
-#include <spawn.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -43,14 +40,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "bench/pipeline/bench_flags.h"
 #include "bench/pipeline/bench_setup.h"
 #include "common/host_memory.h"
-#include "common/run/profile_cache.h"
+#include "common/run/profile_runner.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "server/launch/launcher.h"
@@ -59,8 +57,6 @@
 #include "server/planner/measured_profile.h"
 #include "server/topology/hwloc_source.h"
 #include "worker/checkpoint/model_init.h"
-
-extern char** environ;
 
 namespace mobius::bench {
 namespace {
@@ -74,28 +70,12 @@ struct Args {
   std::string gpu_name, topology, worker, work_dir, out;
 };
 
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "e2e_train_bench: %s\n(see the comment at the top of "
-               "bench/pipeline/e2e_train_bench.cc for the arguments)\n",
-               why.c_str());
-  std::exit(2);
-}
-
+[[noreturn]] void Usage(const std::string& why) { BenchUsage("e2e_train_bench", why); }
 int64_t Count(const std::string& key, const std::string& v) {
-  int64_t x = 0;
-  if (!absl::SimpleAtoi(v, &x) || x < 0 || x > (int64_t{1} << 40)) {
-    Usage(absl::StrCat(key, ": not a count: '", v, "'"));
-  }
-  return x;
+  return BenchCount("e2e_train_bench", key, v);
 }
-
 double Real(const std::string& key, const std::string& v) {
-  double x = 0;
-  if (!absl::SimpleAtod(v, &x) || !std::isfinite(x) || x < 0) {
-    Usage(absl::StrCat(key, ": not a non-negative number: '", v, "'"));
-  }
-  return x;
+  return BenchReal("e2e_train_bench", key, v);
 }
 
 Args Parse(int argc, char** argv) {
@@ -104,16 +84,19 @@ Args Parse(int argc, char** argv) {
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   a.worker = (exe.parent_path() / "mobius-worker").string();
   const char* src = std::getenv("MOBIUS_SOURCE_DIR");
-  a.topology = std::string(src ? src : MOBIUS_SOURCE_DIR) +
-               "/test/data/topology/rtx4090_2s_4sw_8gpu.xml";
-  std::map<std::string, int64_t*> counts = {{"--seq", &a.seq},         {"--batch", &a.batch},
+  a.topology =
+      std::string(src ? src : MOBIUS_SOURCE_DIR) + "/test/data/topology/rtx4090_2s_4sw_8gpu.xml";
+  std::map<std::string, int64_t*> counts = {{"--seq", &a.seq},
+                                            {"--batch", &a.batch},
                                             {"--microbatch", &a.microbatch},
-                                            {"--steps", &a.steps},     {"--warmup", &a.warmup}};
+                                            {"--steps", &a.steps},
+                                            {"--warmup", &a.warmup}};
   std::map<std::string, int*> small = {
       {"--num_stages", &a.num_stages}, {"--threads", &a.threads}, {"--gpu", &a.gpu}};
   std::map<std::string, std::string*> strings = {
-      {"--model", &a.model},       {"--schedule", &a.schedule}, {"--backend", &a.backend},
-      {"--gpu_name", &a.gpu_name}, {"--topology", &a.topology}, {"--worker", &a.worker},
+      {"--model", &a.model},       {"--schedule", &a.schedule},
+      {"--backend", &a.backend},   {"--gpu_name", &a.gpu_name},
+      {"--topology", &a.topology}, {"--worker", &a.worker},
       {"--work_dir", &a.work_dir}, {"--out", &a.out}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
@@ -177,8 +160,8 @@ absl::StatusOr<model::ModelConfig> ModelFor(const std::string& name, int64_t seq
     return checkpoint::PresetConfig(
         name == "tiny-gpt2" ? model::Family::kGpt2 : model::Family::kLlama, "tiny", o);
   }
-  return absl::InvalidArgumentError(absl::StrCat(
-      "--model: '", name, "' is not gpt2-124m, llama-1b, tiny-gpt2 or tiny-llama"));
+  return absl::InvalidArgumentError(
+      absl::StrCat("--model: '", name, "' is not gpt2-124m, llama-1b, tiny-gpt2 or tiny-llama"));
 }
 
 // `mobius-worker profile` of the written model on the bench's backend (its stdout, one line naming
@@ -186,42 +169,16 @@ absl::StatusOr<model::ModelConfig> ModelFor(const std::string& name, int64_t seq
 // its predicted step then describe the device the run measures, not the fixture's analytic GPU.
 absl::StatusOr<planner::Profile> MeasureProfile(const Args& a, const BenchInputs& in,
                                                 const std::string& work, int64_t cap) {
-  const std::string out = work + "/profile.json";
-  std::vector<std::string> args = {a.worker,
-                                   "profile",
-                                   "--model",
-                                   in.model_dir,
-                                   absl::StrCat("--microbatch=", a.microbatch),
-                                   absl::StrCat("--seq=", a.seq),
-                                   "--backend=" + a.backend,
-                                   "--cache_dir=" + work + "/profiles",
-                                   absl::StrCat("--device_memory_bytes=", cap),
-                                   absl::StrCat("--threads=", a.threads),
-                                   "--out",
-                                   out};
-  std::vector<char*> argv;
-  for (std::string& arg : args) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, STDERR_FILENO, STDOUT_FILENO);
-  pid_t pid = 0;
-  const int rc = posix_spawn(&pid, a.worker.c_str(), &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  if (rc != 0) {
-    return absl::FailedPreconditionError(
-        absl::StrCat("cannot start ", a.worker, " profile: ", std::strerror(rc)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-    return absl::FailedPreconditionError(absl::StrCat(
-        a.worker, " profile --backend=", a.backend, " failed (",
-        WIFEXITED(status) ? absl::StrCat("exit ", WEXITSTATUS(status)) : "killed by a signal",
-        "); its message is above"));
-  }
-  MOBIUS_ASSIGN_OR_RETURN(planner::MeasuredProfile measured, planner::ReadProfileFile(out));
+  planner::WorkerProfileRequest req;
+  req.worker = a.worker;
+  req.model = in.model_dir;
+  req.microbatch = a.microbatch;
+  req.seq = a.seq;
+  req.backend = a.backend;
+  req.cache_dir = work + "/profiles";
+  req.extra_args = {absl::StrCat("--device_memory_bytes=", cap),
+                    absl::StrCat("--threads=", a.threads)};
+  MOBIUS_ASSIGN_OR_RETURN(planner::MeasuredProfile measured, planner::RunWorkerProfile(req));
   return planner::MeasuredToProfile(measured, in.description);
 }
 
@@ -271,7 +228,8 @@ int Main(int argc, char** argv) {
       if (absl::StrContains(line, "error:")) reason = std::string(absl::StripAsciiWhitespace(line));
     }
     rec["reason"] = reason;
-    std::fprintf(stderr, "e2e_train_bench: %s: %s\n", status.c_str(), rec["reason"].get<std::string>().c_str());
+    std::fprintf(stderr, "e2e_train_bench: %s: %s\n", status.c_str(),
+                 rec["reason"].get<std::string>().c_str());
     return Emit(a, rec, status == "failed" ? 1 : 0);
   };
   absl::StatusOr<model::ModelConfig> config = ModelFor(a.model, a.seq);

@@ -50,12 +50,13 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "bench/pipeline/bench_flags.h"
 #include "bench/pipeline/bench_predict.h"
 #include "bench/pipeline/bench_report.h"
 #include "bench/pipeline/bench_setup.h"
+#include "server/launch/launcher.h"
 #include "server/launch/run_builder.h"
 #include "server/topology/hwloc_source.h"
-#include "server/launch/launcher.h"
 
 namespace mobius::bench {
 namespace {
@@ -74,26 +75,12 @@ struct Args {
   std::string out, work_dir, worker, topology;
 };
 
-[[noreturn]] void Usage(const std::string& why) {
-  std::fprintf(stderr,
-               "pipeline_bench: %s\n(see the comment at the top of "
-               "bench/pipeline/pipeline_bench.cc for the arguments)\n",
-               why.c_str());
-  std::exit(2);
-}
-
+[[noreturn]] void Usage(const std::string& why) { BenchUsage("pipeline_bench", why); }
 int64_t Int(const std::string& key, const std::string& v) {
-  int64_t x = 0;
-  if (!absl::SimpleAtoi(v, &x) || x < 0) Usage(absl::StrCat(key, ": not a count: '", v, "'"));
-  return x;
+  return BenchCount("pipeline_bench", key, v);
 }
-
 double Real(const std::string& key, const std::string& v) {
-  double x = 0;
-  if (!absl::SimpleAtod(v, &x) || !std::isfinite(x) || x < 0) {
-    Usage(absl::StrCat(key, ": not a non-negative number: '", v, "'"));
-  }
-  return x;
+  return BenchReal("pipeline_bench", key, v);
 }
 
 Args Parse(int argc, char** argv) {
