@@ -61,6 +61,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.Double("eps", t.eps);
     v.UInt("seed", t.seed);
     v.Int("eval_every", t.eval_every);
+    v.Int("optimizer_staleness", t.optimizer_staleness);
   });
   v.Section("resources", [&] {
     v.Gpus("gpus", s.resources.gpus);
@@ -71,6 +72,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.String("partitioner", s.plan.partitioner);
     v.String("mapper", s.plan.mapper);
     v.Int("stages", s.plan.stages);
+    v.String("dispatch", s.plan.dispatch);
   });
   v.Section("checkpoint", [&] {
     v.Path("dir", s.checkpoint.dir);

@@ -35,6 +35,7 @@ inline constexpr std::array<std::string_view, 2> kLrSchedules = {"cosine", "cons
 inline constexpr std::array<std::string_view, 3> kSchedules = {"mobius", "roundrobin", "resident"};
 inline constexpr std::array<std::string_view, 3> kPartitioners = {"exact", "mip", "uniform"};
 inline constexpr std::array<std::string_view, 2> kMappers = {"cross", "sequential"};
+inline constexpr std::array<std::string_view, 2> kDispatches = {"static", "pool"};
 
 // Limits checked by ValidateJobSpec (beyond them a spec is a mistake, or would overflow the
 // arithmetic done on it: tokens per step = global_batch * seq_len must fit comfortably in int64).
@@ -98,6 +99,9 @@ struct TrainingSpec {
   double eps = 1e-8;           // > 0
   uint64_t seed = 0;           // data shuffle
   int64_t eval_every = 0;      // eval loss every K steps (and at the last); 0: never
+  // 0: synchronous optimizer; 1: step k computes with the weights of update k-2 (the CPU
+  // optimizer overlaps the next step; train::TrainerOptions::optimizer_staleness)
+  int64_t optimizer_staleness = 0;
 
   friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
 };
@@ -114,6 +118,7 @@ struct PlanSpec {
   std::string partitioner = "exact"; // kPartitioners
   std::string mapper = "cross";      // kMappers
   int stages = 0;                    // pipeline stages; 0: the planner chooses
+  std::string dispatch = "static";   // kDispatches; roundrobin: "pool" = next free GPU
 
   friend bool operator==(const PlanSpec&, const PlanSpec&) = default;
 };

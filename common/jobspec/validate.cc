@@ -363,6 +363,13 @@ void CheckTraining(const JobSpec& s, Checker& c) {
   c.Number("training.beta1", t.beta1, 0, false, 1, true);
   c.Number("training.beta2", t.beta2, 0, false, 1, true);
   c.Number("training.eps", t.eps, 0, true, kInf, false);
+  if (c.Range("training.optimizer_staleness", t.optimizer_staleness, int64_t{0}, int64_t{1},
+              "; 1 overlaps each step's CPU optimizer with the next step") &&
+      t.optimizer_staleness == 1 && s.plan.schedule == "resident") {
+    c.Add("training.optimizer_staleness",
+          "schedule resident updates on the GPU, synchronously; the staleness is for the host "
+          "optimizer (plan.schedule mobius or roundrobin)");
+  }
   if (c.Range("training.eval_every", t.eval_every, int64_t{0}, kMaxSteps) && t.eval_every > 0 &&
       s.dataset.eval_fraction == 0) {
     c.Add("training.eval_every",
@@ -382,6 +389,12 @@ void CheckResourcesAndPlan(const JobSpec& s, Checker& c) {
   c.Enum("plan.partitioner", s.plan.partitioner, kPartitioners);
   c.Enum("plan.mapper", s.plan.mapper, kMappers);
   c.Range("plan.stages", s.plan.stages, 0, kMaxStages, "; 0 means the planner chooses");
+  c.Enum("plan.dispatch", s.plan.dispatch, kDispatches);
+  if (s.plan.dispatch == "pool" && s.plan.schedule != "roundrobin") {
+    c.Add("plan.dispatch", absl::StrCat("pool hands the round-robin pass stream to the next free "
+                                        "GPU; it needs plan.schedule roundrobin (got ",
+                                        s.plan.schedule, ")"));
+  }
 }
 
 }  // namespace

@@ -50,6 +50,7 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   pt->set_eps(t.eps);
   pt->set_seed(t.seed);
   pt->set_eval_every(t.eval_every);
+  pt->set_optimizer_staleness(static_cast<int32_t>(t.optimizer_staleness));
 
   p.mutable_resources()->set_gpus(s.resources.gpus);
   p.mutable_resources()->set_device_memory_bytes(s.resources.device_memory_bytes);
@@ -59,6 +60,7 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   plan->set_partitioner(s.plan.partitioner);
   plan->set_mapper(s.plan.mapper);
   plan->set_stages(s.plan.stages);
+  plan->set_dispatch(s.plan.dispatch);
 
   p.mutable_checkpoint()->set_dir(s.checkpoint.dir);
   p.mutable_checkpoint()->set_every_steps(s.checkpoint.every_steps);
@@ -109,6 +111,7 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
   t.eps = pt.has_eps() ? pt.eps() : dt.eps;
   t.seed = pt.seed();
   t.eval_every = pt.eval_every();
+  t.optimizer_staleness = pt.optimizer_staleness();
 
   s.resources.gpus = p.resources().gpus();
   s.resources.device_memory_bytes = p.resources().device_memory_bytes();
@@ -117,6 +120,7 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
   s.plan.partitioner = OrDefault(p.plan().partitioner(), defaults.plan.partitioner);
   s.plan.mapper = OrDefault(p.plan().mapper(), defaults.plan.mapper);
   s.plan.stages = p.plan().stages();
+  s.plan.dispatch = OrDefault(p.plan().dispatch(), defaults.plan.dispatch);
 
   s.checkpoint.dir = p.checkpoint().dir();
   s.checkpoint.every_steps = p.checkpoint().every_steps();

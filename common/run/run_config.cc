@@ -76,8 +76,20 @@ absl::Status ValidateSchedule(const RunConfig& c, int64_t num_units) {
     }
     MOBIUS_RETURN_IF_ERROR(CheckCover("forward_stages", c.forward_stages, num_units));
     MOBIUS_RETURN_IF_ERROR(CheckCover("backward_stages", c.backward_stages, num_units));
+    if (c.dispatch != "static" && c.dispatch != "pool") {
+      return Bad("dispatch must be static or pool (got \"", c.dispatch, "\")");
+    }
+    if (c.dispatch == "pool" && (c.transport == "nccl" || c.transport == "emulated")) {
+      return Bad("dispatch pool decides at run time which rank runs a pass, so activation "
+                 "gradients go through the host store: transport must be host or auto (got \"",
+                 c.transport, "\")");
+    }
     return CheckRanks("pass_rank", "pass", c.pass_rank,
                       c.forward_stages.size() + c.backward_stages.size(), c.num_workers);
+  }
+  if (c.dispatch != "static") {
+    return Bad("dispatch ", c.dispatch, " is for schedule roundrobin only (schedule is ",
+               traits.name, ")");
   }
   if (!c.forward_stages.empty() || !c.backward_stages.empty() || !c.pass_rank.empty()) {
     return Bad("forward_stages, backward_stages and pass_rank are for schedule roundrobin only "
@@ -86,6 +98,10 @@ absl::Status ValidateSchedule(const RunConfig& c, int64_t num_units) {
   MOBIUS_RETURN_IF_ERROR(CheckCover("stages", c.stages, num_units));
   MOBIUS_RETURN_IF_ERROR(
       CheckRanks("stage_rank", "stage", c.stage_rank, c.stages.size(), c.num_workers));
+  if (traits.weights_resident && c.training.optimizer_staleness != 0) {
+    return Bad("training.optimizer_staleness ", c.training.optimizer_staleness,
+               " is for the host optimizer; schedule resident updates on the GPU, synchronously");
+  }
   if (traits.weights_resident && c.stages.size() != static_cast<size_t>(c.num_workers)) {
     return Bad("schedule resident needs one stage per GPU (", c.stages.size(), " stages, ",
                c.num_workers, " GPUs)");
@@ -147,7 +163,8 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"checkpoint_group", t.checkpoint_group},
       {"checkpoint_export", t.checkpoint_export}, {"tokenizer_dir", t.tokenizer_dir},
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
-      {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction}};
+      {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction},
+      {"optimizer_staleness", t.optimizer_staleness}};
   auto ranges = [](const std::vector<StageRange>& v) {
     json out = json::array();
     for (const StageRange& s : v) out.push_back({s.begin, s.end});
@@ -161,6 +178,7 @@ std::string RunConfigToJson(const RunConfig& c) {
             {"stages", ranges(c.stages)}, {"stage_rank", c.stage_rank},
             {"forward_stages", ranges(c.forward_stages)},
             {"backward_stages", ranges(c.backward_stages)}, {"pass_rank", c.pass_rank},
+            {"dispatch", c.dispatch},
             {"num_workers", c.num_workers}, {"schedule", ScheduleName(c.schedule)},
             {"store_path", c.store_path}, {"store_fd", c.store_fd}, {"links", links},
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
@@ -203,6 +221,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(j, "rank_device", c.rank_device, "");
     get(j, "transport", c.transport, "");
     get(j, "pass_rank", c.pass_rank, "");
+    get(j, "dispatch", c.dispatch, "");
     for (auto [key, out] : {std::pair{"stages", &c.stages},
                             std::pair{"forward_stages", &c.forward_stages},
                             std::pair{"backward_stages", &c.backward_stages}}) {
@@ -247,6 +266,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "threads", o.threads, p);
     get(t, "eval_every", o.eval_every, p);
     get(t, "eval_fraction", o.eval_fraction, p);
+    get(t, "optimizer_staleness", o.optimizer_staleness, p);
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: field ", field, ": ", e.what()));
   }
@@ -328,8 +348,13 @@ int BackwardRank(const RunConfig& config, int b) {
   return config.stage_rank[b];
 }
 
+bool PoolDispatch(const RunConfig& config) {
+  return Traits(config.schedule).separate_pass_partitions && config.dispatch == "pool";
+}
+
 std::vector<PeerChannel> DgradChannels(const RunConfig& config) {
   std::vector<PeerChannel> out;
+  if (PoolDispatch(config)) return out;
   const int sb = static_cast<int>(BackwardStages(config).size());
   for (int b = 1; b < sb; ++b) {
     const PeerChannel c{BackwardRank(config, b), BackwardRank(config, b - 1)};

@@ -71,6 +71,7 @@ struct RunConfig {
   std::vector<StageRange> forward_stages;
   std::vector<StageRange> backward_stages;
   std::vector<int> pass_rank;       // [pass] -> rank in [0, num_workers)
+  std::string dispatch = "static";  // roundrobin: "static" | "pool" (see above)
   std::string store_path;           // "memfd:mobius-store-<job>" (or a file path)
   int store_fd = -1;                // >= 0: the worker's inherited descriptor of the store
   std::vector<EmulatedLink> links;
@@ -137,9 +138,13 @@ std::vector<int64_t> CheckpointUnits(const RunConfig& config);
 // roundrobin: the rank of its pass).
 int BackwardRank(const RunConfig& config, int b);
 
+// Whether passes go to the next free rank (roundrobin with dispatch "pool").
+bool PoolDispatch(const RunConfig& config);
+
 // The channels the activation gradients cross: (BackwardRank(b), BackwardRank(b - 1)) for every
 // backward boundary whose two ranks differ, without duplicates, sorted by (from, to). Gradients
-// between passes on the same rank stay on the host path.
+// between passes on the same rank stay on the host path. None with pool dispatch (which rank runs
+// a pass is decided at run time; gradients go through the store).
 std::vector<PeerChannel> DgradChannels(const RunConfig& config);
 
 }  // namespace mobius::runtime

@@ -69,6 +69,11 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
     at += Align(ul.weight_bytes());
     l.units.push_back(std::move(ul));
   }
+  l.weight_copies = t.optimizer_staleness == 1 ? 2 : 1;
+  if (l.weight_copies == 2) {
+    l.weight_copy_stride = at - l.unit_weights.front();
+    at += l.weight_copy_stride;
+  }
   for (int64_t u = 0; u < num_units; ++u) {
     l.unit_grads.push_back(at);
     at += Align(l.units[u].grad_bytes());
@@ -111,7 +116,11 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   l.link_words = at;
   at += Align(32 * static_cast<uint64_t>(run.links.size()));
   l.norm_partials = at;
-  at += Align(8 * static_cast<uint64_t>(l.num_chunks));
+  l.norm_partials_stride = Align(8 * static_cast<uint64_t>(l.num_chunks));
+  at += 2 * l.norm_partials_stride;
+  l.pool_ticket = at;
+  l.norm_values = at + 8;
+  at += Align(8 + 2 * 8);
   l.total_bytes = at;
   return l;
 }

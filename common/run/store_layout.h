@@ -14,7 +14,10 @@
 //                      the eval pass's per-forward-boundary slot counters
 //   unit weights       per layer unit in unit order, its bf16 weights in the device layout
 //                      (unit_params.h): any stage's weights are one contiguous range, uploaded with
-//                      one chunked copy
+//                      one chunked copy. With optimizer_staleness 1, two copies of the region:
+//                      W_k (the weights after the run's k-th update) lives in copy k mod 2, so the
+//                      update of step k writes copy k mod 2 while step k+1 still reads W_{k-1}
+//                      from the other
 //   unit grads         per unit, fp32 gradients in the same layout: one D2H copy per stage
 //   optimizer state    per owned tensor (grouped by owning unit): fp32 master, Adam m, Adam v
 //   checkpoints        per checkpoint k (the input of unit checkpoint_units[k]) and microbatch m:
@@ -28,7 +31,11 @@
 //   link words         per emulated link: next free time (ns) per direction and bytes per direction
 //   norm partials      one double per 64 Ki-element chunk of every tensor, in HF-name order: the
 //                      exact partial sums CpuAdamW::GlobalGradNorm adds, so a pipeline's global
-//                      gradient norm is bit-identical to the standalone trainer's
+//                      gradient norm is bit-identical to the standalone trainer's; two sets, step
+//                      r's in set r mod 2 (with staleness, step r+1's backward can publish before
+//                      step r's norm is summed)
+//   counters           the pool dispatch's pass ticket (uint64) and the summed global norm of the
+//                      last two steps (double, step r's at index r mod 2)
 //
 // Value type; immutable after Make.
 #ifndef MOBIUS_COMMON_RUN_STORE_LAYOUT_H_
@@ -72,7 +79,12 @@ struct StoreLayout {
   uint64_t boundary_elements = 0;             // mb * T * C
   uint64_t checkpoints = 0;                   // offset of checkpoint 0, microbatch 0
   uint64_t activation_grads = 0;              // offset of backward boundary 0, microbatch 0
-  uint64_t norm_partials = 0;                 // offset of the doubles
+  uint64_t norm_partials = 0;                 // offset of the doubles of set 0
+  uint64_t norm_partials_stride = 0;          // bytes from set 0 to set 1
+  int weight_copies = 1;                      // 2 with optimizer_staleness 1
+  uint64_t weight_copy_stride = 0;            // bytes from copy 0 of the unit weights to copy 1
+  uint64_t pool_ticket = 0;                   // offset of the uint64 pass ticket (pool dispatch)
+  uint64_t norm_values = 0;                   // offset of 2 doubles: summed norms by step parity
   uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h)
   // Boundary-gradient channels between ranks (DgradChannels in run_config.h).
   std::vector<PeerChannel> peer_channels;
@@ -133,12 +145,33 @@ struct StoreLayout {
   // checkpoint's files; rank k wrote its share of them.
   int64_t checkpoint_files_word() const { return channel_word(num_channels(), 0); }
   int64_t checkpoint_written_word(int rank) const { return checkpoint_files_word() + 1 + rank; }
-  int64_t num_control_words() const { return checkpoint_written_word(num_workers); }
+  // Per backward stage b: the newest step whose backward pass of b is done (every microbatch's
+  // checkpoint and output gradient read, its input gradients written), published by the rank
+  // that ran it; and the newest checkpoint step whose share of b's state is written.
+  int64_t backward_done_word(int b) const { return checkpoint_written_word(num_workers) + b; }
+  int64_t stage_written_word(int b) const { return backward_done_word(num_backward_stages) + b; }
+  // The global gradient norm: per step parity, the number of backward stages that published
+  // their partials (cumulative over the run, modulo 2^32); the newest step whose norm is summed
+  // into norm_values (pipeline_optimizer.cc).
+  int64_t norm_count_word(int parity) const {
+    return stage_written_word(num_backward_stages) + parity;
+  }
+  int64_t norm_step_word() const { return norm_count_word(2); }
+  // Rank 0's newest step whose stop decision (kStopAtWord) is made (pipeline_worker.h).
+  int64_t decided_word() const { return norm_step_word() + 1; }
+  int64_t num_control_words() const { return decided_word() + 1; }
   int num_channels() const { return static_cast<int>(peer_channels.size()); }
   int num_backward_boundaries() const {
     return num_backward_stages > 1 ? num_backward_stages - 1 : 0;
   }
 
+  // The bf16 weights of `unit` as W_k (after the run's k-th update): copy k mod weight_copies.
+  uint64_t weights_offset(int64_t unit, uint32_t k) const {
+    return unit_weights[unit] + (k % weight_copies) * weight_copy_stride;
+  }
+  uint64_t norm_partials_at(uint32_t r) const {  // step r's partials
+    return norm_partials + (r % 2) * norm_partials_stride;
+  }
   uint64_t activation_offset(int k, int mb) const;  // bf16 [mb, T, C] of checkpoint k
   uint64_t dgrad_offset(int b, int mb) const;       // fp32 [mb, T, C] at backward boundary b
   // Bytes of a unit range's weights (bf16) and grads (fp32): contiguous ranges starting at

@@ -58,7 +58,26 @@ struct TrainerOptions {
   // device memory holds them all. false: keep them when they fit, recompute otherwise. Gradients
   // are bitwise the same either way; the pipeline runtime always recomputes.
   bool recompute = false;
+  // 0: synchronous (step k computes with the weights after update k-1). 1: asynchronous optimizer
+  // with staleness 1: step k computes with the weights after update k-2 (step 1 with the
+  // initial ones), so step k-1's update overlaps step k; after a sync step (IsSyncStep) the next
+  // step computes with the newest weights. Both executors (the standalone trainer as the
+  // reference, the pipeline) apply exactly this rule.
+  int optimizer_staleness = 0;
 };
+
+// With optimizer_staleness 1, whether the step after `global_step` computes with the newest
+// weights (W_step) instead of one update older: after checkpoint steps (a checkpoint, hence a
+// resume, holds no older weights), eval steps (the eval reads the newest weights, which the next
+// step then starts from) and the last step. Always true without staleness.
+inline bool IsSyncStep(const TrainerOptions& o, int64_t global_step) {
+  if (o.optimizer_staleness == 0 || global_step >= o.steps) return true;
+  if (!o.checkpoint_dir.empty() && o.checkpoint_every > 0 &&
+      global_step % o.checkpoint_every == 0) {
+    return true;
+  }
+  return o.eval_every > 0 && global_step % o.eval_every == 0;
+}
 
 }  // namespace mobius::train
 

@@ -49,5 +49,6 @@ ABSL_DECLARE_FLAG(uint64_t, device_memory_bytes);
 ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(bool, recompute);
+ABSL_DECLARE_FLAG(int32_t, optimizer_staleness);
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_

@@ -45,11 +45,7 @@ absl::Status WriteShare(State& s, const CheckpointJob& job) {
                                                  s.store->at<float>(t->m),
                                                  s.store->at<float>(t->v)));
     }
-    {
-      std::lock_guard<std::mutex> lock(w.mu);
-      w.written[*b] = job.r;
-    }
-    w.cv.notify_all();
+    s.store->Publish(s.layout.stage_written_word(*b), job.r);
   }
   s.store->Publish(s.layout.checkpoint_written_word(s.rank), job.r);
   const double seconds = Since(start);
@@ -118,7 +114,6 @@ absl::Status StartCheckpointWriter(State& s) {
   w->options = train::CheckpointSaveOptions(o, s.start.config_json);
   MOBIUS_ASSIGN_OR_RETURN(w->plan, checkpoint::PlanCheckpoint(s.start.config, w->options,
                                                               /*has_optimizer_state=*/true));
-  w->written.assign(s.layout.num_backward_stages, 0);
   s.checkpoints = std::move(w);
   s.checkpoints->thread = std::thread([&s] { WriterLoop(s); });
   return absl::OkStatus();
@@ -142,12 +137,15 @@ absl::Status AwaitCheckpoints(State& s) {
   return w.error;
 }
 
-absl::Status AwaitStageWritten(State& s, int b) {
-  if (s.checkpoints == nullptr) return absl::OkStatus();
-  CheckpointWriterState& w = *s.checkpoints;
-  std::unique_lock<std::mutex> lock(w.mu);
-  w.cv.wait(lock, [&] { return w.written[b] >= w.requested || !w.error.ok() || w.stop; });
-  return w.error;
+absl::Status AwaitStageWritten(State& s, int b, uint32_t r) {
+  const train::TrainerOptions& o = s.run.training;
+  if (o.checkpoint_dir.empty() || o.checkpoint_every <= 0) return absl::OkStatus();
+  // The newest multiple of checkpoint_every before the update's (global) step, if in this run.
+  const int64_t global = s.start.step + r;
+  const int64_t newest = (global - 1) / o.checkpoint_every * o.checkpoint_every;
+  if (newest <= s.start.step) return absl::OkStatus();
+  return s.store->WaitAtLeast(s.layout.stage_written_word(b),
+                              static_cast<uint32_t>(newest - s.start.step));
 }
 
 absl::Status CheckpointError(State& s) {

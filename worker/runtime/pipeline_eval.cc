@@ -42,8 +42,9 @@ absl::StatusOr<std::vector<EvalMicrobatch>> EvalMicrobatches(const State& s) {
 // stage boundaries through the checkpoint slots there, in chunks of num_microbatches: a producer
 // reuses slot j only after its consumer read the previous chunk's item (eval_free_word), so a chunk
 // never waits on a later one and ranks holding several stages cannot deadlock. The weights loaded
-// here are the ones step r + 1 starts with. Training's readers of step r are done with those slots:
-// the next forward stage's (forward_done, waited for below) and the backward stage's starting
+// here (W_r) are the ones step r + 1 starts with (an eval step is a sync step). Training's readers
+// of step r are done with those slots: the next forward stage's (forward_done, waited for below)
+// and the backward stage's starting
 // there (it precedes the update of the backward stage before it, which EnsureLoaded waited for).
 // Ends with a barrier: training reuses the slots only after every eval read.
 absl::StatusOr<std::optional<float>> EvalPass(State& s, uint32_t r) {
@@ -58,7 +59,7 @@ absl::StatusOr<std::optional<float>> EvalPass(State& s, uint32_t r) {
     for (int f : s.forward_stages) {
       const StageRange range = s.fwd(f);
       const bool head = range.end == s.num_units();
-      MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, r + 1));
+      MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, r));  // W_r
       if (!head && c == 0) {
         MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(f + 1), r));
       }

@@ -1,6 +1,7 @@
 // The optimizer thread of one rank (pipeline_state.h, pipeline_worker.h): per backward stage, its
 // share of the global gradient norm, then AdamW over the tensors its units own.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -17,13 +18,14 @@ float* GradOf(const State& s, const std::string& name, int64_t unit) {
   return s.store->at<float>(s.layout.unit_grads[unit] + 4 * static_cast<uint64_t>(p->offset));
 }
 
-uint16_t* WeightOf(const State& s, const std::string& name, int64_t unit) {
+uint16_t* WeightOf(const State& s, const std::string& name, int64_t unit, uint32_t k) {
   const units::UnitParam* p = s.layout.units[unit].Find(name);
-  return s.store->at<uint16_t>(s.layout.unit_weights[unit] + 2 * static_cast<uint64_t>(p->offset));
+  return s.store->at<uint16_t>(s.layout.weights_offset(unit, k) +
+                               2 * static_cast<uint64_t>(p->offset));
 }
 
-double GlobalNorm(const State& s) {
-  const double* partial = s.store->at<double>(s.layout.norm_partials);
+double GlobalNorm(const State& s, uint32_t r) {
+  const double* partial = s.store->at<double>(s.layout.norm_partials_at(r));
   double total = 0.0;
   for (int64_t c = 0; c < s.layout.num_chunks; ++c) total += partial[c];
   return std::sqrt(total);
@@ -39,6 +41,8 @@ std::vector<const TensorSlot*> OwnedTensors(const State& s, int stage) {
 }
 
 namespace {
+
+absl::Status SumIfLast(State& s, uint32_t r);
 
 // Phase 1 of a backward stage's optimizer work: wait for its gradients to reach the store, fold
 // in the head's part of a tied embedding, publish its share of the global norm.
@@ -62,7 +66,7 @@ absl::Status Partials(State& s, const OptimizerTask& task) {
       for (int64_t i = 0; i < p.num_elements; ++i) g[i] += h[i];
     }
   }
-  double* partial = s.store->at<double>(s.layout.norm_partials);
+  double* partial = s.store->at<double>(s.layout.norm_partials_at(task.r));
   const size_t chunk = optim::CpuAdamW::kChunkElements;
   static_assert(optim::CpuAdamW::kChunkElements == kGradNormChunkElements,
                 "the store's grad-norm chunks (common/run/store_layout.h) are the optimizer's");
@@ -74,20 +78,38 @@ absl::Status Partials(State& s, const OptimizerTask& task) {
     }
   }
   s.store->Publish(s.layout.norm_ready_word(task.stage), task.r);
+  return SumIfLast(s, task.r);
+}
+
+// Whoever publishes the last partials of step r sums them, in the standalone trainer's order,
+// into the store (norm_values, by step parity) and publishes norm_step. Step r's partials all
+// come after step r-2's norm is summed (each stage's step-r gradient lands only after its step
+// r-1 update, which follows its step r-1 partials and, with clipping, step r-1's norm; and step
+// r's backward follows step r's forward, which needs the step r-2 updates), so the cumulative
+// count per parity identifies the last one.
+absl::Status SumIfLast(State& s, uint32_t r) {
+  std::atomic<uint32_t>& count = s.store->word(s.layout.norm_count_word(r % 2));
+  const uint32_t stages = static_cast<uint32_t>(s.layout.num_backward_stages);
+  const uint32_t last = stages * ((r + 1) / 2);  // modulo 2^32, as the count
+  if (count.fetch_add(1, std::memory_order_acq_rel) + 1 != last) return absl::OkStatus();
+  const double norm = GlobalNorm(s, r);
+  if (!std::isfinite(norm)) {  // not published: the job aborts with this error
+    return absl::InternalError(absl::StrCat("step ", s.start.step + r, ": the gradient norm is ",
+                                            norm, " (training diverged; lower the lr)"));
+  }
+  s.store->at<double>(s.layout.norm_values)[r % 2] = norm;
+  s.store->Publish(s.layout.norm_step_word(), r);
+  std::lock_guard<std::mutex> lock(s.mu);
+  s.summed_norms[r] = norm;
   return absl::OkStatus();
 }
 
-// Waits for every backward stage's norm share of step r and adds them up.
-absl::StatusOr<double> WaitGlobalNorm(State& s, uint32_t r, int64_t global_step) {
-  for (int b = 0; b < s.layout.num_backward_stages; ++b) {
-    MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.norm_ready_word(b), r));
-  }
-  const double norm = GlobalNorm(s);
-  if (!std::isfinite(norm)) {
-    return absl::InternalError(absl::StrCat("step ", global_step, ": the gradient norm is ", norm,
-                                            " (training diverged; lower the lr)"));
-  }
-  return norm;
+// Step r's global norm, once summed (by this or another rank). The value stays until step r+2's
+// is summed, which needs every stage's step r+1 update, so this rank's held updates of step r
+// come first.
+absl::StatusOr<double> AwaitGlobalNorm(State& s, uint32_t r) {
+  MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.norm_step_word(), r));
+  return s.store->at<double>(s.layout.norm_values)[r % 2];
 }
 
 // The update of backward stage b rewrites the bf16 weights of its units (and, for the tied
@@ -111,22 +133,26 @@ absl::Status AwaitReaders(State& s, int b, uint32_t r) {
 absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, float scale) {
   const StageRange range = s.bwd(task.stage);
   const int64_t head = s.num_units() - 1;
+  // W_r: the bf16 copy that steps computing with index r upload (StoreLayout::weights_offset).
   std::vector<optim::ParamBuffers> buffers;
   for (const TensorSlot* t : OwnedTensors(s, task.stage)) {
     buffers.push_back({.master = s.store->at<float>(t->master), .m = s.store->at<float>(t->m),
                        .v = s.store->at<float>(t->v), .grad = GradOf(s, t->name, t->owner_unit),
-                       .bf16_out = WeightOf(s, t->name, t->owner_unit),
+                       .bf16_out = WeightOf(s, t->name, t->owner_unit, task.r),
                        .n = static_cast<size_t>(t->num_elements), .decay = t->decay});
   }
+  // With two weight copies, every reader of W_{r-2} in this copy is a pass of step r or earlier:
+  // the forward passes waited for here, the stage's own backward (done).
   MOBIUS_RETURN_IF_ERROR(AwaitReaders(s, task.stage, task.r));
   // The previous checkpoint may still be reading this stage's state from the store.
-  MOBIUS_RETURN_IF_ERROR(AwaitStageWritten(s, task.stage));
+  MOBIUS_RETURN_IF_ERROR(AwaitStageWritten(s, task.stage, task.r));
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(s.schedule->At(global_step)));
   MOBIUS_RETURN_IF_ERROR(s.adamw->Step(global_step, scale, buffers));
   if (s.tied && range.begin == 0) {  // the head's copy of the tied embedding
     for (const units::UnitParam& p : s.layout.units[head].params) {
       if (p.shared) {
-        std::memcpy(WeightOf(s, p.name, head), WeightOf(s, p.name, 0), 2 * p.num_elements);
+        std::memcpy(WeightOf(s, p.name, head, task.r), WeightOf(s, p.name, 0, task.r),
+                    2 * p.num_elements);
       }
     }
   }
@@ -135,31 +161,39 @@ absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, fl
 }
 
 // Without clipping a stage is updated as soon as its gradients are in the store. With clipping
-// the update needs the global norm, i.e. every stage's gradients: stages are held until this
-// rank's last backward stage (its lowest) has published its share (waiting earlier could deadlock:
-// this same thread computes that share), then the norm is awaited and all are updated.
+// the update needs the global norm, i.e. every stage's gradients: this rank's stages of step r
+// are held until the main thread hands over the end of step r (waiting earlier could deadlock:
+// this same thread may still owe the partials of a later task of step r), then the norm is
+// awaited and they are updated in the order they came.
 absl::Status OptimizerTaskRun(State& s, const OptimizerTask& task,
-                              std::vector<OptimizerTask>& pending, double* norm) {
+                              std::vector<OptimizerTask>& pending) {
   const int64_t global_step = s.start.step + task.r;
-  MOBIUS_RETURN_IF_ERROR(Partials(s, task));
-  const bool last_of_rank = task.stage == s.backward_stages.front();
-  if (s.run.training.grad_clip <= 0) {
-    MOBIUS_RETURN_IF_ERROR(Update(s, task, global_step, 1.0f));
-    if (last_of_rank) {
-      MOBIUS_ASSIGN_OR_RETURN(*norm, WaitGlobalNorm(s, task.r, global_step));
+  const double clip = s.run.training.grad_clip;
+  if (task.end_of_step) {
+    if (clip <= 0 || pending.empty()) return absl::OkStatus();
+    MOBIUS_ASSIGN_OR_RETURN(const double norm, AwaitGlobalNorm(s, task.r));
+    const float scale = optim::ClipScale(norm, clip);
+    for (const OptimizerTask& t : pending) {
+      MOBIUS_RETURN_IF_ERROR(Update(s, t, global_step, scale));
     }
+    pending.clear();
     return absl::OkStatus();
   }
+  MOBIUS_RETURN_IF_ERROR(Partials(s, task));
+  if (clip <= 0) return Update(s, task, global_step, 1.0f);
   pending.push_back(task);
-  if (!last_of_rank) return absl::OkStatus();
-  MOBIUS_ASSIGN_OR_RETURN(*norm, WaitGlobalNorm(s, task.r, global_step));
-  const float scale = optim::ClipScale(*norm, s.run.training.grad_clip);
-  for (const OptimizerTask& t : pending) MOBIUS_RETURN_IF_ERROR(Update(s, t, global_step, scale));
-  pending.clear();
   return absl::OkStatus();
 }
 
 }  // namespace
+
+void HandOverStep(State& s, uint32_t r) {
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.tasks.push_back({.r = r, .end_of_step = true});
+  }
+  s.cv.notify_all();
+}
 
 void OptimizerLoop(State& s) {
   std::vector<OptimizerTask> pending;
@@ -173,13 +207,11 @@ void OptimizerLoop(State& s) {
       s.tasks.pop_front();
     }
     const Clock::time_point t0 = Clock::now();
-    double norm = -1;
-    absl::Status st = OptimizerTaskRun(s, task, pending, &norm);
+    absl::Status st = OptimizerTaskRun(s, task, pending);
     std::lock_guard<std::mutex> lock(s.mu);
     s.optimizer_seconds += Since(t0);
-    if (norm >= 0) {
-      s.grad_norm = norm;
-      s.norm_step = task.r;
+    if (st.ok() && task.end_of_step) {
+      s.steps_handed = task.r;
       s.cv.notify_all();
     }
     if (!st.ok()) {

@@ -16,6 +16,14 @@ bool State::runs_head_forward() const {
          forward_stages.end();
 }
 
+uint32_t ComputeIndex(const State& s, uint32_t r) {
+  const train::TrainerOptions& o = s.run.training;
+  if (o.optimizer_staleness == 0 || r == 1 || train::IsSyncStep(o, s.start.step + r - 1)) {
+    return r - 1;
+  }
+  return r - 2;
+}
+
 absl::Status Await(State& s, int64_t word, uint32_t value) {
   if (s.store->Load(word) >= value) return absl::OkStatus();
   const Clock::time_point t0 = Clock::now();
@@ -44,24 +52,25 @@ std::vector<int> WeightSources(const State& s, const StageRange& range) {
 
 namespace {
 
-bool WeightsReady(const State& s, const StageRange& range, uint32_t r) {
+bool WeightsReady(const State& s, const StageRange& range, uint32_t k) {
   for (int src : WeightSources(s, range)) {
-    if (s.store->Load(s.layout.updated_word(src)) < r - 1) return false;
+    if (s.store->Load(s.layout.updated_word(src)) < k) return false;
   }
   return true;
 }
 
-// Starts the upload of `range`'s weights for step r into `slot` on the H2D queue.
-absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t r) {
+// Starts the upload of `range`'s weights W_k into `slot` on the H2D queue.
+absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t k) {
   const uint64_t bytes = s.layout.stage_weight_bytes(range);
   // The slot's gradients may still be on their way to the store; the weights may be overwritten
   // only after the compute queue is done with them (every pass ends by synchronising it).
   MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
-      *s.h2d, s.store->at<uint8_t>(s.layout.unit_weights[range.begin]), slot.weights, 0, bytes));
+      *s.h2d, s.store->at<uint8_t>(s.layout.weights_offset(range.begin, k)), slot.weights, 0,
+      bytes));
   MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.h2d, *slot.loaded));
   s.h2d_bytes += bytes;
   slot.range = range;
-  slot.version = r;
+  slot.index = k;
   slot.used = ++s.slot_clock;
   return absl::OkStatus();
 }
@@ -113,32 +122,32 @@ units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit) {
 
 }  // namespace
 
-absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t r) {
+absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t k) {
   for (Slot& slot : s.slots) {
-    if (slot.Holds(range, r)) {
+    if (slot.Holds(range, k)) {
       MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
       slot.used = ++s.slot_clock;
       return &slot;
     }
   }
   for (int src : WeightSources(s, range)) {
-    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(src), r - 1));
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(src), k));
   }
   // Replace the slot least recently loaded or used: the other one holds the last pass's weights
   // (mobius: a backward reuses its rank's last two forward stages) or a prefetch for later.
   Slot& slot = s.slots[0].used <= s.slots[1].used ? s.slots[0] : s.slots[1];
-  MOBIUS_RETURN_IF_ERROR(Upload(s, slot, range, r));
+  MOBIUS_RETURN_IF_ERROR(Upload(s, slot, range, k));
   MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
   return &slot;
 }
 
-absl::Status Prefetch(State& s, const Slot* current, const StageRange& next, uint32_t r) {
+absl::Status Prefetch(State& s, const Slot* current, const StageRange& next, uint32_t k) {
   for (const Slot& slot : s.slots) {
-    if (slot.Holds(next, r)) return absl::OkStatus();
+    if (slot.Holds(next, k)) return absl::OkStatus();
   }
-  if (!WeightsReady(s, next, r)) return absl::OkStatus();  // loaded on demand later
+  if (!WeightsReady(s, next, k)) return absl::OkStatus();  // loaded on demand later
   Slot& other = current == &s.slots[0] ? s.slots[1] : s.slots[0];
-  return Upload(s, other, next, r);
+  return Upload(s, other, next, k);
 }
 
 absl::Status ForwardUnits(State& s, const StageRange& range, const Slot& slot,
@@ -159,13 +168,23 @@ absl::Status ForwardUnits(State& s, const StageRange& range, const Slot& slot,
 absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
                          std::vector<float>& losses) {
   const StageRange range = s.fwd(f);
-  MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, r));
-  // Step r overwrites step r-1's checkpoints at this stage's output: the next forward stage must
-  // have read them (their backward readers have: the updates this stage waited for imply it).
+  MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
+  // Step r overwrites step r-1's checkpoints at this stage's output and at its interior units
+  // where a backward stage starts: their readers of step r-1 must be done, the next forward
+  // stage and the backward stages starting there. (Without optimizer staleness the updates this
+  // stage waited for already imply the backward readers; with it they need not.)
   if (f + 1 < s.layout.num_forward_stages) {
     MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(f + 1), r - 1));
   }
+  const std::vector<StageRange>& backward = BackwardStages(s.run);
+  for (int b = 0; b < static_cast<int>(backward.size()); ++b) {
+    if (backward[b].begin > range.begin && backward[b].begin <= range.end &&
+        backward[b].begin < s.num_units()) {
+      MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b), r - 1));
+    }
+  }
   const bool head = range.end == s.num_units();
+  if (head) s.ran_head = true;
   const uint64_t bytes = 2 * s.layout.boundary_elements;
   std::vector<int> written;  // checkpoints written for the current microbatch
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
@@ -195,7 +214,12 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
 absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
                           const std::vector<float>& shares) {
   const StageRange range = s.bwd(b);
-  MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, r));
+  MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
+  // Step r overwrites step r-1's input gradients for backward stage b-1 in the store: b-1's
+  // backward of step r-1 must have read them (implied without optimizer staleness).
+  if (b > 0 && !GradientOverTransport(s, b, b - 1)) {
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b - 1), r - 1));
+  }
   // The slot's previous gradients must have reached the store before they are zeroed.
   MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot->saved));
   MOBIUS_RETURN_IF_ERROR(s.backend->Zero(
@@ -241,8 +265,16 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
     }
   }
   MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+  s.store->Publish(s.layout.backward_done_word(b), r);
   // Resident: the gradients stay on the device; ResidentUpdate (pipeline_resident.cc) uses them.
   if (s.resident != nullptr) return absl::OkStatus();
+  // The store holds one gradient per stage: step r-1's update of this stage (and, for a tied head,
+  // of the embedding, which adds the head's gradient to its own) must be done with it (implied
+  // without optimizer staleness: this step's forward waited for those updates).
+  MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(b), r - 1));
+  if (s.tied && range.end == s.num_units() && b != 0) {
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(0), r - 1));
+  }
   // Gradients to the store on the D2H queue; the optimizer thread waits for the copy.
   std::unique_ptr<backend::Event> done;
   MOBIUS_ASSIGN_OR_RETURN(done, s.backend->CreateEvent());

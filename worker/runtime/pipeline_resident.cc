@@ -156,7 +156,7 @@ absl::Status PublishNormPartials(State& s, uint32_t r) {
     s.d2h_bytes += 8 * partials.size();
   }
   MOBIUS_RETURN_IF_ERROR(s.backend->Synchronize(*s.compute));
-  double* store = s.store->at<double>(s.layout.norm_partials);
+  double* store = s.store->at<double>(s.layout.norm_partials_at(r));
   size_t k = 0;
   for (const TensorSlot* t : owned) {
     for (int64_t c = 0; c < t->num_chunks; ++c) store[t->first_chunk + c] = partials[k++];
@@ -170,7 +170,7 @@ absl::StatusOr<double> AwaitGlobalNorm(State& s, uint32_t r, int64_t global_step
   for (int b = 0; b < s.layout.num_backward_stages; ++b) {
     MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.norm_ready_word(b), r));
   }
-  const double norm = GlobalNorm(s);
+  const double norm = GlobalNorm(s, r);
   if (!std::isfinite(norm)) {
     return absl::InternalError(absl::StrCat("step ", global_step, ": the gradient norm is ", norm,
                                             " (training diverged; lower the lr)"));
@@ -216,7 +216,8 @@ absl::Status Update(State& s, uint32_t r, int64_t global_step, float scale) {
       // The head's rank read the previous copy before its forward of step r.
       MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(s.head_forward), r));
       MOBIUS_RETURN_IF_ERROR(
-          s.backend->CopyToHost(*s.compute, slot.weights, from, WeightOf(s, p->name, head), bytes));
+          s.backend->CopyToHost(*s.compute, slot.weights, from,
+                                WeightOf(s, p->name, head, /*k=*/0), bytes));
       s.d2h_bytes += bytes;
     }
   }
@@ -232,7 +233,7 @@ absl::Status RefreshTiedHead(State& s, uint32_t r) {
   MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(0), r));
   for (const units::UnitParam* p : SharedHeadParams(s)) {
     const uint64_t bytes = 2 * static_cast<uint64_t>(p->num_elements);
-    MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(*s.compute, WeightOf(s, p->name, head),
+    MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(*s.compute, WeightOf(s, p->name, head, /*k=*/0),
                                                    s.slots[0].weights,
                                                    WeightOffset(s, head, p->name), bytes));
     s.h2d_bytes += bytes;
@@ -296,7 +297,7 @@ absl::Status ResidentLoad(State& s) {
   MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.h2d, *slot.loaded));
   s.h2d_bytes += weights + res.optimizer.size_bytes();
   slot.range = range;
-  slot.version = 1;
+  slot.index = 0;
   return s.backend->Synchronize(*s.h2d);
 }
 
@@ -319,13 +320,12 @@ absl::Status ResidentUpdate(State& s, uint32_t r) {
         Update(s, r, global_step, optim::ClipScale(norm, s.run.training.grad_clip)));
   }
   MOBIUS_RETURN_IF_ERROR(RefreshTiedHead(s, r));
-  s.slots[0].version = r + 1;
+  s.slots[0].index = r;  // W_r, what step r + 1 computes with
   {
     // The device's time: waits for other ranks (norm shares, the tied exchange) count as stall.
     std::lock_guard<std::mutex> lock(s.mu);
     s.optimizer_seconds += std::max(0.0, Since(t0) - (s.stall - stall_before));
-    s.grad_norm = norm;
-    s.norm_step = r;
+    s.summed_norms[r] = norm;
   }
   s.cv.notify_all();
   return absl::OkStatus();

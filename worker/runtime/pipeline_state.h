@@ -24,6 +24,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -43,6 +44,7 @@
 #include "worker/runtime/peer_transport.h"
 #include "worker/runtime/pipeline_worker.h"
 #include "common/run/run_config.h"
+#include "common/run/step_report.h"
 #include "common/run/store_layout.h"
 #include "worker/train/training_setup.h"
 
@@ -55,28 +57,29 @@ inline double Since(Clock::time_point t) {
 }
 
 // A device slot for one pass's weights (and, for a backward pass, its gradients). A slot is
-// identified by the unit range and step whose weights it holds, so a forward and a backward pass
-// over the same units share it (mobius: the first backward stages of a rank need no upload).
+// identified by the unit range and the weights it holds (W_k: after the run's k-th update), so a
+// forward and a backward pass over the same units share it (mobius: the first backward stages of
+// a rank need no upload).
 struct Slot {
   backend::DeviceBuffer weights;  // bf16, the largest pass of this rank
   backend::DeviceBuffer grads;    // fp32
   StageRange range{-1, -1};
-  uint32_t version = 0;  // run-local step whose weights it holds
+  uint32_t index = 0;  // k of the W_k it holds (ComputeIndex)
   std::unique_ptr<backend::Event> loaded;  // recorded after the weight upload
   std::unique_ptr<backend::Event> saved;   // recorded after the gradient download
 
   uint64_t used = 0;  // State::slot_clock when last loaded or used: EnsureLoaded evicts the older
 
-  bool Holds(const StageRange& r, uint32_t step) const {
-    return range.begin == r.begin && range.end == r.end && version == step;
+  bool Holds(const StageRange& r, uint32_t k) const {
+    return range.begin == r.begin && range.end == r.end && index == k;
   }
 };
 
 // The resident schedule's model state on the device (pipeline_resident.cc). A resident rank runs
 // exactly one stage; its bf16 weights and fp32 gradients live in slots[0] for the whole run (the
-// slot's version is always the step its weights are for), the fp32 master weights and Adam
-// moments of the tensors the stage owns live here. The store's copy of that state is stale between
-// checkpoints (ResidentWriteBack refreshes it).
+// slot's index is always that of the weights the next step computes with), the fp32 master
+// weights and Adam moments of the tensors the stage owns live here. The store's copy of that state
+// is stale between checkpoints (ResidentWriteBack refreshes it).
 struct ResidentStage {
   int stage = 0;  // the rank's stage (forward and backward partition alike)
   // A byte-for-byte mirror of the store's optimizer-state region of the stage's owned tensors
@@ -119,25 +122,42 @@ struct CheckpointWriterState {
   std::deque<CheckpointJob> jobs;  // guarded by mu
   uint32_t requested = 0;          // guarded by mu: r of the newest job
   uint32_t done = 0;               // guarded by mu: r of the newest job finished on this rank
-  std::vector<uint32_t> written;   // guarded by mu: per backward stage, r of its newest share
   absl::Status error;              // guarded by mu: the first failure (the store is then aborted)
   bool stop = false;               // guarded by mu
   // guarded by mu; rank 0: the newest completed checkpoint (directory, step) not yet reported.
   std::optional<std::pair<std::string, int64_t>> finished;
 };
 
+// A backward stage's gradients on their way to the store, or (end_of_step) the mark that the rank
+// has handed over every task of step r: with clipping, the held updates of step r may then wait
+// for the global norm without blocking a partial sum this thread still owes.
 struct OptimizerTask {
   int stage = 0;  // backward stage
   uint32_t r = 0;
   Slot* slot = nullptr;
+  bool end_of_step = false;
+};
+
+// A step report waiting for its gradient norm (with optimizer staleness the report of step r
+// goes out at the end of step r + 1, when the rank no longer waits for step r's updates).
+struct PendingReport {
+  uint32_t r = 0;
+  WorkerStepReport report;
 };
 
 struct PipelineWorker::State {
   RunConfig run;
   int rank = 0;
-  std::vector<Pass> passes;          // this rank's, in execution order
-  std::vector<int> forward_stages;   // this rank's forward stages, ascending
-  std::vector<int> backward_stages;  // this rank's backward stages, ascending
+  // This rank's passes in execution order (pool dispatch: every pass of the stream, any of which
+  // it may claim).
+  std::vector<Pass> passes;
+  // The stages this rank owns: it fills and checkpoints the backward stages' model state and runs
+  // the eval pass through the forward stages (with static dispatch: the stages of its passes).
+  std::vector<int> forward_stages;   // ascending
+  std::vector<int> backward_stages;  // ascending
+  bool pool = false;                 // PoolDispatch(run)
+  uint64_t pool_claim = UINT64_MAX;  // pool: the ticket claimed and not yet run (UINT64_MAX: none)
+  bool ran_head = false;             // this step: this rank ran the head's forward (the loss)
   train::TrainingStart start;
   StoreLayout layout;
   std::unique_ptr<HostStore> store;
@@ -167,6 +187,9 @@ struct PipelineWorker::State {
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
   uint64_t peer_bytes = 0;  // activation gradients sent or received over the PeerTransport
 
+  std::deque<PendingReport> reports;  // main thread: not yet sent, in step order
+  double optimizer_reported = 0;      // main thread: optimizer_seconds at the last report
+
   // Optimizer thread.
   std::mutex mu;
   std::condition_variable cv;
@@ -174,8 +197,10 @@ struct PipelineWorker::State {
   bool stop = false;                // guarded by mu
   absl::Status optimizer_error;     // guarded by mu
   double optimizer_seconds = 0;     // guarded by mu
-  double grad_norm = 0;             // guarded by mu
-  uint32_t norm_step = 0;           // guarded by mu: the run-local step grad_norm belongs to
+  // guarded by mu: the global norms this rank summed (it published the last partials of that
+  // step; resident: every rank), by run-local step, until reported.
+  std::map<uint32_t, double> summed_norms;
+  uint32_t steps_handed = 0;        // guarded by mu: the newest step whose end_of_step is done
 
   const StageRange& fwd(int f) const { return ForwardStages(run)[f]; }
   const StageRange& bwd(int b) const { return BackwardStages(run)[b]; }
@@ -201,18 +226,22 @@ absl::Status DrainTransport(PipelineWorker::State& s);
 
 // ---- pipeline_passes.cc (main thread) ----
 
+// Which weights step r (run-local) computes with: k of W_k, the weights after the run's k-th
+// update. r - 1 without optimizer staleness; with staleness 1, r - 2, except for step 1 and after
+// a sync step (train::IsSyncStep): r - 1.
+uint32_t ComputeIndex(const PipelineWorker::State& s, uint32_t r);
 // Waits for a control word, counting the time as stall.
 absl::Status Await(PipelineWorker::State& s, int64_t word, uint32_t value);
 absl::Status SyncCompute(PipelineWorker::State& s);
 // The backward stages whose updates of step r-1 the weights of `range` at step r depend on: those
 // overlapping it, and backward stage 0 (the embedding's owner) for a tied head.
 std::vector<int> WeightSources(const PipelineWorker::State& s, const StageRange& range);
-// The slot holding `range`'s weights of step r, uploading them (after waiting for their update)
-// if needed; the compute queue waits for the upload.
-absl::StatusOr<Slot*> EnsureLoaded(PipelineWorker::State& s, const StageRange& range, uint32_t r);
-// Prefetches `next`'s weights into the slot not used by `current`, if they are ready.
+// The slot holding `range`'s weights W_k, uploading them (after waiting for the k-th update of
+// every backward stage they come from) if needed; the compute queue waits for the upload.
+absl::StatusOr<Slot*> EnsureLoaded(PipelineWorker::State& s, const StageRange& range, uint32_t k);
+// Prefetches `next`'s weights W_k into the slot not used by `current`, if they are ready.
 absl::Status Prefetch(PipelineWorker::State& s, const Slot* current, const StageRange& next,
-                      uint32_t r);
+                      uint32_t k);
 // The forward of forward stage f for every microbatch (loss on the head's stage; activation
 // checkpoints to the store), then forward_done.
 absl::Status ForwardPass(PipelineWorker::State& s, int f, uint32_t r, const data::Batch& batch,
@@ -242,7 +271,8 @@ absl::Status FillStore(PipelineWorker::State& s);
 //
 // Consistency rule: the checkpoint of step r holds every stage's state right after its step-r
 // update. Each rank writes its own stages from the store on its writer thread while the next steps
-// run; the optimizer's next update of a stage first waits until that stage is written
+// run and publishes each stage's share (StoreLayout::stage_written_word); the optimizer's next
+// update of a stage, on whichever rank runs it, first waits until that share is written
 // (AwaitStageWritten), so the state cannot change under the writer; resident ranks copy their
 // device state back only once the previous checkpoint is written (AwaitCheckpoints).
 
@@ -254,9 +284,10 @@ void RequestCheckpoint(PipelineWorker::State& s, uint32_t r, int64_t global_step
 // Until this rank's writer has finished every requested checkpoint (rank 0: completed it). The
 // writer's error, if any.
 absl::Status AwaitCheckpoints(PipelineWorker::State& s);
-// Optimizer thread, before rewriting backward stage b's state: until the stage's share of the
-// newest requested checkpoint is written.
-absl::Status AwaitStageWritten(PipelineWorker::State& s, int b);
+// Optimizer thread, before the update of step r rewrites backward stage b's state: until the
+// stage's share of the newest scheduled checkpoint before step r (checkpoint_every; the last
+// step's and a stop's checkpoints have no update after them) is written.
+absl::Status AwaitStageWritten(PipelineWorker::State& s, int b, uint32_t r);
 absl::Status CheckpointError(PipelineWorker::State& s);  // the writer's error so far
 // Rank 0: the checkpoint completed since the last call, as (directory, step).
 std::optional<std::pair<std::string, int64_t>> TakeFinishedCheckpoint(PipelineWorker::State& s);
@@ -273,14 +304,17 @@ absl::StatusOr<std::optional<float>> EvalPass(PipelineWorker::State& s, uint32_t
 
 // The optimizer thread's body: takes OptimizerTasks until stop (pipeline_worker.h).
 void OptimizerLoop(PipelineWorker::State& s);
-// Store addresses of a parameter of `unit`.
+// Main thread: hands the end of step r to the optimizer thread (after the step's last task).
+void HandOverStep(PipelineWorker::State& s, uint32_t r);
+// Store addresses of a parameter of `unit`: its fp32 gradient; its bf16 weights W_k.
 float* GradOf(const PipelineWorker::State& s, const std::string& name, int64_t unit);
-uint16_t* WeightOf(const PipelineWorker::State& s, const std::string& name, int64_t unit);
+uint16_t* WeightOf(const PipelineWorker::State& s, const std::string& name, int64_t unit,
+                   uint32_t k);
 // The tensors whose optimizer state backward stage `stage` owns, in HF-name order.
 std::vector<const TensorSlot*> OwnedTensors(const PipelineWorker::State& s, int stage);
-// The global gradient norm from every tensor's chunk partials in the store, added in the
-// standalone trainer's order. REQUIRES: every backward stage published its partials for the step.
-double GlobalNorm(const PipelineWorker::State& s);
+// The global gradient norm of step r from every tensor's chunk partials in the store, added in
+// the standalone trainer's order. REQUIRES: every backward stage published its partials for r.
+double GlobalNorm(const PipelineWorker::State& s, uint32_t r);
 
 // ---- pipeline_resident.cc (main thread; schedule "resident", s.resident set) ----
 //
@@ -307,7 +341,7 @@ absl::Status ResidentAllocate(PipelineWorker::State& s);
 // weights into slots[0] (for step 1) and its optimizer state into the mirror.
 absl::Status ResidentLoad(PipelineWorker::State& s);
 // After the passes of step r: the device optimizer (above). Publishes grads_ready, norm_ready and
-// updated for the stage, sets grad_norm / norm_step and adds the optimizer's device time to
+// updated for the stage, records the norm in summed_norms and adds the optimizer's device time to
 // optimizer_seconds; afterwards slots[0] holds the weights of step r + 1.
 absl::Status ResidentUpdate(PipelineWorker::State& s, uint32_t r);
 // Copies the device's master weights, moments and bf16 weights back to the store (before every

@@ -119,33 +119,121 @@ void PinToNumaNode(const State& s) {
             << " (its GPU's NUMA node)";
 }
 
+// Before `range` computes (with W_k): unless `next` needs the same weights (same slot), its
+// weights W_next_k are prefetched into the other slot if they are ready, `range`'s own loaded
+// first if they are not yet.
+absl::Status PrefetchNext(State& s, const StageRange& range, uint32_t k, const StageRange& next,
+                          uint32_t next_k) {
+  if (next.begin == range.begin && next.end == range.end && next_k == k) {
+    return absl::OkStatus();
+  }
+  const Slot* current = nullptr;
+  for (const Slot& slot : s.slots) {
+    if (slot.Holds(range, k)) current = &slot;
+  }
+  if (current == nullptr) {
+    MOBIUS_ASSIGN_OR_RETURN(current, EnsureLoaded(s, range, k));
+  }
+  return Prefetch(s, current, next, next_k);
+}
+
+// Whether run-local step r + 1 exists.
+bool HasNextStep(const State& s, uint32_t r) {
+  return s.start.step + static_cast<int64_t>(r) < s.run.training.steps;
+}
+
+absl::Status RunPass(State& s, const Pass& pass, uint32_t r, const data::Batch& batch,
+                     const std::vector<float>& shares, std::vector<float>& losses) {
+  return pass.backward ? BackwardPass(s, pass.stage, r, batch, shares)
+                       : ForwardPass(s, pass.stage, r, batch, losses);
+}
+
 // The passes of step r in this rank's order (mobius: forward ascending, backward descending;
 // roundrobin: its positions of the pass stream). While a pass computes, the next one's weights are
 // prefetched into the other slot, unless it runs on the same units (same slot).
 absl::Status RunPasses(State& s, uint32_t r, const data::Batch& batch,
                        const std::vector<float>& shares, std::vector<float>& losses) {
   const std::vector<Pass>& passes = s.passes;
+  const uint32_t k = ComputeIndex(s, r);
   for (size_t i = 0; i < passes.size(); ++i) {
-    const Pass& pass = passes[i];
-    const StageRange& range = s.range(pass);
+    const StageRange& range = s.range(passes[i]);
     if (i + 1 < passes.size()) {
-      const StageRange& next = s.range(passes[i + 1]);
-      if (next.begin != range.begin || next.end != range.end) {
-        const Slot* current = nullptr;
-        for (const Slot& slot : s.slots) {
-          if (slot.Holds(range, r)) current = &slot;
-        }
-        // Without the current slot known (not loaded yet), load it first, then prefetch.
-        if (current == nullptr) {
-          MOBIUS_ASSIGN_OR_RETURN(current, EnsureLoaded(s, range, r));
-        }
-        MOBIUS_RETURN_IF_ERROR(Prefetch(s, current, next, r));
-      }
+      MOBIUS_RETURN_IF_ERROR(PrefetchNext(s, range, k, s.range(passes[i + 1]), k));
+    } else if (HasNextStep(s, r) && s.resident == nullptr) {  // resident: one slot, no uploads
+      // The next step's first pass, if its weights are ready already (with optimizer staleness
+      // they usually are: that step computes with an older update).
+      MOBIUS_RETURN_IF_ERROR(
+          PrefetchNext(s, range, k, s.range(passes.front()), ComputeIndex(s, r + 1)));
     }
-    MOBIUS_RETURN_IF_ERROR(pass.backward ? BackwardPass(s, pass.stage, r, batch, shares)
-                                         : ForwardPass(s, pass.stage, r, batch, losses));
+    MOBIUS_RETURN_IF_ERROR(RunPass(s, passes[i], r, batch, shares, losses));
   }
   return DrainTransport(s);  // this step's gradient sends are received
+}
+
+// Pool dispatch: the pass stream is a ticket counter in the store, ticket t = pass t mod P of step
+// t / P + 1 (P passes per step). A rank claims the next ticket when it starts computing its
+// current pass (a slot is about to free up) and prefetches that pass's weights, so each pass goes
+// to the rank that is ready for it first. Tickets are claimed in stream order and every rank runs
+// its tickets in order, so the lowest unfinished pass always runs on some rank: no deadlock. A
+// claim of a later step is kept for that step (pool_claim).
+absl::Status RunPoolPasses(State& s, uint32_t r, const data::Batch& batch,
+                           const std::vector<float>& shares, std::vector<float>& losses) {
+  auto* counter = s.store->at<std::atomic<uint64_t>>(s.layout.pool_ticket);
+  auto claim = [&] { return counter->fetch_add(1, std::memory_order_acq_rel); };
+  const uint64_t per_step = s.layout.num_forward_stages + s.layout.num_backward_stages;
+  const uint64_t first = (r - 1) * per_step, end = r * per_step;
+  const uint32_t k = ComputeIndex(s, r);
+  uint64_t t = s.pool_claim != UINT64_MAX ? s.pool_claim : claim();
+  while (t < end) {
+    const Pass pass = PassAt(s.run, static_cast<int>(t - first));
+    // Its weights first (waiting for their update if need be): only then is this rank ready to
+    // take another pass.
+    MOBIUS_RETURN_IF_ERROR(EnsureLoaded(s, s.range(pass), k).status());
+    const uint64_t next = claim();
+    if (next < end || (next < end + per_step && HasNextStep(s, r))) {
+      const bool later = next >= end;
+      const StageRange& after =
+          s.range(PassAt(s.run, static_cast<int>(next - (later ? end : first))));
+      MOBIUS_RETURN_IF_ERROR(
+          PrefetchNext(s, s.range(pass), k, after, later ? ComputeIndex(s, r + 1) : k));
+    }
+    MOBIUS_RETURN_IF_ERROR(RunPass(s, pass, r, batch, shares, losses));
+    t = next;
+  }
+  s.pool_claim = t;
+  return absl::OkStatus();
+}
+
+// Sends the held step reports of steps <= `upto`, in order, each with its gradient norm and the
+// optimizer time since the previous report: once the optimizer thread is through the step (its
+// tasks' partials, with clipping its updates), the rank that summed the norm knows it (the others
+// report 0; the launcher takes the maximum). The optimizer's error, if it failed.
+absl::Status SendReports(State& s, uint32_t upto,
+                         const std::function<void(const WorkerStepReport&)>& on_step) {
+  while (!s.reports.empty() && s.reports.front().r <= upto) {
+    PendingReport& p = s.reports.front();
+    {
+      std::unique_lock<std::mutex> lock(s.mu);
+      s.cv.wait(lock, [&] { return s.steps_handed >= p.r || !s.optimizer_error.ok(); });
+      if (!s.optimizer_error.ok()) return s.optimizer_error;
+      if (auto it = s.summed_norms.find(p.r); it != s.summed_norms.end()) {
+        p.report.grad_norm = it->second;
+        s.summed_norms.erase(it);
+      }
+      p.report.optimizer_seconds = s.optimizer_seconds - s.optimizer_reported;
+      s.optimizer_reported = s.optimizer_seconds;
+    }
+    // A checkpoint completed by now goes with the newest report sent now (the step's own, for
+    // the last step's).
+    const bool newest = s.reports.size() == 1 || s.reports[1].r > upto;
+    if (auto finished = newest ? TakeFinishedCheckpoint(s) : std::nullopt) {
+      p.report.checkpoint = finished->first;
+      p.report.checkpoint_step = finished->second;
+    }
+    on_step(p.report);
+    s.reports.pop_front();
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -184,6 +272,12 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   }
   std::sort(s->forward_stages.begin(), s->forward_stages.end());
   std::sort(s->backward_stages.begin(), s->backward_stages.end());
+  s->pool = PoolDispatch(s->run);
+  if (s->pool) {  // any pass of the stream may come to this rank: slots and runners for all
+    s->passes.clear();
+    const size_t total = s->run.forward_stages.size() + s->run.backward_stages.size();
+    for (size_t j = 0; j < total; ++j) s->passes.push_back(PassAt(s->run, static_cast<int>(j)));
+  }
   s->mb = o.microbatch;
   s->t = o.seq;
   const int64_t num_units = static_cast<int64_t>(s->layout.units.size());
@@ -310,11 +404,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
   for (uint32_t r = 1; r <= static_cast<uint32_t>(steps_left); ++r) {
     const Clock::time_point step_start = Clock::now();
     s.stall = s.compute_wait = 0;
-    double opt_before;
-    {
-      std::lock_guard<std::mutex> lock(s.mu);
-      opt_before = s.optimizer_seconds;
-    }
+    s.ran_head = false;
     const int64_t global_step = s.start.step + r;
     absl::StatusOr<data::Batch> batch = s.start.loader->NextTrainBatch();
     if (!batch.ok()) return finish(batch.status());
@@ -331,15 +421,33 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     for (int m = 0; m < M; ++m) {
       shares[m] = total == 0 ? 0.0f : static_cast<float>(counts[m]) / total;
     }
-    absl::Status st = RunPasses(s, r, *batch, shares, losses);
+    absl::Status st = s.pool ? RunPoolPasses(s, r, *batch, shares, losses)
+                             : RunPasses(s, r, *batch, shares, losses);
     if (st.ok() && s.resident != nullptr) st = ResidentUpdate(s, r);  // the device optimizer
     if (!st.ok()) return finish(st);
-    // The step ends for this rank when its backward stages are updated.
+    HandOverStep(s, r);  // every optimizer task of step r is queued
+    const bool last = global_step == o.steps;
+    // Checkpoint and stop (pipeline_worker.h): rank 0 answers a request with the next step and
+    // then marks step r decided; the others learn step r's fate once step r-1 is decided.
+    if (s.rank == 0) {
+      if (s.store->Load(StoreLayout::kStopAtWord) == 0 &&
+          s.store->Load(StoreLayout::kStopRequestWord) != 0) {
+        s.store->Publish(StoreLayout::kStopAtWord, r + 1);
+      }
+      s.store->Publish(s.layout.decided_word(), r);
+    } else if (absl::Status d = Await(s, s.layout.decided_word(), r - 1); !d.ok()) {
+      return finish(d);
+    }
+    const bool stop_here = s.store->Load(StoreLayout::kStopAtWord) == r && !last;
+    // The step ends for this rank when its backward stages are updated; with optimizer staleness
+    // (except at sync steps) when their previous update is, so this step's updates overlap the
+    // next step.
+    const bool sync = train::IsSyncStep(o, global_step) || stop_here;
+    const uint32_t settled = sync ? r : r - 1;
     for (int stage : s.backward_stages) {
-      absl::Status w = Await(s, s.layout.updated_word(stage), r);
+      absl::Status w = Await(s, s.layout.updated_word(stage), settled);
       if (!w.ok()) return finish(w);
     }
-    const bool last = global_step == o.steps;
     std::optional<float> eval_loss;
     if (o.eval_every > 0 && (global_step % o.eval_every == 0 || last)) {
       absl::StatusOr<std::optional<float>> eval = EvalPass(s, r);
@@ -353,32 +461,13 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.total_steps = o.steps;
     rep.lr = s.schedule->At(global_step);
     rep.tokens = o.batch * o.seq;
-    if (s.runs_head_forward()) {
+    if (s.ran_head) {
       double loss = 0;
       for (int m = 0; m < M; ++m) loss += double{shares[m]} * losses[m];
       rep.loss = static_cast<float>(loss);
     }
-    // A rank without backward stages (roundrobin) never learns the norm; reports take the
-    // maximum over ranks.
-    const bool knows_norm = !s.backward_stages.empty();
-    {
-      std::unique_lock<std::mutex> lock(s.mu);
-      s.cv.wait(lock, [&] { return !knows_norm || s.norm_step >= r || !s.optimizer_error.ok(); });
-      if (!s.optimizer_error.ok()) {
-        lock.unlock();
-        return finish(absl::OkStatus());
-      }
-      rep.grad_norm = knows_norm ? s.grad_norm : 0.0;
-      rep.optimizer_seconds = s.optimizer_seconds - opt_before;
-    }
     rep.compute_seconds = s.compute_wait;
     rep.stall_seconds = s.stall;
-    // Checkpoint and stop (pipeline_worker.h): rank 0 answers a request with the next step.
-    if (s.rank == 0 && s.store->Load(StoreLayout::kStopAtWord) == 0 &&
-        s.store->Load(StoreLayout::kStopRequestWord) != 0) {
-      s.store->Publish(StoreLayout::kStopAtWord, r + 1);
-    }
-    const bool stop_here = s.store->Load(StoreLayout::kStopAtWord) == r && !last;
     if (!o.checkpoint_dir.empty() &&
         ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
       // This rank's stages are updated: its writer streams them from the store while the next
@@ -393,16 +482,15 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
         if (absl::Status w = AwaitCheckpoints(s); !w.ok()) return finish(w);
       }
     }
-    if (auto finished = TakeFinishedCheckpoint(s)) {
-      rep.checkpoint = finished->first;
-      rep.checkpoint_step = finished->second;
-    }
     rep.step_seconds = Since(step_start);
     // Every copy since the previous report (before step 1: resident's one-time upload).
     rep.h2d_bytes = std::exchange(s.h2d_bytes, 0);
     rep.d2h_bytes = std::exchange(s.d2h_bytes, 0);
     rep.peer_bytes = std::exchange(s.peer_bytes, 0);
-    on_step(rep);
+    s.reports.push_back({r, std::move(rep)});
+    if (absl::Status sent = SendReports(s, settled, on_step); !sent.ok()) {
+      return finish(absl::OkStatus());  // the optimizer's error
+    }
     if (stop_here) {
       return finish(absl::AbortedError(absl::StrCat(
           "stopped on request after step ", global_step,

@@ -6,14 +6,19 @@
 //               rank stage_rank[s], stages cycling over the GPUs; one partition for both passes);
 //   roundrobin  its positions j of the pass stream (forward stages 0 .. S_F-1, then backward
 //               stages S_B-1 .. 0, pass j on rank pass_rank[j] = j mod N), over separate forward
-//               and backward partitions;
+//               and backward partitions; with dispatch "pool" a rank instead claims the next pass
+//               of the stream from a ticket counter in the store whenever it is ready for one
+//               (RunPoolPasses): the pass goes to the next free GPU;
 //   resident    (S == G) mobius's passes over its one stage, which stays on the device with its
 //               optimizer state for the whole run: no weight uploads, no gradient offload, AdamW
 //               on the device (pipeline_state.h, ResidentUpdate); the device state is copied back
 //               to the store before every checkpoint. Otherwise as below.
 //   weights   a pass's weights come from the store into one of two device slots (the next pass's
 //             weights are prefetched into the other slot on the H2D queue while this one
-//             computes); a forward and a backward pass over the same units share the slot.
+//             computes); a forward and a backward pass over the same units share the slot. Step r
+//             computes with W_k, the weights after the run's k-th update: k = r - 1, or with
+//             training.optimizer_staleness 1, k = r - 2 except after a sync step (ComputeIndex;
+//             the store then keeps two bf16 copies, W_k in copy k mod 2).
 //   forward   (forward stage f) for every microbatch the input (token ids for unit 0, otherwise
 //             the activation checkpoint at its first unit, waited for in the store) runs through
 //             the stage's units; every unit output that is the input of a checkpoint unit (one
@@ -25,13 +30,15 @@
 //             backward through the units (each unit recomputes its own internals too), the input
 //             gradient to the store; the stage's fp32 gradients, accumulated over microbatches on
 //             the device, go to the store in one D2H copy.
-//   optimizer a per-rank thread takes each of its backward stages as soon as its gradients are in
-//             the store: its share of the global gradient norm, then (after every stage's share is
-//             in, when clipping needs the global norm) AdamW over the tensors its units own,
-//             writing the bf16 copy the next step uploads, once every forward pass of step r that reads
-//             those weights is done (forward_done). The next step's upload of a unit range waits
-//             for the update of every backward stage overlapping it (and of the embedding's, for a
-//             tied head).
+//   optimizer a per-rank thread takes each backward stage this rank ran as soon as its gradients
+//             are in the store: its share of the global gradient norm (whoever publishes a step's last
+//             share sums the norm into the store), then (with clipping, once the main thread has
+//             handed over the step and the norm is summed) AdamW over the tensors its units own,
+//             writing W_r's bf16 copy, once every forward pass of step r that reads the copy it
+//             overwrites is done (forward_done). An upload of W_k waits for the k-th update of
+//             every backward stage the range's weights come from (and of the embedding's, for a
+//             tied head); a stage's step-r gradient lands in the store only after its step r-1
+//             update (one gradient buffer per stage).
 //   eval      on eval steps (training.eval_every, and the last step), after the rank's backward
 //             stages are updated: the held-out set (the standalone trainer's microbatches) forward
 //             through the forward stages with the new weights, chunked through the checkpoint slots
@@ -40,11 +47,19 @@
 // microbatch, so on the CPU backend a pipeline run reproduces it bit-exactly (losses, gradient norm,
 // weights); see docs/runtime.md.
 //
+//   step end  a rank's step r ends when its own backward stages (those it fills and checkpoints)
+//             have their step-r update; with staleness, outside sync steps, their step r-1 update,
+//             so step r's updates overlap step r+1. Its report of step r goes out then (with
+//             staleness: at the end of step r+1), with the gradient norm if this rank summed it.
+//
 // Checkpoint and stop (the daemon's shutdown, preemption): when the launcher sets the store's stop
-// request, rank 0 reads it at the end of its step r and names r + 1 as the last step. No rank can
-// finish step r + 1 before rank 0 starts it (its forward of stage 0 feeds every later pass), so
-// every rank sees the answer by then: all ranks meet, rank 0 writes a checkpoint, and Run() returns
-// ABORTED ("stopped after step N, checkpoint DIR"); the worker exits with code 3.
+// request, rank 0 reads it at the end of its step r, names r + 1 as the last step and publishes
+// that step r is decided (decided_word); every other rank waits for step r-1's decision before it
+// ends step r, so all ranks see the answer by the end of step r + 1 (with pool dispatch rank 0
+// need not run the next step's first pass): all ranks meet, rank 0 writes a checkpoint, and Run()
+// returns ABORTED ("stopped after step N, checkpoint DIR"); the worker exits with code 3. With
+// staleness the stop's checkpoint step is a sync step, which an uninterrupted run would not have
+// had: the resumed run differs from it from that step on (scheduled checkpoints do not).
 //
 // Activations are never queued behind weight copies: weights move on the H2D queue, activations on
 // the compute queue.

@@ -33,7 +33,7 @@ void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader
   if (m != nullptr) s.store->Populate(t.m, fp32_bytes);
   if (v != nullptr) s.store->Populate(t.v, fp32_bytes);
   float* dst = s.store->at<float>(t.master);
-  uint16_t* bf16 = WeightOf(s, t.name, t.owner_unit);
+  uint16_t* bf16 = WeightOf(s, t.name, t.owner_unit, /*k=*/0);
   for (int64_t begin = 0; begin < t.num_elements; begin += kSlice) {
     const int64_t n = std::min(kSlice, t.num_elements - begin);
     master.ReadF32(t.name, begin, n, dst + begin);
@@ -83,7 +83,7 @@ absl::Status FillStore(State& s) {
     const int64_t head = s.num_units() - 1;
     for (const units::UnitParam& p : s.layout.units[head].params) {
       if (p.shared) {
-        std::memcpy(WeightOf(s, p.name, head), WeightOf(s, p.name, 0), 2 * p.num_elements);
+        std::memcpy(WeightOf(s, p.name, head, 0), WeightOf(s, p.name, 0, 0), 2 * p.num_elements);
       }
     }
   }

@@ -54,6 +54,10 @@ struct StandaloneTrainer::State {
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
   int64_t& step = start.step;  // optimizer steps done
+  // optimizer_staleness 1 only: per tensor, the bf16 copy of the newest master weights (W_step),
+  // which the model computes with only from the step after next (or the next one, after a sync
+  // step); the model holds W_{step-1} meanwhile (TrainerOptions::optimizer_staleness).
+  std::map<std::string, std::vector<uint16_t>> newest_bf16;
   int64_t last_checkpoint_step = -1;
 };
 
@@ -151,6 +155,13 @@ absl::StatusOr<std::unique_ptr<StandaloneTrainer>> StandaloneTrainer::Create(
         s->options.seq, " tokens: ", engine.message()));
   }
   MOBIUS_RETURN_IF_ERROR(engine);
+  if (s->options.optimizer_staleness == 1) {
+    for (const auto& [name, t] : s->master.tensors) {
+      std::vector<uint16_t>& copy = s->newest_bf16[name];
+      copy.resize(t.data.size());
+      numeric::Fp32ToBf16(t.data.data(), copy.data(), copy.size());
+    }
+  }
   return std::unique_ptr<StandaloneTrainer>(new StandaloneTrainer(std::move(s)));
 }
 
@@ -209,6 +220,9 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   }
   const float scale = o.grad_clip > 0 ? optim::ClipScale(norm, o.grad_clip) : 1.0f;
   const double lr = s.schedule->At(s.step + 1);
+  // Staleness 1: the model keeps computing with the previous update's weights (held in
+  // newest_bf16) unless this is a sync step; this update's bf16 copy takes their place there.
+  const bool stale = o.optimizer_staleness == 1 && !IsSyncStep(o, s.step + 1);
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(lr));
   for (auto& [name, t] : s.master.tensors) {
     const int64_t numel = t.numel();
@@ -223,7 +237,13 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
                                         .decay = s.start.decay.at(name)};
       MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
       // The next step's weights.
-      MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
+      if (o.optimizer_staleness == 1) {
+        uint16_t* newest = s.newest_bf16.at(name).data() + begin;
+        MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, stale ? newest : s.bf16.data()));
+        std::copy_n(s.bf16.data(), n, newest);
+      } else {
+        MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
+      }
     }
   }
   ++s.step;

@@ -52,6 +52,7 @@ TrainerOptions OptionsFromFlags() {
   o.threads = absl::GetFlag(FLAGS_threads);
   o.backend = absl::GetFlag(FLAGS_backend);
   o.recompute = absl::GetFlag(FLAGS_recompute);
+  o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
   return o;
 }
 

@@ -28,7 +28,7 @@ inline constexpr char kTrainUsage[] =
     "--steps N [--batch B] [--microbatch MB] [--seq T] [--lr LR] [--min_lr LR] [--warmup N] "
     "[--schedule cosine|constant] [--weight_decay WD] [--grad_clip C] [--seed S] "
     "[--eval_every K --eval_fraction F] [--checkpoint_dir D] [--checkpoint_every K] [--resume] "
-    "[--device_memory_bytes N] [--threads N] [--recompute]";
+    "[--device_memory_bytes N] [--threads N] [--recompute] [--optimizer_staleness 0|1]";
 
 // `args` are the positional arguments, argv[0] first ("train" second). Returns the exit code.
 int RunTrainCommand(const std::vector<std::string>& args);

@@ -54,6 +54,9 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
   if (o.eval_every > 0 && !(o.eval_fraction > 0)) {
     return bad("--eval_every needs --eval_fraction > 0 (a held-out split)");
   }
+  if (o.optimizer_staleness != 0 && o.optimizer_staleness != 1) {
+    return bad("--optimizer_staleness must be 0 or 1 (got ", o.optimizer_staleness, ")");
+  }
   if ((o.resume || o.checkpoint_every > 0) && o.checkpoint_dir.empty()) {
     return bad("--resume and --checkpoint_every need --checkpoint_dir");
   }

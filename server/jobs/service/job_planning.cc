@@ -32,6 +32,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.seed = t.seed;
   o.eval_fraction = spec.dataset.eval_fraction;
   o.eval_every = t.eval_every;
+  o.optimizer_staleness = static_cast<int>(t.optimizer_staleness);
   o.checkpoint_dir = spec.checkpoint.dir.empty() ? checkpoint_dir : spec.checkpoint.dir;
   o.checkpoint_every = spec.checkpoint.every_steps;
   o.checkpoint_keep_last = spec.checkpoint.keep_last;

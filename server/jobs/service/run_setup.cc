@@ -68,6 +68,9 @@ absl::StatusOr<RunSetup> SetUpRun(jobspec::JobSpec spec, const RunSetupOptions& 
                                                  *o.topology, *o.facts, o.emulation));
   out.run.backend = o.backend;
   out.run.transport = o.transport;
+  if (runtime::Traits(out.run.schedule).separate_pass_partitions) {
+    out.run.dispatch = spec.plan.dispatch;
+  }
   runtime::RunConfig sized = out.run;
   if (sized.store_path.empty()) sized.store_path = "-";  // any non-empty value
   if (auto layout = runtime::MakeStoreLayout(out.model_config, sized); layout.ok()) {

@@ -41,6 +41,9 @@ TEST(JobSpecConvertTest, FieldsLandWhereExpected) {
   EXPECT_EQ(p.training().seed(), 18446744073709551615ull);
   EXPECT_EQ(p.resources().device_memory_bytes(), 21474836480);
   EXPECT_EQ(p.plan().partitioner(), "mip");
+  EXPECT_EQ(p.plan().dispatch(), "pool");
+  EXPECT_EQ(p.training().optimizer_staleness(), 1);
+  EXPECT_EQ(JobSpecFromProto(p), *spec);
   EXPECT_EQ(p.checkpoint().every_steps(), 100);
   EXPECT_TRUE(p.has_max_restarts());
   EXPECT_EQ(p.max_restarts(), 0);

@@ -49,11 +49,13 @@ TEST(JobSpecJsonTest, CanonicalText) {
             R"("paths":[],"prompt_field":"prompt","skip_bad_lines":false,"text_field":"text",)"
             R"("tokenizer":""},)"
             R"("labels":{"a":"2","z":"1"},"max_restarts":1,"model_dir":"/m","name":"",)"
-            R"("plan":{"mapper":"cross","partitioner":"exact","schedule":"mobius","stages":0},)"
+            R"("plan":{"dispatch":"static","mapper":"cross","partitioner":"exact",)"
+            R"("schedule":"mobius","stages":0},)"
             R"("priority":0,"resources":{"device_memory_bytes":0,"gpus":0},)"
             R"("training":{"beta1":0.9,"beta2":0.95,"epochs":0,"eps":1e-08,"eval_every":0,)"
             R"("global_batch":8,"grad_clip":1.0,"lr":0.0003,"lr_schedule":"cosine",)"
-            R"("microbatch":8,"min_lr":0.0,"seed":0,"seq_len":16,"steps":10,)"
+            R"("microbatch":8,"min_lr":0.0,"optimizer_staleness":0,"seed":0,"seq_len":16,)"
+            R"("steps":10,)"
             R"("warmup_steps":0,"weight_decay":0.0}})");
 }
 

@@ -138,9 +138,9 @@ TEST(JobSpecYamlTest, EveryFieldSet) {
   want.dataset.skip_bad_lines = true;
   want.dataset.eval_fraction = 0.25;
   want.training = {500, 0, 12, 3, 333, 0.002, 0.0001, 50, "constant", 0.1, 0, 0.8, 0.999, 1e-6,
-                   18446744073709551615ull, 25};
+                   18446744073709551615ull, 25, 1};
   want.resources = {4, 21474836480};
-  want.plan = {"resident", "mip", "sequential", 4};
+  want.plan = {"roundrobin", "mip", "sequential", 4, "pool"};
   want.checkpoint = {"/ckpt", 100};
   want.max_restarts = 0;
   EXPECT_EQ(*spec, want);
@@ -208,7 +208,7 @@ TEST(JobSpecYamlTest, StructuralErrorsAreAllReported) {
                        "job spec:7:3: training.learning_rate: unknown key; expected one of steps, "
                        "epochs, global_batch, microbatch, seq_len, lr, min_lr, warmup_steps, "
                        "lr_schedule, weight_decay, grad_clip, beta1, beta2, eps, seed, "
-                       "eval_every"}));
+                       "eval_every, optimizer_staleness"}));
 }
 
 TEST(JobSpecYamlTest, UnknownKeyHints) {

@@ -38,6 +38,7 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   t.resume = true;
   t.device_memory_bytes = 1ull << 33;
   t.threads = 3;
+  t.optimizer_staleness = 1;
   c.stages = {{0, 2}, {2, 5}};
   c.stage_rank = {0, 1};
   c.num_workers = 2;
@@ -58,6 +59,7 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   EXPECT_EQ(b.data_path, t.data_path);
   EXPECT_EQ(b.data_raw_bytes, t.data_raw_bytes);
   EXPECT_EQ(b.steps, t.steps);
+  EXPECT_EQ(b.optimizer_staleness, 1);
   EXPECT_EQ(b.batch, t.batch);
   EXPECT_EQ(b.microbatch, t.microbatch);
   EXPECT_EQ(b.seq, t.seq);
@@ -159,6 +161,8 @@ TEST(RunConfigTest, RoundRobinScheduleRoundTrips) {
   EXPECT_EQ(back->backward_stages[1].begin, 2);
   EXPECT_EQ(back->backward_stages[1].end, 4);
   EXPECT_EQ(back->pass_rank, c.pass_rank);
+  EXPECT_EQ(back->dispatch, "static");
+  EXPECT_FALSE(PoolDispatch(*back));
   EXPECT_TRUE(back->stages.empty());
   EXPECT_TRUE(ValidateRunConfig(*back, 6).ok()) << ValidateRunConfig(*back, 6);
 
@@ -218,6 +222,46 @@ TEST(RunConfigTest, RoundRobinValidationNamesTheField) {
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("roundrobin only"));
   c.schedule = runtime::Schedule::kZeroOffload;
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("planner baseline"));
+}
+
+TEST(RunConfigTest, PoolDispatchRoundTripsAndIsRefusedWhereItCannotWork) {
+  RunConfig c;
+  c.num_workers = 2;
+  c.schedule = runtime::Schedule::kRoundRobin;
+  c.store_path = "/dev/shm/x";
+  c.forward_stages = {{0, 3}, {3, 6}};
+  c.backward_stages = {{0, 2}, {2, 4}, {4, 6}};
+  c.pass_rank = {0, 1, 0, 1, 0};
+  c.dispatch = "pool";
+  absl::StatusOr<RunConfig> back = RunConfigFromJson(RunConfigToJson(c));
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->dispatch, "pool");
+  EXPECT_TRUE(PoolDispatch(*back));
+  EXPECT_TRUE(ValidateRunConfig(*back, 6).ok()) << ValidateRunConfig(*back, 6);
+  // Which rank runs a pass is decided at run time: no fixed gradient channels.
+  EXPECT_TRUE(DgradChannels(c).empty());
+  c.dispatch = "static";
+  EXPECT_FALSE(DgradChannels(c).empty());
+
+  c.dispatch = "pool";
+  c.transport = "nccl";
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("transport must be host or auto"));
+  c.transport = "auto";
+  c.dispatch = "next-free";
+  EXPECT_THAT(ValidateRunConfig(c, 6).message(),
+              HasSubstr("dispatch must be static or pool (got \"next-free\")"));
+  RunConfig m;
+  m.num_workers = 1;
+  m.store_path = "/dev/shm/x";
+  m.stages = {{0, 6}};
+  m.stage_rank = {0};
+  m.dispatch = "pool";
+  EXPECT_THAT(ValidateRunConfig(m, 6).message(), HasSubstr("for schedule roundrobin only"));
+  m.dispatch = "static";
+  m.schedule = runtime::Schedule::kResident;
+  m.training.optimizer_staleness = 1;
+  EXPECT_THAT(ValidateRunConfig(m, 6).message(),
+              HasSubstr("training.optimizer_staleness 1 is for the host optimizer"));
 }
 
 TEST(RunConfigTest, TheScheduleTravelsByNameAndUnknownNamesAreRefused) {

@@ -286,6 +286,97 @@ TEST_F(LauncherTest, CheckpointAndStopThenResumeMatchesAnUninterruptedRun) {
   }
 }
 
+// Pool dispatch (passes to the next free worker): rank 0 need not run the next step's first
+// pass, so the others wait for its stop decision (StoreLayout::decided_word) before ending a
+// step; a stopped and resumed run still ends exactly where an uninterrupted one does.
+TEST_F(LauncherTest, PoolDispatchCheckpointAndStopThenResumeMatchesAnUninterruptedRun) {
+  train::TrainerOptions o = o_;
+  o.steps = 20;
+  o.lr = 3e-3;
+  o.checkpoint_dir = dir_ / "ckpt";
+  auto make = [&](const train::TrainerOptions& opts, const std::string& run_dir) {
+    RunConfig run = testing::MakeRoundRobinRun(opts, {0, 3, 6}, {0, 2, 4, 6}, 3);
+    run.dispatch = "pool";
+    return MakeLaunch(run, run_dir);
+  };
+  auto l = Launcher::Start(make(o, dir_ / "run1"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  (*l)->RequestCheckpointAndStop(absl::Seconds(60));
+  LaunchResult r = (*l)->Wait();
+  ASSERT_TRUE(r.stopped) << r.status;
+  ASSERT_FALSE(r.steps.empty());
+  const int64_t seen = r.steps.back().step;
+  ASSERT_LT(seen, 20) << "the run ended before the stop request";
+  EXPECT_FALSE(r.steps.back().checkpoint.empty());
+
+  o.resume = true;
+  auto l2 = Launcher::Start(make(o, dir_ / "run2"));
+  ASSERT_TRUE(l2.ok()) << l2.status();
+  LaunchResult r2 = (*l2)->Wait();
+  ASSERT_TRUE(r2.status.ok()) << r2.status;
+  ASSERT_EQ(r2.steps.front().step, seen + 1);
+  EXPECT_EQ(r2.steps.back().step, 20);
+
+  train::TrainerOptions so = o_;
+  so.steps = 20;
+  so.lr = 3e-3;
+  std::vector<train::StepStats> steps;
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &steps);
+  ASSERT_NE(trainer, nullptr);
+  auto resumed = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(o.checkpoint_dir),
+                                            trainer->config());
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (const auto& [name, t] : trainer->master().tensors) {
+    EXPECT_EQ(0, std::memcmp(t.data.data(), resumed->master.at(name).data.data(),
+                             4 * t.data.size()))
+        << name;
+  }
+}
+
+// Optimizer staleness 1: a scheduled checkpoint is a sync step, so a run that stops there and is
+// resumed continues exactly like the reference that went straight through (the standalone trainer
+// with the same staleness and checkpoint_every). The store holds two bf16 weight copies.
+TEST_F(LauncherTest, StalenessResumeFromAScheduledCheckpointMatchesTheReference) {
+  train::TrainerOptions o = o_;
+  o.lr = 3e-3;
+  o.schedule = "constant";  // the first run's 4 steps end where the 8-step run checkpoints
+  o.optimizer_staleness = 1;
+  o.checkpoint_every = 2;
+  o.checkpoint_dir = dir_ / "ckpt";
+  o.steps = 4;
+  const std::vector<int64_t> cuts = {0, 1, 2, 3, 4, 5, 6};
+  auto l = Launcher::Start(MakeLaunch(MakeRun(o, cuts, 2), dir_ / "run1"));
+  ASSERT_TRUE(l.ok()) << l.status();
+  ASSERT_TRUE((*l)->Wait().status.ok());
+  o.steps = 8;
+  o.resume = true;
+  auto l2 = Launcher::Start(MakeLaunch(MakeRun(o, cuts, 2), dir_ / "run2"));
+  ASSERT_TRUE(l2.ok()) << l2.status();
+  LaunchResult r2 = (*l2)->Wait();
+  ASSERT_TRUE(r2.status.ok()) << r2.status;
+  ASSERT_EQ(r2.steps.front().step, 5);
+
+  train::TrainerOptions so = o;
+  so.resume = false;
+  so.checkpoint_dir = dir_ / "reference";
+  std::vector<train::StepStats> want;
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &want);
+  ASSERT_NE(trainer, nullptr);
+  ASSERT_EQ(want.size(), 8u);
+  for (size_t i = 0; i < r2.steps.size(); ++i) {
+    EXPECT_EQ(r2.steps[i].loss, want[4 + i].loss) << "step " << 5 + i;
+    EXPECT_EQ(r2.steps[i].grad_norm, want[4 + i].grad_norm) << "step " << 5 + i;
+  }
+  auto resumed = checkpoint::LoadCheckpoint(*checkpoint::LatestCheckpoint(o.checkpoint_dir),
+                                            trainer->config());
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  for (const auto& [name, t] : trainer->master().tensors) {
+    EXPECT_EQ(0, std::memcmp(t.data.data(), resumed->master.at(name).data.data(),
+                             4 * t.data.size()))
+        << name;
+  }
+}
+
 TEST(HostStoreTest, CleansOrphansOnly) {
   TempDir dir;
   const std::string live = dir / (std::string(kStorePrefix) + "live");

@@ -38,6 +38,12 @@ struct Case {
   // "emulated": activation gradients between ranks over the PeerTransport stand-in (NCCL's
   // rendezvous rule, ring of send buffers, comm queue) instead of the host store.
   std::string transport = "";
+  // Asynchronous optimizer (training.optimizer_staleness 1) on both sides: the standalone trainer
+  // applies the same staleness (the reference) and the pipeline must reproduce it.
+  int staleness = 0;
+  std::string dispatch = "";  // roundrobin: "pool" = passes to the next free worker
+  int steps = 3;
+  int checkpoint_every = 0;   // > 0: also checkpoints (sync steps with staleness) in between
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -50,7 +56,8 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   train::TrainerOptions o;
   o.model_dir = WriteModel(dir / "model", c.family, c.layers);
   o.data_path = train::testing::WriteCountingTokens(dir / "data.tok", 256, 24, 70);
-  o.steps = 3;
+  o.steps = c.steps;
+  o.optimizer_staleness = c.staleness;
   o.batch = c.batch;
   o.microbatch = c.microbatch;
   o.seq = 16;
@@ -67,17 +74,20 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   // The oracle.
   train::TrainerOptions so = o;
   so.checkpoint_dir = dir / "standalone";
+  so.checkpoint_every = c.checkpoint_every;
   std::vector<train::StepStats> expected;
   std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &expected);
   ASSERT_NE(trainer, nullptr);
 
   train::TrainerOptions po = o;
   po.checkpoint_dir = dir / "pipeline";
+  po.checkpoint_every = c.checkpoint_every;
   RunConfig run = c.backward_cuts.empty()
                       ? MakeRun(po, c.cuts, c.workers)
                       : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
   if (c.resident) run.schedule = runtime::Schedule::kResident;
   if (!c.transport.empty()) run.transport = c.transport;
+  if (!c.dispatch.empty()) run.dispatch = c.dispatch;
   auto launcher = Launcher::Start(MakeLaunch(run, dir / "run"));
   ASSERT_TRUE(launcher.ok()) << launcher.status();
   LaunchResult result = (*launcher)->Wait();
@@ -170,7 +180,32 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"emu_rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2,
              {0, 2, 4, 6}, false, "emulated"},
         Case{"emu_resident_gpt2_S3_G3_M2_clip", "gpt2", 4, {0, 1, 4, 6}, 3, 4, 2, 1.0, 0, {},
-             true, "emulated"}),
+             true, "emulated"},
+        // Asynchronous optimizer (staleness 1): mobius with and without clipping (GPT-2's tied
+        // head: the embedding's update consumes the head's gradient), sync steps at evals and
+        // checkpoints, roundrobin.
+        Case{"stale_llama_S5_G2_M2_clip", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, 0, {},
+             false, "", 1, "", 6},
+        Case{"stale_gpt2_S4_G2_M2", "gpt2", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 0.0, 0, {}, false, "", 1,
+             "", 6},
+        Case{"stale_gpt2_S4_G3_M1_eval_ckpt", "gpt2", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.5, 3, {},
+             false, "", 1, "", 7, 2},
+        Case{"stale_rr_gpt2_F2_B3_G2_M2_clip", "gpt2", 4, {0, 3, 6}, 2, 4, 2, 1.0, 0, {0, 2, 4, 6},
+             false, "", 1, "", 5},
+        Case{"stale_rr_llama_F3_B4_G3_M1", "llama", 4, {0, 2, 4, 6}, 3, 2, 2, 0.0, 0,
+             {0, 1, 3, 5, 6}, false, "", 1, "", 5},
+        // Pool dispatch: passes to the next free worker, bit-exact with the static assignment (the
+        // standalone trainer); with a worker that owns no backward stage, eval, staleness.
+        Case{"pool_rr_gpt2_F2_B3_G2_M2_clip", "gpt2", 4, {0, 3, 6}, 2, 4, 2, 1.0, 0, {0, 2, 4, 6},
+             false, "", 0, "pool", 4},
+        Case{"pool_rr_llama_F3_B4_G3_M1_uneven", "llama", 4, {0, 2, 4, 6}, 3, 2, 2, 0.5, 0,
+             {0, 1, 3, 5, 6}, false, "", 0, "pool", 4},
+        Case{"pool_rr_gpt2_F3_B1_G2_M2", "gpt2", 4, {0, 2, 4, 6}, 2, 4, 2, 0.0, 0, {0, 6}, false,
+             "", 0, "pool", 4},
+        Case{"pool_rr_llama_F2_B3_G2_M2_eval_ckpt", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2,
+             {0, 2, 4, 6}, false, "", 0, "pool", 5, 2},
+        Case{"pool_stale_rr_gpt2_F3_B3_G3_M2_shared_clip", "gpt2", 4, {0, 2, 4, 6}, 3, 4, 2, 1.0,
+             0, {0, 2, 4, 6}, false, "", 1, "pool", 6}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

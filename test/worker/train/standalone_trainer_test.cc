@@ -265,6 +265,98 @@ TEST(StandaloneTrainerTest, ResumeIsBitExact) {
   EXPECT_TRUE(std::filesystem::exists(tmp / "split/checkpoint-00000006/DONE"));
 }
 
+// Optimizer staleness 1 (TrainerOptions::optimizer_staleness): steps 1 and 2 compute with the
+// initial weights, step 3 with those after update 1. Checked against a synchronous run whose
+// updates cannot move a bf16 weight (lr 1e-30): it computes with the initial weights throughout,
+// so its first two losses are the stale run's bit for bit, and its third is not (the stale run's
+// step 3 sees update 1). A synchronous run at the same lr differs already at step 2.
+TEST(StandaloneTrainerTest, StalenessOneComputesWithTheWeightsOfTwoStepsBack) {
+  TempDir tmp;
+  const std::string model = testing::WriteTinyModel(tmp / "model", "llama");
+  const std::string data = testing::WriteRandomTokens(tmp / "data.tok", 512, 20, 100);
+  TrainerOptions o = BaseOptions(model, data);
+  o.steps = 3;
+  o.lr = 3e-3;
+  auto losses = [](const TrainerOptions& opts) {
+    std::vector<float> out;
+    auto t = MakeTrainer(opts);
+    while (t != nullptr && !t->done()) {
+      auto st = t->Step();
+      EXPECT_TRUE(st.ok()) << st.status();
+      if (!st.ok()) break;
+      out.push_back(st->loss);
+    }
+    return out;
+  };
+  TrainerOptions stale = o;
+  stale.optimizer_staleness = 1;
+  TrainerOptions frozen = o;
+  frozen.lr = 1e-30;
+  const std::vector<float> a = losses(stale), b = losses(frozen), c = losses(o);
+  ASSERT_EQ(a.size(), 3u);
+  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(c.size(), 3u);
+  for (int i = 0; i < 3; ++i) {
+    std::printf("  step %d loss: stale %.7f, initial weights %.7f, synchronous %.7f\n", i + 1,
+                a[i], b[i], c[i]);
+  }
+  EXPECT_EQ(a[0], b[0]);
+  EXPECT_EQ(a[1], b[1]);  // step 2 still computes with W_0
+  EXPECT_NE(a[2], b[2]);  // step 3 with W_1
+  EXPECT_EQ(a[0], c[0]);
+  EXPECT_NE(a[1], c[1]);  // the synchronous run's step 2 computes with W_1
+}
+
+// With staleness, a checkpoint step is a sync step in every run that checkpoints there, so a run
+// resumed from it continues exactly like one that went straight through with the same
+// checkpoint_every: the same losses and final weights, bit for bit.
+TEST(StandaloneTrainerTest, StalenessResumeIsBitExact) {
+  TempDir tmp;
+  const std::string model = testing::WriteTinyModel(tmp / "model", "gpt2");
+  const std::string data = testing::WriteRandomTokens(tmp / "data.tok", 512, 10, 100);
+  TrainerOptions o = BaseOptions(model, data);
+  o.steps = 7;
+  o.lr = 3e-3;
+  o.optimizer_staleness = 1;
+  o.checkpoint_every = 3;
+  o.checkpoint_dir = tmp / "straight";
+  std::vector<float> want, got;
+  auto straight = MakeTrainer(o);
+  ASSERT_NE(straight, nullptr);
+  while (!straight->done()) {
+    auto st = straight->Step();
+    ASSERT_TRUE(st.ok()) << st.status();
+    want.push_back(st->loss);
+  }
+  o.checkpoint_dir = tmp / "split";
+  {
+    auto first = MakeTrainer(o);
+    ASSERT_NE(first, nullptr);
+    for (int i = 0; i < 3; ++i) {
+      auto st = first->Step();
+      ASSERT_TRUE(st.ok()) << st.status();
+      got.push_back(st->loss);
+    }
+  }
+  o.resume = true;
+  auto second = MakeTrainer(o);
+  ASSERT_NE(second, nullptr);
+  while (!second->done()) {
+    auto st = second->Step();
+    ASSERT_TRUE(st.ok()) << st.status();
+    got.push_back(st->loss);
+  }
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(std::memcmp(&got[i], &want[i], sizeof(float)), 0) << "step " << i + 1;
+  }
+  for (const auto& [name, t] : straight->master().tensors) {
+    const auto& r = second->master().at(name).data;
+    ASSERT_EQ(r.size(), t.data.size());
+    EXPECT_EQ(std::memcmp(r.data(), t.data.data(), r.size() * sizeof(float)), 0) << name;
+  }
+}
+
 // Keeping the activations (the default when they fit) and recomputing them give the same run,
 // bit for bit: losses, eval losses (forward only), gradients and master weights.
 TEST(StandaloneTrainerTest, KeptActivationsAreBitExactWithRecompute) {
