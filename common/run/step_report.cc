@@ -25,6 +25,7 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"h2d_bytes", r.h2d_bytes},
             {"d2h_bytes", r.d2h_bytes},
             {"peer_bytes", r.peer_bytes},
+            {"passes", r.passes},
             {"checkpoint", r.checkpoint},
             {"checkpoint_step", r.checkpoint_step}};
   if (r.loss) j["loss"] = *r.loss;
@@ -56,6 +57,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.h2d_bytes = j.value("h2d_bytes", uint64_t{0});
     r.d2h_bytes = j.value("d2h_bytes", uint64_t{0});
     r.peer_bytes = j.value("peer_bytes", uint64_t{0});
+    r.passes = j.value("passes", 0);
     r.checkpoint = j.value("checkpoint", std::string());
     r.checkpoint_step = j.value("checkpoint_step", int64_t{0});
     if (j.contains("loss")) r.loss = j.at("loss").get<float>();

@@ -38,6 +38,7 @@ struct WorkerStepReport {
   double optimizer_seconds = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
   uint64_t peer_bytes = 0;     // activation gradients sent + received over the PeerTransport
+  int passes = 0;              // stage passes (forwards + backwards) this rank ran in the step
   // Rank 0: a checkpoint completed since its previous report, if any (checkpoints are written
   // while training goes on: the one of step k completes during a later step, the last one before
   // the last report).

@@ -158,6 +158,7 @@ struct PipelineWorker::State {
   bool pool = false;                 // PoolDispatch(run)
   uint64_t pool_claim = UINT64_MAX;  // pool: the ticket claimed and not yet run (UINT64_MAX: none)
   bool ran_head = false;             // this step: this rank ran the head's forward (the loss)
+  int passes_run = 0;                // this step: passes this rank ran (the report's `passes`)
   train::TrainingStart start;
   StoreLayout layout;
   std::unique_ptr<HostStore> store;

@@ -144,6 +144,7 @@ bool HasNextStep(const State& s, uint32_t r) {
 
 absl::Status RunPass(State& s, const Pass& pass, uint32_t r, const data::Batch& batch,
                      const std::vector<float>& shares, std::vector<float>& losses) {
+  ++s.passes_run;
   return pass.backward ? BackwardPass(s, pass.stage, r, batch, shares)
                        : ForwardPass(s, pass.stage, r, batch, losses);
 }
@@ -172,8 +173,8 @@ absl::Status RunPasses(State& s, uint32_t r, const data::Batch& batch,
 
 // Pool dispatch: the pass stream is a ticket counter in the store, ticket t = pass t mod P of step
 // t / P + 1 (P passes per step). A rank claims the next ticket when it starts computing its
-// current pass (a slot is about to free up) and prefetches that pass's weights, so each pass goes
-// to the rank that is ready for it first. Tickets are claimed in stream order and every rank runs
+// current pass (its weights are on the device; the other slot is free) and prefetches that pass's
+// weights, so each pass goes to the rank that is ready for it first. Tickets are claimed in stream order and every rank runs
 // its tickets in order, so the lowest unfinished pass always runs on some rank: no deadlock. A
 // claim of a later step is kept for that step (pool_claim).
 absl::Status RunPoolPasses(State& s, uint32_t r, const data::Batch& batch,
@@ -186,9 +187,12 @@ absl::Status RunPoolPasses(State& s, uint32_t r, const data::Batch& batch,
   uint64_t t = s.pool_claim != UINT64_MAX ? s.pool_claim : claim();
   while (t < end) {
     const Pass pass = PassAt(s.run, static_cast<int>(t - first));
-    // Its weights first (waiting for their update if need be): only then is this rank ready to
-    // take another pass.
-    MOBIUS_RETURN_IF_ERROR(EnsureLoaded(s, s.range(pass), k).status());
+    // Its weights on the device first (their update, then the upload): only when it starts
+    // computing is this rank ready to take another pass into its other slot.
+    MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, s.range(pass), k));
+    const Clock::time_point t0 = Clock::now();
+    MOBIUS_RETURN_IF_ERROR(s.backend->Synchronize(*slot->loaded));
+    s.stall += Since(t0);
     const uint64_t next = claim();
     if (next < end || (next < end + per_step && HasNextStep(s, r))) {
       const bool later = next >= end;
@@ -405,6 +409,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     const Clock::time_point step_start = Clock::now();
     s.stall = s.compute_wait = 0;
     s.ran_head = false;
+    s.passes_run = 0;
     const int64_t global_step = s.start.step + r;
     absl::StatusOr<data::Batch> batch = s.start.loader->NextTrainBatch();
     if (!batch.ok()) return finish(batch.status());
@@ -468,6 +473,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     }
     rep.compute_seconds = s.compute_wait;
     rep.stall_seconds = s.stall;
+    rep.passes = s.passes_run;
     if (!o.checkpoint_dir.empty() &&
         ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
       // This rank's stages are updated: its writer streams them from the store while the next
