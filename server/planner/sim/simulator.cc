@@ -171,7 +171,10 @@ absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
 // one; GPUs claim passes 0..N-1 in gpu_order at the start. The claims depend on the timings and
 // the timings on the claims, so the assignment is iterated to a fixed point from round-robin: the
 // k-th pass to start computing (by first-microbatch start, ties by pass) hands pass N + k to its
-// GPU. Stops at the fixed point or after kPoolIterations (SimResult::pool_converged).
+// GPU. Stops at the fixed point or after kPoolIterations (SimResult::pool_converged). Passes
+// start in stream order wherever a pass needs its predecessor's first microbatch (every pass but
+// a step's first forward one), and then the rule hands out passes round-robin: pool and static
+// differ only where a step's first pass starts out of order (staleness 1).
 constexpr int kPoolIterations = 12;
 
 absl::StatusOr<SimResult> SimulatePool(const SimMachine& machine,
@@ -210,7 +213,12 @@ absl::StatusOr<SimResult> SimulatePool(const SimMachine& machine,
                      [&](int a, int b) { return start[a] < start[b]; });
     std::vector<int> next(total);
     for (int j = 0; j < std::min(n, total); ++j) next[j] = order[j];
-    for (int k = 0; k + n < total; ++k) next[k + n] = next[by_start[k]];
+    for (int k = 0; k + n < total; ++k) {
+      // In a consistent assignment the k-th pass to start was claimed before pass N + k; in an
+      // intermediate one it may not have been: keep its previous GPU then.
+      const int src = by_start[k];
+      next[k + n] = src < k + n ? next[src] : c.pass_gpus[src];
+    }
     if (next == c.pass_gpus) {
       r->pool_converged = true;
       break;
