@@ -39,14 +39,13 @@ double HostSpec::OptimizerSeconds(int64_t parameters) const {
   return static_cast<double>(parameters) / OptimizerParamsPerSecond();
 }
 
-std::optional<HostSpec> HostSpecForCpu(const std::string& cpu_model, int sockets, int cores) {
+std::optional<HostSpec> HostSpecForCpu(const std::string& cpu_model, int sockets) {
   for (const CpuMemory& c : kCpus) {
     if (cpu_model.find(c.model) == std::string::npos) continue;
     HostSpec h;
     h.name = absl::StrCat(std::max(sockets, 1), "x ", cpu_model);
     h.memory_bytes_per_s = kHostMemoryEfficiency * std::max(sockets, 1) * c.channels *
                            c.mega_transfers * 1e6 * 8;
-    h.optimizer_threads = std::max(cores, 1);
     return h;
   }
   return std::nullopt;
@@ -54,10 +53,8 @@ std::optional<HostSpec> HostSpecForCpu(const std::string& cpu_model, int sockets
 
 std::optional<HostSpec> HostSpecForTopology(const topology::Topology& topology) {
   if (topology.packages.empty()) return std::nullopt;
-  int cores = 0;
-  for (const topology::Package& p : topology.packages) cores += p.cores;
   return HostSpecForCpu(topology.packages.front().cpu_model,
-                        static_cast<int>(topology.packages.size()), cores);
+                        static_cast<int>(topology.packages.size()));
 }
 
 }  // namespace mobius::planner

@@ -12,9 +12,13 @@
 //   - DRAM: channels x transfer rate x 8 bytes per socket, times memory_efficiency 0.7 (an
 //     assumption: the STREAM-class fraction of the nominal rate a two-socket server sustains; no
 //     fixture box was measured). Presets by CPU model for the CPUs of test/data/topology/.
-//   - threads: the physical cores of the host unless set (an OpenMP optimizer uses them all).
-// For comparison, design/mobius.md section 3 quotes ~0.3 s per billion parameters on a server CPU
-// (= 100 GB/s at 30 bytes/param), which CostOptions keeps as the default when the host is unknown.
+//   - optimizer_threads 8 (configurable): 8 x 400 M = 3.2 G params/s = 0.31 s per billion
+//     parameters, design/mobius.md section 3's anchor measured on a server CPU (~0.3 s per
+//     billion, CostOptions' default when the host is unknown), and what RoundPipe's artifact
+//     implies: its synchronous-optimizer rows take 6.2 s (Llama-3.1-8B) and 15.4 s (Qwen3-32B)
+//     per step more than the asynchronous ones, ~0.3 s per billion beyond the pipeline's drain
+//     and refill (docs/planner.md). All cores of a two-socket server would be DRAM-bound instead
+//     (32 x 12 GB/s > the DRAM), which neither figure shows.
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_HOST_SPEC_H_
@@ -33,7 +37,7 @@ struct HostSpec {
   double memory_bytes_per_s = 0;    // sustained DRAM bandwidth, all sockets together; 0 unknown
   double optimizer_params_per_s_per_thread = 4e8;
   double optimizer_bytes_per_param = 30;
-  int optimizer_threads = 1;
+  int optimizer_threads = 8;
 
   // CPU AdamW throughput with every optimizer thread on one stage's parameters, alone on the
   // DRAM.
@@ -45,11 +49,11 @@ struct HostSpec {
 
 inline constexpr double kHostMemoryEfficiency = 0.7;
 
-// The preset for a CPU model name as hwloc reports it ("AMD EPYC 7313 16-Core Processor"), with
-// `sockets` packages and `cores` physical cores in all, or nullopt when the model is unknown.
-std::optional<HostSpec> HostSpecForCpu(const std::string& cpu_model, int sockets, int cores);
+// The preset for a CPU model name as hwloc reports it ("AMD EPYC 7313 16-Core Processor") with
+// `sockets` packages, or nullopt when the model is unknown.
+std::optional<HostSpec> HostSpecForCpu(const std::string& cpu_model, int sockets);
 
-// The topology's host: its packages' CPU model (the first package's), socket and core counts.
+// The topology's host: its packages' CPU model (the first package's) and socket count.
 std::optional<HostSpec> HostSpecForTopology(const topology::Topology& topology);
 
 }  // namespace mobius::planner
