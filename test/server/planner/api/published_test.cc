@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <string>
 
+#include "absl/strings/str_format.h"
 #include "common/model/model_config_parse.h"
 #include "gtest/gtest.h"
 #include "server/topology/hwloc_source.h"
@@ -51,16 +52,13 @@ TEST(Published, ReproducesTheTableWithin25Percent) {
     ASSERT_TRUE(m.ok()) << m.status();
     absl::StatusOr<ReproducedRow> r = Reproduce(row, *m, loaded->topology, facts);
     ASSERT_TRUE(r.ok()) << row.system << ": " << r.status();
+    const bool oom = row.published_tokens_per_second <= 0;
     std::printf("| %s | %s | %s | %.0f | %s | %.2f | %s | %s |\n", row.model.c_str(),
                 row.system.c_str(),
-                row.published_tokens_per_second > 0
-                    ? std::to_string(std::lround(row.published_tokens_per_second)).c_str()
-                    : "OOM",
+                oom ? "OOM" : absl::StrFormat("%.0f", row.published_tokens_per_second).c_str(),
                 r->predicted_tokens_per_second,
-                row.published_tokens_per_second > 0
-                    ? std::to_string(r->ratio()).substr(0, 4).c_str()
-                    : "-",
-                r->step_seconds, r->settings.c_str(),
+                oom ? "-" : absl::StrFormat("%.2f", r->ratio()).c_str(), r->step_seconds,
+                r->settings.c_str(),
                 r->fits ? r->note.c_str() : ("does not fit: " + r->note).c_str());
     if (row.published_tokens_per_second <= 0) {
       // Published OOM: our memory rule must not fit it either.
