@@ -87,6 +87,8 @@ void StageAccumulator::Add(int unit) {
   weight_bytes_ += c.weight_bytes;
   gradient_bytes_ += c.gradient_bytes;
   activation_bytes_ += c.activation_bytes;
+  boundary_bytes_ += c.boundary_bytes;
+  max_transient_bytes_ = std::max(max_transient_bytes_, c.activation_bytes - c.boundary_bytes);
 }
 
 StageCost StageAccumulator::Cost(bool backward_upload) const {
@@ -216,13 +218,14 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
   p.d2h_bytes_per_s = std::min(bw * kGiga, measured_d2h);
   p.gpu_memory_bytes = memory;
   p.reserved_bytes = options.memory_margin_bytes + profile.MaxWorkspaceBytes();
+  p.forward_keeps_boundaries_only = options.forward_keeps_boundaries_only;
   p.stage_overhead_seconds = options.stage_overhead_seconds;
   p.optimizer_seconds =
       OptimizerSeconds(model::TotalParameters(model), options.optimizer_seconds_per_billion_params);
   for (const UnitProfile& u : profile.units) {
     p.boundary_bytes = std::max(p.boundary_bytes, u.boundary_bytes);
     p.units.push_back({u.forward_seconds, u.backward_seconds, u.parameter_bytes, u.gradient_bytes,
-                       u.boundary_bytes + u.saved_activation_bytes});
+                       u.boundary_bytes + u.saved_activation_bytes, u.boundary_bytes});
   }
   return p;
 }

@@ -38,6 +38,8 @@
 //   memory ("two-slot" model: each GPU holds two stage slots, the computing one and the prefetched
 //   one; each slot is sized for weights + gradients + one microbatch's recompute activations):
 //     slot(R) = W_R + G_R + sum over units (boundary + saved activation bytes)
+//   (a round-robin forward pass with forward_keeps_boundaries_only: W_R + sum of boundaries +
+//   the largest unit's saved bytes)
 //     feasible(R)  <=>  2 * slot(R) <= gpu_memory - margin - max unit workspace
 //   All per-unit terms are non-negative and additive, so a sub-range of a feasible range is
 //   feasible and tau never decreases when a range grows (what the exact partitioner relies on).
@@ -75,6 +77,8 @@ struct CostOptions {
   double stage_overhead_seconds = 0.002;  // o: per stage slot per step (both passes)
   double optimizer_seconds_per_billion_params = 0.3;
   int64_t memory_margin_bytes = int64_t{1} << 30;  // CUDA context, allocator slack
+  // PartitionProblem::forward_keeps_boundaries_only.
+  bool forward_keeps_boundaries_only = false;
 };
 
 // ---- Links
@@ -109,6 +113,7 @@ struct UnitCost {
   int64_t weight_bytes = 0;      // W: uploaded once per pass
   int64_t gradient_bytes = 0;    // G: offloaded once per step
   int64_t activation_bytes = 0;  // boundary + saved, resident during the stage's backward
+  int64_t boundary_bytes = 0;    // the unit's input (part of activation_bytes)
 };
 
 // Whether the backward pass of a Mobius stage (Pass::kBoth) uploads its weights (see above).
@@ -137,6 +142,12 @@ struct PartitionProblem {
   double optimizer_seconds = 0;
   int64_t gpu_memory_bytes = 0;  // capacity of the smallest GPU of the plan
   int64_t reserved_bytes = 0;    // margin + max unit workspace
+  // Pass::kForward under recompute: a forward pass keeps no activations for a backward (it
+  // recomputes them), only the stage's interior boundaries and one unit's transient activations
+  // at a time: slot = W + sum of boundary bytes + max over units of (activation - boundary).
+  // RoundPipe's forward stages (5-6 Llama-8B layers of 26K tokens) fit only so. false: the
+  // conservative sum of every unit's activations, as for a backward.
+  bool forward_keeps_boundaries_only = false;
 
   int num_units() const { return static_cast<int>(units.size()); }
   int64_t stage_memory_budget_bytes() const { return gpu_memory_bytes - reserved_bytes; }
@@ -163,8 +174,12 @@ class StageAccumulator {
   void Add(int unit);
   StageCost Cost(bool backward_upload = true) const;
   int64_t MemoryBytes() const {
-    const int64_t g = problem_->pass == Pass::kForward ? 0 : gradient_bytes_;
-    return 2 * (weight_bytes_ + g + activation_bytes_);
+    const bool forward = problem_->pass == Pass::kForward;
+    const int64_t g = forward ? 0 : gradient_bytes_;
+    const int64_t a = forward && problem_->forward_keeps_boundaries_only
+                          ? boundary_bytes_ + max_transient_bytes_
+                          : activation_bytes_;
+    return 2 * (weight_bytes_ + g + a);
   }
 
  private:
@@ -174,6 +189,8 @@ class StageAccumulator {
   int64_t weight_bytes_ = 0;
   int64_t gradient_bytes_ = 0;
   int64_t activation_bytes_ = 0;
+  int64_t boundary_bytes_ = 0;
+  int64_t max_transient_bytes_ = 0;
 };
 
 // The range [begin, end) as one stage; backward_upload = false charges its backward no weight

@@ -15,12 +15,16 @@ void FillHost(const model::ModelDescription& model, const Profile& profile,
   const int64_t params = model::TotalParameters(model);
   const int64_t dma_bytes =
       options.weight_bytes_per_parameter + profile.gradient_bytes_per_parameter;
-  e.host_model_state_bytes = (dma_bytes + options.optimizer_bytes_per_parameter) * params;
+  e.host_model_state_bytes = (dma_bytes + options.optimizer_bytes_per_parameter +
+                              options.stale_weight_copy_bytes_per_parameter) *
+                             params;
   e.host_process_bytes = num_workers * options.worker_process_bytes;
   e.host_bytes = e.host_model_state_bytes + e.host_activation_bytes +
                  e.host_activation_grad_bytes + e.host_process_bytes +
                  e.host_emulated_device_bytes;
-  e.pinned_bytes = dma_bytes * params + e.host_activation_bytes;
+  // The second weight copy is uploaded from, so pinned like the first.
+  e.pinned_bytes = (dma_bytes + options.stale_weight_copy_bytes_per_parameter) * params +
+                   e.host_activation_bytes;
 }
 
 // The largest weight (elements) the units [begin, end) multiply by: matmul weights, and a tied

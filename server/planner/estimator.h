@@ -8,7 +8,9 @@
 //              TotalParameters: bf16 weights 2 + gradients in the profile's dtype
 //              (Profile::gradient_bytes_per_parameter: 4 = fp32, what worker/runtime keeps in its
 //              host store; 2 = bf16, design/mobius.md section 3's 16-byte figure) + fp32 master
-//              and Adam moments 12 = 18 bytes/parameter by default; the activation checkpoints
+//              and Adam moments 12 = 18 bytes/parameter by default (+ 2 with the runtime's
+//              asynchronous optimizer, staleness 1: a second bf16 weight copy, the one the
+//              passes read while the optimizer writes the other); the activation checkpoints
 //              (sum over stages of M x the boundary bytes of the stage's first unit: its input,
 //              kept from forward to backward); the fp32 activation gradients (M x 2 x the boundary
 //              bytes at every backward stage boundary);
@@ -20,7 +22,8 @@
 //              a bf16 operand to fp32).
 //            Measured against PSS of all processes in bench/memory (docs/benchmarks.md).
 //   pinned:  (weight + gradient bytes) x parameters (bf16 upload copy + gradient landing zone =
-//            6 with fp32 gradients) + the activation checkpoints. Master weights and moments stay
+//            6 with fp32 gradients; + 2 for the second weight copy with staleness 1) + the
+//            activation checkpoints. Master weights and moments stay
 //            pageable.
 //
 // Pure; thread-safe.
@@ -42,6 +45,8 @@ inline constexpr int64_t kWorkerProcessBytes = int64_t{128} << 20;
 struct EstimatorOptions {
   int64_t weight_bytes_per_parameter = 2;      // bf16 upload copy
   int64_t optimizer_bytes_per_parameter = 12;  // fp32 master + Adam m + v
+  // Optimizer staleness 1 (PlanOptions::optimizer_staleness): a second bf16 weight copy, 2.
+  int64_t stale_weight_copy_bytes_per_parameter = 0;
   // Gradient bytes per parameter come from Profile::gradient_bytes_per_parameter.
   int64_t worker_process_bytes = kWorkerProcessBytes;
   bool devices_in_host_memory = false;  // the CPU backend emulates the GPUs in host memory

@@ -4,6 +4,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 
 namespace mobius::planner {
 namespace {
@@ -23,8 +24,19 @@ DeviceSpec Spec(std::string name, double tflops, int64_t memory_bytes) {
 
 // Memory sizes: cudaDeviceProp.totalGlobalMem as in the topology fixtures (KiB figures), H200 as
 // nvidia-smi reports it (143771 MiB).
-DeviceSpec Rtx3090Spec() { return Spec("RTX 3090", 71.0, 24850752 * kKiB); }
-DeviceSpec Rtx4090Spec() { return Spec("RTX 4090", 165.2, 24791360 * kKiB); }
+DeviceSpec Rtx3090Spec() {
+  DeviceSpec d = Spec("RTX 3090", 71.0, 24850752 * kKiB);
+  d.peak_fp16_accumulate_flops_per_s = 142.0 * kTera;  // GA102 whitepaper, fp16 accumulate
+  return d;
+}
+DeviceSpec Rtx4090Spec() {
+  DeviceSpec d = Spec("RTX 4090", 165.2, 24791360 * kKiB);
+  d.peak_fp16_accumulate_flops_per_s = 330.3 * kTera;
+  d.memory_bytes_per_s = 1008e9;
+  d.kernels = KernelModel{};  // the calibrated defaults (kernel_model.h, docs/planner.md)
+  d.host_link_duplex_factor = 0.54;
+  return d;
+}
 DeviceSpec RtxA6000Spec() { return Spec("RTX A6000", 154.8, 49853760 * kKiB); }
 DeviceSpec H100Spec() { return Spec("H100", 989.4, 83025152 * kKiB); }
 DeviceSpec H200Spec() { return Spec("H200", 989.4, int64_t{143771} << 20); }
@@ -85,7 +97,13 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
                      options.gradient_bytes_per_parameter, ")"));
   }
   const double tokens = static_cast<double>(shape.tokens());
-  const double rate = device.effective_flops_per_s();
+  const double rate =
+      device.gemm_peak_flops_per_s(options.fp16_accumulate) * device.efficiency;
+  const bool kernel_model = options.use_kernel_model && device.has_kernel_model();
+  KernelDevice kd;
+  kd.gemm_peak_flops_per_s = device.gemm_peak_flops_per_s(options.fp16_accumulate);
+  kd.attention_peak_flops_per_s = device.peak_flops_per_s;
+  kd.memory_bytes_per_s = device.memory_bytes_per_s;
   const model::ModelConfig& c = model.config;
   const int64_t widest = std::max(c.hidden_size, c.intermediate_size);
 
@@ -94,16 +112,26 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
   p.device = device.name;
   p.shape = shape;
   p.gradient_bytes_per_parameter = options.gradient_bytes_per_parameter;
+  p.fp16_accumulate = options.fp16_accumulate;
+  p.compute_model =
+      kernel_model ? "kernel model" : absl::StrFormat("flat %.2f", device.efficiency);
   p.units.reserve(model.units.size());
   for (int64_t u = 0; u < model.num_units(); ++u) {
     const model::LayerUnit& unit = model.units[u];
     const model::UnitFlopsPerToken flops = model::UnitFlops(model, u, shape.seq_len);
     const model::UnitActivationBytes act = model::UnitActivations(model, u, options.activations);
     UnitProfile up;
-    up.forward_seconds = flops.forward_flops * tokens / rate;
-    const double backward_flops =
-        flops.backward_flops + (options.recompute ? flops.forward_flops : 0.0);
-    up.backward_seconds = backward_flops * tokens / rate;
+    if (kernel_model) {
+      const UnitSeconds k = KernelUnitSeconds(model, u, shape.tokens(), shape.seq_len, kd,
+                                              *device.kernels, options.activations);
+      up.forward_seconds = k.forward;
+      up.backward_seconds = k.backward + (options.recompute ? k.forward : 0.0);
+    } else {
+      up.forward_seconds = flops.forward_flops * tokens / rate;
+      const double backward_flops =
+          flops.backward_flops + (options.recompute ? flops.forward_flops : 0.0);
+      up.backward_seconds = backward_flops * tokens / rate;
+    }
     up.parameter_bytes = model::UnitResidentParameterBytes(unit);
     up.gradient_bytes =
         model::UnitResidentParameterBytes(unit, options.gradient_bytes_per_parameter);

@@ -28,18 +28,39 @@
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
 #include "common/run/measured_profile.h"  // MicrobatchShape
+#include "server/planner/kernel_model.h"
 
 namespace mobius::planner {
 
 // What one GPU model can do. Peak numbers are dense (no 2:4 sparsity) bf16/fp16 tensor-core FLOP/s
-// with fp32 accumulation, which is what training GEMMs use.
+// with fp32 accumulation, which is what our runtime's GEMMs use; GeForce cards run fp16 GEMMs with
+// fp16 accumulation (torch.backends.cuda.matmul.allow_fp16_accumulation) at twice that rate.
+//
+// Two compute models (AnalyticProfile): FLAT, every unit at `efficiency` x peak (the default for
+// presets without measurements), and the calibrated KERNEL model (kernel_model.h) when `kernels`
+// is set (the RTX 4090 preset: calibrated on RoundPipe's per-layer timings, docs/planner.md).
 struct DeviceSpec {
   std::string name;             // "RTX 3090"
-  double peak_flops_per_s = 0;  // dense bf16, fp32 accumulate
-  double efficiency = 0.5;      // fraction of peak a transformer layer reaches end to end
+  double peak_flops_per_s = 0;  // dense bf16/fp16, fp32 accumulate
+  // Dense fp16 with fp16 accumulate; 0: the same as peak_flops_per_s (professional and datacenter
+  // cards run both at one rate).
+  double peak_fp16_accumulate_flops_per_s = 0;
+  double efficiency = 0.5;      // flat model: fraction of peak a transformer layer reaches
   int64_t memory_bytes = 0;     // as CUDA reports totalGlobalMem
+  double memory_bytes_per_s = 0;       // nominal DRAM bandwidth; 0 unknown
+  std::optional<KernelModel> kernels;  // the calibrated model; needs memory_bytes_per_s
+  // Full-duplex degradation of the GPU's host link (sim/engine.h): each direction's rate while
+  // the other direction also copies, as a fraction of its rate alone. 1 = ideal full duplex.
+  double host_link_duplex_factor = 1.0;
 
   double effective_flops_per_s() const { return peak_flops_per_s * efficiency; }
+  // The GEMM peak for a job's accumulation precision.
+  double gemm_peak_flops_per_s(bool fp16_accumulate) const {
+    return fp16_accumulate && peak_fp16_accumulate_flops_per_s > 0
+               ? peak_fp16_accumulate_flops_per_s
+               : peak_flops_per_s;
+  }
+  bool has_kernel_model() const { return kernels.has_value() && memory_bytes_per_s > 0; }
 };
 
 // Presets (sources: NVIDIA architecture whitepapers and datasheets; memory as CUDA reports it,
@@ -48,14 +69,21 @@ struct DeviceSpec {
 //              Accumulate" 71; GeForce runs fp32-accumulate at half the fp16-accumulate rate), 24
 //              GB
 //   RTX 4090   165.2 TFLOPS (Ada Lovelace whitepaper, Appendix A, FP32 accumulate; 330.3 with FP16
-//              accumulate), 24 GB
+//              accumulate), 24 GB, 1008 GB/s GDDR6X (21 Gbps x 384 bit). The calibrated profile
+//              (docs/planner.md, "The calibrated model"): kernel model gemm_efficiency 0.70 (RoundPipe's
+//              measured LM-head GEMM, 8192 tokens, fp16 accumulate: 0.700 of 330.3 for Llama-3.1-8B
+//              and Qwen3-32B), elementwise passes 1.6 / 6.8 (fitted to RoundPipe's per-layer block
+//              timings, worst error 3%); host link duplex factor 0.54 (design/mobius.md section 3:
+//              H2D 11-16 GB/s while D2H runs, 24-26 GB/s alone on Gen4 hosts: 13.5 / 25).
 //   RTX A6000  154.8 TFLOPS (datasheet: 309.7 with sparsity; professional cards run fp32 accumulate
 //              at full rate), 48 GB
 //   H100 SXM5  989.4 TFLOPS (H100 datasheet, bf16 dense; 1979 with sparsity), 80 GB
 //   H200 SXM   989.4 TFLOPS (same GH100 die and clocks), 141 GB; ~790 measured on large bf16 GEMMs
 //              (design/mobius.md section 3), i.e. efficiency <= 0.8 even for pure GEMM.
-// Efficiency defaults to 0.5 for all (a typical end-to-end model FLOP utilisation for a decoder
-// layer with attention, norms and elementwise work); override it per job or from measurements.
+// Efficiency (flat model) defaults to 0.5 for all (a typical end-to-end model FLOP utilisation for a
+// decoder layer with attention, norms and elementwise work); override it per job or from
+// measurements. Only the RTX 4090 carries the calibrated kernel model (the others have no
+// per-layer measurements to calibrate on).
 DeviceSpec Rtx3090Spec();
 DeviceSpec Rtx4090Spec();
 DeviceSpec RtxA6000Spec();
@@ -96,6 +124,9 @@ struct LinkProfile {
 struct Profile {
   std::string source;  // "analytic" or "measured" (measured_profile.h)
   std::string device;  // DeviceSpec::name, or the measured device ("cpu", "cuda:0 NVIDIA ...")
+  // Analytic profiles: "kernel model" (calibrated, kernel_model.h) or "flat 0.50" (efficiency).
+  std::string compute_model;
+  bool fp16_accumulate = false;  // analytic: the GEMM peak is the fp16-accumulate one
   MicrobatchShape shape;
   int64_t gradient_bytes_per_parameter = 4;  // 4 = fp32 (the runtime), 2 = bf16
   std::vector<UnitProfile> units;  // one per model unit, in execution order
@@ -114,11 +145,21 @@ struct AnalyticOptions {
   // buffers, one fp32 D2H copy per stage); 2 = bf16 gradients (the paper's accounting).
   int64_t gradient_bytes_per_parameter = 4;
   int64_t library_workspace_bytes = int64_t{64} << 20;  // cuBLAS/cuDNN workspace
+  // GEMMs accumulate in fp16 (fp16 weights; the published GeForce baselines set
+  // torch.backends.cuda.matmul.allow_fp16_accumulation): the device's fp16-accumulate peak. Our
+  // runtime computes in bf16 with fp32 accumulation (false).
+  bool fp16_accumulate = false;
+  // Use the device's calibrated kernel model when it has one (DeviceSpec::kernels); false: the
+  // flat efficiency model for every device.
+  bool use_kernel_model = true;
 };
 
-// The ANALYTIC profile. Per unit at B x T tokens:
+// The ANALYTIC profile. Per unit at B x T tokens, flat model (peak = the job's accumulation
+// precision's, DeviceSpec::gemm_peak_flops_per_s):
 //   forward  = forward_flops_per_token * B * T / (peak * efficiency)
 //   backward = (backward_flops_per_token + recompute ? forward : 0) * B * T / (peak * efficiency)
+// kernel model (device.has_kernel_model() and options.use_kernel_model): forward and backward of
+//   KernelUnitSeconds (kernel_model.h), backward + forward with recompute.
 //   parameter bytes = UnitResidentParameterBytes (bf16); gradient bytes = the same elements x
 //                      gradient_bytes_per_parameter
 //   boundary / saved bytes   = UnitActivations(...) * B * T

@@ -177,10 +177,16 @@ absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& nam
 absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx) {
   const PartitionProblem& p = ctx.problem;
   const int units = p.num_units();
-  const int stages = std::min(p.num_gpus, units);
+  const bool megatron = ctx.options.megatron_resident && units >= 3;
+  // Megatron: the L blocks (units 1..L) evenly, the embedding with the first, the head with the
+  // last; ours: equal unit counts.
+  const int splittable = megatron ? units - 2 : units;
+  const int stages = std::min(p.num_gpus, splittable);
   std::vector<StageRange> ranges;
   for (int s = 0, begin = 0; s < stages; ++s) {
-    const int size = units / stages + (s < units % stages ? 1 : 0);
+    int size = splittable / stages + (s < splittable % stages ? 1 : 0);
+    if (megatron && s == 0) ++size;
+    if (megatron && s == stages - 1) ++size;
     ranges.push_back({begin, begin + size});
     begin += size;
   }
@@ -196,12 +202,20 @@ absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx) {
     int64_t weights = 0, activations = 0;
     for (int u = ranges[s].begin; u < ranges[s].end; ++u) {
       weights += p.units[u].weight_bytes;
-      activations += p.units[u].activation_bytes;
+      // Ours recomputes a stage at once (all its units' activations live); Megatron one layer.
+      activations = megatron ? std::max(activations, p.units[u].activation_bytes)
+                             : activations + p.units[u].activation_bytes;
     }
     const int64_t state = state_of(weights);
-    const int64_t checkpoints = p.num_microbatches * p.boundary_bytes;
+    // Ours (GPipe order): the stage input of all M microbatches. Megatron: every block's input
+    // of the min(S - s, M) microbatches 1F1B keeps in flight on stage s.
+    int blocks = ranges[s].end - ranges[s].begin;
+    if (megatron) blocks -= (s == 0) + (s == stages - 1);
+    const int64_t checkpoints =
+        megatron ? int64_t{blocks} * std::min(stages - s, ctx.num_microbatches) * p.boundary_bytes
+                 : p.num_microbatches * p.boundary_bytes;
     const int64_t need = state + activations + checkpoints;
-    if (need > budget) {
+    if (need > budget && ctx.options.resident_memory_check) {
       return absl::FailedPreconditionError(absl::StrCat(
           "resident schedule does not fit: stage ", s, " (units ", ranges[s].begin, "..",
           ranges[s].end - 1, ") needs ", GiB(need + p.reserved_bytes), " (weights, gradients and "
@@ -221,12 +235,29 @@ Partition UnitPartition(const PlanContext& ctx) {
   return ScoreRanges(ctx.problem, std::move(ranges));
 }
 
-absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,
-                                                const Partition& partition, const Mapping& mapping,
-                                                const RoundRobinPartition* rr) {
+sim::SimConfig SimConfigFor(const PlanContext& ctx, sim::Schedule schedule) {
+  const PlanOptions& o = ctx.options;
   sim::SimConfig c;
   c.schedule = schedule;
   c.num_microbatches = ctx.num_microbatches;
+  const bool swapped = schedule == sim::Schedule::kMobius || schedule == sim::Schedule::kRoundRobin;
+  if (swapped) {
+    c.optimizer_staleness = o.optimizer_staleness;
+    c.steps = o.simulated_steps > 0 ? o.simulated_steps : (o.optimizer_staleness == 1 ? 3 : 1);
+    c.paper_barrier = o.optimizer_after_backward;
+  }
+  if (schedule == sim::Schedule::kRoundRobin) {
+    c.dispatch = *sim::ParseDispatch(o.dispatch);  // checked by MakePlan
+  }
+  c.one_f_one_b = o.megatron_resident;
+  c.zero = o.zero;
+  return c;
+}
+
+absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,
+                                                const Partition& partition, const Mapping& mapping,
+                                                const RoundRobinPartition* rr) {
+  sim::SimConfig c = SimConfigFor(ctx, schedule);
   if (schedule == sim::Schedule::kZeroOffload) {
     c.gpu_order = ctx.gpus;
     // DeepSpeed's ZeRO-offload moves bf16 gradients to the host, whatever our runtime's dtype.

@@ -43,9 +43,13 @@ absl::StatusOr<int> ValidateJob(const model::ModelDescription& model, const JobS
         model.config.max_position_embeddings, "; use seq <= ",
         model.config.max_position_embeddings));
   }
-  if (job.dtype != "bf16") {
+  if (job.dtype != "bf16" && job.dtype != "fp16") {
     return absl::InvalidArgumentError(
-        absl::StrCat("dtype '", job.dtype, "' is not planned (only bf16)"));
+        absl::StrCat("dtype '", job.dtype, "' is not planned (bf16, fp16)"));
+  }
+  if (job.fp16_accumulate && job.dtype != "fp16") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fp16 accumulation needs fp16 weights (dtype '", job.dtype, "'); use dtype fp16"));
   }
   return static_cast<int>(m);
 }
@@ -127,7 +131,22 @@ absl::Status CheckProfileFits(const Profile& p, const model::ModelDescription& m
 }
 
 absl::Status CheckChoices(const PlanOptions& o) {
-  MOBIUS_RETURN_IF_ERROR(sim::ParseSchedule(o.schedule).status());
+  MOBIUS_ASSIGN_OR_RETURN(sim::Schedule schedule, sim::ParseSchedule(o.schedule));
+  MOBIUS_ASSIGN_OR_RETURN(sim::Dispatch dispatch, sim::ParseDispatch(o.dispatch));
+  const bool swapped = schedule == sim::Schedule::kMobius || schedule == sim::Schedule::kRoundRobin;
+  if (o.optimizer_staleness != 0 && (o.optimizer_staleness != 1 || !swapped)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer staleness ", o.optimizer_staleness, " with schedule '", o.schedule,
+        "': staleness is 0 or 1, and 1 only for mobius and roundrobin (the CPU optimizer)"));
+  }
+  if (dispatch == sim::Dispatch::kPool && schedule != sim::Schedule::kRoundRobin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dispatch 'pool' needs schedule roundrobin (got '", o.schedule, "')"));
+  }
+  if (o.simulated_steps < 0 || o.simulated_steps > 16) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("simulated steps must be in [0, 16] (got ", o.simulated_steps, ")"));
+  }
   if (o.partitioner != "exact" && o.partitioner != "mip" && o.partitioner != "uniform") {
     return absl::InvalidArgumentError(
         absl::StrCat("unknown partitioner '", o.partitioner, "' (exact, mip, uniform)"));
@@ -164,19 +183,31 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
   } else {
     AnalyticOptions ao;
     ao.gradient_bytes_per_parameter = options.gradient_bytes_per_parameter;
+    ao.fp16_accumulate = job.fp16_accumulate;
+    ao.use_kernel_model = options.use_kernel_model;
+    ao.activations.logits_bytes = options.logits_bytes;
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }
+  CostOptions cost = options.cost;
+  if (options.host.has_value()) {
+    cost.optimizer_seconds_per_billion_params = options.host->OptimizerSeconds(1'000'000'000);
+  }
   MOBIUS_ASSIGN_OR_RETURN(
       ctx.problem, MakePartitionProblem(ctx.profile, model, topology, facts, ctx.gpus,
-                                        ctx.num_microbatches, ctx.device.memory_bytes,
-                                        options.cost));
+                                        ctx.num_microbatches, ctx.device.memory_bytes, cost));
   if (options.gpu_memory_bytes > 0) {
     ctx.problem.gpu_memory_bytes = std::min(ctx.problem.gpu_memory_bytes, options.gpu_memory_bytes);
   }
   sim::MachineOptions mo;
   mo.dma_efficiency = options.cost.dma_efficiency;
-  mo.duplex_factor = options.duplex_factor;
+  mo.duplex_factor =
+      options.duplex_factor > 0 ? options.duplex_factor : ctx.device.host_link_duplex_factor;
+  if (options.host.has_value()) {
+    mo.host_memory_bytes_per_s = options.host->memory_bytes_per_s;
+    mo.optimizer_bytes_per_s = options.host->OptimizerThreadBytesPerSecond();
+    mo.optimizer_bytes_per_param = options.host->optimizer_bytes_per_param;
+  }
   MOBIUS_ASSIGN_OR_RETURN(ctx.machine, sim::MakeMachine(topology, facts, ctx.gpus, mo));
   MOBIUS_RETURN_IF_ERROR(CheckEveryUnitFits(ctx.problem));
   return ctx;
@@ -323,6 +354,7 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   }
   EstimatorOptions eo;
   eo.devices_in_host_memory = options.devices_in_host_memory;
+  eo.stale_weight_copy_bytes_per_parameter = options.optimizer_staleness == 1 ? 2 : 0;
   eo.memory_margin_bytes = options.cost.memory_margin_bytes;
   plan.memory = plan.round_robin
                     ? EstimateRoundRobinMemory(model, ctx.profile, ctx.problem, plan, eo)

@@ -22,7 +22,8 @@
 // Errors (one line each, with the numbers and what would make it fit):
 //   INVALID_ARGUMENT     non-positive shape, global batch not a multiple of the microbatch, a
 //                        sequence longer than the model's positions, unknown dtype/partitioner/
-//                        mapper, granted GPU out of range or duplicated, GPU without a known
+//                        mapper/dispatch, fp16_accumulate without fp16, staleness other than 0
+//                        or 1 or with resident/zero, pool dispatch without roundrobin, granted GPU out of range or duplicated, GPU without a known
 //                        device spec (analytic profile), a given profile for another model or
 //                        microbatch shape;
 //   FAILED_PRECONDITION  no GPUs in the topology (a GPU plan needs one), a unit that does not fit
@@ -42,6 +43,7 @@
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
 #include "server/planner/cost_model.h"
+#include "server/planner/host_spec.h"
 #include "server/planner/plan.h"
 #include "server/planner/profile.h"
 #include "server/planner/sim/machine.h"
@@ -55,7 +57,11 @@ struct JobShape {
   int64_t global_batch = 8;  // sequences per optimizer step (= M x microbatch)
   int64_t microbatch = 1;    // sequences per microbatch
   int64_t seq_len = 1024;    // tokens per sequence
-  std::string dtype = "bf16";  // weights/activations; only bf16 is planned today
+  // Weights/activations: "bf16" (our runtime: fp32 accumulation) or "fp16" (the published
+  // GeForce baselines). fp16_accumulate (fp16 only): GEMMs accumulate in fp16, the device's
+  // fp16-accumulate peak (2x on GeForce); the precision picks the peak (DeviceSpec).
+  std::string dtype = "bf16";
+  bool fp16_accumulate = false;
 };
 
 inline constexpr int64_t kEmulatedMemoryMarginBytes = int64_t{64} << 20;
@@ -80,8 +86,40 @@ struct PlanOptions {
   // The device spec still gives the GPU memory when the topology lacks it.
   std::optional<Profile> profile;
   int64_t gradient_bytes_per_parameter = 4;  // analytic profile: 4 = fp32 (the runtime), 2 = bf16
+  // Analytic profile: the device's calibrated kernel model when it has one (profile.h; the RTX
+  // 4090 preset); false: the flat `efficiency` model for every device.
+  bool use_kernel_model = true;
   CostOptions cost;
-  double duplex_factor = 1.0;          // simulator: full-duplex degradation (sim/engine.h)
+  // Simulator: full-duplex degradation of the host links (sim/engine.h); 0: the device spec's
+  // host_link_duplex_factor (0.54 for the RTX 4090 preset, 1 for the others).
+  double duplex_factor = 0;
+  // The host (host_spec.h): when set, its DRAM is a link every host copy and the CPU optimizer
+  // share, and the CPU optimizer runs at its AdamW rate (replacing
+  // cost.optimizer_seconds_per_billion_params). HostSpecForTopology gives the preset of the
+  // topology's CPU. Unset: neither is modelled (the optimizer at 0.3 s per billion parameters).
+  std::optional<HostSpec> host;
+  // The runtime's optimizer modes (mobius, roundrobin): staleness 0 (step r computes with the
+  // weights after update r - 1) or 1 (after update r - 2, r - 1 for r = 1, and after a sync step,
+  // checkpoint or eval, the newest: the CPU optimizer overlaps the next step; the host keeps a
+  // second bf16 weight copy, +2 bytes/parameter in the estimate). With staleness 1 the simulator
+  // runs simulated_steps consecutive steps and reports the last (0: 3 with staleness 1, else 1).
+  int optimizer_staleness = 0;
+  int simulated_steps = 0;
+  // mobius, roundrobin: every CPU optimizer step after the whole backward (the paper's Mobius);
+  // false: each stage's as soon as its gradients are in host memory.
+  bool optimizer_after_backward = false;
+  std::string dispatch = "static";     // roundrobin: static (pass j on GPU j mod N) | pool
+  // resident: Megatron's pipeline instead of ours: decoder blocks split evenly with the
+  // embedding on the first stage and the head on the last, 1F1B order, per-layer recompute (one
+  // layer's activations live) and min(S - s, M) checkpoints in flight on stage s.
+  bool megatron_resident = false;
+  // resident: FAILED_PRECONDITION when a stage does not fit (false: plan and simulate anyway, for
+  // timing a system whose real footprint our rule over-counts; the caller reports the fit).
+  bool resident_memory_check = true;
+  // Analytic profile: bytes per logit kept for the loss backward (4: fp32 logits, our runtime;
+  // 0: a fused or chunked loss that keeps none, RoundPipe's chunked linear + cross-entropy).
+  int64_t logits_bytes = 4;
+  sim::ZeroConfig zero;                // the zero schedule's model (default: the reference)
   double mip_time_limit_seconds = 10;  // all MIP solves together (the plan still comes back)
   // exact partitioner, mobius schedule: the best `simulation_candidates` stage counts by J (only
   // S >= N when the memory allows) are simulated and the fastest simulated wins; false: the

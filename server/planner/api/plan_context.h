@@ -56,11 +56,17 @@ absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& nam
 
 // min(N, L) stages of equal unit counts, one per GPU, scored on ctx.problem; FAILED_PRECONDITION
 // (with the numbers) when a stage with its optimizer state (18 bytes/parameter with fp32
-// gradients), one microbatch's activations and M checkpoints does not fit the GPU.
+// gradients), one microbatch's activations and M checkpoints does not fit the GPU. With
+// PlanOptions::megatron_resident: min(N, L) stages of the L blocks split evenly (embedding first,
+// head last), one unit's activations live and (units x min(S - s, M)) checkpoints on stage s.
 absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx);
 
 // One stage per unit (the ZeRO model's granularity), scored on ctx.problem.
 Partition UnitPartition(const PlanContext& ctx);
+
+// The simulator's configuration for `schedule` from the plan's options (staleness, steps,
+// dispatch, optimizer barrier, 1F1B, ZeRO model).
+sim::SimConfig SimConfigFor(const PlanContext& ctx, sim::Schedule schedule);
 
 // Simulates one step. zero: unit stages, machine order; roundrobin with `rr`: its forward and
 // backward stages (without: `partition` in both passes); others: the partition's stages.

@@ -17,6 +17,7 @@ const char* TaskKindName(TaskKind kind) {
     case TaskKind::kCheckpoint: return "checkpoint";
     case TaskKind::kGradientOffload: return "gradients";
     case TaskKind::kOptimizer: return "optimizer";
+    case TaskKind::kCollective: return "collective";
   }
   return "?";
 }
@@ -48,11 +49,54 @@ absl::Status Validate(const TaskGraph& g, const std::vector<SimLink>& links) {
             absl::StrCat("task ", i, " (", t.label, ") crosses link ", l, " without capacity"));
       }
     }
-    if (t.seconds < 0 || t.bytes < 0) {
+    if (t.seconds < 0 || t.bytes < 0 || t.max_bytes_per_s < 0) {
       return absl::InvalidArgumentError(absl::StrCat("task ", i, " has a negative size"));
     }
   }
   return absl::OkStatus();
+}
+
+// Max-min fair rates by progressive filling: every unfrozen transfer's rate rises at the same pace
+// until a link it crosses is full (its remaining capacity split among its unfrozen transfers) or
+// it reaches its own cap; those freeze at that level, and the rest keep rising on what is left. A
+// transfer limited elsewhere thus leaves its unused share of a link to the others.
+void FairRates(const TaskGraph& g, const std::vector<SimLink>& links, double duplex_factor,
+               const std::vector<int>& active, const std::vector<int>& count,
+               std::vector<double>& rate) {
+  const int num_links = static_cast<int>(links.size());
+  std::vector<double> left(num_links, 0);
+  std::vector<int> unfrozen_on(count);
+  for (int l = 0; l < num_links; ++l) {
+    if (count[l] == 0) continue;
+    const int rev = links[l].reverse;
+    left[l] = links[l].bytes_per_s * (rev >= 0 && count[rev] > 0 ? duplex_factor : 1.0);
+  }
+  std::vector<int> todo(active), frozen_now;
+  while (!todo.empty()) {
+    double level = std::numeric_limits<double>::infinity();
+    for (int i : todo) {
+      const Task& t = g.tasks[i];
+      if (t.max_bytes_per_s > 0) level = std::min(level, t.max_bytes_per_s);
+      for (int l : t.path) level = std::min(level, left[l] / unfrozen_on[l]);
+    }
+    const double reach = level * (1 + 1e-12);
+    frozen_now.clear();
+    std::vector<int> still;
+    for (int i : todo) {
+      const Task& t = g.tasks[i];
+      bool limited = t.max_bytes_per_s > 0 && t.max_bytes_per_s <= reach;
+      for (int l : t.path) limited = limited || left[l] / unfrozen_on[l] <= reach;
+      (limited ? frozen_now : still).push_back(i);
+    }
+    for (int i : frozen_now) {
+      rate[i] = level;
+      for (int l : g.tasks[i].path) {
+        left[l] = std::max(0.0, left[l] - level);
+        --unfrozen_on[l];
+      }
+    }
+    todo.swap(still);
+  }
 }
 
 }  // namespace
@@ -141,24 +185,15 @@ absl::StatusOr<EngineResult> RunEngine(const TaskGraph& g, const std::vector<Sim
                                               " of ", n, " tasks left (dependency cycle?)"));
     }
     ++r.events;
-    // Rates: fair share per link, full-duplex degradation.
+    // Rates: max-min fair share over the links (full-duplex degradation applied), per-task caps.
     std::fill(count.begin(), count.end(), 0);
     for (int i : active_transfer) {
       for (int l : g.tasks[i].path) ++count[l];
     }
+    FairRates(g, links, duplex_factor, active_transfer, count, rate);
     double dt = std::numeric_limits<double>::infinity();
     for (int i : active_compute) dt = std::min(dt, end_time[i] - now);
-    for (int i : active_transfer) {
-      double best = std::numeric_limits<double>::infinity();
-      for (int l : g.tasks[i].path) {
-        double cap = links[l].bytes_per_s;
-        const int rev = links[l].reverse;
-        if (rev >= 0 && count[rev] > 0) cap *= duplex_factor;
-        best = std::min(best, cap / count[l]);
-      }
-      rate[i] = best;
-      dt = std::min(dt, remaining[i] / best);
-    }
+    for (int i : active_transfer) dt = std::min(dt, remaining[i] / rate[i]);
     dt = std::max(dt, 0.0);
     for (int l = 0; l < num_links; ++l) {
       if (count[l] > 0) r.links[l].busy_seconds += dt;

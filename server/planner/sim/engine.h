@@ -6,11 +6,15 @@
 // of the lowest `priority`, so activations can overtake queued weight prefetches). A stream runs
 // `capacity` tasks at once (1 for GPU streams, the optimizer thread count for the CPU).
 //
-// Links: one direction of a PCIe (or NVLink) link, with a capacity in bytes/s. A transfer crosses
-// the links of its `path`; its rate is min over those links of capacity / (number of transfers
-// active on the link), recomputed at every event. When both directions of a physical link are busy,
-// each direction's capacity is multiplied by the full-duplex factor (1 = ideal full duplex; ~0.6 on
-// PCIe Gen4 hosts, design/mobius.md section 3).
+// Links: one direction of a PCIe (or NVLink) link, or the host's DRAM (both directions and the CPU
+// optimizer together: no reverse), with a capacity in bytes/s. A transfer crosses the links of
+// its `path`; the rates are the max-min fair allocation (progressive filling: all transfers'
+// rates rise together; a transfer stops rising when a link it crosses is full or it reaches its
+// own `max_bytes_per_s`; the others share what is left), recomputed at every event. When both
+// directions of a physical link are busy, each direction's capacity is multiplied by the
+// full-duplex factor (1 = ideal full duplex; 0.54 on PCIe Gen4 RTX 4090 hosts, design/mobius.md
+// section 3). A CPU optimizer step can be a "transfer" too: its bytes are the DRAM traffic of the
+// update, over the DRAM link, capped by its threads' rate (sim/machine.h).
 //
 // Deadlock-free when every task's dependencies were created before it (the schedules do so): FIFO
 // edges then follow creation order and list-scheduled streams take any ready task.
@@ -49,7 +53,8 @@ enum class TaskKind {
   kActivation,       // boundary activation or its gradient between stages
   kCheckpoint,       // stage-boundary activation to/from host memory for the backward
   kGradientOffload,  // bf16 gradients (or a chunk) GPU -> host
-  kOptimizer,        // CPU Adam for a stage
+  kOptimizer,        // CPU Adam for a stage (fixed seconds, or DRAM bytes at a capped rate)
+  kCollective,       // one GPU's share of a collective through host memory (ZeRO gathers)
 };
 const char* TaskKindName(TaskKind kind);
 
@@ -64,8 +69,10 @@ struct Task {
   std::vector<int> path;  // link ids
   std::vector<int> deps;  // task ids, all < this task's id
   int64_t priority = 0;   // list-scheduled streams: lower first
+  double max_bytes_per_s = 0;  // transfers: > 0 caps this task's own rate (CPU optimizer threads)
   int gpu = -1, stage = -1, microbatch = -1;
   bool backward = false;
+  int step = 0;  // which of the simulated steps it belongs to (SimConfig::steps)
   // mobius / roundrobin: which load of a weight slot on `gpu` (numbered per GPU in load order) a
   // weight upload, compute or gradient offload belongs to; a pass that reuses a loaded slot
   // (schedules.h) shares its number. -1: none (other tasks; the resident and zero schedules).

@@ -17,8 +17,8 @@ std::vector<int> SimMachine::P2pPath(int a, int b) const {
   if (gpus[a].nvlink_out >= 0 && gpus[b].nvlink_in >= 0) {
     return {gpus[a].nvlink_out, gpus[b].nvlink_in};
   }
-  // Own links: the first of the D2H path and the last of the H2D path.
-  return {gpus[a].d2h_path.front(), gpus[b].h2d_path.back()};
+  // Own links: the source's D2H and the destination's H2D.
+  return {gpus[a].own_link + 1, gpus[b].own_link};
 }
 
 int SimMachine::AddDuplexLink(const std::string& name, double bytes_per_s) {
@@ -56,6 +56,7 @@ absl::StatusOr<SimMachine> MakeMachine(const topology::Topology& topology,
     s.topology_gpu = g;
     s.name = topology.gpus[g].name;
     const int own_link = m.AddDuplexLink(absl::StrCat("gpu", g), eff * own);
+    s.own_link = own_link;
     int up = -1;
     if (f.contention_group >= 0) {
       const topology::ContentionGroup& cg = facts.contention_groups[f.contention_group];
@@ -91,6 +92,16 @@ absl::StatusOr<SimMachine> MakeMachine(const topology::Topology& topology,
     }
     m.gpus.push_back(std::move(s));
   }
+  if (options.host_memory_bytes_per_s > 0) {
+    m.host_memory_link = static_cast<int>(m.links.size());
+    m.links.push_back({"host.memory", options.host_memory_bytes_per_s, -1});
+    for (SimGpu& g : m.gpus) {
+      g.h2d_path.push_back(m.host_memory_link);
+      g.d2h_path.push_back(m.host_memory_link);
+    }
+  }
+  m.optimizer_bytes_per_s = options.optimizer_bytes_per_s;
+  m.optimizer_bytes_per_param = options.optimizer_bytes_per_param;
   const int n = m.num_gpus();
   m.p2p.assign(n, std::vector<bool>(n, false));
   for (int a = 0; a < n; ++a) {

@@ -31,26 +31,57 @@
 //               its gradients; its CPU optimizer runs as soon as they are in host memory
 //               (overlapped). Backward-stage optimizer time is its share of weight bytes.
 //   resident    no swapping: weights stay on the GPUs (no uploads, no gradient offload, optimizer
-//               on the GPU, not modelled); checkpoints stay on the GPU; only boundary activations
-//               move between GPUs.
-//   zero        ZeRO-3-offload reference (data parallel): microbatch m on GPU m mod N; every GPU
-//               uploads every stage's weights in forward and in backward (~N x 4P bytes of H2D per
-//               step, double-buffered; no slot reuse: ZeRO-3 gathers a layer's parameters again
-//               for its backward), computes its microbatches, offloads its gradients; the
-//               host reduces them and runs the optimizer (after the backward by default, like
-//               DeepSpeed). When every pair has NVLink, each GPU uploads 1/N and the rest is
-//               all-gathered over NVLink; gradients are reduce-scattered over NVLink and 1/N goes
-//               D2H. Activations stay on the GPU. Pass per-unit stages for layer granularity.
+//               on the GPU, not modelled: ~20 ms for 1B parameters at GPU memory speed);
+//               checkpoints stay on the GPU; only boundary activations move between GPUs. Order
+//               per GPU: all forwards then all backwards (GPipe), or with one_f_one_b Megatron's
+//               non-interleaved 1F1B (min(S-1-s, M) warm-up forwards, then one forward and one
+//               backward alternately); with equal stages both take (M + S - 1) stage slots.
+//   zero        ZeRO-3-offload (data parallel): microbatch m on GPU m mod N, parameters and
+//               optimizer state in host memory, gathered layer by layer (pass per-unit stages),
+//               double-buffered (a GPU holds two layers' gathered parameters). SimConfig::zero:
+//               - the reference (default): every GPU uploads every layer's weights from host in
+//                 forward and in backward (~N x 4P bytes of H2D per step), computes all its
+//                 microbatches, offloads its full gradient (the host reduces); with NVLink
+//                 between every pair, each GPU uploads 1/N and the rest is all-gathered over
+//                 NVLink, gradients reduce-scattered over NVLink and 1/N goes D2H;
+//               - ZeRO-Infinity on GPUs without P2P (host_staged_collectives): each GPU holds
+//                 1/N of the parameters in host memory; a gather = its 1/N H2D, then a ring
+//                 all-gather through host memory (each GPU receives (N-1)/N of the layer H2D and
+//                 sends as much D2H, on its own ring streams, so both directions of its link are
+//                 busy); micro_steps accumulation micro-steps, each gathering every layer
+//                 `gathers` times (3: forward, the recompute's forward, backward) and
+//                 reduce-scattering the gradients through host memory the same way; each GPU
+//                 keeps its 1/N of the gradients and offloads it after the last micro-step.
+//               Activations stay on the GPU; CPU optimizer after the backward by default
+//               (DeepSpeed), zero_optimizer_barrier.
+//
+// Several steps (mobius, roundrobin; SimConfig::steps): the steps run back to back in one graph,
+// so the next step's passes can overlap the last one's backward and optimizer, and the result is
+// the LAST step (its duration = end of its last task - end of the step before's). Between steps:
+// - weights: a pass of step k uploads the weights of the update of step k - 1 - staleness
+//   (optimizer_staleness 0: the last update; 1: the one before, so the CPU optimizer overlaps the
+//   next step, as RoundPipe and the runtime's async mode do: step r computes with the weights
+//   after update r - 2). Its upload waits for those optimizer steps of its units. No slot keeps
+//   its weights across a step boundary (they are a new version).
+// - gradients: one host gradient buffer per stage: step k's gradient offload of a stage waits for
+//   the stage's update of step k - 1 (which reads the buffer).
+// With staleness 0 and the optimizer after the backward, a second step cannot start before the
+// first one's updates, so one step already gives the steady state (the default).
+//
+// Dispatch (roundrobin): static, pass j on gpu_order[j mod N] (RoundPipe's round-robin counter,
+// continuing over steps), or pool: a GPU claims the next pass of the stream when it starts
+// computing its current pass and prefetches it into its other slot (the runtime's pool mode;
+// Simulate finds the assignment, simulator.h).
 //
 // Weight slots (mobius, roundrobin), as the runtime uses them (worker/runtime/pipeline_worker.cc,
 // RunPasses; pipeline_passes.cc, EnsureLoaded / Prefetch): each GPU has two, and a pass whose unit
 // range a slot holds (loaded in this step) runs from it without an upload. Any other pass's weights
 // are uploaded (chunked, H2D) into the slot used less recently, once that slot's last pass has
 // released it (its last compute; backward: also its gradient offload), so a GPU holds at most two
-// stages: the computing one and the prefetched next. Assumed: the runtime always prefetches (it
-// skips a prefetch whose weights' update from the previous step is not done yet, which a single
-// simulated step cannot show), and a slot's next upload waits for its gradient offload (the
-// runtime only waits for that before zeroing the slot's gradients).
+// stages: the computing one and the prefetched next. Assumed: a prefetch whose weights' update is
+// not done yet waits for it (several steps show it; the runtime skips such a prefetch and loads
+// on demand), and a slot's next upload waits for its gradient offload (the runtime only waits for
+// that before zeroing the slot's gradients).
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_SIM_SCHEDULES_H_
@@ -85,6 +116,7 @@ struct SimStage {
   double optimizer_seconds = 0; // CPU Adam for the stage's parameters
   int unit_begin = 0;           // the stage's layer units [unit_begin, unit_end) (roundrobin
   int unit_end = 0;             // matches checkpoints to backward stages by unit)
+  int64_t parameters = 0;       // its parameters (the optimizer's DRAM traffic, SimMachine)
 };
 
 // Stages of a partition: sums over units; input_bytes = problem.boundary_bytes except stage 0
@@ -99,6 +131,16 @@ std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem);
 std::vector<SimStage> MakeZeroSimStages(const PartitionProblem& problem,
                                         int64_t gradient_bytes_per_parameter);
 
+struct ZeroConfig {
+  int micro_steps = 1;   // accumulation micro-steps per step (each GPU: M / (N x micro_steps) each)
+  int gathers = 2;       // parameter gathers per layer per micro-step: 2 or 3 (recompute's own)
+  bool host_staged_collectives = false;  // ZeRO-Infinity's collectives through host memory
+};
+
+enum class Dispatch { kStatic, kPool };
+const char* DispatchName(Dispatch d);                       // "static", "pool"
+absl::StatusOr<Dispatch> ParseDispatch(const std::string& name);
+
 struct SimConfig {
   Schedule schedule = Schedule::kMobius;
   int num_microbatches = 1;     // M
@@ -109,10 +151,19 @@ struct SimConfig {
   // roundrobin only: the backward partition's stages (MakeSimStages of it), covering the same
   // units as the forward stages. Empty: the forward stages in both passes.
   std::vector<SimStage> backward_stages;
+  int steps = 1;                // consecutive steps (mobius, roundrobin; above); resident, zero: 1
+  int optimizer_staleness = 0;  // 0 | 1 (mobius, roundrobin)
+  Dispatch dispatch = Dispatch::kStatic;  // roundrobin
+  // roundrobin: the GPU (topology index) of every pass of every step in stream order; empty:
+  // gpu_order[j mod N]. Simulate fills it for pool dispatch.
+  std::vector<int> pass_gpus;
+  bool one_f_one_b = false;     // resident: 1F1B order (one stage per GPU)
+  ZeroConfig zero;
 };
 
-// INVALID_ARGUMENT for no stages, M < 1, a gpu_order entry not in the machine, or backward stages
-// that do not cover the forward stages' units.
+// INVALID_ARGUMENT for no stages, M < 1, a gpu_order or pass_gpus entry not in the machine,
+// pass_gpus of the wrong length, backward stages that do not cover the forward stages' units,
+// steps outside [1, 64], staleness other than 0 or 1, a bad ZeroConfig.
 absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
                                          const std::vector<SimStage>& stages,
                                          const SimConfig& config);

@@ -8,16 +8,17 @@
 namespace mobius::planner::sim {
 namespace {
 
+// Metrics of the reported step (the last one; SimResult::step_begin_seconds on).
 void GpuMetrics(const SimMachine& m, SimResult& r) {
   const TaskGraph& g = r.graph;
   const std::vector<TaskTiming>& t = r.engine.timings;
   const int n = m.num_gpus();
+  const int last = r.steps - 1;
   r.gpus.assign(n, {});
-  std::vector<double> last_end(n, 0);
-  std::vector<bool> any(n, false);
   std::vector<std::vector<int>> computes(n);
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const Task& k = g.tasks[i];
+    if (k.step != last) continue;
     if (k.kind == TaskKind::kCompute) {
       computes[k.gpu].push_back(static_cast<int>(i));
       r.compute_end_seconds = std::max(r.compute_end_seconds, t[i].end);
@@ -41,7 +42,7 @@ void GpuMetrics(const SimMachine& m, SimResult& r) {
     s.gpu = m.gpus[gpu].topology_gpu;
     std::vector<int>& c = computes[gpu];
     std::sort(c.begin(), c.end(), [&](int a, int b) { return t[a].start < t[b].start; });
-    double prev = 0;
+    double prev = r.step_begin_seconds;
     for (int i : c) {
       s.busy_seconds += t[i].end - t[i].start;
       const double gap = t[i].start - prev;
@@ -64,9 +65,10 @@ void GpuMetrics(const SimMachine& m, SimResult& r) {
     s.idle_tail_seconds = r.compute_end_seconds - prev;
     busy_total += s.busy_seconds;
   }
-  const int used = n;
-  r.bubble_fraction =
-      r.compute_end_seconds > 0 ? 1.0 - busy_total / (used * r.compute_end_seconds) : 0.0;
+  // One step: idle share over [0, compute end]; several: over the last step's period.
+  const double window =
+      r.steps > 1 ? r.step_seconds : r.compute_end_seconds - r.step_begin_seconds;
+  r.bubble_fraction = window > 0 ? 1.0 - busy_total / (n * window) : 0.0;
 }
 
 void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
@@ -80,7 +82,7 @@ void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
   std::map<Key, Residency> slots;
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const Task& k = g.tasks[i];
-    if (k.stage < 0 || k.stage >= num_stages) continue;
+    if (k.step != r.steps - 1 || k.stage < 0 || k.stage >= num_stages) continue;
     StageTiming& st = r.stages[k.stage];
     if (k.kind == TaskKind::kOptimizer) st.optimizer_end = std::max(st.optimizer_end, t[i].end);
     if (k.kind == TaskKind::kCompute) {
@@ -122,10 +124,15 @@ void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
   }
 }
 
-}  // namespace
+int StepsOf(const SimConfig& c) {
+  return c.schedule == Schedule::kMobius || c.schedule == Schedule::kRoundRobin
+             ? std::max(1, c.steps)
+             : 1;
+}
 
-absl::StatusOr<SimResult> Simulate(const SimMachine& machine, const std::vector<SimStage>& stages,
-                                   const SimConfig& config) {
+absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
+                                       const std::vector<SimStage>& stages,
+                                       const SimConfig& config) {
   absl::StatusOr<TaskGraph> graph = BuildTaskGraph(machine, stages, config);
   if (!graph.ok()) return graph.status();
   absl::StatusOr<EngineResult> engine = RunEngine(*graph, machine.links, machine.duplex_factor);
@@ -134,15 +141,104 @@ absl::StatusOr<SimResult> Simulate(const SimMachine& machine, const std::vector<
   r.schedule = ScheduleName(config.schedule);
   r.graph = *std::move(graph);
   r.engine = *std::move(engine);
-  r.step_seconds = r.engine.makespan;
+  r.steps = StepsOf(config);
+  std::vector<double> step_end(r.steps, 0);
+  for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
+    const int k = std::min(r.graph.tasks[i].step, r.steps - 1);
+    step_end[k] = std::max(step_end[k], r.engine.timings[i].end);
+  }
+  r.step_begin_seconds = r.steps > 1 ? step_end[r.steps - 2] : 0.0;
+  r.step_seconds = step_end[r.steps - 1] - r.step_begin_seconds;
+  r.compute_end_seconds = r.step_begin_seconds;
+  // Link bytes of the reported step; busy time averaged over the steps.
+  std::vector<int64_t> bytes(machine.links.size(), 0);
+  for (const Task& k : r.graph.tasks) {
+    if (k.step != r.steps - 1) continue;
+    for (int l : k.path) bytes[l] += k.bytes;
+  }
   for (size_t l = 0; l < machine.links.size(); ++l) {
-    r.links.push_back({machine.links[l].name, machine.links[l].bytes_per_s, r.engine.links[l].bytes,
-                       r.engine.links[l].busy_seconds});
+    r.links.push_back({machine.links[l].name, machine.links[l].bytes_per_s, bytes[l],
+                       r.engine.links[l].busy_seconds / r.steps});
   }
   GpuMetrics(machine, r);
   // roundrobin with a backward partition: backward_* fields of StageTiming k are backward stage k.
   StageMetrics(machine, r,
                static_cast<int>(std::max(stages.size(), config.backward_stages.size())));
+  return r;
+}
+
+// Pool dispatch: a GPU claims the next pass of the stream when it starts computing its current
+// one; GPUs claim passes 0..N-1 in gpu_order at the start. The claims depend on the timings and
+// the timings on the claims, so the assignment is iterated to a fixed point from round-robin: the
+// k-th pass to start computing (by first-microbatch start, ties by pass) hands pass N + k to its
+// GPU. Stops at the fixed point or after kPoolIterations (SimResult::pool_converged). Passes
+// start in stream order wherever a pass needs its predecessor's first microbatch (every pass but
+// a step's first forward one), and then the rule hands out passes round-robin: pool and static
+// differ only where a step's first pass starts out of order (staleness 1).
+constexpr int kPoolIterations = 12;
+
+absl::StatusOr<SimResult> SimulatePool(const SimMachine& machine,
+                                       const std::vector<SimStage>& stages,
+                                       const SimConfig& config) {
+  SimConfig c = config;
+  std::vector<int> order = config.gpu_order;
+  if (order.empty()) {
+    for (const SimGpu& g : machine.gpus) order.push_back(g.topology_gpu);
+  }
+  const int n = static_cast<int>(order.size());
+  const int sf = static_cast<int>(stages.size());
+  const int sb = config.backward_stages.empty() ? sf
+                                                : static_cast<int>(config.backward_stages.size());
+  const int per_step = sf + sb;
+  const int total = per_step * std::max(1, config.steps);
+  c.pass_gpus.resize(total);
+  for (int j = 0; j < total; ++j) c.pass_gpus[j] = order[j % n];
+  absl::StatusOr<SimResult> r;
+  for (int iter = 1; iter <= kPoolIterations; ++iter) {
+    r = SimulateOnce(machine, stages, c);
+    if (!r.ok()) return r.status();
+    r->pool_iterations = iter;
+    // First-microbatch compute start of every pass.
+    std::vector<double> start(total, -1);
+    for (size_t i = 0; i < r->graph.tasks.size(); ++i) {
+      const Task& k = r->graph.tasks[i];
+      if (k.kind != TaskKind::kCompute) continue;
+      const int j = k.step * per_step + (k.backward ? sf + (sb - 1 - k.stage) : k.stage);
+      const double s = r->engine.timings[i].start;
+      if (start[j] < 0 || s < start[j]) start[j] = s;
+    }
+    std::vector<int> by_start(total);
+    for (int j = 0; j < total; ++j) by_start[j] = j;
+    std::stable_sort(by_start.begin(), by_start.end(),
+                     [&](int a, int b) { return start[a] < start[b]; });
+    std::vector<int> next(total);
+    for (int j = 0; j < std::min(n, total); ++j) next[j] = order[j];
+    for (int k = 0; k + n < total; ++k) {
+      // In a consistent assignment the k-th pass to start was claimed before pass N + k; in an
+      // intermediate one it may not have been: keep its previous GPU then.
+      const int src = by_start[k];
+      next[k + n] = src < k + n ? next[src] : c.pass_gpus[src];
+    }
+    if (next == c.pass_gpus) {
+      r->pool_converged = true;
+      break;
+    }
+    c.pass_gpus = std::move(next);
+  }
+  r->pass_gpus = c.pass_gpus;
+  return r;
+}
+
+}  // namespace
+
+absl::StatusOr<SimResult> Simulate(const SimMachine& machine, const std::vector<SimStage>& stages,
+                                   const SimConfig& config) {
+  if (config.schedule == Schedule::kRoundRobin && config.dispatch == Dispatch::kPool &&
+      config.pass_gpus.empty()) {
+    return SimulatePool(machine, stages, config);
+  }
+  absl::StatusOr<SimResult> r = SimulateOnce(machine, stages, config);
+  if (r.ok()) r->pass_gpus = config.pass_gpus;
   return r;
 }
 

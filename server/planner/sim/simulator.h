@@ -58,18 +58,29 @@ struct Residency {
   double begin = 0, end = 0;
 };
 
+// With several steps (SimConfig::steps) everything but `graph`/`engine` describes the LAST step:
+// its duration, its tasks' bytes and its GPUs' busy time; times stay absolute (from the first
+// step's start), the last step's window is [step_begin_seconds, step_begin + step_seconds].
 struct SimResult {
   std::string schedule;
-  double step_seconds = 0;          // end of the last task (optimizer included)
-  double compute_end_seconds = 0;   // end of the last compute task
-  // Idle share of the GPUs' compute streams over [0, compute_end]: 1 - busy / (N x compute_end).
+  int steps = 1;                    // simulated; the reported one is the last
+  double step_begin_seconds = 0;    // end of the step before the reported one (0: one step)
+  // One step: the end of its last task (optimizer included). Several: the end of the last step's
+  // last task minus that of the step before (the steady-state period).
+  double step_seconds = 0;
+  double compute_end_seconds = 0;   // end of the reported step's last compute task
+  // Idle share of the GPUs' compute streams: one step over [0, compute_end]; several over the
+  // last step's period: 1 - busy / (N x window).
   double bubble_fraction = 0;
   std::vector<GpuStats> gpus;       // by machine position
-  std::vector<LinkStats> links;     // by link id
+  std::vector<LinkStats> links;     // by link id (bytes of the reported step; busy time / steps)
   std::vector<StageTiming> stages;
   std::vector<Residency> residencies;
   int64_t h2d_bytes = 0, d2h_bytes = 0, p2p_bytes = 0;
   int64_t weight_upload_bytes = 0;  // weights host -> GPU (the traffic argument's quantity)
+  std::vector<int> pass_gpus;       // roundrobin pool dispatch: the GPU of every pass, all steps
+  int pool_iterations = 0;          // pool dispatch: simulations run to find the assignment
+  bool pool_converged = false;      // ... and whether it reached a fixed point
   TaskGraph graph;                  // what ran, with its timings (tests, traces)
   EngineResult engine;
 };

@@ -156,5 +156,26 @@ TEST(MakePartitionProblem, FromProfileAndTopology) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// A round-robin forward pass under recompute keeps no activations for a backward: with
+// forward_keeps_boundaries_only its slot holds the weights, every unit's input and one unit's
+// transient activations; a backward (and kBoth) still holds every unit's activations.
+TEST(StageMemory, ForwardPassKeepsBoundariesOnly) {
+  PartitionProblem p;
+  p.num_gpus = 1;
+  p.units = {{1, 3, 10, 20, 100, 4}, {1, 3, 10, 20, 300, 8}, {1, 3, 10, 20, 200, 8}};
+  p.gpu_memory_bytes = 1 << 20;
+  PartitionProblem f = PassProblem(p, Pass::kForward);
+  EXPECT_EQ(EvaluateStage(f, 0, 3).slot_bytes, 30 + 600);  // weights + every activation
+  f.forward_keeps_boundaries_only = true;
+  EXPECT_EQ(EvaluateStage(f, 0, 3).slot_bytes, 30 + (4 + 8 + 8) + (300 - 8));
+  EXPECT_EQ(EvaluateStage(f, 0, 3).memory_bytes, 2 * (30 + 20 + 292));
+  PartitionProblem b = PassProblem(p, Pass::kBackward);
+  b.forward_keeps_boundaries_only = true;
+  EXPECT_EQ(EvaluateStage(b, 0, 3).slot_bytes, 30 + 60 + 600);
+  // Still monotone in the range (what the exact partitioners need).
+  EXPECT_LE(EvaluateStage(f, 0, 1).slot_bytes, EvaluateStage(f, 0, 2).slot_bytes);
+  EXPECT_LE(EvaluateStage(f, 1, 3).slot_bytes, EvaluateStage(f, 0, 3).slot_bytes);
+}
+
 }  // namespace
 }  // namespace mobius::planner

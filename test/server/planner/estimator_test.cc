@@ -71,6 +71,15 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   const MemoryEstimate e16 = EstimateMemory(m, *prof16, *p, *part, *map, microbatches);
   EXPECT_EQ(e16.host_model_state_bytes, 16 * 210240);
   EXPECT_EQ(e16.pinned_bytes, 4 * 210240 + 8448);
+
+  // The runtime's asynchronous optimizer (staleness 1) keeps a second bf16 weight copy, pinned
+  // like the first: + 2 bytes/parameter in both.
+  EstimatorOptions stale;
+  stale.stale_weight_copy_bytes_per_parameter = 2;
+  const MemoryEstimate es = EstimateMemory(m, *prof, *p, *part, *map, microbatches, stale);
+  EXPECT_EQ(es.host_model_state_bytes, 20 * 210240);
+  EXPECT_EQ(es.host_bytes, e.host_bytes + 2 * 210240);
+  EXPECT_EQ(es.pinned_bytes, 8 * 210240 + 8448);
 }
 
 }  // namespace

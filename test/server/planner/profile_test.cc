@@ -1,6 +1,9 @@
 #include "server/planner/profile.h"
 
+#include <optional>
+
 #include "gtest/gtest.h"
+#include "server/planner/host_spec.h"
 #include "test/server/planner/test_models.h"
 
 namespace mobius::planner {
@@ -76,6 +79,35 @@ TEST(DeviceSpec, PresetsByGpuName) {
   EXPECT_EQ(DeviceSpecForGpuName("NVIDIA H100 80GB HBM3")->name, "H100");
   EXPECT_EQ(DeviceSpecForGpuName("NVIDIA H200")->name, "H200");
   EXPECT_FALSE(DeviceSpecForGpuName("Matrox G200").has_value());
+}
+
+TEST(HostSpec, PresetsAndTheOptimizerRate) {
+  LoadedFixture f = LoadFixture("rtx4090_2s_4sw_8gpu.xml");
+  std::optional<HostSpec> h = HostSpecForTopology(f.topology);
+  ASSERT_TRUE(h.has_value());
+  // 2 sockets x 8 channels x DDR4-3200 x 8 bytes x 0.7.
+  EXPECT_NEAR(h->memory_bytes_per_s, 0.7 * 2 * 8 * 3200e6 * 8, 1);
+  // 8 threads x 400 M params/s: thread-bound, 0.3125 s per billion parameters.
+  EXPECT_NEAR(h->OptimizerSeconds(1'000'000'000), 0.3125, 1e-9);
+  EXPECT_NEAR(h->OptimizerThreadBytesPerSecond(), 8 * 4e8 * 30, 1);
+  // 64 threads would want 768 GB/s: the DRAM caps them.
+  h->optimizer_threads = 64;
+  EXPECT_NEAR(h->OptimizerParamsPerSecond(), h->memory_bytes_per_s / 30, 1);
+  EXPECT_TRUE(HostSpecForCpu("Intel(R) Xeon(R) Gold 6130 CPU @ 2.10GHz", 2).has_value());
+  EXPECT_FALSE(HostSpecForCpu("Some Future CPU", 1).has_value());
+  EXPECT_FALSE(HostSpecForTopology(topology::Topology{}).has_value());
+}
+
+TEST(DeviceSpec, Rtx4090CarriesTheCalibratedProfile) {
+  const DeviceSpec d = Rtx4090Spec();
+  EXPECT_DOUBLE_EQ(d.gemm_peak_flops_per_s(false), 165.2e12);
+  EXPECT_DOUBLE_EQ(d.gemm_peak_flops_per_s(true), 330.3e12);
+  EXPECT_TRUE(d.has_kernel_model());
+  EXPECT_DOUBLE_EQ(d.host_link_duplex_factor, 0.54);
+  const DeviceSpec h = H100Spec();  // one rate for both accumulations, no calibration
+  EXPECT_DOUBLE_EQ(h.gemm_peak_flops_per_s(true), h.peak_flops_per_s);
+  EXPECT_FALSE(h.has_kernel_model());
+  EXPECT_DOUBLE_EQ(h.host_link_duplex_factor, 1.0);
 }
 
 }  // namespace

@@ -1,0 +1,58 @@
+#include "server/planner/kernel_model.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace mobius::planner {
+namespace {
+
+// Seconds of one GEMM of `flops` that moves `bytes` (operands read once, result written once): the
+// slower of the tensor cores and the DRAM.
+double Roofline(double flops, double bytes, double flops_per_s, double bytes_per_s) {
+  return std::max(flops / flops_per_s, bytes / bytes_per_s);
+}
+
+void AddGemms(const std::vector<model::ParamSpec>& params, std::vector<model::ParamSpec>* out) {
+  for (const model::ParamSpec& p : params) {
+    if (p.role == model::ParamRole::kMatmulWeight && p.shape.size() == 2) out->push_back(p);
+  }
+}
+
+}  // namespace
+
+UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit, int64_t tokens,
+                              int64_t seq_len, const KernelDevice& device,
+                              const KernelModel& kernels,
+                              const model::ActivationOptions& activations) {
+  const model::LayerUnit& u = model.units.at(unit);
+  const double t = static_cast<double>(tokens);
+  const double a = static_cast<double>(activations.activation_bytes);
+  const double gemm_rate = device.gemm_peak_flops_per_s * kernels.gemm_efficiency;
+  const double attention_rate = device.attention_peak_flops_per_s * kernels.gemm_efficiency;
+  const double bw = device.memory_bytes_per_s * kernels.memory_efficiency;
+
+  std::vector<model::ParamSpec> gemms;
+  AddGemms(u.params, &gemms);
+  AddGemms(u.shared_params, &gemms);
+  UnitSeconds s;
+  for (const model::ParamSpec& g : gemms) {
+    const double n = static_cast<double>(g.shape[0]);
+    const double k = static_cast<double>(g.shape[1]);
+    const double one = Roofline(2 * t * k * n, a * (t * k + k * n + t * n), gemm_rate, bw);
+    s.forward += one;
+    s.backward += 2 * one;  // dX = dY W and dW = dY^T X: the same FLOPs and traffic each
+  }
+  const double attention =
+      model::UnitAttentionForwardFlopsPerToken(model, unit, seq_len) * t / attention_rate;
+  s.forward += attention;
+  s.backward += kernels.attention_backward_factor * attention;
+
+  const model::UnitActivationBytes act = model::UnitActivations(model, unit, activations);
+  const double touched =
+      static_cast<double>(act.boundary_bytes_per_token + act.SavedBytesPerToken(seq_len)) * t;
+  s.forward += kernels.elementwise_passes_forward * touched / bw;
+  s.backward += kernels.elementwise_passes_backward * touched / bw;
+  return s;
+}
+
+}  // namespace mobius::planner

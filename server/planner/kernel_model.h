@@ -1,0 +1,70 @@
+// The calibrated kernel model: how long one layer unit's forward and backward take on a GPU, from
+// the unit's GEMM shapes, its attention FLOPs and the activation bytes it touches, instead of one
+// flat "fraction of peak" for everything. AnalyticProfile (profile.h) uses it when the device spec
+// carries one (DeviceSpec::kernels; the RTX 4090 preset does). docs/planner.md, "The calibrated
+// model", gives the derivation and the data.
+//
+// Per unit, for a microbatch of T tokens (B sequences of S tokens), activation bytes a (2):
+//
+//   forward  = sum over the unit's GEMMs of roofline(2 T K N,  a (T K + K N + T N))
+//            + attention_flops(S) T / (peak_fp32acc x gemm_efficiency)
+//            + elementwise_passes_forward x (boundary + saved activation bytes of the unit) T / bw
+//   backward = sum over GEMMs of 2 x roofline(...)              (input and weight gradient)
+//            + 2.5 x attention_flops(S) T / (peak_fp32acc x gemm_efficiency)
+//            + elementwise_passes_backward x (boundary + saved activation bytes) T / bw
+//   roofline(f, b) = max(f / (peak x gemm_efficiency), b / bw),   bw = memory_bytes_per_s x
+//                    memory_efficiency
+//
+// GEMMs: every matmul weight the unit reads, [out N, in K] (the tied head's shared embedding
+// included), with M = T rows. The roofline is the size dependence of the efficiency: a GEMM does
+// T K N / (T K + K N + T N) FLOPs per byte moved over a, so with K, N = 4096 on an RTX 4090 (ridge
+// 231 TFLOP/s / 907 GB/s = 255 FLOP/byte) it is memory-bound below ~300 tokens (decode-like
+// shapes, tiny microbatches); at the shapes of the published fine-tuning runs (T >= 2048,
+// K, N >= 1024) every GEMM is compute-bound and the per-token cost is flat. `peak` is the job's accumulation precision's (fp16 accumulate on GeForce is twice
+// fp32 accumulate); attention runs at the fp32-accumulate peak whatever the GEMMs use, because
+// FlashAttention-2 accumulates in fp32. FlashAttention-2's backward runs five matmuls to the
+// forward's two (it recomputes the scores): 2.5x the forward's attention FLOPs.
+// Elementwise work (norms, RoPE, activation functions, residual adds, the loss) is memory-bound;
+// it is charged as passes over the activations the unit keeps for its backward
+// (model::UnitActivations: boundary + saved bytes per token).
+//
+// Pure; thread-safe.
+#ifndef MOBIUS_SERVER_PLANNER_KERNEL_MODEL_H_
+#define MOBIUS_SERVER_PLANNER_KERNEL_MODEL_H_
+
+#include <cstdint>
+
+#include "common/model/layer_units.h"
+
+namespace mobius::planner {
+
+struct KernelModel {
+  double gemm_efficiency = 0.70;     // achieved / peak on a large, compute-bound GEMM
+  double memory_efficiency = 0.90;   // achieved / nominal DRAM bandwidth, streaming kernels
+  double elementwise_passes_forward = 1.6;
+  double elementwise_passes_backward = 6.8;
+  double attention_backward_factor = 2.5;  // FlashAttention-2 backward / forward FLOPs
+};
+
+// What the kernel model needs from a device.
+struct KernelDevice {
+  double gemm_peak_flops_per_s = 0;       // the job's accumulation precision
+  double attention_peak_flops_per_s = 0;  // fp32 accumulate
+  double memory_bytes_per_s = 0;          // nominal DRAM bandwidth
+};
+
+struct UnitSeconds {
+  double forward = 0;
+  double backward = 0;  // without recompute (the caller adds the forward for recompute)
+};
+
+// One unit, one microbatch of `tokens` tokens of sequences of `seq_len`.
+// REQUIRES: the device's rates > 0, tokens > 0, 0 <= unit < model.num_units().
+UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit, int64_t tokens,
+                              int64_t seq_len, const KernelDevice& device,
+                              const KernelModel& kernels,
+                              const model::ActivationOptions& activations = {});
+
+}  // namespace mobius::planner
+
+#endif  // MOBIUS_SERVER_PLANNER_KERNEL_MODEL_H_

@@ -1,0 +1,113 @@
+// The calibrated kernel model against the measurements it was calibrated on (RoundPipe's per-layer
+// timings on one RTX 4090), and its size and precision behaviour.
+#include "server/planner/kernel_model.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/model/model_config_parse.h"
+#include "gtest/gtest.h"
+#include "server/planner/profile.h"
+#include "test/testing/paths.h"
+
+namespace mobius::planner {
+namespace {
+
+model::ModelDescription Load(const std::string& name) {
+  auto config = model::LoadModelConfig(testing::SourcePath("test/data/models/" + name));
+  EXPECT_TRUE(config.ok()) << config.status();
+  auto m = model::DescribeModel(*config);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+KernelDevice Rtx4090(bool fp16_accumulate) {
+  const DeviceSpec d = Rtx4090Spec();
+  return {d.gemm_peak_flops_per_s(fp16_accumulate), d.peak_flops_per_s, d.memory_bytes_per_s};
+}
+
+// RoundPipe artifact (ITcarrot/RoundPipe-artifact, roundpipe-timing, pp-simulate/run.sh): ms per
+// microbatch of 4 x 2048 tokens on one RTX 4090, fp16 with fp16-accumulate GEMMs; backward without
+// recompute; the LM head with its chunked loss.
+struct Measured {
+  const char* model;
+  double block_forward_ms, block_backward_ms, head_forward_ms, head_backward_ms;
+};
+constexpr Measured kRoundPipeTimings[] = {
+    {"llama-3.1-8b-instruct.json", 18.50, 41.21, 37.23, 74.50},
+    {"qwen3-32b.json", 40.56, 91.17, 54.93, 108.29},
+};
+
+TEST(KernelModel, ReproducesRoundPipesPerLayerTimings) {
+  const KernelModel k = *Rtx4090Spec().kernels;
+  model::ActivationOptions chunked_loss;
+  chunked_loss.logits_bytes = 0;  // RoundPipe's chunked linear + cross-entropy keeps no logits
+  for (const Measured& m : kRoundPipeTimings) {
+    const model::ModelDescription d = Load(m.model);
+    const UnitSeconds block = KernelUnitSeconds(d, 1, 8192, 2048, Rtx4090(true), k, chunked_loss);
+    const UnitSeconds head =
+        KernelUnitSeconds(d, d.num_units() - 1, 8192, 2048, Rtx4090(true), k, chunked_loss);
+    const double predicted[] = {block.forward * 1e3, block.backward * 1e3, head.forward * 1e3,
+                                head.backward * 1e3};
+    const double measured[] = {m.block_forward_ms, m.block_backward_ms, m.head_forward_ms,
+                               m.head_backward_ms};
+    const char* what[] = {"block fwd", "block bwd", "head fwd", "head bwd"};
+    for (int i = 0; i < 4; ++i) {
+      std::printf("%-28s %-9s predicted %7.2f ms, RoundPipe measured %7.2f ms (%.3f)\n", m.model,
+                  what[i], predicted[i], measured[i], predicted[i] / measured[i]);
+      EXPECT_NEAR(predicted[i] / measured[i], 1.0, 0.05) << m.model << " " << what[i];
+    }
+  }
+}
+
+TEST(KernelModel, SmallMicrobatchesAreMemoryBound) {
+  const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
+  const KernelModel k = *Rtx4090Spec().kernels;
+  // Per-token cost is flat while the GEMMs are compute-bound and grows when they are not.
+  auto per_token = [&](int64_t tokens) {
+    return KernelUnitSeconds(d, 1, tokens, 2048, Rtx4090(true), k).forward / tokens;
+  };
+  EXPECT_NEAR(per_token(2048) / per_token(8192), 1.0, 0.01);
+  EXPECT_GT(per_token(16) / per_token(8192), 10.0);  // 16 tokens: the weights' reads dominate
+  EXPECT_GT(per_token(128) / per_token(8192), 1.5);  // below the ridge (~300 tokens at K, N = 4096)
+}
+
+TEST(KernelModel, Fp32AccumulateHalvesTheGemmRate) {
+  const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
+  const KernelModel k = *Rtx4090Spec().kernels;
+  const UnitSeconds h16 = KernelUnitSeconds(d, d.num_units() - 1, 8192, 2048, Rtx4090(true), k);
+  const UnitSeconds h32 = KernelUnitSeconds(d, d.num_units() - 1, 8192, 2048, Rtx4090(false), k);
+  // The head is one GEMM plus the loss's elementwise traffic: a bit under 2x.
+  EXPECT_GT(h32.forward / h16.forward, 1.7);
+  EXPECT_LT(h32.forward / h16.forward, 2.0);
+  // Attention runs at the fp32-accumulate peak either way, so a block's ratio is lower.
+  const double b = KernelUnitSeconds(d, 1, 8192, 2048, Rtx4090(false), k).forward /
+                   KernelUnitSeconds(d, 1, 8192, 2048, Rtx4090(true), k).forward;
+  EXPECT_GT(b, 1.5);
+  EXPECT_LT(b, h32.forward / h16.forward);
+}
+
+TEST(KernelModel, AnalyticProfileUsesItForTheRtx4090Only) {
+  const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
+  AnalyticOptions o;
+  o.fp16_accumulate = true;
+  absl::StatusOr<Profile> p = AnalyticProfile(d, {4, 2048}, Rtx4090Spec(), o);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(p->compute_model, "kernel model");
+  const UnitSeconds block =
+      KernelUnitSeconds(d, 1, 8192, 2048, Rtx4090(true), *Rtx4090Spec().kernels, o.activations);
+  EXPECT_DOUBLE_EQ(p->units[1].forward_seconds, block.forward);
+  EXPECT_DOUBLE_EQ(p->units[1].backward_seconds, block.backward + block.forward);  // recompute
+  o.use_kernel_model = false;
+  p = AnalyticProfile(d, {4, 2048}, Rtx4090Spec(), o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->compute_model, "flat 0.50");
+  const double flops = model::UnitFlops(d, 1, 2048).forward_flops * 8192;
+  EXPECT_NEAR(p->units[1].forward_seconds, flops / (330.3e12 * 0.5), 1e-12);
+  p = AnalyticProfile(d, {4, 2048}, Rtx3090Spec(), {});
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(p->compute_model, "flat 0.50");
+}
+
+}  // namespace
+}  // namespace mobius::planner
