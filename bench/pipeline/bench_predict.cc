@@ -110,6 +110,8 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   pr.name = mapper;
   pr.schedule = schedule;
   pr.mapper = mapper;
+  pr.optimizer_staleness = o.optimizer_staleness;
+  pr.dispatch = o.dispatch;
   MOBIUS_ASSIGN_OR_RETURN(planner::PartitionProblem problem,
                           Problem(model, topology, facts, job, o));
   // roundrobin with its own partitioner: separate forward and backward partitions.
@@ -125,6 +127,10 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   po.compare = false;
   po.num_stages = rr_own ? 0 : o.num_stages;
   po.gpus = o.gpus;
+  po.optimizer_staleness = o.optimizer_staleness;
+  po.dispatch = o.dispatch;
+  po.optimizer_after_backward = o.optimizer_after_backward;
+  po.simulated_steps = sim_schedule == planner::sim::Schedule::kResident ? 1 : o.steps;
   if (o.units_per_stage > 0) {
     pr.gpu_memory_cap_bytes = CapFor(problem, std::min(o.units_per_stage, problem.num_units()));
     po.gpu_memory_bytes = pr.gpu_memory_cap_bytes;
@@ -148,6 +154,12 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   sc.num_microbatches = plan.num_microbatches;
   sc.gpu_order = plan.mapping.gpu_order;
   sc.chunk_bytes = int64_t{4} << 20;  // the CPU backend's copy chunk under emulation
+  if (sim_schedule != planner::sim::Schedule::kResident) {
+    sc.steps = o.steps;
+    sc.optimizer_staleness = o.optimizer_staleness;
+    sc.paper_barrier = o.optimizer_after_backward;
+    MOBIUS_ASSIGN_OR_RETURN(sc.dispatch, planner::sim::ParseDispatch(o.dispatch));
+  }
   if (plan.round_robin) sc.backward_stages = RuntimeStages(problem, plan.round_robin->backward);
   MOBIUS_ASSIGN_OR_RETURN(pr.runtime_sim,
                           SimulateRuntime(machine, RuntimeStages(problem, plan.partition), sc));

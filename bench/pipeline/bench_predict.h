@@ -58,6 +58,14 @@ struct PredictOptions {
   double optimizer_seconds_per_billion_params = 0.3;
   std::string roundrobin_partitioner = "exact";  // exact | uniform | shared (see above)
   std::vector<int> gpus;  // the job's GPUs (Topology::gpus indices, ascending); empty: all
+  // The runtime's optimizer and dispatch modes (PlanOptions): staleness 0 | 1; roundrobin's
+  // dispatch static | pool; the optimizer after the whole backward (what the runtime does with
+  // gradient clipping, which needs the global norm first). Both predictions simulate `steps`
+  // consecutive steps and report the last (the steady state; the staleness carries over steps).
+  int optimizer_staleness = 0;
+  std::string dispatch = "static";
+  bool optimizer_after_backward = false;
+  int steps = 3;
 };
 
 // The runtime-matched simulation's numbers.
@@ -71,6 +79,8 @@ struct RuntimeSim {
 struct Prediction {
   std::string name;      // the variant's label in the report (the mapper or the schedule)
   std::string schedule;  // mobius | roundrobin | resident
+  int optimizer_staleness = 0;     // what the run uses (PredictOptions)
+  std::string dispatch = "static";
   std::string mapper;
   int64_t gpu_memory_cap_bytes = 0;  // 0: none
   planner::PlanReport report;        // the plan and its simulated step (links scaled)

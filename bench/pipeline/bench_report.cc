@@ -31,16 +31,27 @@ std::map<std::string, const planner::sim::LinkStats*> SimLinks(const RuntimeSim&
   return m;
 }
 
+// A step's time: the slowest rank's own wall time for it. (The launcher's interval between
+// aggregated reports is the same for a synchronous run; with optimizer staleness a rank sends its
+// report of step k at the end of step k + 1, so the last two arrive together.)
+double StepSeconds(const runtime::StepReport& s) {
+  double t = 0;
+  for (const runtime::WorkerStepReport& r : s.ranks) t = std::max(t, r.step_seconds);
+  return s.ranks.empty() ? s.step_seconds : t;
+}
+
 // {h2d, d2h} bytes per timed step on emulated link i: the cumulative counts after the last step
 // minus those after the warm-up (start-up copies, e.g. resident's state upload, excluded); the
-// whole run's average where the steps do not carry link counts.
-std::pair<double, double> TimedLinkBytes(const MappingRun& r, size_t i, int64_t warmup) {
+// whole run's average where the steps do not carry link counts. The launcher reads the counts
+// when it aggregates a step's reports, which with optimizer staleness (`lag` 1) happens a step
+// late except for the last step: the window then spans one step fewer.
+std::pair<double, double> TimedLinkBytes(const MappingRun& r, size_t i, int64_t warmup, int lag) {
   const size_t n = r.steps.size(), w = static_cast<size_t>(warmup);
-  if (n > w && w >= 1 && r.steps.back().link_bytes.size() > i &&
+  if (n > w + lag && w >= 1 && r.steps.back().link_bytes.size() > i &&
       r.steps[w - 1].link_bytes.size() > i) {
     const auto& last = r.steps.back().link_bytes[i];
     const auto& first = r.steps[w - 1].link_bytes[i];
-    const double k = static_cast<double>(n - w);
+    const double k = static_cast<double>(n - w - lag);
     return {static_cast<double>(last.first - first.first) / k,
             static_cast<double>(last.second - first.second) / k};
   }
@@ -73,7 +84,7 @@ std::vector<LinkRow> Links(const Prediction& p, const std::vector<const MappingR
     row.name = first.links[i].name;
     row.capacity_bytes_per_s = i < first.link_capacity.size() ? first.link_capacity[i] : 0;
     for (const MappingRun* r : runs) {
-      const auto [h2d, d2h] = TimedLinkBytes(*r, i, warmup);
+      const auto [h2d, d2h] = TimedLinkBytes(*r, i, warmup, p.optimizer_staleness);
       row.h2d_measured += h2d / static_cast<double>(runs.size());
       row.d2h_measured += d2h / static_cast<double>(runs.size());
     }
@@ -96,6 +107,8 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   m.name = p.name;
   m.schedule = p.schedule;
   m.mapper = p.mapper;
+  m.optimizer_staleness = p.optimizer_staleness;
+  m.dispatch = p.dispatch;
   const planner::Plan& plan = p.report.plan;
   if (plan.round_robin) m.num_backward_stages = plan.round_robin->backward.num_stages();
   m.gpu_order = plan.mapping.gpu_order;
@@ -110,7 +123,7 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   for (const MappingRun* r : runs) {
     std::vector<double> rep;
     for (size_t i = static_cast<size_t>(warmup); i < r->steps.size(); ++i) {
-      rep.push_back(r->steps[i].step_seconds);
+      rep.push_back(StepSeconds(r->steps[i]));
       compute.push_back(r->steps[i].compute_seconds);
       stall.push_back(r->steps[i].stall_seconds);
       opt.push_back(r->steps[i].optimizer_seconds);
@@ -161,21 +174,26 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
     }
     r.mappings.push_back(SummarizeMapping(p, mine, setup.warmup));
   }
-  // Every run trains the same model on the same batches with the same arithmetic: the losses must
-  // agree bit for bit, across mappings and with the standalone trainer.
-  std::vector<float> first;
+  // Every run with the same optimizer staleness trains the same model on the same batches with
+  // the same arithmetic: the losses must agree bit for bit, across variants and reps, and the
+  // synchronous ones with the standalone trainer's.
+  std::map<std::string, int> staleness;
+  for (const Prediction& p : predictions) staleness[p.name] = p.optimizer_staleness;
+  std::map<int, std::vector<float>> firsts;
   for (const MappingRun& run : runs) {
     std::vector<float> l;
     for (const runtime::StepReport& s : run.steps) l.push_back(s.loss);
-    if (first.empty()) {
-      first = l;
+    std::vector<float>& ref = firsts[staleness[run.name]];
+    if (ref.empty()) {
+      ref = l;
       continue;
     }
-    if (l.size() != first.size()) r.losses_identical = false;
-    for (size_t i = 0; i < std::min(l.size(), first.size()); ++i) {
-      if (!SameBits(l[i], first[i])) r.losses_identical = false;
+    if (l.size() != ref.size()) r.losses_identical = false;
+    for (size_t i = 0; i < std::min(l.size(), ref.size()); ++i) {
+      if (!SameBits(l[i], ref[i])) r.losses_identical = false;
     }
   }
+  const std::vector<float> first = firsts.count(0) ? firsts[0] : std::vector<float>();
   if (!first.empty() && calibration.large_batch == setup.batch) {
     const size_t n = std::min(first.size(), calibration.large_losses.size());
     r.losses_checked_vs_standalone = static_cast<int>(n);
@@ -210,13 +228,14 @@ std::string StageCount(const MappingSummary& m) {
                                     : absl::StrCat(m.stages.size());
 }
 
-// The first mobius variant, when the variants differ in schedule.
+// The first synchronous mobius variant, when the variants differ in schedule or optimizer mode.
 const MappingSummary* MobiusReference(const BenchResult& r) {
   const MappingSummary* ref = nullptr;
   bool others = false;
   for (const MappingSummary& m : r.mappings) {
-    if (m.schedule == "mobius" && ref == nullptr) ref = &m;
-    if (m.schedule != "mobius") others = true;
+    const bool plain = m.schedule == "mobius" && m.optimizer_staleness == 0;
+    if (plain && ref == nullptr) ref = &m;
+    if (!plain) others = true;
   }
   return others ? ref : nullptr;
 }
@@ -341,8 +360,9 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
     }
     std::fprintf(out, "\n");
     std::fprintf(out,
-                 "losses bit-identical across variants and reps: %s; equal to the standalone "
-                 "trainer's for the first %d steps: %s\n",
+                 "losses bit-identical across variants and reps (within each optimizer "
+                 "staleness): %s; synchronous runs equal to the standalone trainer's for the first "
+                 "%d steps: %s\n",
                  r.losses_identical ? "yes" : "NO", r.losses_checked_vs_standalone,
                  r.losses_checked_vs_standalone == 0 ? "n/a"
                  : r.losses_match_standalone         ? "yes"
@@ -412,6 +432,8 @@ std::string ResultJson(const BenchResult& r) {
     for (const auto& [b, e] : m.stages) stages.push_back({b, e});
     Json jm = {{"name", m.name},
                {"schedule", m.schedule},
+               {"optimizer_staleness", m.optimizer_staleness},
+               {"dispatch", m.dispatch},
                {"mapper", m.mapper},
                {"gpu_order", m.gpu_order},
                {"stages", stages},

@@ -50,6 +50,8 @@ struct LinkRow {
 
 struct MappingSummary {
   std::string name, schedule, mapper;
+  int optimizer_staleness = 0;      // the run's training.optimizer_staleness
+  std::string dispatch = "static";  // roundrobin's dispatch
   int num_backward_stages = 0;  // roundrobin: S_B (stages holds the S_F forward stages)
   std::vector<int> gpu_order;
   std::vector<std::pair<int, int>> stages;  // unit ranges [begin, end)
@@ -79,7 +81,7 @@ struct BenchResult {
   Calibration calibration;
   std::vector<MappingSummary> mappings;
   bool runs = false;                     // false: --plan_only
-  bool losses_identical = true;          // every mapping and rep, bit for bit
+  bool losses_identical = true;          // every mapping and rep (per staleness), bit for bit
   int losses_checked_vs_standalone = 0;  // steps compared with the standalone calibration run
   bool losses_match_standalone = true;
   std::vector<std::string> not_run;  // variants whose plan failed (e.g. resident does not fit)

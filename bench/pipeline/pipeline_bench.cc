@@ -21,6 +21,10 @@
 // each schedule's step time relative to mobius (bench_predict.h says which plan each gets). A
 // schedule whose plan fails (resident: the model state does not fit the GPU cap) is reported as
 // not run; the others still run. bench/pipeline/run_schedules.sh is that comparison.
+// A schedule name may carry the runtime's modes: "-async" = training.optimizer_staleness 1,
+// "-pool" = dispatch pool (roundrobin), e.g. mobius-async, roundrobin-pool, roundrobin-pool-async;
+// bench/pipeline/run_async.sh compares them. With --grad_clip > 0 the runtime's optimizer waits
+// for the whole backward (the clip needs the global norm), and the predictions model that.
 // --rr_partitioner: roundrobin's partitions (exact | uniform: the planner's own forward and
 // backward partitions; shared: the mobius stages for both passes). --gpus=0,1,..: plan and run on
 // that subset of the fixture's GPUs (an odd count lets roundrobin reuse slots, schedules.h).
@@ -76,6 +80,37 @@ struct Args {
 };
 
 [[noreturn]] void Usage(const std::string& why) { BenchUsage("pipeline_bench", why); }
+
+// A --schedules entry: a schedule the runtime runs, optionally with "-pool" (roundrobin) and
+// "-async" (optimizer staleness 1; not resident).
+struct Variant {
+  std::string schedule;
+  int staleness = 0;
+  std::string dispatch = "static";
+};
+absl::StatusOr<Variant> ParseVariant(const std::string& name) {
+  std::vector<std::string> parts = absl::StrSplit(name, '-');
+  Variant v;
+  v.schedule = parts.front();
+  for (size_t i = 1; i < parts.size(); ++i) {
+    if (parts[i] == "async") {
+      v.staleness = 1;
+    } else if (parts[i] == "pool") {
+      v.dispatch = "pool";
+    } else {
+      v.schedule.clear();
+    }
+  }
+  const bool known = v.schedule == "mobius" || v.schedule == "roundrobin" ||
+                     v.schedule == "resident";
+  if (!known || (v.dispatch == "pool" && v.schedule != "roundrobin") ||
+      (v.staleness == 1 && v.schedule == "resident")) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--schedules: '", name, "' is not mobius, roundrobin or resident (the schedules the "
+        "runtime runs), optionally with -pool (roundrobin) and -async (not resident)"));
+  }
+  return v;
+}
 int64_t Int(const std::string& key, const std::string& v) {
   return BenchCount("pipeline_bench", key, v);
 }
@@ -161,11 +196,7 @@ Args Parse(int argc, char** argv) {
   if (a.mappers.empty()) Usage("--mappers is empty");
   if (a.schedules.empty()) Usage("--schedules is empty");
   for (const std::string& sched : a.schedules) {
-    if (sched != "mobius" && sched != "roundrobin" && sched != "resident") {
-      Usage(absl::StrCat("--schedules: '", sched,
-                         "' is not mobius, roundrobin or resident (the "
-                         "schedules the runtime runs)"));
-    }
+    if (!ParseVariant(sched).ok()) Usage(std::string(ParseVariant(sched).status().message()));
   }
   if (a.rr_partitioner == "shared" && a.num_stages == 0) {
     Usage("--rr_partitioner=shared needs --num_stages > 0");
@@ -202,9 +233,12 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
   launch::EmulationOptions em;
   em.enabled = true;
   em.link_scale = a.link_scale;
+  train::TrainerOptions training = Training(a, in);
+  training.optimizer_staleness = pred.optimizer_staleness;
   absl::StatusOr<runtime::RunConfig> run =
-      launch::BuildRunConfig(job, Training(a, in), pred.report.plan, topology, facts, em);
+      launch::BuildRunConfig(job, training, pred.report.plan, topology, facts, em);
   if (!run.ok()) return run.status();
+  if (runtime::Traits(run->schedule).separate_pass_partitions) run->dispatch = pred.dispatch;
   runtime::LaunchOptions lo;
   lo.run = *run;
   lo.worker_binary = a.worker;
@@ -302,13 +336,18 @@ int Main(int argc, char** argv) {
   po.optimizer_seconds_per_billion_params = cal->fixed_seconds_per_billion_params;
   po.roundrobin_partitioner = a.rr_partitioner;
   po.gpus = a.gpus;
+  po.optimizer_after_backward = a.grad_clip > 0;
   std::vector<Prediction> preds;
   std::vector<std::string> not_run;
   for (const std::string& sched : a.schedules) {
+    const Variant v = *ParseVariant(sched);
+    PredictOptions vo = po;
+    vo.optimizer_staleness = v.staleness;
+    vo.dispatch = v.dispatch;
     for (const std::string& m : a.mappers) {
       absl::StatusOr<Prediction> p =
-          Predict(in->description, loaded->topology, facts, job, po, sched, m);
-      if (!p.ok() && sched != "mobius" && absl::IsFailedPrecondition(p.status())) {
+          Predict(in->description, loaded->topology, facts, job, vo, v.schedule, m);
+      if (!p.ok() && v.schedule != "mobius" && absl::IsFailedPrecondition(p.status())) {
         not_run.push_back(std::string(p.status().message()));  // e.g. resident does not fit
         continue;
       }

@@ -313,11 +313,25 @@ Pass PassAt(const RunConfig& config, int pass) {
   return pass < sf ? Pass{false, pass} : Pass{true, total - 1 - pass};
 }
 
-std::vector<Pass> PassesOfRank(const RunConfig& config, int rank) {
+int PassRank(const RunConfig& config, int pass, uint32_t step) {
+  const int n = config.num_workers;
+  const uint64_t passes = config.pass_rank.size();
+  const int phase = static_cast<int>((static_cast<uint64_t>(step - 1) * passes) % n);
+  return (config.pass_rank[pass] + phase) % n;
+}
+
+bool RankOfPassVaries(const RunConfig& config) {
+  return Traits(config.schedule).separate_pass_partitions && config.num_workers > 1 &&
+         config.pass_rank.size() % config.num_workers != 0;
+}
+
+std::vector<Pass> PassesOfRank(const RunConfig& config, int rank, uint32_t step) {
   std::vector<Pass> out;
   if (Traits(config.schedule).separate_pass_partitions) {
     for (size_t j = 0; j < config.pass_rank.size(); ++j) {
-      if (config.pass_rank[j] == rank) out.push_back(PassAt(config, static_cast<int>(j)));
+      if (PassRank(config, static_cast<int>(j), step) == rank) {
+        out.push_back(PassAt(config, static_cast<int>(j)));
+      }
     }
     return out;
   }
@@ -339,11 +353,11 @@ std::vector<int64_t> CheckpointUnits(const RunConfig& config) {
   return units;
 }
 
-int BackwardRank(const RunConfig& config, int b) {
+int BackwardRank(const RunConfig& config, int b, uint32_t step) {
   if (Traits(config.schedule).separate_pass_partitions) {
     const int sf = static_cast<int>(config.forward_stages.size());
     const int sb = static_cast<int>(config.backward_stages.size());
-    return config.pass_rank[sf + sb - 1 - b];  // backward stage b is pass S_F + S_B - 1 - b
+    return PassRank(config, sf + sb - 1 - b, step);  // backward stage b: pass S_F + S_B - 1 - b
   }
   return config.stage_rank[b];
 }
@@ -356,9 +370,13 @@ std::vector<PeerChannel> DgradChannels(const RunConfig& config) {
   std::vector<PeerChannel> out;
   if (PoolDispatch(config)) return out;
   const int sb = static_cast<int>(BackwardStages(config).size());
-  for (int b = 1; b < sb; ++b) {
-    const PeerChannel c{BackwardRank(config, b), BackwardRank(config, b - 1)};
-    if (c.from != c.to && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+  // The rotation's phase repeats after at most num_workers steps.
+  const uint32_t phases = RankOfPassVaries(config) ? config.num_workers : 1;
+  for (uint32_t step = 1; step <= phases; ++step) {
+    for (int b = 1; b < sb; ++b) {
+      const PeerChannel c{BackwardRank(config, b, step), BackwardRank(config, b - 1, step)};
+      if (c.from != c.to && std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
+    }
   }
   std::sort(out.begin(), out.end(), [](const PeerChannel& a, const PeerChannel& b) {
     return a.from != b.from ? a.from < b.from : a.to < b.to;

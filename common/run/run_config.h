@@ -16,7 +16,13 @@
 //     pass_rank        [pass] -> rank, S_F + S_B entries. The pass stream of a step is
 //                      j = 0 .. S_F+S_B-1: pass j < S_F is forward stage j, pass j >= S_F is
 //                      backward stage S_F+S_B-1-j (PassAt). The plan's mapping gives
-//                      pass_rank[j] = j mod N. Every rank runs its passes in stream order.
+//                      pass_rank[j] = j mod N. The rotation carries over steps, as one stream:
+//                      step r's pass j runs on rank (pass_rank[j] + (r-1)(S_F+S_B)) mod N
+//                      (PassRank), so when N does not divide the pass count the next step's
+//                      first pass goes to the rank after the one that ran this step's last.
+//                      pass_rank itself (step 1) says which rank fills and checkpoints each
+//                      backward stage's state and runs the eval passes of each forward stage.
+//                      Every rank runs its passes in stream order.
 //   store_path   the job's shared host model store (host_store.h), created by the launcher: a named
 //                file, or "memfd:<name>" with store_fd the descriptor every worker inherits;
 //   backend      "auto" (CUDA where the worker has it and the rank's device exists, else CPU,
@@ -125,24 +131,31 @@ const std::vector<StageRange>& BackwardStages(const RunConfig& config);
 // S_F+S_B-1-j).
 Pass PassAt(const RunConfig& config, int pass);
 
-// The passes rank `rank` runs in one step, in execution order. Mobius: the forward of its stages
-// ascending, then their backward descending; roundrobin: its passes of the stream in stream order.
-std::vector<Pass> PassesOfRank(const RunConfig& config, int rank);
+// Roundrobin (static dispatch): the rank that runs pass `pass` of run-local step `step` (above).
+int PassRank(const RunConfig& config, int pass, uint32_t step);
+// Roundrobin: whether that rank changes from step to step (N does not divide S_F + S_B).
+bool RankOfPassVaries(const RunConfig& config);
+
+// The passes rank `rank` runs in step `step` (run-local, 1-based), in execution order. Mobius:
+// the forward of its stages ascending, then their backward descending (every step); roundrobin:
+// its passes of the stream in stream order. Step 1's are the rank's own stages (run_config.h).
+std::vector<Pass> PassesOfRank(const RunConfig& config, int rank, uint32_t step = 1);
 
 // The units whose input the forward writes to host memory as an activation checkpoint, ascending:
 // every unit that starts a forward or a backward stage, unit 0 excepted. Mobius: the stage
 // boundaries.
 std::vector<int64_t> CheckpointUnits(const RunConfig& config);
 
-// The rank that runs the backward of backward stage b (mobius/resident: stage_rank[b];
-// roundrobin: the rank of its pass).
-int BackwardRank(const RunConfig& config, int b);
+// The rank that runs the backward of backward stage b in step `step` (mobius/resident:
+// stage_rank[b]; roundrobin: the rank of its pass; step 1: the rank that owns the stage's state).
+int BackwardRank(const RunConfig& config, int b, uint32_t step = 1);
 
 // Whether passes go to the next free rank (roundrobin with dispatch "pool").
 bool PoolDispatch(const RunConfig& config);
 
-// The channels the activation gradients cross: (BackwardRank(b), BackwardRank(b - 1)) for every
-// backward boundary whose two ranks differ, without duplicates, sorted by (from, to). Gradients
+// The channels the activation gradients cross: (BackwardRank(b, r), BackwardRank(b - 1, r)) for
+// every backward boundary and step phase whose two ranks differ, without duplicates, sorted by
+// (from, to). Gradients
 // between passes on the same rank stay on the host path. None with pool dispatch (which rank runs
 // a pass is decided at run time; gradients go through the store).
 std::vector<PeerChannel> DgradChannels(const RunConfig& config);

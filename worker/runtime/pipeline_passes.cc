@@ -217,7 +217,7 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
   // Step r overwrites step r-1's input gradients for backward stage b-1 in the store: b-1's
   // backward of step r-1 must have read them (implied without optimizer staleness).
-  if (b > 0 && !GradientOverTransport(s, b, b - 1)) {
+  if (b > 0 && !GradientOverTransport(s, b, b - 1, r)) {
     MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b - 1), r - 1));
   }
   // The slot's previous gradients must have reached the store before they are zeroed.
@@ -235,8 +235,8 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
                                                    s.hidden[u - range.begin].data(), s.workspace));
     }
     int cur = 0;  // dh[cur] holds d(loss)/d(output) of the unit about to run backward
-    if (range.end != num_units && GradientOverTransport(s, b + 1, b)) {
-      MOBIUS_RETURN_IF_ERROR(ReceiveGradient(s, b, s.dh[cur]));
+    if (range.end != num_units && GradientOverTransport(s, b + 1, b, r)) {
+      MOBIUS_RETURN_IF_ERROR(ReceiveGradient(s, b, r, s.dh[cur]));
     } else if (range.end != num_units) {
       MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.dgrad_ready_word(b, m), r));
       MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
@@ -253,8 +253,8 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
           dinp, shares[m], s.workspace, /*recompute=*/true));
       cur = 1 - cur;
     }
-    if (b > 0 && GradientOverTransport(s, b, b - 1)) {
-      MOBIUS_RETURN_IF_ERROR(SendGradient(s, b, s.dh[cur]));
+    if (b > 0 && GradientOverTransport(s, b, b - 1, r)) {
+      MOBIUS_RETURN_IF_ERROR(SendGradient(s, b, r, s.dh[cur]));
     } else if (b > 0) {
       MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
           *s.compute, s.dh[cur], 0, s.store->at<uint8_t>(s.layout.dgrad_offset(b - 1, m)),

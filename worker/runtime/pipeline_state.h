@@ -215,13 +215,17 @@ struct PipelineWorker::State {
 // Resolves RunConfig::transport with the other ranks (a blocking vote through the store; NCCL
 // communicators are made here) and, if a PeerTransport is used, sets up s.transport.
 absl::Status SetUpTransport(PipelineWorker::State& s);
-// Whether the gradient from backward stage `from_stage` to `to_stage` goes over s.transport
-// (set up, and the two stages on different ranks).
-bool GradientOverTransport(const PipelineWorker::State& s, int from_stage, int to_stage);
-// Backward stage b's input gradient in `src` to the rank of stage b - 1 (enqueued).
-absl::Status SendGradient(PipelineWorker::State& s, int b, const backend::DeviceBuffer& src);
-// Backward stage b's output gradient from the rank of stage b + 1 into `dst` (enqueued on compute).
-absl::Status ReceiveGradient(PipelineWorker::State& s, int b, const backend::DeviceBuffer& dst);
+// Whether the gradient from backward stage `from_stage` to `to_stage` in step r goes over
+// s.transport (set up, and the two stages on different ranks in that step).
+bool GradientOverTransport(const PipelineWorker::State& s, int from_stage, int to_stage,
+                           uint32_t r);
+// Backward stage b's input gradient in `src` to the rank of stage b - 1 in step r (enqueued).
+absl::Status SendGradient(PipelineWorker::State& s, int b, uint32_t r,
+                          const backend::DeviceBuffer& src);
+// Backward stage b's output gradient from the rank of stage b + 1 in step r into `dst` (enqueued
+// on compute).
+absl::Status ReceiveGradient(PipelineWorker::State& s, int b, uint32_t r,
+                             const backend::DeviceBuffer& dst);
 // Waits until every send enqueued so far completed (end of a step; errors of the comm queue).
 absl::Status DrainTransport(PipelineWorker::State& s);
 

@@ -56,12 +56,12 @@ absl::Status SetUpTransport(State& s) {
   return absl::OkStatus();
 }
 
-bool GradientOverTransport(const State& s, int from_stage, int to_stage) {
+bool GradientOverTransport(const State& s, int from_stage, int to_stage, uint32_t r) {
   return s.transport != nullptr &&
-         BackwardRank(s.run, from_stage) != BackwardRank(s.run, to_stage);
+         BackwardRank(s.run, from_stage, r) != BackwardRank(s.run, to_stage, r);
 }
 
-absl::Status SendGradient(State& s, int b, const backend::DeviceBuffer& src) {
+absl::Status SendGradient(State& s, int b, uint32_t r, const backend::DeviceBuffer& src) {
   TransportState& t = *s.transport;
   const uint64_t bytes = 4 * s.layout.boundary_elements;
   const size_t k = t.next++ % t.ring.size();
@@ -70,16 +70,17 @@ absl::Status SendGradient(State& s, int b, const backend::DeviceBuffer& src) {
   MOBIUS_RETURN_IF_ERROR(s.backend->CopyDeviceToDevice(*s.compute, src, 0, t.ring[k], 0, bytes));
   MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.compute, *t.ready[k]));
   MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*t.comm, *t.ready[k]));
-  MOBIUS_RETURN_IF_ERROR(t.peer->Send(*t.comm, t.ring[k].data(), bytes, BackwardRank(s.run, b - 1)));
+  MOBIUS_RETURN_IF_ERROR(
+      t.peer->Send(*t.comm, t.ring[k].data(), bytes, BackwardRank(s.run, b - 1, r)));
   MOBIUS_RETURN_IF_ERROR(s.backend->Record(*t.comm, *t.sent[k]));
   s.peer_bytes += bytes;
   return absl::OkStatus();
 }
 
-absl::Status ReceiveGradient(State& s, int b, const backend::DeviceBuffer& dst) {
+absl::Status ReceiveGradient(State& s, int b, uint32_t r, const backend::DeviceBuffer& dst) {
   const uint64_t bytes = 4 * s.layout.boundary_elements;
   s.peer_bytes += bytes;
-  return s.transport->peer->Recv(*s.compute, dst.data(), bytes, BackwardRank(s.run, b + 1));
+  return s.transport->peer->Recv(*s.compute, dst.data(), bytes, BackwardRank(s.run, b + 1, r));
 }
 
 absl::Status DrainTransport(State& s) {

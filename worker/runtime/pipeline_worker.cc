@@ -154,7 +154,9 @@ absl::Status RunPass(State& s, const Pass& pass, uint32_t r, const data::Batch& 
 // prefetched into the other slot, unless it runs on the same units (same slot).
 absl::Status RunPasses(State& s, uint32_t r, const data::Batch& batch,
                        const std::vector<float>& shares, std::vector<float>& losses) {
-  const std::vector<Pass>& passes = s.passes;
+  // Roundrobin: the rotation carries over steps (run_config.h PassRank).
+  const bool varies = RankOfPassVaries(s.run);
+  const std::vector<Pass> passes = varies ? PassesOfRank(s.run, s.rank, r) : s.passes;
   const uint32_t k = ComputeIndex(s, r);
   for (size_t i = 0; i < passes.size(); ++i) {
     const StageRange& range = s.range(passes[i]);
@@ -163,8 +165,11 @@ absl::Status RunPasses(State& s, uint32_t r, const data::Batch& batch,
     } else if (HasNextStep(s, r) && s.resident == nullptr) {  // resident: one slot, no uploads
       // The next step's first pass, if its weights are ready already (with optimizer staleness
       // they usually are: that step computes with an older update).
-      MOBIUS_RETURN_IF_ERROR(
-          PrefetchNext(s, range, k, s.range(passes.front()), ComputeIndex(s, r + 1)));
+      const std::vector<Pass> next = varies ? PassesOfRank(s.run, s.rank, r + 1) : passes;
+      if (!next.empty()) {
+        MOBIUS_RETURN_IF_ERROR(
+            PrefetchNext(s, range, k, s.range(next.front()), ComputeIndex(s, r + 1)));
+      }
     }
     MOBIUS_RETURN_IF_ERROR(RunPass(s, passes[i], r, batch, shares, losses));
   }
@@ -209,15 +214,18 @@ absl::Status RunPoolPasses(State& s, uint32_t r, const data::Batch& batch,
 }
 
 // Sends the held step reports of steps <= `upto`, in order, each with its gradient norm and the
-// optimizer time since the previous report: once the optimizer thread is through the step (its
-// tasks' partials, with clipping its updates), the rank that summed the norm knows it (the others
-// report 0; the launcher takes the maximum). The optimizer's error, if it failed.
-absl::Status SendReports(State& s, uint32_t upto,
+// optimizer time since the previous report, once the optimizer thread is through the step (its
+// tasks' partials, with clipping its updates): the rank that summed the norm knows it (the others
+// report 0; the launcher takes the maximum). Without `wait` it sends only those whose step the
+// optimizer is through now (optimizer staleness: the rest go out at a later step's end). The
+// optimizer's error, if it failed.
+absl::Status SendReports(State& s, uint32_t upto, bool wait,
                          const std::function<void(const WorkerStepReport&)>& on_step) {
   while (!s.reports.empty() && s.reports.front().r <= upto) {
     PendingReport& p = s.reports.front();
     {
       std::unique_lock<std::mutex> lock(s.mu);
+      if (!wait && s.steps_handed < p.r && s.optimizer_error.ok()) return absl::OkStatus();
       s.cv.wait(lock, [&] { return s.steps_handed >= p.r || !s.optimizer_error.ok(); });
       if (!s.optimizer_error.ok()) return s.optimizer_error;
       if (auto it = s.summed_norms.find(p.r); it != s.summed_norms.end()) {
@@ -277,7 +285,8 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   std::sort(s->forward_stages.begin(), s->forward_stages.end());
   std::sort(s->backward_stages.begin(), s->backward_stages.end());
   s->pool = PoolDispatch(s->run);
-  if (s->pool) {  // any pass of the stream may come to this rank: slots and runners for all
+  if (s->pool || RankOfPassVaries(s->run)) {
+    // Any pass of the stream may come to this rank: slots and runners for all.
     s->passes.clear();
     const size_t total = s->run.forward_stages.size() + s->run.backward_stages.size();
     for (size_t j = 0; j < total; ++j) s->passes.push_back(PassAt(s->run, static_cast<int>(j)));
@@ -444,14 +453,16 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       return finish(d);
     }
     const bool stop_here = s.store->Load(StoreLayout::kStopAtWord) == r && !last;
-    // The step ends for this rank when its backward stages are updated; with optimizer staleness
-    // (except at sync steps) when their previous update is, so this step's updates overlap the
-    // next step.
+    // The step ends for this rank when its backward stages are updated. With optimizer staleness
+    // it ends at once, except at sync steps: its updates overlap the next step, whose own waits
+    // keep them at most a step behind (a stage's next gradient lands only after its update, and
+    // the step after next computes with it).
     const bool sync = train::IsSyncStep(o, global_step) || stop_here;
-    const uint32_t settled = sync ? r : r - 1;
-    for (int stage : s.backward_stages) {
-      absl::Status w = Await(s, s.layout.updated_word(stage), settled);
-      if (!w.ok()) return finish(w);
+    if (sync) {
+      for (int stage : s.backward_stages) {
+        absl::Status w = Await(s, s.layout.updated_word(stage), r);
+        if (!w.ok()) return finish(w);
+      }
     }
     std::optional<float> eval_loss;
     if (o.eval_every > 0 && (global_step % o.eval_every == 0 || last)) {
@@ -494,7 +505,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.d2h_bytes = std::exchange(s.d2h_bytes, 0);
     rep.peer_bytes = std::exchange(s.peer_bytes, 0);
     s.reports.push_back({r, std::move(rep)});
-    if (absl::Status sent = SendReports(s, settled, on_step); !sent.ok()) {
+    if (absl::Status sent = SendReports(s, r, /*wait=*/sync, on_step); !sent.ok()) {
       return finish(absl::OkStatus());  // the optimizer's error
     }
     if (stop_here) {

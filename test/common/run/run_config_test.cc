@@ -224,6 +224,26 @@ TEST(RunConfigTest, RoundRobinValidationNamesTheField) {
   EXPECT_THAT(ValidateRunConfig(c, 6).message(), HasSubstr("planner baseline"));
 }
 
+// The static rotation carries over steps (run_config.h, PassRank): with 5 passes on 2 workers,
+// step 2 starts on worker 1, so over two steps each worker runs 5 passes.
+TEST(RunConfigTest, StaticRotationCarriesOverSteps) {
+  RunConfig run;
+  run.num_workers = 2;
+  run.schedule = Schedule::kRoundRobin;
+  run.forward_stages = {{0, 3}, {3, 6}};
+  run.backward_stages = {{0, 2}, {2, 4}, {4, 6}};
+  run.pass_rank = {0, 1, 0, 1, 0};
+  EXPECT_TRUE(RankOfPassVaries(run));
+  EXPECT_EQ(PassesOfRank(run, 0, 1).size(), 3u);
+  EXPECT_EQ(PassesOfRank(run, 0, 2).size(), 2u);
+  EXPECT_EQ(PassRank(run, 0, 2), 1);
+  EXPECT_EQ(PassRank(run, 0, 3), 0);
+  EXPECT_EQ(BackwardRank(run, 0, 1), 0);  // pass 4
+  EXPECT_EQ(BackwardRank(run, 0, 2), 1);
+  // Gradient channels: both directions, since the backward stages swap ranks every step.
+  EXPECT_EQ(DgradChannels(run).size(), 2u);
+}
+
 TEST(RunConfigTest, PoolDispatchRoundTripsAndIsRefusedWhereItCannotWork) {
   RunConfig c;
   c.num_workers = 2;
