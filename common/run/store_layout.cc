@@ -18,9 +18,10 @@ int StoreLayout::checkpoint_of(int64_t unit) const {
   return static_cast<int>(it - checkpoint_units.begin());
 }
 
-uint64_t StoreLayout::activation_offset(int k, int mb) const {
-  return checkpoints +
-         (static_cast<uint64_t>(k) * num_microbatches + mb) * Align(boundary_elements * 2);
+uint64_t StoreLayout::activation_offset(int k, int mb, uint32_t r) const {
+  const uint64_t copy = r % checkpoint_copies;
+  return checkpoints + ((copy * num_checkpoints() + k) * num_microbatches + mb) *
+                           Align(boundary_elements * 2);
 }
 
 uint64_t StoreLayout::dgrad_offset(int b, int mb) const {
@@ -100,8 +101,9 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
     s.num_chunks = (s.num_elements + chunk - 1) / chunk;
     l.num_chunks += s.num_chunks;
   }
+  l.checkpoint_copies = t.optimizer_staleness == 1 ? 2 : 1;
   l.checkpoints = at;
-  at += static_cast<uint64_t>(l.num_checkpoints()) * l.num_microbatches *
+  at += static_cast<uint64_t>(l.checkpoint_copies) * l.num_checkpoints() * l.num_microbatches *
         Align(l.boundary_elements * 2);
   l.activation_grads = at;
   at += static_cast<uint64_t>(l.num_backward_boundaries()) * l.num_microbatches *

@@ -22,7 +22,7 @@
 //   optimizer state    per owned tensor (grouped by owning unit): fp32 master, Adam m, Adam v
 //   checkpoints        per checkpoint k (the input of unit checkpoint_units[k]) and microbatch m:
 //                      the bf16 activation [mb, T, C], written by the forward, read by the forward
-//                      stage and the backward stage starting there
+//                      stage and the backward stage starting there (two copies with staleness)
 //   activation grads   per backward boundary b (the input of backward stage b + 1) and
 //                      microbatch m: the fp32 gradient [mb, T, C] crossing it
 //   peer channels      per channel of the boundary-gradient transport (peer_transport.h): a
@@ -172,8 +172,14 @@ struct StoreLayout {
   uint64_t norm_partials_at(uint32_t r) const {  // step r's partials
     return norm_partials + (r % 2) * norm_partials_stride;
   }
-  uint64_t activation_offset(int k, int mb) const;  // bf16 [mb, T, C] of checkpoint k
-  uint64_t dgrad_offset(int b, int mb) const;       // fp32 [mb, T, C] at backward boundary b
+  // With optimizer staleness the activation checkpoints have two copies too (step r's in copy
+  // r mod 2), so that the next step's forward passes do not wait for this step's last backward
+  // passes, which read them: a writer of step r waits for the readers of step r -
+  // checkpoint_copies. (The boundary gradients need no second copy: their next writer, a
+  // backward pass of the next step, comes after that step's whole forward.)
+  int checkpoint_copies = 1;
+  uint64_t activation_offset(int k, int mb, uint32_t r) const;  // bf16 [mb, T, C], checkpoint k
+  uint64_t dgrad_offset(int b, int mb) const;  // fp32 [mb, T, C] at backward boundary b
   // Bytes of a unit range's weights (bf16) and grads (fp32): contiguous ranges starting at
   // unit_weights[begin] / unit_grads[begin].
   uint64_t stage_weight_bytes(const StageRange& r) const;

@@ -13,6 +13,7 @@ void FillHost(const model::ModelDescription& model, const Profile& profile,
   const int64_t num_workers = std::count_if(e.gpu_bytes.begin(), e.gpu_bytes.end(),
                                             [](int64_t bytes) { return bytes > 0; });
   const int64_t params = model::TotalParameters(model);
+  e.host_activation_bytes *= options.checkpoint_copies;
   const int64_t dma_bytes =
       options.weight_bytes_per_parameter + profile.gradient_bytes_per_parameter;
   e.host_model_state_bytes = (dma_bytes + options.optimizer_bytes_per_parameter +

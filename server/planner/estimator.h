@@ -45,8 +45,10 @@ inline constexpr int64_t kWorkerProcessBytes = int64_t{128} << 20;
 struct EstimatorOptions {
   int64_t weight_bytes_per_parameter = 2;      // bf16 upload copy
   int64_t optimizer_bytes_per_parameter = 12;  // fp32 master + Adam m + v
-  // Optimizer staleness 1 (PlanOptions::optimizer_staleness): a second bf16 weight copy, 2.
+  // Optimizer staleness 1 (PlanOptions::optimizer_staleness): a second bf16 weight copy, 2; and
+  // two copies of the activation checkpoints (common/run/store_layout.h), 2.
   int64_t stale_weight_copy_bytes_per_parameter = 0;
+  int checkpoint_copies = 1;
   // Gradient bytes per parameter come from Profile::gradient_bytes_per_parameter.
   int64_t worker_process_bytes = kWorkerProcessBytes;
   bool devices_in_host_memory = false;  // the CPU backend emulates the GPUs in host memory

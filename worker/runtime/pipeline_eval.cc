@@ -73,8 +73,8 @@ absl::StatusOr<std::optional<float>> EvalPass(State& s, uint32_t r) {
           const int k = s.layout.checkpoint_of(range.begin);
           MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.eval_ready_word(f - 1, j), seq));
           MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
-              *s.compute, s.store->at<uint8_t>(s.layout.activation_offset(k, j)), s.stage_in, 0,
-              act_bytes));
+              *s.compute, s.store->at<uint8_t>(s.layout.activation_offset(k, j, r)), s.stage_in,
+              0, act_bytes));
           s.h2d_bytes += act_bytes;
           MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
           s.store->Publish(s.layout.eval_free_word(f - 1, j), seq);
@@ -98,7 +98,7 @@ absl::StatusOr<std::optional<float>> EvalPass(State& s, uint32_t r) {
         }
         const int k = s.layout.checkpoint_of(range.end);
         MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
-            *s.compute, s.out, 0, s.store->at<uint8_t>(s.layout.activation_offset(k, j)),
+            *s.compute, s.out, 0, s.store->at<uint8_t>(s.layout.activation_offset(k, j, r)),
             act_bytes));
         s.d2h_bytes += act_bytes;
         MOBIUS_RETURN_IF_ERROR(SyncCompute(s));

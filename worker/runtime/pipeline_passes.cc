@@ -101,7 +101,8 @@ absl::Status UploadInput(State& s, const StageRange& range, int m, uint32_t r,
     MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.act_ready_word(k, m), r));
     const uint64_t bytes = 2 * s.layout.boundary_elements;
     MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
-        *s.compute, s.store->at<uint8_t>(s.layout.activation_offset(k, m)), s.stage_in, 0, bytes));
+        *s.compute, s.store->at<uint8_t>(s.layout.activation_offset(k, m, r)), s.stage_in, 0,
+        bytes));
     s.h2d_bytes += bytes;
   }
   if (range.end == s.num_units()) {
@@ -169,18 +170,20 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
                          std::vector<float>& losses) {
   const StageRange range = s.fwd(f);
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
-  // Step r overwrites step r-1's checkpoints at this stage's output and at its interior units
-  // where a backward stage starts: their readers of step r-1 must be done, the next forward
-  // stage and the backward stages starting there. (Without optimizer staleness the updates this
-  // stage waited for already imply the backward readers; with it they need not.)
+  // Step r overwrites the checkpoints step r - c wrote at this stage's output and at its interior
+  // units where a backward stage starts (c = checkpoint_copies: 1, or 2 with optimizer staleness):
+  // their readers of that step must be done, the next forward stage and the backward stages
+  // starting there. (Without staleness the updates this stage waited for already imply the
+  // backward readers; with it they need not.)
+  const uint32_t earlier = r - std::min<uint32_t>(r, s.layout.checkpoint_copies);
   if (f + 1 < s.layout.num_forward_stages) {
-    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(f + 1), r - 1));
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(f + 1), earlier));
   }
   const std::vector<StageRange>& backward = BackwardStages(s.run);
   for (int b = 0; b < static_cast<int>(backward.size()); ++b) {
     if (backward[b].begin > range.begin && backward[b].begin <= range.end &&
         backward[b].begin < s.num_units()) {
-      MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b), r - 1));
+      MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b), earlier));
     }
   }
   const bool head = range.end == s.num_units();
@@ -200,7 +203,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
           written.push_back(k);
           s.d2h_bytes += bytes;
           return s.backend->CopyToHost(*s.compute, out, 0,
-                                       s.store->at<uint8_t>(s.layout.activation_offset(k, m)),
+                                       s.store->at<uint8_t>(s.layout.activation_offset(k, m, r)),
                                        bytes);
         }));
     if (head) MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(*s.compute, s.loss, 0, &losses[m], 4));

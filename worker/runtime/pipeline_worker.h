@@ -48,9 +48,10 @@
 // weights); see docs/runtime.md.
 //
 //   step end  a rank's step r ends when its own backward stages (those it fills and checkpoints)
-//             have their step-r update; with staleness, outside sync steps, their step r-1 update,
-//             so step r's updates overlap step r+1. Its report of step r goes out then (with
-//             staleness: at the end of step r+1), with the gradient norm if this rank summed it.
+//             have their step-r update; with staleness, outside sync steps, at once, so step r's
+//             updates overlap step r+1. Its report of step r goes out once its optimizer thread
+//             is through step r (with staleness usually at the end of step r+1), with the
+//             gradient norm if this rank summed it.
 //
 // Checkpoint and stop (the daemon's shutdown, preemption): when the launcher sets the store's stop
 // request, rank 0 reads it at the end of its step r, names r + 1 as the last step and publishes

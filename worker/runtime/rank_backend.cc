@@ -47,9 +47,12 @@ absl::StatusOr<RankBackend> CreateRankBackend(const RunConfig& run, int rank,
   options.without_cuda_reason = "this mobius-worker is built without CUDA";
   options.cpu.backend.capacity_bytes = request.capacity_bytes;
   // Link emulation reserves link time per chunk, first come first served: small chunks keep a
-  // boundary activation from waiting behind another GPU's whole stage upload.
+  // boundary activation from waiting behind another GPU's whole stage upload. 32 KiB: with 256
+  // KiB the roundrobin schedule with the asynchronous optimizer (uploads, offloads and activations
+  // of two steps at once) ran 1.53x its simulated step on the 8x4090 fixture at link scale 5e-4,
+  // with 32 KiB 1.17x (docs/benchmarks.md); at 8 KiB the per-chunk sleep overhead shows.
   options.cpu.backend.copy_chunk_bytes =
-      link_model == nullptr ? uint64_t{64} << 20 : uint64_t{256} << 10;
+      link_model == nullptr ? uint64_t{64} << 20 : uint64_t{32} << 10;
   options.cpu.backend.link_model = link_model;
   options.cpu.op_threads = run.training.threads;
   absl::StatusOr<backend::ChosenBackend> chosen = backend::ChooseBackend(name, request, options);

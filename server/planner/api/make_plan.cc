@@ -355,6 +355,7 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   EstimatorOptions eo;
   eo.devices_in_host_memory = options.devices_in_host_memory;
   eo.stale_weight_copy_bytes_per_parameter = options.optimizer_staleness == 1 ? 2 : 0;
+  eo.checkpoint_copies = options.optimizer_staleness == 1 ? 2 : 1;
   eo.memory_margin_bytes = options.cost.memory_margin_bytes;
   plan.memory = plan.round_robin
                     ? EstimateRoundRobinMemory(model, ctx.profile, ctx.problem, plan, eo)

@@ -80,6 +80,13 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(es.host_model_state_bytes, 20 * 210240);
   EXPECT_EQ(es.host_bytes, e.host_bytes + 2 * 210240);
   EXPECT_EQ(es.pinned_bytes, 8 * 210240 + 8448);
+  // ... and two copies of the activation checkpoints (store_layout.h).
+  stale.checkpoint_copies = 2;
+  const MemoryEstimate eb = EstimateMemory(m, *prof, *p, *part, *map, microbatches, stale);
+  EXPECT_EQ(eb.host_activation_bytes, 2 * e.host_activation_bytes);
+  EXPECT_EQ(eb.host_activation_grad_bytes, e.host_activation_grad_bytes);
+  EXPECT_EQ(eb.host_bytes, es.host_bytes + e.host_activation_bytes);
+  EXPECT_EQ(eb.pinned_bytes, 8 * 210240 + 2 * 8448);
 }
 
 }  // namespace
