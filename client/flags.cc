@@ -45,6 +45,13 @@ ABSL_FLAG(int64_t, seq, 1024, "plan: tokens per sequence.");
 ABSL_FLAG(std::string, schedule, "mobius", "plan: mobius | roundrobin | resident | zero.");
 ABSL_FLAG(std::string, partitioner, "exact", "plan: exact | mip | uniform.");
 ABSL_FLAG(std::string, mapper, "cross", "plan: cross | sequential.");
+ABSL_FLAG(int, optimizer_staleness, 0,
+          "plan: 0 | 1, the job's training.optimizer_staleness (1: the CPU optimizer of a step "
+          "overlaps the next step; steady state of 3 simulated steps).");
+ABSL_FLAG(std::string, dispatch, "static", "plan: roundrobin's dispatch, static | pool.");
+ABSL_FLAG(bool, clip, true,
+          "plan: the job clips gradients (training.grad_clip > 0, the default), so the CPU "
+          "optimizer waits for the whole backward's global norm.");
 ABSL_FLAG(std::string, gpus, "", "plan: granted GPU subset, e.g. 0,1,2 (default: all).");
 ABSL_FLAG(std::string, trace, "", "plan: write the simulated step as a Chrome trace (JSON).");
 ABSL_FLAG(double, gpu_memory_gib, 0, "plan: cap per-GPU memory at this many GiB (0: as reported).");

@@ -86,6 +86,9 @@ int RunPlanCommand() {
   o.schedule = absl::GetFlag(FLAGS_schedule);
   o.partitioner = absl::GetFlag(FLAGS_partitioner);
   o.mapper = absl::GetFlag(FLAGS_mapper);
+  o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
+  o.dispatch = absl::GetFlag(FLAGS_dispatch);
+  o.clip = absl::GetFlag(FLAGS_clip);
   o.gpus = absl::GetFlag(FLAGS_gpus);
   o.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);

@@ -159,6 +159,10 @@ absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
   p.schedule = o.schedule;
   p.partitioner = o.partitioner;
   p.mapper = o.mapper;
+  p.optimizer_staleness = o.optimizer_staleness;
+  p.dispatch = o.dispatch;
+  // The runtime's optimizer needs the global norm to clip: it starts after the whole backward.
+  p.optimizer_after_backward = o.clip;
   auto gpus = ParseGpus(o.gpus);
   if (!gpus.ok()) return gpus.status();
   p.gpus = *gpus;
@@ -496,6 +500,9 @@ int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream
   o.partitioner = spec->plan.partitioner;
   o.mapper = spec->plan.mapper;
   o.stages = spec->plan.stages;
+  o.optimizer_staleness = static_cast<int>(spec->training.optimizer_staleness);
+  o.dispatch = spec->plan.dispatch;
+  o.clip = spec->training.grad_clip > 0;
   if (spec->resources.device_memory_bytes > 0) {
     o.gpu_memory_gib = spec->resources.device_memory_bytes / 1073741824.0;
   }

@@ -42,6 +42,9 @@ struct PlanCommandOptions {
   std::string schedule = "mobius";    // mobius | roundrobin | resident | zero
   std::string partitioner = "exact";  // exact | mip | uniform
   std::string mapper = "cross";       // cross | sequential
+  int optimizer_staleness = 0;        // 0 | 1 (a job's training.optimizer_staleness)
+  std::string dispatch = "static";    // roundrobin: static | pool (plan.dispatch)
+  bool clip = true;                   // training.grad_clip > 0: the optimizer after the backward
   std::string gpus;           // "0,1,2": the granted subset; empty: all
   double gpu_memory_gib = 0;  // > 0: cap per-GPU memory
   double host_memory_gib = 0; // > 0: host RAM instead of the topology's NUMA total

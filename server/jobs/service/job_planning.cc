@@ -97,6 +97,10 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   po.schedule = spec.plan.schedule;
   po.partitioner = spec.plan.partitioner;
   po.mapper = spec.plan.mapper;
+  po.optimizer_staleness = static_cast<int>(spec.training.optimizer_staleness);
+  po.dispatch = spec.plan.dispatch;
+  // The runtime clips with the global norm: every stage's update waits for the whole backward.
+  po.optimizer_after_backward = spec.training.grad_clip > 0;
   po.gpus = gpus;
   po.num_stages = spec.plan.stages;
   po.gpu_memory_bytes = spec.resources.device_memory_bytes;

@@ -251,6 +251,16 @@ sim::SimConfig SimConfigFor(const PlanContext& ctx, sim::Schedule schedule) {
   }
   c.one_f_one_b = o.megatron_resident;
   c.zero = o.zero;
+  if (o.zero_as_deepspeed_runs_it) {
+    const int n = ctx.machine.num_gpus();
+    c.zero.micro_steps = std::max(1, ctx.num_microbatches / std::max(1, n));
+    c.zero.gathers = 3;
+    bool all_p2p = true;
+    for (int a = 0; a < n; ++a) {
+      for (int b = 0; b < n; ++b) all_p2p = all_p2p && (a == b || ctx.machine.p2p[a][b]);
+    }
+    c.zero.host_staged_collectives = !all_p2p;
+  }
   return c;
 }
 
@@ -380,7 +390,15 @@ absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& 
     Alternative a = RowFromSim(ctx, "schedule", name, r);
     a.chosen = s == chosen_schedule;
     a.num_stages = part.num_stages();
-    if (s == sim::Schedule::kZeroOffload) a.note = "reference model, layer granularity";
+    if (s == sim::Schedule::kZeroOffload) {
+      const sim::ZeroConfig z = SimConfigFor(ctx, s).zero;
+      a.note = ctx.options.zero_as_deepspeed_runs_it
+                   ? absl::StrCat("ZeRO-3 offload as DeepSpeed runs it: ", z.micro_steps,
+                                  " micro-steps, ", z.gathers, " gathers per layer",
+                                  z.host_staged_collectives ? ", collectives through host memory"
+                                                            : "")
+                   : "reference model, layer granularity";
+    }
     if (s == sim::Schedule::kResident) a.note = "no swapping, optimizer state on the GPUs";
     rows.push_back(std::move(a));
   }

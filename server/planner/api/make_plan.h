@@ -119,7 +119,14 @@ struct PlanOptions {
   // Analytic profile: bytes per logit kept for the loss backward (4: fp32 logits, our runtime;
   // 0: a fused or chunked loss that keeps none, RoundPipe's chunked linear + cross-entropy).
   int64_t logits_bytes = 4;
-  sim::ZeroConfig zero;                // the zero schedule's model (default: the reference)
+  // The zero schedule (the comparison table's ZeRO-3 offload row). With zero_as_deepspeed_runs_it
+  // (the default), the job as DeepSpeed ZeRO-3 with CPU offload would run it: one microbatch per
+  // GPU per accumulation micro-step (M / N micro-steps), each gathering every layer's parameters
+  // three times (forward, the activation checkpointing's recompute, backward), its collectives
+  // staged through host memory when the GPUs have no P2P (GeForce). Otherwise `zero` as given
+  // (its default: the older reference model, one micro-step, two gathers).
+  bool zero_as_deepspeed_runs_it = true;
+  sim::ZeroConfig zero;
   double mip_time_limit_seconds = 10;  // all MIP solves together (the plan still comes back)
   // exact partitioner, mobius schedule: the best `simulation_candidates` stage counts by J (only
   // S >= N when the memory allows) are simulated and the fastest simulated wins; false: the

@@ -84,6 +84,7 @@ absl::StatusOr<SystemSetup> SetupFor(const PublishedRow& row, const topology::To
     s.job.microbatch = big ? 1 : 2;
     s.job.global_batch = 8 * 16 * s.job.microbatch;
     s.options.schedule = "zero";
+    s.options.zero_as_deepspeed_runs_it = false;  // the artifact's own configuration, below
     s.options.zero.micro_steps = 16;
     s.options.zero.gathers = 3;
     s.options.zero.host_staged_collectives = true;
