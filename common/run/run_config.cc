@@ -164,7 +164,11 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"checkpoint_export", t.checkpoint_export}, {"tokenizer_dir", t.tokenizer_dir},
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
       {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction},
-      {"optimizer_staleness", t.optimizer_staleness}};
+      {"optimizer_staleness", t.optimizer_staleness},
+      {"adapter",
+       {{"type", t.adapter.type}, {"rank", t.adapter.rank}, {"alpha", t.adapter.alpha},
+        {"dropout", t.adapter.dropout}, {"target_modules", t.adapter.target_modules},
+        {"init_dir", t.adapter.init_dir}}}};
   auto ranges = [](const std::vector<StageRange>& v) {
     json out = json::array();
     for (const StageRange& s : v) out.push_back({s.begin, s.end});
@@ -267,6 +271,16 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "eval_every", o.eval_every, p);
     get(t, "eval_fraction", o.eval_fraction, p);
     get(t, "optimizer_staleness", o.optimizer_staleness, p);
+    if (t.contains("adapter")) {
+      const json& a = t.at("adapter");
+      const std::string q = "training.adapter.";
+      get(a, "type", o.adapter.type, q);
+      get(a, "rank", o.adapter.rank, q);
+      get(a, "alpha", o.adapter.alpha, q);
+      get(a, "dropout", o.adapter.dropout, q);
+      get(a, "target_modules", o.adapter.target_modules, q);
+      get(a, "init_dir", o.adapter.init_dir, q);
+    }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: field ", field, ": ", e.what()));
   }

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mobius::train {
 
@@ -16,6 +17,22 @@ namespace mobius::train {
 // executors refuse more (training_setup.h: ValidateTrainerOptions), as do epochs that add up to
 // more (jobs::TrainerOptionsFromSpec).
 inline constexpr int64_t kMaxSteps = (int64_t{1} << 31) - 1;
+
+// Parameter-efficient fine-tuning: the base model frozen, low-rank adapters trained. LoRA as
+// Hugging Face PEFT defines it (common/model/lora.h): per adapted module A [rank, in] and B [out,
+// rank], the module's output gains (alpha / rank) * dropout(x) A^T B^T.
+struct AdapterOptions {
+  std::string type;        // "": none (full fine-tuning) | "lora"
+  int64_t rank = 8;        // PEFT's default r
+  double alpha = 8.0;      // PEFT's default lora_alpha
+  double dropout = 0.0;    // on the adapter's input, [0, 1)
+  // target_modules names (model/lora.h); empty: the family's PEFT default (q_proj, v_proj; c_attn)
+  std::vector<std::string> target_modules;
+  // A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from;
+  // empty: PEFT's initialisation (A Kaiming-uniform, B zero) from the run's seed.
+  std::string init_dir;
+  bool enabled() const { return !type.empty(); }
+};
 
 struct TrainerOptions {
   std::string model_dir;         // HF model directory (config.json + safetensors)
@@ -64,6 +81,7 @@ struct TrainerOptions {
   // step computes with the newest weights. Both executors (the standalone trainer as the
   // reference, the pipeline) apply exactly this rule.
   int optimizer_staleness = 0;
+  AdapterOptions adapter;  // type "lora": the base frozen, only the adapters trained
 };
 
 // With optimizer_staleness 1, whether the step after `global_step` computes with the newest

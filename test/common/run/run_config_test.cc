@@ -39,6 +39,8 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   t.device_memory_bytes = 1ull << 33;
   t.threads = 3;
   t.optimizer_staleness = 1;
+  t.adapter = {.type = "lora", .rank = 4, .alpha = 8, .dropout = 0.1,
+               .target_modules = {"q_proj", "v_proj"}, .init_dir = "/a"};
   c.stages = {{0, 2}, {2, 5}};
   c.stage_rank = {0, 1};
   c.num_workers = 2;
@@ -60,6 +62,12 @@ TEST(RunConfigTest, EveryTrainingFieldRoundTrips) {
   EXPECT_EQ(b.data_raw_bytes, t.data_raw_bytes);
   EXPECT_EQ(b.steps, t.steps);
   EXPECT_EQ(b.optimizer_staleness, 1);
+  EXPECT_EQ(b.adapter.type, "lora");
+  EXPECT_EQ(b.adapter.rank, 4);
+  EXPECT_EQ(b.adapter.alpha, 8);
+  EXPECT_EQ(b.adapter.dropout, 0.1);
+  EXPECT_EQ(b.adapter.target_modules, t.adapter.target_modules);
+  EXPECT_EQ(b.adapter.init_dir, "/a");
   EXPECT_EQ(b.batch, t.batch);
   EXPECT_EQ(b.microbatch, t.microbatch);
   EXPECT_EQ(b.seq, t.seq);

@@ -1,0 +1,137 @@
+#include "common/model/lora.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "common/model/family.h"
+
+namespace mobius::model {
+namespace {
+
+// The last component of a module path ("self_attn.q_proj" -> "q_proj").
+std::string LastComponent(const char* path) {
+  const std::string p(path);
+  const size_t dot = p.rfind('.');
+  return dot == std::string::npos ? p : p.substr(dot + 1);
+}
+
+struct ModuleSpec {
+  const char* path;  // relative to the block
+  int64_t in, out;
+};
+
+// A block's linear modules in block order, with their features.
+std::vector<ModuleSpec> BlockModules(const ModelConfig& c) {
+  const BlockTensorNames& n = FamilyOf(c.family).tensors.block;
+  const int64_t C = c.hidden_size, I = c.intermediate_size;
+  const int64_t Q = c.num_heads * c.head_dim, K = c.num_kv_heads * c.head_dim;
+  std::vector<ModuleSpec> out;
+  auto add = [&](const char* path, int64_t in, int64_t o) {
+    if (path != nullptr) out.push_back({path, in, o});
+  };
+  add(n.qkv, C, Q + 2 * K);
+  add(n.q, C, Q);
+  add(n.k, C, K);
+  add(n.v, C, K);
+  add(n.o, Q, C);
+  add(n.fc, C, I);
+  add(n.proj, I, C);
+  add(n.gate, C, I);
+  add(n.up, C, I);
+  add(n.down, I, C);
+  return out;
+}
+
+}  // namespace
+
+std::string LoraModule::a_name() const {
+  return absl::StrCat("base_model.model.", path, ".lora_A.weight");
+}
+std::string LoraModule::b_name() const {
+  return absl::StrCat("base_model.model.", path, ".lora_B.weight");
+}
+
+std::vector<std::string> LoraTargetNames(const ModelConfig& config) {
+  std::vector<std::string> names;
+  for (const ModuleSpec& m : BlockModules(config)) {
+    const std::string name = LastComponent(m.path);
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
+  }
+  return names;
+}
+
+std::vector<std::string> DefaultLoraTargets(const ModelConfig& config) {
+  if (FamilyOf(config.family).tensors.block.qkv != nullptr) {
+    return {LastComponent(FamilyOf(config.family).tensors.block.qkv)};
+  }
+  return {"q_proj", "v_proj"};
+}
+
+absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
+                                                    const std::vector<std::string>& targets,
+                                                    const std::string& field) {
+  const std::vector<std::string> known = LoraTargetNames(config);
+  for (size_t i = 0; i < targets.size(); ++i) {
+    if (std::find(known.begin(), known.end(), targets[i]) == known.end()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, "[", i, "]: \"", targets[i], "\" is not a linear module of ",
+          FamilyName(config.family), " models (they have ", absl::StrJoin(known, ", "), ")"));
+    }
+    if (std::find(targets.begin(), targets.begin() + i, targets[i]) != targets.begin() + i) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "]: \"", targets[i], "\" is listed twice"));
+    }
+  }
+  if (targets.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(field, ": empty (name at least one of ",
+                                                   absl::StrJoin(known, ", "), ")"));
+  }
+  const TensorNames& t = FamilyOf(config.family).tensors;
+  std::vector<LoraModule> out;
+  for (int64_t layer = 0; layer < config.num_layers; ++layer) {
+    for (const ModuleSpec& m : BlockModules(config)) {
+      const std::string name = LastComponent(m.path);
+      if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
+      LoraModule lm;
+      lm.target = name;
+      lm.layer = layer;
+      lm.path = absl::StrCat(t.layer_prefix, layer, ".", m.path);
+      lm.weight = lm.path + ".weight";
+      lm.in = m.in;
+      lm.out = m.out;
+      lm.in_out = t.in_out_layout;
+      out.push_back(std::move(lm));
+    }
+  }
+  return out;
+}
+
+absl::Status ValidateLora(const ModelConfig& config, int64_t rank,
+                          const std::vector<std::string>& targets, const std::string& rank_field,
+                          const std::string& targets_field) {
+  auto modules = LoraModules(config, targets, targets_field);
+  if (!modules.ok()) return modules.status();
+  int64_t limit = INT64_MAX;
+  std::string limiting;
+  for (const LoraModule& m : *modules) {
+    if (std::min(m.in, m.out) < limit) {
+      limit = std::min(m.in, m.out);
+      limiting = m.target;
+    }
+  }
+  if (rank < 1 || rank > limit) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        rank_field, ": must be in [1, ", limit, "] (the smallest adapted dimension, ", limiting,
+        "'s) (got ", rank, ")"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t LoraParameters(const std::vector<LoraModule>& modules, int64_t rank) {
+  int64_t n = 0;
+  for (const LoraModule& m : modules) n += rank * (m.in + m.out);
+  return n;
+}
+
+}  // namespace mobius::model
