@@ -175,11 +175,11 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
     MOBIUS_RETURN_IF_ERROR(be.NormBackward(
         q, {.op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .dout = c.at(dq), .inp = q_proj,
             .weight = c.W(ln.q_norm), .rstd = c.f32(ws.qn_rstd), .dinp_type = DType::kBf16,
-            .dinp = c.at(ws.dq_proj), .dweight = c.G(ln.q_norm)}));
+            .dinp = c.at(ws.dq_proj), .dweight = c.NormG(ln.q_norm, 0)}));
     MOBIUS_RETURN_IF_ERROR(be.NormBackward(
         q, {.op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .dout = c.at(dk), .inp = k_proj,
             .weight = c.W(ln.k_norm), .rstd = c.f32(ws.kn_rstd), .dinp_type = DType::kBf16,
-            .dinp = c.at(ws.dk_proj), .dweight = c.G(ln.k_norm)}));
+            .dinp = c.at(ws.dk_proj), .dweight = c.NormG(ln.k_norm, 0)}));
     dq = ws.dq_proj, dk = ws.dk_proj;
   }
   float* d_norm1 = c.f32(ws.d_norm_f32);
@@ -196,19 +196,24 @@ static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::
   const int64_t C = cfg.hidden_size, I = cfg.intermediate_size;
   const int64_t Q = cfg.num_heads * cfg.head_dim, K = cfg.num_kv_heads * cfg.head_dim;
   // One projection `name` of `out` columns reading `in` features.
+  // With frozen base weights (LoRA) G is null: no weight or bias gradient; Lora() attaches the
+  // module's adapter, if it has one.
   auto linear = [&](const std::string& weight, const std::string& bias, int64_t in, int64_t out) {
     return LinearWeight{.in_out = in_out, .w = c.W(weight), .ld = in_out ? out : in,
-                        .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias)};
+                        .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias),
+                        .lora = c.Lora(weight, 0, true, true)};
   };
   BlockWeights w;
   if (!ln.qkv_weight.empty()) {  // GPT-2 c_attn [C, Q + 2K]: column slices, row stride Q + 2K
     const int64_t ld = Q + 2 * K;
-    auto slice = [&](int64_t col) {
+    // One adapter over the fused weight: each slice its rows of B, h computed by q, dx by v.
+    auto slice = [&](int64_t col, bool first, bool last) {
       return LinearWeight{.in_out = true, .w = c.W(ln.qkv_weight, col), .ld = ld,
                           .bias = c.W(ln.qkv_bias, col), .dw = c.G(ln.qkv_weight, col),
-                          .dbias = c.G(ln.qkv_bias, col)};
+                          .dbias = c.G(ln.qkv_bias, col),
+                          .lora = c.Lora(ln.qkv_weight, col, first, last)};
     };
-    w.q = slice(0), w.k = slice(Q), w.v = slice(Q + K);
+    w.q = slice(0, true, false), w.k = slice(Q, false, false), w.v = slice(Q + K, false, true);
   } else {
     w.q = linear(ln.q_weight, ln.q_bias, C, Q);
     w.k = linear(ln.k_weight, ln.k_bias, C, K);

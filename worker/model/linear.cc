@@ -17,10 +17,70 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
   g.b_type = DType::kBf16, g.b = w.w, g.ldb = w.ld, g.trans_b = !w.in_out;
   g.c_type = y_type, g.c = y, g.ldc = out;
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
-  if (w.bias == nullptr) return absl::OkStatus();
-  if (y_type != DType::kBf16) return absl::InvalidArgumentError("linear: bias needs a bf16 output");
-  return be.BiasAdd(q, {.n = n, .c = out, .inp = y, .bias = w.bias, .out = y});
+  if (w.bias != nullptr) {
+    if (y_type != DType::kBf16) {
+      return absl::InvalidArgumentError("linear: bias needs a bf16 output");
+    }
+    MOBIUS_RETURN_IF_ERROR(be.BiasAdd(q, {.n = n, .c = out, .inp = y, .bias = w.bias, .out = y}));
+  }
+  const LoraTerm& l = w.lora;
+  if (l.a == nullptr) return absl::OkStatus();
+  if (l.first) {  // h [N, r] = x A^T
+    GemmParams h;
+    h.m = n, h.n = l.rank, h.k = in;
+    h.a_type = DType::kBf16, h.a = x, h.lda = in;
+    h.b_type = DType::kFp32, h.b = l.a, h.ldb = in, h.trans_b = true;
+    h.c_type = DType::kFp32, h.c = l.h, h.ldc = l.rank;
+    MOBIUS_RETURN_IF_ERROR(be.Gemm(q, h));
+  }
+  GemmParams d;  // y += scale h B^T
+  d.m = n, d.n = out, d.k = l.rank;
+  d.alpha = l.scale, d.beta = 1.0f;
+  d.a_type = DType::kFp32, d.a = l.h, d.lda = l.rank;
+  d.b_type = DType::kFp32, d.b = l.b, d.ldb = l.rank, d.trans_b = true;
+  d.c_type = y_type, d.c = y, d.ldc = out;
+  return be.Gemm(q, d);
 }
+
+namespace {
+
+// The adapter's part of LinearBackward (linear.h).
+absl::Status LoraBackward(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
+                          const void* x, const void* dy, DType dy_type, float* dx, int64_t n,
+                          int64_t in, int64_t out) {
+  GemmParams gh;  // gh [N, r] (+)= scale dy B
+  gh.m = n, gh.n = l.rank, gh.k = out;
+  gh.alpha = l.scale, gh.beta = l.first ? 0.0f : 1.0f;
+  gh.a_type = dy_type, gh.a = dy, gh.lda = out;
+  gh.b_type = DType::kFp32, gh.b = l.b, gh.ldb = l.rank;
+  gh.c_type = DType::kFp32, gh.c = l.gh, gh.ldc = l.rank;
+  MOBIUS_RETURN_IF_ERROR(be.Gemm(q, gh));
+  GemmParams db;  // dB [out, r] += scale dy^T h
+  db.m = out, db.n = l.rank, db.k = n;
+  db.alpha = l.scale, db.beta = 1.0f, db.trans_a = true;
+  db.a_type = dy_type, db.a = dy, db.lda = out;
+  db.b_type = DType::kFp32, db.b = l.h, db.ldb = l.rank;
+  db.c_type = DType::kFp32, db.c = l.db, db.ldc = l.rank;
+  MOBIUS_RETURN_IF_ERROR(be.Gemm(q, db));
+  if (!l.last) return absl::OkStatus();
+  GemmParams da;  // dA [r, in] += gh^T x
+  da.m = l.rank, da.n = in, da.k = n;
+  da.beta = 1.0f, da.trans_a = true;
+  da.a_type = DType::kFp32, da.a = l.gh, da.lda = l.rank;
+  da.b_type = DType::kBf16, da.b = x, da.ldb = in;
+  da.c_type = DType::kFp32, da.c = l.da, da.ldc = in;
+  MOBIUS_RETURN_IF_ERROR(be.Gemm(q, da));
+  if (dx == nullptr) return absl::OkStatus();
+  GemmParams g;  // dx [N, in] += gh A
+  g.m = n, g.n = in, g.k = l.rank;
+  g.beta = 1.0f;
+  g.a_type = DType::kFp32, g.a = l.gh, g.lda = l.rank;
+  g.b_type = DType::kFp32, g.b = l.a, g.ldb = in;
+  g.c_type = DType::kFp32, g.c = dx, g.ldc = in;
+  return be.Gemm(q, g);
+}
+
+}  // namespace
 
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                             const void* x, const void* dy, DType dy_type, float* dx,
@@ -32,6 +92,14 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
     g.b_type = DType::kBf16, g.b = w.w, g.ldb = w.ld, g.trans_b = w.in_out;
     g.c_type = DType::kFp32, g.c = dx, g.ldc = in, g.beta = accumulate_dx ? 1.0f : 0.0f;
     MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
+  }
+  if (w.lora.a != nullptr) {
+    MOBIUS_RETURN_IF_ERROR(LoraBackward(be, q, w.lora, x, dy, dy_type, dx, n, in, out));
+  }
+  if (w.dw == nullptr) {  // frozen: no weight gradient
+    if (w.dbias == nullptr) return absl::OkStatus();
+    return be.BiasBackward(q, {.n = n, .c = out, .dout_type = dy_type, .dout = dy,
+                               .dbias = w.dbias});
   }
   GemmParams g;
   g.beta = 1.0f, g.trans_a = true;

@@ -14,22 +14,41 @@
 
 namespace mobius::units {
 
+// A LoRA adapter on a linear (adapter.h): y += scale * (x A^T) B^T. A GPT-2 c_attn adapter is one
+// module over the fused [C, Q + 2K] weight, read as three column slices: each slice gets its rows
+// of B; the first slice computes h = x A^T (shared), the last adds the input gradient through A.
+struct LoraTerm {
+  const float* a = nullptr;  // [rank, in] fp32; nullptr: no adapter
+  const float* b = nullptr;  // [out, rank] fp32: this slice's rows of B
+  float* da = nullptr;       // fp32 gradients, A's and this slice's B's layout (backward)
+  float* db = nullptr;
+  int64_t rank = 0;
+  float scale = 0;
+  float* h = nullptr;   // [N, rank] fp32 workspace: x A^T, kept from forward to backward
+  float* gh = nullptr;  // [N, rank] fp32 scratch: d(loss)/dh, accumulated over the slices
+  bool first = true, last = true;
+};
+
 struct LinearWeight {
   bool in_out = false;       // kInOut (Conv1D) when true
   const void* w = nullptr;   // bf16 device address
   int64_t ld = 0;            // row stride in elements
   const void* bias = nullptr;  // [out] bf16 or nullptr
-  float* dw = nullptr;       // fp32 gradient, same layout and ld as w (backward)
+  float* dw = nullptr;       // fp32 gradient, same layout and ld as w (backward); nullptr: frozen
   float* dbias = nullptr;    // [out] fp32 or nullptr (backward)
+  LoraTerm lora;
 };
 
-// y [N, out] (y_type) = x [N, in] bf16 * W (+ bias; bias only for a bf16 y).
+// y [N, out] (y_type) = x [N, in] bf16 * W (+ bias; bias only for a bf16 y), then the adapter's
+// term added in fp32 and y rounded once more (PEFT's order: base output, + adapter).
 absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                            const void* x, void* y, backend::DType y_type, int64_t n, int64_t in,
                            int64_t out);
 
 // dx [N, in] fp32 (= when !accumulate_dx, += otherwise; dx may be null: skipped);
-// dW += x^T dy (in W's layout); dbias += column sums of dy. dy [N, out] is dy_type.
+// dW += x^T dy (in W's layout; skipped for a frozen W, dw null); dbias += column sums of dy;
+// the adapter's: dB += scale dy^T h, dA += gh^T x, dx += gh A (gh = scale dy B). dy [N, out] is
+// dy_type.
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                             const void* x, const void* dy, backend::DType dy_type, float* dx,
                             bool accumulate_dx, int64_t n, int64_t in, int64_t out);

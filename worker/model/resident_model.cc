@@ -28,14 +28,30 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   std::unique_ptr<ResidentModel> m(new ResidentModel(config, backend, options));
   MOBIUS_ASSIGN_OR_RETURN(m->queue_, backend->CreateQueue(backend::QueueKind::kCompute, 0));
   const int64_t units = config.num_layers + 2;
+  const LoraSpec* lora = options.lora ? &*options.lora : nullptr;
+  m->adapter_params_.resize(units);
+  m->adapter_grads_.resize(units);
+  m->adapters_.resize(units);
   for (int64_t u = 0; u < units; ++u) {
     MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<UnitRunner> runner,
-                            UnitRunner::Create(config, u, backend));
+                            UnitRunner::Create(config, u, backend, lora));
     const UnitParamLayout& layout = runner->layout();
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer w,
                             backend->Allocate(layout.weight_bytes(), absl::StrCat("unit", u, ".weights")));
-    MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer g,
-                            backend->Allocate(layout.grad_bytes(), absl::StrCat("unit", u, ".grads")));
+    // Frozen base weights (LoRA) have no gradients.
+    MOBIUS_ASSIGN_OR_RETURN(
+        DeviceBuffer g,
+        backend->Allocate(runner->frozen() ? 0 : layout.grad_bytes(), absl::StrCat("unit", u, ".grads")));
+    if (!runner->adapter().empty()) {
+      const uint64_t bytes = runner->adapter().bytes();
+      MOBIUS_ASSIGN_OR_RETURN(m->adapter_params_[u],
+                              backend->Allocate(bytes, absl::StrCat("unit", u, ".adapters")));
+      MOBIUS_ASSIGN_OR_RETURN(m->adapter_grads_[u],
+                              backend->Allocate(bytes, absl::StrCat("unit", u, ".adapter_grads")));
+      MOBIUS_RETURN_IF_ERROR(backend->Zero(*m->queue_, {.dst = m->adapter_params_[u].data(),
+                                                        .bytes = bytes}));
+      m->adapters_[u] = {&m->adapter_params_[u], &m->adapter_grads_[u]};
+    }
     // Padding between tensors is never written by the ops; zero it once so it stays defined.
     MOBIUS_RETURN_IF_ERROR(backend->Zero(*m->queue_, {.dst = w.data(), .bytes = w.size_bytes()}));
     m->runners_.push_back(std::move(runner));
@@ -74,10 +90,57 @@ absl::Status ResidentModel::SetWeights(const std::map<std::string, std::vector<u
 }
 
 absl::Status ResidentModel::ZeroGrads() {
-  for (DeviceBuffer& g : grads_) {
-    MOBIUS_RETURN_IF_ERROR(backend_->Zero(*queue_, {.dst = g.data(), .bytes = g.size_bytes()}));
+  for (auto* set : {&grads_, &adapter_grads_}) {
+    for (DeviceBuffer& g : *set) {
+      if (g.size_bytes() == 0) continue;
+      MOBIUS_RETURN_IF_ERROR(backend_->Zero(*queue_, {.dst = g.data(), .bytes = g.size_bytes()}));
+    }
   }
   return absl::OkStatus();
+}
+
+std::vector<std::pair<std::string, int64_t>> ResidentModel::AdapterTensors() const {
+  std::vector<std::pair<std::string, int64_t>> out;
+  for (const auto& r : runners_) {
+    const UnitAdapter& a = r->adapter();
+    for (const UnitAdapter::Module& m : a.modules) {
+      out.push_back({m.module.a_name(), a.rank * m.module.in});
+      out.push_back({m.module.b_name(), m.module.out * a.rank});
+    }
+  }
+  return out;
+}
+
+absl::StatusOr<ResidentModel::AdapterTensor> ResidentModel::FindAdapter(
+    const std::string& name) const {
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    const UnitAdapter& a = runners_[u]->adapter();
+    for (const UnitAdapter::Module& m : a.modules) {
+      if (m.module.a_name() == name) {
+        return AdapterTensor{static_cast<int64_t>(u), m.a, a.rank * m.module.in};
+      }
+      if (m.module.b_name() == name) {
+        return AdapterTensor{static_cast<int64_t>(u), m.b, m.module.out * a.rank};
+      }
+    }
+  }
+  return absl::InvalidArgumentError("no adapter tensor " + name);
+}
+
+absl::Status ResidentModel::SetAdapter(const std::string& name, const float* data) {
+  MOBIUS_ASSIGN_OR_RETURN(const AdapterTensor t, FindAdapter(name));
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, data, adapter_params_[t.unit],
+                                                4 * static_cast<uint64_t>(t.offset),
+                                                4 * static_cast<uint64_t>(t.elements)));
+  return backend_->Synchronize(*queue_);
+}
+
+absl::Status ResidentModel::ReadAdapterGrad(const std::string& name, float* out) {
+  MOBIUS_ASSIGN_OR_RETURN(const AdapterTensor t, FindAdapter(name));
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, adapter_grads_[t.unit],
+                                              4 * static_cast<uint64_t>(t.offset), out,
+                                              4 * static_cast<uint64_t>(t.elements)));
+  return backend_->Synchronize(*queue_);
 }
 
 absl::Status ResidentModel::Prepare(int64_t b, int64_t t) {
@@ -135,7 +198,8 @@ absl::Status ResidentModel::EnqueueForward(const int32_t* tokens, const int32_t*
   const int64_t units = num_units();
   for (int64_t u = 0; u < units; ++u) {
     void* out = u + 1 < units ? inputs_[u + 1].data() : loss_.data();
-    MOBIUS_RETURN_IF_ERROR(runners_[u]->Forward(q, Batch(u), weights_[u], out, Workspace(u)));
+    MOBIUS_RETURN_IF_ERROR(
+        runners_[u]->Forward(q, Batch(u), weights_[u], out, Workspace(u), &adapters_[u]));
   }
   return absl::OkStatus();
 }
@@ -163,7 +227,8 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
     // The head ran last: its internals are still in the (shared) workspace (see the header).
     const bool recompute = options_.recompute && u != units - 1;
     MOBIUS_RETURN_IF_ERROR(runners_[u]->Backward(q, Batch(u), weights_[u], grads_[u], dout, dinp,
-                                                 loss_scale, Workspace(u), recompute));
+                                                 loss_scale, Workspace(u), recompute,
+                                                 &adapters_[u]));
   }
   MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(q));
   return loss;
@@ -194,6 +259,15 @@ absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* 
 }
 
 absl::StatusOr<std::map<std::string, std::vector<float>>> ResidentModel::Grads() {
+  if (options_.lora) {  // the adapters' (the base is frozen)
+    std::map<std::string, std::vector<float>> out;
+    for (const auto& [name, elements] : AdapterTensors()) {
+      std::vector<float>& g = out[name];
+      g.resize(elements);
+      MOBIUS_RETURN_IF_ERROR(ReadAdapterGrad(name, g.data()));
+    }
+    return out;
+  }
   std::vector<std::vector<float>> host(runners_.size());
   for (size_t u = 0; u < runners_.size(); ++u) {
     host[u].resize(runners_[u]->layout().total_elements);

@@ -25,13 +25,16 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
 #include "worker/backend/backend.h"
+#include "worker/model/adapter.h"
 #include "worker/model/unit_runner.h"
 
 namespace mobius::units {
@@ -40,6 +43,10 @@ class ResidentModel {
  public:
   struct Options {
     bool recompute = true;  // false: each unit keeps its internals from forward to backward
+    // LoRA (adapter.h): the base weights frozen (no gradient buffers for them), the adapters'
+    // fp32 parameters and gradients on the device; Grads() and ReadGrad() then give the
+    // adapters' gradients by PEFT's tensor names (model/lora.h).
+    std::optional<LoraSpec> lora;
   };
 
   // Allocates weights and gradients (zeroed). `backend` is not owned and must outlive the model.
@@ -84,6 +91,13 @@ class ResidentModel {
   // reads it (a tied embedding's two copies). Errors as ReadGrad's. Returns after the copies.
   absl::Status SetWeight(const std::string& name, int64_t begin, int64_t n, const uint16_t* bf16);
 
+  // LoRA: every adapter tensor (PEFT name, elements) in unit and module order; uploading one
+  // (fp32 [elements], returns after the copy); reading one's accumulated gradient.
+  // INVALID_ARGUMENT for an unknown name.
+  std::vector<std::pair<std::string, int64_t>> AdapterTensors() const;
+  absl::Status SetAdapter(const std::string& name, const float* data);
+  absl::Status ReadAdapterGrad(const std::string& name, float* out);
+
   // The input of unit `unit` (>= 1) in the last ForwardBackward: hidden [b, t, C] widened to fp32.
   absl::StatusOr<std::vector<float>> UnitInput(int64_t unit);
 
@@ -103,7 +117,14 @@ class ResidentModel {
   Options options_;
   std::unique_ptr<backend::Queue> queue_;
   std::vector<std::unique_ptr<UnitRunner>> runners_;
-  std::vector<backend::DeviceBuffer> weights_, grads_;  // per unit
+  std::vector<backend::DeviceBuffer> weights_, grads_;  // per unit (grads_ empty when frozen)
+  std::vector<backend::DeviceBuffer> adapter_params_, adapter_grads_;  // per unit (LoRA)
+  std::vector<AdapterBuffers> adapters_;                                // per unit, into the above
+  // Where an adapter tensor lives: unit, element offset, elements.
+  struct AdapterTensor {
+    int64_t unit = 0, offset = 0, elements = 0;
+  };
+  absl::StatusOr<AdapterTensor> FindAdapter(const std::string& name) const;
 
   int64_t b_ = 0, t_ = 0;  // shape of the buffers below
   backend::DeviceBuffer tokens_, targets_, loss_;

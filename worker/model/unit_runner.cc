@@ -90,6 +90,37 @@ const void* UnitRunner::Ctx::W(const std::string& name, int64_t element_offset) 
   return weights->at(2 * static_cast<uint64_t>(p->offset + element_offset));
 }
 
+float* UnitRunner::Ctx::NormG(const std::string& name, int which) const {
+  if (name.empty()) return nullptr;
+  if (!frozen) return G(name);
+  return static_cast<float*>(workspace->at(lws.sink)) + which * lws.sink_elements;
+}
+
+LoraTerm UnitRunner::Ctx::Lora(const std::string& weight, int64_t row, bool first,
+                               bool last) const {
+  LoraTerm l;
+  if (adapter == nullptr || adapter->empty() || adapter_buffers == nullptr) return l;
+  const UnitAdapter::Module* m = adapter->Find(weight);
+  if (m == nullptr) return l;
+  const int64_t r = adapter->rank;
+  const int64_t index = m - adapter->modules.data();
+  float* params = static_cast<float*>(adapter_buffers->params->data());
+  l.a = params + m->a;
+  l.b = params + m->b + row * r;
+  if (adapter_buffers->grads != nullptr) {
+    float* grads = static_cast<float*>(adapter_buffers->grads->data());
+    l.da = grads + m->a;
+    l.db = grads + m->b + row * r;
+  }
+  l.rank = r;
+  l.scale = adapter->scale;
+  l.h = static_cast<float*>(workspace->at(lws.h + index * lws.h_stride));
+  l.gh = static_cast<float*>(workspace->at(lws.gh));
+  l.first = first;
+  l.last = last;
+  return l;
+}
+
 float* UnitRunner::Ctx::G(const std::string& name, int64_t element_offset) const {
   if (name.empty() || grads == nullptr) return nullptr;
   const void* w = W(name, element_offset);  // checks the name
@@ -100,14 +131,21 @@ float* UnitRunner::Ctx::G(const std::string& name, int64_t element_offset) const
 
 absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::ModelConfig& config,
                                                                int64_t unit_index,
-                                                               backend::Backend* backend) {
+                                                               backend::Backend* backend,
+                                                               const LoraSpec* lora) {
   if (backend == nullptr) return absl::InvalidArgumentError("UnitRunner: null backend");
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
   MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
   const UnitKind kind = model.units[unit_index].kind;
-  return std::unique_ptr<UnitRunner>(new UnitRunner(config, kind, std::move(layout),
-                                                    reference::ParameterNames(config), backend));
+  std::unique_ptr<UnitRunner> r(new UnitRunner(config, kind, std::move(layout),
+                                               reference::ParameterNames(config), backend));
+  if (lora != nullptr) {
+    if (lora->rank < 1) return absl::InvalidArgumentError("UnitRunner: LoRA rank must be >= 1");
+    r->frozen_ = true;
+    r->adapter_ = MakeUnitAdapter(*lora, unit_index);
+  }
+  return r;
 }
 
 UnitRunner::UnitRunner(const model::ModelConfig& config, UnitKind kind, UnitParamLayout layout,
@@ -120,8 +158,32 @@ UnitRunner::UnitRunner(const model::ModelConfig& config, UnitKind kind, UnitPara
   }
 }
 
+LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdapter& adapter,
+                                bool frozen, uint64_t base_total, int64_t b, int64_t t) {
+  LoraWorkspace w;
+  const uint64_t n = b * t;
+  const uint64_t h = (4 * n * adapter.rank + 63) / 64 * 64;
+  uint64_t at = (base_total + 63) / 64 * 64;
+  if (!adapter.empty()) {
+    w.h = at;
+    w.h_stride = h;
+    at += h * adapter.modules.size();
+    w.gh = at;
+    at += h;
+  }
+  if (frozen) {
+    w.sink = at;
+    w.sink_elements = std::max(config.hidden_size, config.head_dim);
+    at += 2 * 4 * static_cast<uint64_t>(w.sink_elements);
+  }
+  w.total = frozen || !adapter.empty() ? at : base_total;
+  return w;
+}
+
 uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
-  return MakeWorkspaceLayout(config_, kind_, b, t).total;
+  return MakeLoraWorkspace(config_, adapter_, frozen_,
+                           MakeWorkspaceLayout(config_, kind_, b, t).total, b, t)
+      .total;
 }
 
 absl::StatusOr<backend::DeviceBuffer> UnitRunner::AllocateWorkspace(int64_t b, int64_t t) const {
@@ -131,7 +193,8 @@ absl::StatusOr<backend::DeviceBuffer> UnitRunner::AllocateWorkspace(int64_t b, i
 
 absl::Status UnitRunner::CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
                                    const backend::DeviceBuffer* grads,
-                                   const backend::DeviceBuffer& workspace) const {
+                                   const backend::DeviceBuffer& workspace,
+                                   const AdapterBuffers* adapter, bool backward) const {
   const std::string unit = absl::StrCat("unit ", unit_index(), ": ");
   if (mb.b <= 0 || mb.t <= 0) return absl::InvalidArgumentError(unit + "empty microbatch");
   if (config_.position == model::PositionKind::kLearned && mb.t > config_.max_position_embeddings) {
@@ -147,7 +210,16 @@ absl::Status UnitRunner::CheckCall(const MicroBatch& mb, const backend::DeviceBu
                                                    weights.size_bytes(), " bytes, want ",
                                                    layout_.weight_bytes()));
   }
-  if (grads != nullptr && grads->size_bytes() < layout_.grad_bytes()) {
+  if (!adapter_.empty()) {
+    const uint64_t want = adapter_.bytes();
+    if (adapter == nullptr || adapter->params == nullptr || adapter->params->size_bytes() < want ||
+        (backward && (adapter->grads == nullptr || adapter->grads->size_bytes() < want))) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          unit, "the unit's adapters need ", want, "-byte parameter",
+          backward ? " and gradient buffers" : " buffer"));
+    }
+  }
+  if (!frozen_ && grads != nullptr && grads->size_bytes() < layout_.grad_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat(unit, "grads buffer holds ", grads->size_bytes(),
                                                    " bytes, want ", layout_.grad_bytes()));
   }
@@ -158,13 +230,27 @@ absl::Status UnitRunner::CheckCall(const MicroBatch& mb, const backend::DeviceBu
   return absl::OkStatus();
 }
 
+UnitRunner::Ctx UnitRunner::MakeCtx(backend::Queue& queue, const MicroBatch& mb,
+                                    const backend::DeviceBuffer& weights,
+                                    const backend::DeviceBuffer* grads,
+                                    const backend::DeviceBuffer& workspace,
+                                    const AdapterBuffers* adapter) const {
+  Ctx c{&queue, mb, mb.b * mb.t, &weights, frozen_ ? nullptr : grads, &workspace,
+        MakeWorkspaceLayout(config_, kind_, mb.b, mb.t), &layout_};
+  c.adapter = &adapter_;
+  c.adapter_buffers = adapter;
+  c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws.total, mb.b, mb.t);
+  c.frozen = frozen_;
+  return c;
+}
+
 absl::Status UnitRunner::Forward(backend::Queue& queue, const MicroBatch& mb,
                                  const backend::DeviceBuffer& weights, void* out,
-                                 const backend::DeviceBuffer& workspace) const {
-  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, nullptr, workspace));
+                                 const backend::DeviceBuffer& workspace,
+                                 const AdapterBuffers* adapter) const {
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, nullptr, workspace, adapter, false));
   if (out == nullptr) return absl::InvalidArgumentError("unit forward: null output");
-  const Ctx c{&queue, mb, mb.b * mb.t, &weights, nullptr, &workspace,
-              MakeWorkspaceLayout(config_, kind_, mb.b, mb.t), &layout_};
+  const Ctx c = MakeCtx(queue, mb, weights, nullptr, workspace, adapter);
   switch (kind_) {
     case UnitKind::kEmbedding: return EmbeddingForward(c, out);
     case UnitKind::kDecoderBlock: return BlockForward(c, out);
@@ -177,16 +263,16 @@ absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
                                   const backend::DeviceBuffer& weights,
                                   const backend::DeviceBuffer& grads, const float* dout,
                                   float* dinp, float loss_scale,
-                                  const backend::DeviceBuffer& workspace, bool recompute) const {
-  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, &grads, workspace));
+                                  const backend::DeviceBuffer& workspace, bool recompute,
+                                  const AdapterBuffers* adapter) const {
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, &grads, workspace, adapter, true));
   if (kind_ != UnitKind::kHead && dout == nullptr) {
     return absl::InvalidArgumentError("unit backward: null dout");
   }
   if (kind_ != UnitKind::kEmbedding && dinp == nullptr) {
     return absl::InvalidArgumentError("unit backward: null dinp");
   }
-  const Ctx c{&queue, mb, mb.b * mb.t, &weights, &grads, &workspace,
-              MakeWorkspaceLayout(config_, kind_, mb.b, mb.t), &layout_};
+  const Ctx c = MakeCtx(queue, mb, weights, &grads, workspace, adapter);
   switch (kind_) {
     case UnitKind::kEmbedding: return EmbeddingBackward(c, dout);
     case UnitKind::kDecoderBlock:
@@ -221,8 +307,8 @@ absl::Status UnitRunner::NormBackward(const Ctx& c, const std::string& weight,
       *c.queue, {.op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
                  .n = n, .c = config_.hidden_size, .dout = dout, .inp = inp,
                  .weight = c.W(weight), .mean = layer ? mean : nullptr, .rstd = rstd,
-                 .dinp_type = DType::kFp32, .dinp = dinp, .dweight = c.G(weight),
-                 .dbias = layer ? c.G(bias) : nullptr});
+                 .dinp_type = DType::kFp32, .dinp = dinp, .dweight = c.NormG(weight, 0),
+                 .dbias = layer ? c.NormG(bias, 1) : nullptr});
 }
 
 // ---- embedding ----
@@ -237,6 +323,7 @@ absl::Status UnitRunner::EmbeddingForward(const Ctx& c, void* out) const {
 }
 
 absl::Status UnitRunner::EmbeddingBackward(const Ctx& c, const float* dout) const {
+  if (c.frozen) return absl::OkStatus();  // nothing to train in the embedding, no input gradient
   // The kernel scatters bf16 rows (the activation type); the fp32 boundary gradient is rounded once.
   MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * config_.hidden_size,
                                                    .src_type = DType::kFp32,

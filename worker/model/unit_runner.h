@@ -38,6 +38,7 @@
 #include "common/model/layer_units.h"
 #include "common/model/model_config.h"
 #include "worker/backend/backend.h"
+#include "worker/model/adapter.h"
 #include "common/run/unit_params.h"
 #include "worker/reference/parameters.h"
 
@@ -52,12 +53,17 @@ struct MicroBatch {
 class UnitRunner {
  public:
   // INVALID_ARGUMENT / UNIMPLEMENTED for configs the reference model rejects or a bad index.
-  // `backend` is not owned and must outlive the runner.
+  // `backend` is not owned and must outlive the runner. With `lora` (adapter.h) the unit's base
+  // weights are frozen and its adapted modules (if any) carry LoRA terms: Backward then takes
+  // no base gradient buffer and writes the adapters' gradients.
   static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
                                                             int64_t unit_index,
-                                                            backend::Backend* backend);
+                                                            backend::Backend* backend,
+                                                            const LoraSpec* lora = nullptr);
 
   const UnitParamLayout& layout() const { return layout_; }
+  const UnitAdapter& adapter() const { return adapter_; }  // empty without adapters
+  bool frozen() const { return frozen_; }
   model::UnitKind kind() const { return kind_; }
   int64_t unit_index() const { return layout_.unit_index; }
 
@@ -66,14 +72,19 @@ class UnitRunner {
   // Allocates WorkspaceBytes(b, t) on the backend (RESOURCE_EXHAUSTED past the device cap).
   absl::StatusOr<backend::DeviceBuffer> AllocateWorkspace(int64_t b, int64_t t) const;
 
+  // `adapter`: the unit's adapter parameters (REQUIRED when adapter() is not empty).
   absl::Status Forward(backend::Queue& queue, const MicroBatch& mb,
                        const backend::DeviceBuffer& weights, void* out,
-                       const backend::DeviceBuffer& workspace) const;
+                       const backend::DeviceBuffer& workspace,
+                       const AdapterBuffers* adapter = nullptr) const;
 
+  // A frozen unit ignores `grads` (may be empty) and needs `adapter`'s params and grads when it
+  // has adapters.
   absl::Status Backward(backend::Queue& queue, const MicroBatch& mb,
                         const backend::DeviceBuffer& weights, const backend::DeviceBuffer& grads,
                         const float* dout, float* dinp, float loss_scale,
-                        const backend::DeviceBuffer& workspace, bool recompute) const;
+                        const backend::DeviceBuffer& workspace, bool recompute,
+                        const AdapterBuffers* adapter = nullptr) const;
 
   struct Ctx;  // one call's addresses; internal (unit_runner_internal.h)
 
@@ -83,7 +94,11 @@ class UnitRunner {
              reference::ModelNames names, backend::Backend* backend);
   absl::Status CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
                          const backend::DeviceBuffer* grads,
-                         const backend::DeviceBuffer& workspace) const;
+                         const backend::DeviceBuffer& workspace,
+                         const AdapterBuffers* adapter, bool backward) const;
+  Ctx MakeCtx(backend::Queue& queue, const MicroBatch& mb, const backend::DeviceBuffer& weights,
+              const backend::DeviceBuffer* grads, const backend::DeviceBuffer& workspace,
+              const AdapterBuffers* adapter) const;
 
   // The three kinds (block_runner.cc holds the block's).
   absl::Status EmbeddingForward(const Ctx& c, void* out) const;
@@ -103,6 +118,8 @@ class UnitRunner {
   const UnitParamLayout layout_;
   const reference::ModelNames names_;
   backend::Backend* const backend_;
+  UnitAdapter adapter_;
+  bool frozen_ = false;
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
 };
 

@@ -7,6 +7,8 @@
 #include <string>
 
 #include "common/model/model_config.h"
+#include "worker/model/adapter.h"
+#include "worker/model/linear.h"
 #include "worker/model/unit_runner.h"
 
 namespace mobius::units {
@@ -32,6 +34,21 @@ struct WorkspaceLayout {
 WorkspaceLayout MakeWorkspaceLayout(const model::ModelConfig& config, model::UnitKind kind,
                                     int64_t b, int64_t t);
 
+// The adapters' share of the workspace, after the unit's own (64-byte aligned): per adapted
+// module h = x A^T [N, rank] fp32 (forward to backward), one gh [N, rank] fp32 scratch, and (a
+// frozen unit) a sink for the norm-parameter gradients its kernels always write, 2 x max(C, hd)
+// fp32, never read.
+struct LoraWorkspace {
+  uint64_t h = 0;        // offset of module 0's h; module i's at h + i * h_stride
+  uint64_t h_stride = 0;
+  uint64_t gh = 0;
+  uint64_t sink = 0;
+  int64_t sink_elements = 0;  // per parameter (weight, bias)
+  uint64_t total = 0;    // the whole workspace, the unit's part included
+};
+LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdapter& adapter,
+                                bool frozen, uint64_t base_total, int64_t b, int64_t t);
+
 struct UnitRunner::Ctx {
   backend::Queue* queue = nullptr;
   MicroBatch mb;
@@ -41,6 +58,11 @@ struct UnitRunner::Ctx {
   const backend::DeviceBuffer* workspace = nullptr;
   WorkspaceLayout ws;
   const UnitParamLayout* layout = nullptr;
+  // LoRA: the unit's adapters (empty when none), their buffers for this call, the workspace part.
+  const UnitAdapter* adapter = nullptr;
+  const AdapterBuffers* adapter_buffers = nullptr;
+  LoraWorkspace lws;
+  bool frozen = false;  // base weights frozen: grads is null, norm gradients go to the sink
 
   void* at(uint64_t offset) const { return workspace->at(offset); }
   uint16_t* bf(uint64_t offset) const { return static_cast<uint16_t*>(at(offset)); }
@@ -48,6 +70,12 @@ struct UnitRunner::Ctx {
   // The weight / gradient of `name` plus `element_offset`; nullptr for an empty name (absent bias).
   const void* W(const std::string& name, int64_t element_offset = 0) const;
   float* G(const std::string& name, int64_t element_offset = 0) const;
+  // A norm parameter's gradient: G, or with frozen base weights the sink (`which` 0 weight,
+  // 1 bias); nullptr for an absent parameter.
+  float* NormG(const std::string& name, int which) const;
+  // The adapter term of the linear whose weight is `weight` (LoraTerm{} when not adapted): the
+  // slice of `out` rows from `row` of a fused module of `total_out` rows.
+  LoraTerm Lora(const std::string& weight, int64_t row, bool first, bool last) const;
 };
 
 }  // namespace mobius::units
