@@ -178,6 +178,26 @@ TEST_F(CudaBackendTest, GemmMixedFp32TimesBf16) {
   }, {kBf16Tol, kBf16Tol});
 }
 
+// LoRA's output term (worker/model/linear.cc): y (bf16) += scale * h B^T with h and B fp32 and
+// beta 1, which cuBLASLt has no type set for: CUDA widens C into fp32 scratch, accumulates and
+// rounds once, as the CPU backend does; the fp32 operands are multiplied unrounded on both, so
+// the difference is the fp32 sum order (within one bf16 ulp of C).
+TEST_F(CudaBackendTest, GemmFp32IntoBf16WithBeta) {
+  const int64_t m = 48, n = 72, k = 16;
+  const auto h = gpu_test::RandomFloats(m * k, -1, 1, 40);
+  const auto b = gpu_test::RandomFloats(n * k, -1, 1, 41);
+  const auto y = Bf16Bits(m * n, 1.0f, 42);
+  Both("gemm fp32 -> bf16", [&](Side& s) -> Outputs {
+    uint16_t* c = s.Put(y);
+    EXPECT_OK(s.b().Gemm(s.q(), {.m = m, .n = n, .k = k, .trans_b = true, .alpha = 2.0f,
+                                 .beta = 1.0f, .a_type = DType::kFp32, .a = s.Put(h), .lda = k,
+                                 .b_type = DType::kFp32, .b = s.Put(b), .ldb = k,
+                                 .c_type = DType::kBf16, .c = c, .ldc = n}));
+    EXPECT_OK(s.Sync());
+    return {s.GetBf16(c, m * n)};
+  }, {kBf16Tol});
+}
+
 TEST_F(CudaBackendTest, CastZeroResidualBiasAreBitwise) {
   const int64_t n = 64, c = 37;
   const auto f = gpu_test::RandomFloats(n * c, -3, 3, 3);

@@ -73,6 +73,34 @@ absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
   a.ldc = p.ldc;
   a.stride_c = p.stride_c;
   a.batch = p.batch;
+  if (p.a_type == DType::kFp32 && p.b_type == DType::kFp32 && p.c_type == DType::kBf16) {
+    // fp32 x fp32 into a bf16 C (the LoRA term added to a bf16 output): cuBLASLt has no such
+    // type set, so C goes through fp32 scratch (stream-ordered, outside the cap like the mixed
+    // case's operand): widened, accumulated into by an fp32 GEMM, rounded back once. Elements
+    // between rows (ldc > n) are widened and rounded back unchanged.
+    const int64_t span =
+        p.m == 0 || p.n == 0 ? 0 : (p.m - 1) * p.ldc + p.n + (p.batch - 1) * p.stride_c;
+    return Launch(queue, [&](CudaQueue& q) -> KernelStatus {
+      if (span == 0) return kc::OkStatus();
+      void* scratch = nullptr;
+      const cudaError_t e = cudaMallocAsync(&scratch, static_cast<size_t>(span) * 4, q.stream());
+      if (e != cudaSuccess) {
+        cudaGetLastError();
+        return kc::FromCudaError(e, "cudaMallocAsync (gemm fp32 C)", __FILE__, __LINE__);
+      }
+      KernelStatus st = kc::cast_bf16_to_fp32(F32(scratch), Bf(p.c), span, q.stream());
+      if (st.ok()) {
+        kc::GemmArgs f = a;
+        f.c_type = kc::GemmType::kFp32;
+        f.c = scratch;
+        std::lock_guard<std::mutex> lock(gemm_mu_);
+        st = gemm_->Run(f, q.stream());
+      }
+      if (st.ok()) st = kc::cast_fp32_to_bf16(Bf(p.c), F32(scratch), span, q.stream());
+      cudaFreeAsync(scratch, q.stream());
+      return st;
+    });
+  }
   if (p.a_type == p.b_type) {
     return Launch(queue, [&](CudaQueue& q) {
       std::lock_guard<std::mutex> lock(gemm_mu_);  // the plan cache is not thread-safe
