@@ -216,6 +216,18 @@ absl::StatusOr<OpenedCheckpoint> OpenCheckpoint(const std::string& directory,
   return out;
 }
 
+absl::StatusOr<TrainingState> ReadTrainingState(const std::string& directory,
+                                                std::string* adapter) {
+  const std::string path = directory + "/trainer_state.json";
+  MOBIUS_ASSIGN_OR_RETURN(TrainerState ts, ParseTrainerState(path));
+  if (adapter != nullptr) {
+    MOBIUS_ASSIGN_OR_RETURN(Json j, ReadJson(path));
+    *adapter = j.contains("adapter") && j["adapter"].is_string() ? j["adapter"].get<std::string>()
+                                                                  : "";
+  }
+  return ts.state;
+}
+
 absl::Status VerifyCheckpointChecksums(const std::string& directory, int part, int parts) {
   if (parts <= 0 || part < 0 || part >= parts) {
     return absl::InvalidArgumentError(absl::StrCat("checksum part ", part, " of ", parts));

@@ -118,6 +118,11 @@ absl::StatusOr<OpenedCheckpoint> OpenCheckpoint(const std::string& directory,
 // file whose size or checksum differs.
 absl::Status VerifyCheckpointChecksums(const std::string& directory, int part, int parts);
 
+// trainer_state.json of a checkpoint directory, parsed and checked (INVALID_ARGUMENT naming the
+// field); whether it was an adapter run's ("adapter": "lora") in `adapter`.
+absl::StatusOr<TrainingState> ReadTrainingState(const std::string& directory,
+                                                std::string* adapter = nullptr);
+
 }  // namespace mobius::checkpoint
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_CHECKPOINT_H_

@@ -31,8 +31,9 @@ absl::Status FsError(const std::error_code& ec, const std::string& what) {
   return ErrnoError(ec.value(), what, __FILE__, __LINE__);
 }
 
-absl::StatusOr<std::string> TrainerStateJson(const TrainingState& s, io::DType model_dtype,
-                                             bool has_optimizer_state) {
+absl::StatusOr<std::string> TrainerStateJson(
+    const TrainingState& s, io::DType model_dtype, bool has_optimizer_state,
+    const std::map<std::string, std::string>& extra = {}) {
   Json data = Json::object();
   for (const auto& [k, v] : s.data_position) data[k] = v;
   Json j = {{"format", kCheckpointFormat},
@@ -43,6 +44,7 @@ absl::StatusOr<std::string> TrainerStateJson(const TrainingState& s, io::DType m
             {"data_position", data},
             {"model_dtype", io::DTypeName(model_dtype)},
             {"has_optimizer_state", has_optimizer_state}};
+  for (const auto& [k, v] : extra) j[k] = v;
   try {  // dump() throws on strings that are not UTF-8; keep exceptions inside this module
     return j.dump(2) + "\n";
   } catch (const nlohmann::json::exception& e) {
@@ -371,6 +373,38 @@ absl::StatusOr<std::string> FinishCheckpoint(const std::string& root,
                                     absl::StrCat("exporting the model of ", final_dir)));
   }
   Prune(root, final_dir, state.step, options.keep_last);
+  return final_dir;
+}
+
+absl::StatusOr<std::string> SealCheckpoint(const std::string& root, const std::string& tag,
+                                           const TrainingState& state, io::DType model_dtype,
+                                           bool has_optimizer_state,
+                                           const std::vector<std::string>& copy_files,
+                                           int keep_last,
+                                           const std::map<std::string, std::string>& extra) {
+  if (state.step < 0 || state.lr_step < 0) {
+    return absl::InvalidArgumentError("checkpoint: step and lr_step must be >= 0");
+  }
+  const std::string tmp = PartialCheckpointDir(root, state.step, tag);
+  const std::string final_dir = root + "/" + CheckpointDirName(state.step);
+  absl::Status status = [&]() -> absl::Status {
+    MOBIUS_ASSIGN_OR_RETURN(
+        std::string trainer_state,
+        TrainerStateJson(state, model_dtype, has_optimizer_state, extra));
+    for (const std::string& file : copy_files) {
+      MOBIUS_RETURN_IF_ERROR(CopyFile(file, tmp + "/" + fs::path(file).filename().string()));
+    }
+    MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(tmp + "/trainer_state.json", trainer_state));
+    MOBIUS_RETURN_IF_ERROR(WriteDone(tmp, state.step));
+    MOBIUS_RETURN_IF_ERROR(SyncDirectory(tmp));
+    return Publish(tmp, final_dir, root);
+  }();
+  if (!status.ok()) {
+    std::error_code ec;
+    fs::remove_all(tmp, ec);
+    return Annotate(status, absl::StrCat("saving checkpoint ", final_dir));
+  }
+  Prune(root, final_dir, state.step, keep_last);
   return final_dir;
 }
 

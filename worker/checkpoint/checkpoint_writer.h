@@ -114,6 +114,18 @@ absl::StatusOr<std::string> FinishCheckpoint(const std::string& root,
                                              const TrainingState& state,
                                              const SaveOptions& options, const std::string& tag);
 
+// Completes a checkpoint whose own files the caller wrote into PartialCheckpointDir(root,
+// state.step, tag) (every one fsynced): copies `copy_files`, writes trainer_state.json (plus the
+// `extra` string fields), DONE over every file, publishes it as ROOT/checkpoint-<step> and prunes
+// to `keep_last`, as FinishCheckpoint does for a model's checkpoint (adapter checkpoints:
+// adapter_checkpoint.h). Returns the final directory; on failure the partial one is removed.
+absl::StatusOr<std::string> SealCheckpoint(const std::string& root, const std::string& tag,
+                                           const TrainingState& state, io::DType model_dtype,
+                                           bool has_optimizer_state,
+                                           const std::vector<std::string>& copy_files,
+                                           int keep_last,
+                                           const std::map<std::string, std::string>& extra);
+
 // The export directory of a step: ROOT/export-<step, 8 digits>.
 std::string ExportDirName(int64_t step);
 

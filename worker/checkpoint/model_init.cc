@@ -36,6 +36,10 @@ class Normal {
   std::mt19937_64 engine_;
 };
 
+Json TokenId(int64_t id) { return id >= 0 ? Json(id) : Json(nullptr); }
+
+}  // namespace
+
 uint64_t TensorSeed(uint64_t seed, const std::string& name) {
   uint64_t h = 0xcbf29ce484222325ull;  // FNV-1a of the name
   for (unsigned char ch : name) h = (h ^ ch) * 0x100000001b3ull;
@@ -44,10 +48,6 @@ uint64_t TensorSeed(uint64_t seed, const std::string& name) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
   return z ^ (z >> 31);
 }
-
-Json TokenId(int64_t id) { return id >= 0 ? Json(id) : Json(nullptr); }
-
-}  // namespace
 
 absl::StatusOr<Family> ParseFamily(absl::string_view name) {
   if (const model::FamilyDescriptor* family = model::FindFamily(name)) return family->family;

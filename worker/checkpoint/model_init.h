@@ -55,6 +55,9 @@ struct SizeOverrides {
       max_positions;
 };
 
+// The seed of one tensor's generator: SplitMix64(seed ^ FNV-1a(name)) (above).
+uint64_t TensorSeed(uint64_t seed, const std::string& name);
+
 // "gpt2" | "llama" | "mistral" | "qwen2" | "qwen3"; INVALID_ARGUMENT otherwise.
 absl::StatusOr<model::Family> ParseFamily(absl::string_view name);
 

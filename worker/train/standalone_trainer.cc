@@ -25,6 +25,9 @@
 #include "worker/model/resident_model.h"
 #include "worker/optim/adamw.h"
 #include "worker/optim/lr_schedule.h"
+#include "worker/checkpoint/adapter_checkpoint.h"
+#include "worker/checkpoint/checkpoint_writer.h"
+#include "worker/train/lora_setup.h"
 #include "worker/train/training_setup.h"
 
 namespace mobius::train {
@@ -59,6 +62,9 @@ struct StandaloneTrainer::State {
   // step); the model holds W_{step-1} meanwhile (TrainerOptions::optimizer_staleness).
   std::map<std::string, std::vector<uint16_t>> newest_bf16;
   int64_t last_checkpoint_step = -1;
+  // LoRA runs (options.adapter): the adapted modules and the adapters' fp32 state by PEFT name.
+  std::optional<LoraRun> lora;
+  AdapterStart adapters;
 };
 
 namespace {
@@ -68,14 +74,20 @@ namespace {
 // (Step zeroes the gradients it leaves).
 absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   const TrainerOptions& o = s.options;
-  MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(s.config, s.backend.get(),
-                                                                {.recompute = recompute}));
+  std::optional<units::LoraSpec> lora;
+  if (s.lora) lora = s.lora->spec;
+  MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(
+                                       s.config, s.backend.get(),
+                                       {.recompute = recompute, .lora = lora}));
   for (auto& [name, t] : s.master.tensors) {
     for (int64_t begin = 0; begin < t.numel(); begin += kSlice) {
       const int64_t n = std::min(kSlice, t.numel() - begin);
       numeric::Fp32ToBf16(t.data.data() + begin, s.bf16.data(), static_cast<size_t>(n));
       MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
     }
+  }
+  for (const auto& [name, t] : s.adapters.master.tensors) {
+    MOBIUS_RETURN_IF_ERROR(s.model->SetAdapter(name, t.data.data()));
   }
   std::vector<int32_t> zeros(static_cast<size_t>(o.microbatch * o.seq), 0);
   return s.model->ForwardBackward(zeros.data(), zeros.data(), o.microbatch, o.seq, 0.0f).status();
@@ -147,6 +159,16 @@ absl::StatusOr<std::unique_ptr<StandaloneTrainer>> StandaloneTrainer::Create(
   MOBIUS_RETURN_IF_ERROR(ValidateTrainerOptions(s->options));
   MOBIUS_ASSIGN_OR_RETURN(s->start, LoadTrainingStart(s->options));
   if (s->options.resume) s->last_checkpoint_step = s->step;
+  if (s->options.adapter.enabled()) {
+    if (s->options.optimizer_staleness != 0) {
+      return absl::InvalidArgumentError(
+          "--optimizer_staleness 1 with an adapter is not supported (the adapters' update is "
+          "small; there is nothing to overlap)");
+    }
+    MOBIUS_ASSIGN_OR_RETURN(s->lora, MakeLoraRun(s->options, s->config));
+    MOBIUS_ASSIGN_OR_RETURN(s->adapters,
+                            LoadAdapterStart(s->options, *s->lora, s->start.resume_directory));
+  }
   absl::Status engine = BuildEngine(*s);
   if (absl::IsResourceExhausted(engine)) {
     return absl::ResourceExhaustedError(absl::StrCat(
@@ -169,6 +191,9 @@ bool StandaloneTrainer::done() const { return s_->step >= s_->options.steps; }
 int64_t StandaloneTrainer::step() const { return s_->step; }
 const model::ModelConfig& StandaloneTrainer::config() const { return s_->config; }
 const reference::Parameters& StandaloneTrainer::master() const { return s_->master; }
+const reference::Parameters& StandaloneTrainer::adapters() const {
+  return s_->adapters.master;
+}
 absl::StatusOr<std::map<std::string, std::vector<float>>> StandaloneTrainer::LastGrads() const {
   return s_->model->Grads();
 }
@@ -195,6 +220,7 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   MOBIUS_ASSIGN_OR_RETURN(data::Batch batch, s.start.loader->NextTrainBatch());
   MOBIUS_ASSIGN_OR_RETURN(float loss, s.model->Step(batch.tokens.data(), batch.targets.data(),
                                                     batch.b, batch.t, o.batch / o.microbatch));
+  if (s.lora) return FinishAdapterStep(loss, start);
   // The gradients stay on the device; each tensor's comes down twice (norm, then update) in
   // slices of kSlice elements (a multiple of the norm's 64 Ki-element chunks) through one slice of
   // scratch. The norm adds the same chunk partials in the same (HF-name) order as
@@ -247,6 +273,14 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
     }
   }
   ++s.step;
+  return Finish(loss, lr, norm, start);
+}
+
+// The step's statistics, then the evaluation and the checkpoint the step is due.
+absl::StatusOr<StepStats> StandaloneTrainer::Finish(float loss, double lr, double norm,
+                                                    Clock::time_point start) {
+  State& s = *s_;
+  const TrainerOptions& o = s.options;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
 
   StepStats st;
@@ -265,6 +299,49 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
     MOBIUS_ASSIGN_OR_RETURN(st.checkpoint, SaveCheckpointNow());
   }
   return st;
+}
+
+// A LoRA step after the forward-backward: the adapters' gradients come down whole (they are
+// small), their global norm adds each tensor's chunk partials in PEFT-name order (the pipeline's
+// order too), and AdamW (decay on A and B, as the Hugging Face Trainer applies it) updates the fp32
+// adapters, which go back up as they are: adapters compute in fp32, nothing is rounded to bf16.
+absl::StatusOr<StepStats> StandaloneTrainer::FinishAdapterStep(float loss,
+                                                               Clock::time_point start) {
+  State& s = *s_;
+  const TrainerOptions& o = s.options;
+  std::map<std::string, std::vector<float>> grads;
+  double sum = 0.0;
+  std::vector<double> partials;
+  for (const auto& [name, t] : s.adapters.master.tensors) {
+    std::vector<float>& g = grads[name];
+    g.resize(t.data.size());
+    MOBIUS_RETURN_IF_ERROR(s.model->ReadAdapterGrad(name, g.data()));
+    partials.assign((g.size() + optim::CpuAdamW::kChunkElements - 1) /
+                        optim::CpuAdamW::kChunkElements,
+                    0.0);
+    s.adamw->ChunkSquares(g, partials.data());
+    for (double p : partials) sum += p;
+  }
+  const double norm = std::sqrt(sum);
+  if (!std::isfinite(norm)) {
+    return absl::InternalError(absl::StrCat("step ", s.step + 1, ": the adapters' gradient norm is ",
+                                            norm, " (training diverged; lower --lr)"));
+  }
+  const float scale = o.grad_clip > 0 ? optim::ClipScale(norm, o.grad_clip) : 1.0f;
+  const double lr = s.schedule->At(s.step + 1);
+  MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(lr));
+  std::vector<optim::ParamBuffers> buffers;
+  for (auto& [name, t] : s.adapters.master.tensors) {
+    buffers.push_back({.master = t.data.data(), .m = s.adapters.adam_m.data(name),
+                       .v = s.adapters.adam_v.data(name), .grad = grads.at(name).data(),
+                       .bf16_out = nullptr, .n = t.data.size(), .decay = true});
+  }
+  MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, buffers));
+  for (const auto& [name, t] : s.adapters.master.tensors) {
+    MOBIUS_RETURN_IF_ERROR(s.model->SetAdapter(name, t.data.data()));
+  }
+  ++s.step;
+  return Finish(loss, lr, norm, start);
 }
 
 absl::StatusOr<float> StandaloneTrainer::EvalLoss() {
@@ -298,10 +375,24 @@ absl::StatusOr<std::string> StandaloneTrainer::SaveCheckpointNow() {
   State& s = *s_;
   const TrainerOptions& o = s.options;
   if (o.checkpoint_dir.empty()) return absl::FailedPreconditionError("no --checkpoint_dir");
-  MOBIUS_ASSIGN_OR_RETURN(std::string dir,
-                          SaveTrainingCheckpoint(o, s.config, s.start.config_json, s.master,
-                                                 s.adam_m, s.adam_v, s.step,
-                                                 s.start.loader->position()));
+  std::string dir;
+  if (s.lora) {
+    checkpoint::AdapterTensors tensors{.master = &s.adapters.master};
+    if (s.step > 0) {
+      tensors.adam_m = &s.adapters.adam_m;
+      tensors.adam_v = &s.adapters.adam_v;
+    }
+    MOBIUS_ASSIGN_OR_RETURN(
+        dir, checkpoint::SaveAdapterCheckpoint(
+                 o.checkpoint_dir, s.lora->info, s.lora->shapes, tensors,
+                 CheckpointState(o, s.step, s.start.loader->position()),
+                 CheckpointSaveOptions(o, s.start.config_json).copy_files,
+                 o.checkpoint_keep_last));
+  } else {
+    MOBIUS_ASSIGN_OR_RETURN(dir, SaveTrainingCheckpoint(o, s.config, s.start.config_json,
+                                                        s.master, s.adam_m, s.adam_v, s.step,
+                                                        s.start.loader->position()));
+  }
   s.last_checkpoint_step = s.step;
   return dir;
 }

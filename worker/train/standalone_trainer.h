@@ -13,6 +13,10 @@
 //                     description says so (not on norms and biases, layer_units.h); global-norm
 //                     clipping (PyTorch's clip_grad_norm_); LrSchedule (warmup + cosine/constant)
 //   checkpoints       checkpoint::SaveCheckpoint (bf16 model + fp32 master + Adam m/v + state)
+//   LoRA              (options.adapter) the base frozen in bf16, the adapters (lora_setup.h)
+//                     trained: their fp32 masters and moments on the host, AdamW and the global
+//                     norm over them alone (PEFT's trainable parameters), uploaded after each
+//                     update; checkpoints in PEFT's format (checkpoint/adapter_checkpoint.h)
 //
 // One step: the next batch of B sequences, split into B/MB microbatches, each scaled by its share
 // of the batch's non-ignored targets (ResidentModel::Step); grad norm; clip; AdamW at the
@@ -30,6 +34,7 @@
 #ifndef MOBIUS_WORKER_TRAIN_STANDALONE_TRAINER_H_
 #define MOBIUS_WORKER_TRAIN_STANDALONE_TRAINER_H_
 
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -87,7 +92,9 @@ class StandaloneTrainer {
   bool done() const;
   int64_t step() const;
   const model::ModelConfig& config() const;
-  const reference::Parameters& master() const;  // fp32 master weights
+  const reference::Parameters& master() const;  // fp32 master weights (LoRA: the frozen base)
+  // LoRA runs: the adapters (fp32, by PEFT name); empty otherwise.
+  const reference::Parameters& adapters() const;
   // Gradients of the last step (fp32, by HF name, before clipping), downloaded from the device
   // (a whole-model allocation: for tests and tools, not the training path).
   absl::StatusOr<std::map<std::string, std::vector<float>>> LastGrads() const;
@@ -98,6 +105,10 @@ class StandaloneTrainer {
 
  private:
   explicit StandaloneTrainer(std::unique_ptr<State> state);
+  absl::StatusOr<StepStats> FinishAdapterStep(float loss,
+                                              std::chrono::steady_clock::time_point start);
+  absl::StatusOr<StepStats> Finish(float loss, double lr, double norm,
+                                   std::chrono::steady_clock::time_point start);
   std::unique_ptr<State> s_;
 };
 

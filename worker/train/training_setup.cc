@@ -123,8 +123,10 @@ absl::Status LoadModel(const TrainerOptions& o, bool parameters, TrainingStart& 
     MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::ReadModelDirectory(dir));
     s.config = loaded.config;
     s.master = std::move(loaded.params);
-    s.adam_m = reference::ZeroParameters(s.config);
-    s.adam_v = reference::ZeroParameters(s.config);
+    if (!o.adapter.enabled()) {  // a frozen base (LoRA) has no optimizer state
+      s.adam_m = reference::ZeroParameters(s.config);
+      s.adam_v = reference::ZeroParameters(s.config);
+    }
   } else {
     MOBIUS_ASSIGN_OR_RETURN(s.config, model::LoadModelConfig(dir));
     MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(s.config));
@@ -148,7 +150,11 @@ absl::Status Resume(const TrainerOptions& o, bool parameters, TrainingStart& s) 
                                             o.checkpoint_dir));
   }
   checkpoint::LoadedCheckpoint ckpt;
-  if (parameters) {
+  if (o.adapter.enabled()) {
+    // An adapter run's checkpoint holds the adapters only (lora_setup.h loads them); the base
+    // comes from the model directory, frozen.
+    MOBIUS_ASSIGN_OR_RETURN(ckpt.state, checkpoint::ReadTrainingState(*latest));
+  } else if (parameters) {
     MOBIUS_ASSIGN_OR_RETURN(ckpt, checkpoint::LoadCheckpoint(*latest, s.config));
   } else {
     MOBIUS_ASSIGN_OR_RETURN(checkpoint::OpenedCheckpoint opened,
@@ -173,7 +179,7 @@ absl::Status Resume(const TrainerOptions& o, bool parameters, TrainingStart& s) 
   }
   s.loader->Seek(p);
   s.step = ckpt.state.step;
-  if (!parameters) return absl::OkStatus();
+  if (!parameters || o.adapter.enabled()) return absl::OkStatus();
   s.master = std::move(ckpt.master);
   if (!ckpt.adam_m.tensors.empty()) {
     s.adam_m = std::move(ckpt.adam_m);
