@@ -58,7 +58,8 @@ absl::StatusOr<RunSetup> SetUpRun(jobspec::JobSpec spec, const RunSetupOptions& 
     out.dataset = std::move(prepared);
   }
   MOBIUS_ASSIGN_OR_RETURN(train::TrainerOptions training,
-                          TrainerOptionsFromSpec(spec, o.default_checkpoint_dir));
+                          TrainerOptionsFromSpec(spec, o.default_checkpoint_dir,
+                                                 &out.model_config));
   if (o.resume) out.resume_from = files.latest_checkpoint;  // the job's own (checkpoint_owner.h)
   training.resume = !out.resume_from.empty();
   training.device_memory_bytes =
