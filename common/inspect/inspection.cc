@@ -113,7 +113,10 @@ absl::Status CheckReadableInputs(const jobspec::JobSpec& spec) {
   for (const std::string& p : spec.dataset.paths) {
     if (absl::Status s = CheckReadable("dataset.paths", p); !s.ok()) return s;
   }
-  return CheckReadable("dataset.tokenizer", spec.dataset.tokenizer);
+  if (absl::Status s = CheckReadable("dataset.tokenizer", spec.dataset.tokenizer); !s.ok()) {
+    return s;
+  }
+  return CheckReadable("adapter.init_from", spec.adapter ? spec.adapter->init_from : "");
 }
 
 // The job's user (this process) is in `group` (checkpoint.group): PERMISSION_DENIED otherwise.

@@ -7,10 +7,15 @@
 //   Bool(key, bool&)
 //   Path(key, string&)         a file or directory (the YAML reader resolves it against a base)
 //   PathList(key, vector<string>&)  a list of paths (resolved like Path)
+//   StringList(key, vector<string>&)  a list of strings
 //   Gpus(key, int&)            a count, or "all" (= 0) in YAML
 //   Bytes(key, int64_t&)       a byte count, or a size such as "20GiB" in YAML
 //   Labels(key, map&)          a mapping of strings to strings
 //   Section(key, fn)           a nested mapping whose fields fn() visits
+//   OptionalSection(key, optional<T>&, fn)
+//                              a nested mapping that may be absent (nullopt; the writers leave it
+//                              out); fn(T&) visits the fields of the value (readers emplace it
+//                              when the key is there)
 // `Spec` is JobSpec (readers) or const JobSpec (writers); members are passed as references to it.
 //
 // Not a public header: include yaml.h / json.h instead.
@@ -81,6 +86,14 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.String("group", s.checkpoint.group);
   });
   v.Int("max_restarts", s.max_restarts);
+  v.OptionalSection("adapter", s.adapter, [&](auto& a) {
+    v.String("type", a.type);
+    v.Int("rank", a.rank);
+    v.Double("alpha", a.alpha);
+    v.Double("dropout", a.dropout);
+    v.StringList("target_modules", a.target_modules);
+    v.Path("init_from", a.init_from);
+  });
 }
 
 }  // namespace mobius::jobspec::internal

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <type_traits>
@@ -42,12 +43,20 @@ class JsonWriter {
     (*cur_)[key] = json::object();
     for (const auto& [k, value] : v) (*cur_)[key][k] = value;
   }
+  void StringList(const char* key, const std::vector<std::string>& v) { (*cur_)[key] = v; }
   template <typename Fn>
   void Section(const char* key, Fn fn) {
     json* saved = cur_;
     cur_ = &((*cur_)[key] = json::object());
     fn();
     cur_ = saved;
+  }
+  // Written only when present, so that adding an optional section leaves the canonical text of
+  // every spec without it (and so the job store's idempotency check) unchanged.
+  template <typename T, typename Fn>
+  void OptionalSection(const char* key, const std::optional<T>& v, Fn fn) {
+    if (!v.has_value()) return;
+    Section(key, [&] { fn(*v); });
   }
 
  private:
@@ -121,6 +130,7 @@ class JsonReader {
       out.push_back((*v)[i].get<std::string>());
     }
   }
+  void StringList(const char* key, std::vector<std::string>& out) { PathList(key, out); }
   void Gpus(const char* key, int& out) { Int(key, out); }
   void Bytes(const char* key, int64_t& out) { Int(key, out); }
   void Labels(const char* key, std::map<std::string, std::string>& out) {
@@ -146,6 +156,17 @@ class JsonReader {
     }
     levels_.push_back({absl::StrCat(Prefix(), key, "."), v != nullptr ? v : &kEmpty, {}});
     fn();
+    Leave();
+  }
+  // Absent: nullopt. Present (an object): emplaced, absent keys take T's defaults.
+  template <typename T, typename Fn>
+  void OptionalSection(const char* key, std::optional<T>& out, Fn fn) {
+    const json* v = Find(key);
+    if (v == nullptr) return;
+    if (!v->is_object()) return Fail(key, *v, "must be an object");
+    out.emplace();
+    levels_.push_back({absl::StrCat(Prefix(), key, "."), v, {}});
+    fn(*out);
     Leave();
   }
 

@@ -3,7 +3,10 @@
 // JobSpecToJson normalizes the spec (spec.h Normalize) and writes every field, defaults included,
 // with the keys of docs/job-spec.md in sorted order and no whitespace, so two specs that mean the
 // same produce byte-identical text. Doubles are written in the shortest form that reads back
-// exactly; device_memory_bytes is a plain integer and gpus is 0 for "all free".
+// exactly; device_memory_bytes is a plain integer and gpus is 0 for "all free". The optional
+// `adapter` section is written only when the spec has one (then with all its fields): a spec
+// without it keeps the text it had before the section existed, so stored jobs still compare
+// equal to their resubmissions.
 //
 //   {"checkpoint":{"dir":"","every_steps":0},"dataset":{"eval_fraction":0.0,"format":"tokens",...
 //

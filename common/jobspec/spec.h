@@ -1,7 +1,8 @@
 // JobSpec: what a user asks mobiusd to run, as plain data.
 //
 // One fine-tuning job: a Hugging Face model directory, a dataset, the optimizer's hyperparameters,
-// how many GPUs, optional planner overrides, checkpointing and restart policy. Humans write it as
+// how many GPUs, optional planner overrides, checkpointing and restart policy, and optionally a
+// parameter-efficient adapter (LoRA) to train instead of the whole model. Humans write it as
 // YAML (common/jobspec/yaml.h, reference: docs/job-spec.md); it travels as mobius.v1.JobSpec
 // (common/rpc/jobspec_convert.h) and is stored as canonical JSON (common/jobspec/json.h). Every
 // entry point checks it with ValidateJobSpec (common/jobspec/validate.h); this header only
@@ -19,6 +20,7 @@
 #include <array>
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -36,6 +38,7 @@ inline constexpr std::array<std::string_view, 3> kSchedules = {"mobius", "roundr
 inline constexpr std::array<std::string_view, 3> kPartitioners = {"exact", "mip", "uniform"};
 inline constexpr std::array<std::string_view, 2> kMappers = {"cross", "sequential"};
 inline constexpr std::array<std::string_view, 2> kDispatches = {"static", "pool"};
+inline constexpr std::array<std::string_view, 1> kAdapterTypes = {"lora"};
 
 // Limits checked by ValidateJobSpec (beyond them a spec is a mistake, or would overflow the
 // arithmetic done on it: tokens per step = global_batch * seq_len must fit comfortably in int64).
@@ -55,6 +58,9 @@ inline constexpr int kMaxGpus = 1024;
 inline constexpr int kMaxStages = 4096;
 inline constexpr int kMaxDatasetFiles = 1024;
 inline constexpr int kMaxFieldNameLength = 256;
+inline constexpr int64_t kMaxLoraRank = 4096;
+inline constexpr int kMaxLoraTargets = 64;
+inline constexpr int kMaxLoraTargetLength = 128;
 
 struct DatasetSpec {
   // The file(s): `path` for one, `paths` for several (their documents are read in order, as one
@@ -134,6 +140,28 @@ struct CheckpointSpec {
   friend bool operator==(const CheckpointSpec&, const CheckpointSpec&) = default;
 };
 
+// The `adapter` section: train low-rank adapters (LoRA, as Hugging Face PEFT defines it:
+// common/model/lora.h) on a frozen base model instead of the whole model. Mirrors
+// train::AdapterOptions (common/run/trainer_options.h); the checks that need the model (target
+// names of the family, rank <= the smallest adapted dimension) run where its config.json is read
+// (jobs::PlanJob), not here.
+struct AdapterSpec {
+  std::string type;      // kAdapterTypes; required in the section (empty: a validation error)
+  int64_t rank = 8;      // PEFT's default r; [1, kMaxLoraRank]
+  double alpha = 8.0;    // PEFT's default lora_alpha; > 0 (the update is scaled by alpha / rank)
+  double dropout = 0.0;  // on the adapter's input, [0, 1)
+  // PEFT target_modules names of the model's family ("q_proj", "c_attn"); empty: the family's
+  // PEFT default (model::DefaultLoraTargets), resolved where the model is known. Kept as written
+  // (order included): the canonical JSON does not reorder them.
+  std::vector<std::string> target_modules;
+  // A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from;
+  // empty: PEFT's initialisation from the run's seed. A path like model_dir (relative to the
+  // spec file in YAML).
+  std::string init_from;
+
+  friend bool operator==(const AdapterSpec&, const AdapterSpec&) = default;
+};
+
 struct JobSpec {
   std::string name;                          // optional; [a-z0-9._-], at most 63 characters
   std::map<std::string, std::string> labels; // free-form key/value tags
@@ -145,6 +173,8 @@ struct JobSpec {
   PlanSpec plan;
   CheckpointSpec checkpoint;
   int max_restarts = 1;                      // [0, 10]; restarts after a failure
+  // Absent (the YAML has no `adapter` section): full fine-tuning. Present: train an adapter.
+  std::optional<AdapterSpec> adapter;
 
   friend bool operator==(const JobSpec&, const JobSpec&) = default;
 };
@@ -153,7 +183,9 @@ struct JobSpec {
 bool IsTextFormat(const std::string& format);
 
 // Fills the derived defaults in place: microbatch 0 -> global_batch; for text datasets an
-// empty tokenizer -> model_dir; a one-element dataset.paths -> dataset.path. Idempotent. The YAML and JSON readers return normalized specs.
+// empty tokenizer -> model_dir; a one-element dataset.paths -> dataset.path. An adapter's empty
+// target_modules stays empty (its default depends on the model's family). Idempotent. The YAML
+// and JSON readers return normalized specs.
 void Normalize(JobSpec& spec);
 
 }  // namespace mobius::jobspec

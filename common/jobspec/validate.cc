@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cmath>
 #include <cstring>
@@ -397,6 +398,85 @@ void CheckResourcesAndPlan(const JobSpec& s, Checker& c) {
   }
 }
 
+// A PEFT adapter directory to start from (server side): adapter_config.json and
+// adapter_model.safetensors, readable. Their contents are the engine's to check.
+void CheckAdapterDir(const std::string& dir, Checker& c) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) != 0) {
+    c.Add("adapter.init_from",
+          absl::StrCat("cannot access ", Quote(dir), " (", ErrnoText(errno), ")"));
+    return;
+  }
+  if (!S_ISDIR(st.st_mode)) {
+    c.Add("adapter.init_from", absl::StrCat("not a directory (got ", Quote(dir), ")"));
+    return;
+  }
+  for (const char* file : {"adapter_config.json", "adapter_model.safetensors"}) {
+    const std::string path = absl::StrCat(dir, "/", file);
+    const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    if (fd < 0) {
+      c.Add("adapter.init_from", absl::StrCat("no readable ", file, " in ", Quote(dir), " (",
+                                              ErrnoText(errno), "); a PEFT adapter directory "
+                                              "has adapter_config.json and "
+                                              "adapter_model.safetensors"));
+      return;
+    }
+    close(fd);
+  }
+}
+
+// A PEFT target_modules name: the last component of a module path, so letters, digits, '_' and
+// '.' (no spaces, slashes or regular expressions).
+bool IsModuleName(const std::string& name) {
+  return !name.empty() && name.size() <= static_cast<size_t>(kMaxLoraTargetLength) &&
+         std::all_of(name.begin(), name.end(), [](char ch) {
+           return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '.';
+         });
+}
+
+// The `adapter` section's own rules; those that need the model (the family's module names,
+// rank <= the smallest adapted dimension) are model::ValidateLora's, run by jobs::PlanJob.
+void CheckAdapter(const JobSpec& s, Checker& c) {
+  if (!s.adapter.has_value()) return;
+  const AdapterSpec& a = *s.adapter;
+  if (a.type.empty()) {
+    c.Add("adapter.type", absl::StrCat("required in the adapter section (one of ",
+                                       OneOf(kAdapterTypes), ")"));
+  } else {
+    c.Enum("adapter.type", a.type, kAdapterTypes);
+  }
+  c.Range("adapter.rank", a.rank, int64_t{1}, kMaxLoraRank);
+  c.Number("adapter.alpha", a.alpha, 0, true, INFINITY, false);
+  c.Number("adapter.dropout", a.dropout, 0, false, 1, true);
+  if (a.target_modules.size() > static_cast<size_t>(kMaxLoraTargets)) {
+    c.Add("adapter.target_modules", absl::StrCat("at most ", kMaxLoraTargets, " names (got ",
+                                                 a.target_modules.size(), ")"));
+  } else {
+    for (size_t i = 0; i < a.target_modules.size(); ++i) {
+      const std::string field = absl::StrCat("adapter.target_modules[", i, "]");
+      const std::string& name = a.target_modules[i];
+      if (!IsModuleName(name)) {
+        c.Add(field, absl::StrCat("a module name is 1-", kMaxLoraTargetLength,
+                                  " characters of A-Z, a-z, 0-9, '_' and '.' (got ", Quote(name),
+                                  ")"));
+        continue;
+      }
+      const auto first = std::find(a.target_modules.begin(), a.target_modules.begin() + i, name);
+      if (first != a.target_modules.begin() + i) {
+        c.Add(field, absl::StrCat(Quote(name), " is listed twice (also adapter.target_modules[",
+                                  first - a.target_modules.begin(), "])"));
+      }
+    }
+  }
+  if (c.Path("adapter.init_from", a.init_from, /*required=*/false) &&
+      c.options().check_files_exist) {
+    CheckAdapterDir(a.init_from, c);
+  }
+  if (s.plan.schedule == "roundrobin") {
+    c.Add("adapter", "schedule roundrobin does not support adapters yet; use mobius or resident");
+  }
+}
+
 }  // namespace
 
 std::vector<FieldError> FindJobSpecErrors(const JobSpec& s, const ValidateOptions& options) {
@@ -416,6 +496,7 @@ std::vector<FieldError> FindJobSpecErrors(const JobSpec& s, const ValidateOption
   c.Range("checkpoint.keep_last", s.checkpoint.keep_last, 0, kMaxKeepLast, "; 0 keeps all");
   CheckGroupName(s.checkpoint.group, c);
   c.Range("max_restarts", s.max_restarts, 0, kMaxRestarts);
+  CheckAdapter(s, c);
   return c.Take();
 }
 

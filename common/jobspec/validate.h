@@ -9,6 +9,10 @@
 //   resources.gpus: must be in [0, 1024]; 0 means all free GPUs (got -2)
 //   model_dir: no config.json in /models/llama (No such file or directory)
 //
+// What needs the model's config.json is checked where it is read (jobs::PlanJob): an adapter's
+// target_modules against the family's modules and its rank against their dimensions
+// (model::ValidateLora).
+//
 // Thread-safe: pure functions, apart from reading the file system with check_files_exist.
 #ifndef MOBIUS_COMMON_JOBSPEC_VALIDATE_H_
 #define MOBIUS_COMMON_JOBSPEC_VALIDATE_H_
@@ -22,11 +26,14 @@
 namespace mobius::jobspec {
 
 struct ValidateOptions {
-  // Server side: model_dir, dataset.path, dataset.tokenizer and checkpoint.dir must be absolute.
+  // Server side: model_dir, dataset.path, dataset.tokenizer, checkpoint.dir and
+  // adapter.init_from must be absolute.
   bool require_absolute_paths = false;
   // Server side: model_dir is a directory with a readable config.json and at least one
   // *.safetensors file; dataset.path is a readable regular file (for "tokens", one that starts
-  // with the token file's magic); the tokenizer directory holds tokenizer.json or tokenizer.model.
+  // with the token file's magic); the tokenizer directory holds tokenizer.json or tokenizer.model;
+  // adapter.init_from is a directory with readable adapter_config.json and
+  // adapter_model.safetensors.
   bool check_files_exist = false;
 };
 

@@ -162,6 +162,7 @@ class PathCollector {
   void PathList(const char* key, const std::vector<std::string>&) { Add(key); }
   void Gpus(const char* key, const int&) { Add(key); }
   void Bytes(const char* key, const int64_t&) { Add(key); }
+  void StringList(const char* key, const std::vector<std::string>&) { Add(key); }
   void Labels(const char* key, const std::map<std::string, std::string>&) { Add(key); }
   template <typename Fn>
   void Section(const char* key, Fn fn) {
@@ -170,6 +171,11 @@ class PathCollector {
     prefix_ = absl::StrCat(prefix_, key, ".");
     fn();
     prefix_ = saved;
+  }
+  template <typename T, typename Fn>
+  void OptionalSection(const char* key, const std::optional<T>&, Fn fn) {
+    T fields;
+    Section(key, [&] { fn(fields); });
   }
 
  private:
@@ -271,6 +277,24 @@ class YamlReader {
       Resolve(out.back());
     }
   }
+  // A sequence of strings (not a single scalar: a list field written as one name is a mistake
+  // more often than a shorthand, and PEFT reads a string target_modules as a regular expression).
+  void StringList(const char* key, std::vector<std::string>& out) {
+    const YAML::Node* v = Take(key);
+    if (v == nullptr) return;
+    if (!v->IsSequence()) return Fail(key, *v, "must be a list of strings");
+    out.clear();
+    for (size_t i = 0; i < v->size(); ++i) {
+      const YAML::Node item = (*v)[i];
+      const std::string field = absl::StrCat(Path(key), "[", i, "]");
+      positions_[field] = At(item.Mark());
+      if (!item.IsScalar()) {
+        Add(field, absl::StrCat("must be a string (got ", Describe(item), ")"), item);
+        continue;
+      }
+      out.push_back(item.Scalar());
+    }
+  }
   void Gpus(const char* key, int& out) {
     const YAML::Node* v = Take(key);
     if (v == nullptr) return;
@@ -320,6 +344,18 @@ class YamlReader {
     }
     Enter(v != nullptr ? *v : empty, key);
     fn();
+    Leave();
+  }
+  // Absent or null: stays nullopt. A mapping (even an empty one) makes it present, with the
+  // defaults of T for the keys it does not have.
+  template <typename T, typename Fn>
+  void OptionalSection(const char* key, std::optional<T>& out, Fn fn) {
+    const YAML::Node* v = Take(key);
+    if (v == nullptr) return;
+    if (!v->IsMap()) return Fail(key, *v, "must be a mapping of fields");
+    out.emplace();
+    Enter(*v, key);
+    fn(*out);
     Leave();
   }
 

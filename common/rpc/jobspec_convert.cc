@@ -67,6 +67,16 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   p.mutable_checkpoint()->set_keep_last(s.checkpoint.keep_last);
   p.mutable_checkpoint()->set_group(s.checkpoint.group);
   p.set_max_restarts(s.max_restarts);
+  if (s.adapter.has_value()) {
+    const jobspec::AdapterSpec& a = *s.adapter;
+    v1::AdapterSpec* pa = p.mutable_adapter();
+    pa->set_type(a.type);
+    pa->set_rank(a.rank);
+    pa->set_alpha(a.alpha);
+    pa->set_dropout(a.dropout);
+    for (const std::string& target : a.target_modules) pa->add_target_modules(target);
+    pa->set_init_from(a.init_from);
+  }
   return p;
 }
 
@@ -128,6 +138,18 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
       p.checkpoint().has_keep_last() ? p.checkpoint().keep_last() : defaults.checkpoint.keep_last;
   s.checkpoint.group = p.checkpoint().group();
   s.max_restarts = p.has_max_restarts() ? p.max_restarts() : defaults.max_restarts;
+  if (p.has_adapter()) {
+    // The type stays as sent: an empty one is the validator's "adapter.type: required".
+    const v1::AdapterSpec& pa = p.adapter();
+    const jobspec::AdapterSpec da;
+    jobspec::AdapterSpec& a = s.adapter.emplace();
+    a.type = pa.type();
+    a.rank = pa.has_rank() ? pa.rank() : da.rank;
+    a.alpha = pa.has_alpha() ? pa.alpha() : da.alpha;
+    a.dropout = pa.dropout();
+    a.target_modules.assign(pa.target_modules().begin(), pa.target_modules().end());
+    a.init_from = pa.init_from();
+  }
   return s;
 }
 

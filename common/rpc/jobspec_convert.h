@@ -6,7 +6,8 @@
 // the struct's defaults and otherwise copies values unchecked: the caller runs ValidateJobSpec on
 // the result (out-of-range values, unknown strings). FromProto(ToProto(s)) == s for every s whose
 // enumerated strings are not empty (an empty one is invalid in the struct and reads back as the
-// default).
+// default). The adapter section travels as the AdapterSpec submessage: present exactly when the
+// struct's optional is (its type is copied as is, an empty one included).
 // Only */rpc/ and client/ code includes this header (it pulls in protobuf).
 //
 // Thread-safe: pure functions.

@@ -61,3 +61,16 @@ ABSL_FLAG(int32_t, optimizer_staleness, 0,
           "train: 1 = the asynchronous optimizer's reference: step k computes with the weights "
           "after update k-2 (after a checkpoint, eval or the first step: the newest); 0 = "
           "synchronous.");
+// train: LoRA (PEFT's low-rank adapters on a frozen base model: common/model/lora.h).
+ABSL_FLAG(int64_t, lora_rank, 0,
+          "train: LoRA rank r; > 0 trains adapters on the frozen model instead of the whole model; "
+          "0: full fine-tuning.");
+ABSL_FLAG(double, lora_alpha, 8.0,
+          "train: LoRA alpha (the adapters' update is scaled by alpha / rank); PEFT's default 8.");
+ABSL_FLAG(double, lora_dropout, 0.0, "train: dropout on the adapters' input, [0, 1).");
+ABSL_FLAG(std::string, lora_targets, "",
+          "train: comma-separated PEFT target_modules names (q_proj,v_proj; c_attn for GPT-2); "
+          "empty: the family's PEFT default.");
+ABSL_FLAG(std::string, lora_init, "",
+          "train: a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to "
+          "start from; empty: PEFT's initialisation from --seed.");

@@ -4,6 +4,7 @@
 
 #include "absl/flags/flag.h"
 #include "absl/status/status.h"
+#include "absl/strings/str_split.h"
 #include "common/init.h"
 #include "glog/logging.h"
 #include "worker/checkpoint/worker_flags.h"
@@ -25,6 +26,21 @@ int Usage(absl::string_view message) {
 bool IsBadInput(const absl::Status& s) {
   return absl::IsInvalidArgument(s) || absl::IsNotFound(s) || absl::IsResourceExhausted(s) ||
          absl::IsPermissionDenied(s) || absl::IsFailedPrecondition(s) || absl::IsOutOfRange(s);
+}
+
+// --lora_rank 0: no adapter (the other --lora_* flags are ignored). A negative rank is kept as
+// "lora" so that ValidateTrainerOptions names it rather than training the whole model.
+AdapterOptions AdapterFromFlags() {
+  AdapterOptions a;
+  const int64_t rank = absl::GetFlag(FLAGS_lora_rank);
+  if (rank == 0) return a;
+  a.type = "lora";
+  a.rank = rank;
+  a.alpha = absl::GetFlag(FLAGS_lora_alpha);
+  a.dropout = absl::GetFlag(FLAGS_lora_dropout);
+  a.target_modules = absl::StrSplit(absl::GetFlag(FLAGS_lora_targets), ',', absl::SkipEmpty());
+  a.init_dir = absl::GetFlag(FLAGS_lora_init);
+  return a;
 }
 
 TrainerOptions OptionsFromFlags() {
@@ -53,6 +69,7 @@ TrainerOptions OptionsFromFlags() {
   o.backend = absl::GetFlag(FLAGS_backend);
   o.recompute = absl::GetFlag(FLAGS_recompute);
   o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
+  o.adapter = AdapterFromFlags();
   return o;
 }
 

@@ -6,7 +6,11 @@
 //       --schedule cosine|constant --weight_decay --grad_clip] [--seed S]
 //       [--eval_every K --eval_fraction F] [--checkpoint_dir D --checkpoint_every K --resume]
 //       [--device_memory_bytes N] [--threads N]
+//       [--lora_rank R [--lora_alpha A] [--lora_dropout P] [--lora_targets q_proj,v_proj]
+//        [--lora_init DIR]]
 //
+// --lora_rank > 0 sets TrainerOptions::adapter (type "lora"): adapters trained on the frozen
+// model; the other --lora_* flags apply only then.
 // stdout: one line per step, FormatStepLine's format
 //   step 12/100 | loss 3.4521 | lr 3.00e-04 | grad_norm 1.234 | tok/s 1234 | 456 ms
 // (+ " | eval loss X" on eval steps), then "checkpoint DIR" for each checkpoint saved.
@@ -28,7 +32,9 @@ inline constexpr char kTrainUsage[] =
     "--steps N [--batch B] [--microbatch MB] [--seq T] [--lr LR] [--min_lr LR] [--warmup N] "
     "[--schedule cosine|constant] [--weight_decay WD] [--grad_clip C] [--seed S] "
     "[--eval_every K --eval_fraction F] [--checkpoint_dir D] [--checkpoint_every K] [--resume] "
-    "[--device_memory_bytes N] [--threads N] [--recompute] [--optimizer_staleness 0|1]";
+    "[--device_memory_bytes N] [--threads N] [--recompute] [--optimizer_staleness 0|1] "
+    "[--lora_rank R [--lora_alpha A] [--lora_dropout P] [--lora_targets M1,M2,...] "
+    "[--lora_init DIR]]";
 
 // `args` are the positional arguments, argv[0] first ("train" second). Returns the exit code.
 int RunTrainCommand(const std::vector<std::string>& args);

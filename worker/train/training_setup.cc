@@ -57,6 +57,18 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
   if (o.optimizer_staleness != 0 && o.optimizer_staleness != 1) {
     return bad("--optimizer_staleness must be 0 or 1 (got ", o.optimizer_staleness, ")");
   }
+  // The adapter's own ranges; what needs the model (targets, rank <= their dimensions) is
+  // model::ValidateLora's, where the model is loaded.
+  if (const AdapterOptions& a = o.adapter; a.enabled()) {
+    if (a.type != "lora") return bad("adapter type must be \"lora\" (got \"", a.type, "\")");
+    if (a.rank < 1) return bad("--lora_rank must be >= 1 (got ", a.rank, ")");
+    if (!(a.alpha > 0) || !std::isfinite(a.alpha)) {
+      return bad("--lora_alpha must be positive (got ", a.alpha, ")");
+    }
+    if (!(a.dropout >= 0 && a.dropout < 1)) {
+      return bad("--lora_dropout must be in [0, 1) (got ", a.dropout, ")");
+    }
+  }
   if ((o.resume || o.checkpoint_every > 0) && o.checkpoint_dir.empty()) {
     return bad("--resume and --checkpoint_every need --checkpoint_dir");
   }

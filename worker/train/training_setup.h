@@ -28,7 +28,8 @@
 namespace mobius::train {
 
 // Checks the options (INVALID_ARGUMENT naming the flag) and fills defaults (microbatch = batch,
-// threads = hardware concurrency).
+// threads = hardware concurrency). An adapter (options.adapter, type "" or "lora") is checked
+// for its own ranges only: rank >= 1, alpha > 0, dropout in [0, 1).
 absl::Status ValidateTrainerOptions(TrainerOptions& options);
 
 // Everything a run starts from.

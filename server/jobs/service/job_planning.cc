@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/lora.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 #include "common/data/loader.h"
@@ -11,8 +12,22 @@
 
 namespace mobius::jobs {
 
-absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
-                                                             const std::string& checkpoint_dir) {
+std::vector<std::string> AdapterTargets(const jobspec::JobSpec& spec,
+                                        const model::ModelConfig& config) {
+  if (!spec.adapter.has_value()) return {};
+  if (!spec.adapter->target_modules.empty()) return spec.adapter->target_modules;
+  return model::DefaultLoraTargets(config);
+}
+
+absl::Status CheckAdapterFitsModel(const jobspec::JobSpec& spec, const model::ModelConfig& config) {
+  if (!spec.adapter.has_value()) return absl::OkStatus();
+  return model::ValidateLora(config, spec.adapter->rank, AdapterTargets(spec, config),
+                             "adapter.rank", "adapter.target_modules");
+}
+
+absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
+    const jobspec::JobSpec& spec, const std::string& checkpoint_dir,
+    const model::ModelConfig* model_config) {
   train::TrainerOptions o;
   const jobspec::TrainingSpec& t = spec.training;
   o.model_dir = spec.model_dir;
@@ -42,6 +57,16 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobS
   o.tokenizer_dir = spec.dataset.tokenizer.empty() ? spec.model_dir : spec.dataset.tokenizer;
   o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);
   o.threads = 1;
+  if (spec.adapter.has_value()) {
+    const jobspec::AdapterSpec& a = *spec.adapter;
+    o.adapter.type = a.type;
+    o.adapter.rank = a.rank;
+    o.adapter.alpha = a.alpha;
+    o.adapter.dropout = a.dropout;
+    o.adapter.target_modules =
+        model_config != nullptr ? AdapterTargets(spec, *model_config) : a.target_modules;
+    o.adapter.init_dir = a.init_from;
+  }
   o.steps = t.steps;
   // A text dataset's step count for epochs is known once it is tokenized (launch/dataset_prep.h);
   // until then it is 0.
@@ -88,6 +113,7 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   }
   const model::ModelConfig& config =
       options.model_config != nullptr ? *options.model_config : loaded;
+  MOBIUS_RETURN_IF_ERROR(CheckAdapterFitsModel(spec, config));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(config));
   planner::JobShape shape;
   shape.global_batch = spec.training.global_batch;

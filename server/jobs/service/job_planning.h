@@ -23,10 +23,26 @@ namespace mobius::jobs {
 // The trainer options of a spec (normalised: jobspec::Normalize; epochs become steps over the token file's train split; threads: 1
 // per worker). `checkpoint_dir` replaces an empty spec.checkpoint.dir. A text dataset must be
 // prepared into a token file (launch::PrepareDataset + WithTokenFile) before the options can run:
-// until then data_path is the text file and, for epochs, steps is 0.
+// until then data_path is the text file and, for epochs, steps is 0. The spec's adapter becomes
+// options.adapter (init_from -> init_dir); its empty target_modules become the family's default
+// (model::DefaultLoraTargets) when `model_config` is given, and stay empty (which means the same
+// to the trainer) otherwise.
 // INVALID_ARGUMENT (field path) for what the pipeline runtime cannot run.
-absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(const jobspec::JobSpec& spec,
-                                                             const std::string& checkpoint_dir);
+absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
+    const jobspec::JobSpec& spec, const std::string& checkpoint_dir,
+    const model::ModelConfig* model_config = nullptr);
+
+// The adapter's target_modules for `config`: the spec's, or the family's PEFT default when it
+// names none. Empty when the spec has no adapter.
+std::vector<std::string> AdapterTargets(const jobspec::JobSpec& spec,
+                                        const model::ModelConfig& config);
+
+// The spec's adapter against the model (model::ValidateLora): every target_modules name is a
+// linear module of the family, and rank <= the smallest dimension of the adapted modules.
+// INVALID_ARGUMENT naming adapter.target_modules[i] (with the family's names) or adapter.rank;
+// OK without an adapter. PlanJob runs it: the first place every path (submit, plan, the
+// supervisor, `mobius run`) has the model's config.
+absl::Status CheckAdapterFitsModel(const jobspec::JobSpec& spec, const model::ModelConfig& config);
 
 struct PlannedJob {
   planner::PlanReport report;
@@ -52,7 +68,9 @@ struct PlanJobOptions {
 
 // Plans `spec` (normalised: jobspec::Normalize) on `gpus` (empty: the first spec.resources.gpus of
 // `allowed`, all of them for 0). FAILED_PRECONDITION when the job asks for more GPUs than `allowed`
-// has (unless fit_to_node) and from the planner when the job does not fit (with its numbers).
+// has (unless fit_to_node) and from the planner when the job does not fit (with its numbers);
+// INVALID_ARGUMENT when the spec's adapter does not fit the model (CheckAdapterFitsModel), before
+// the planner runs.
 absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
                                    const topology::Topology& topology,
                                    const topology::TopologyFacts& facts,

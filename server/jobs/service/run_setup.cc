@@ -48,6 +48,15 @@ absl::StatusOr<RunSetup> SetUpRun(jobspec::JobSpec spec, const RunSetupOptions& 
   plan_options.model_config = &out.model_config;
   MOBIUS_ASSIGN_OR_RETURN(out.planned,
                           PlanJob(spec, *o.topology, *o.facts, o.allowed, o.gpus, plan_options));
+  // ---- LoRA engine pending (issue 19) ------------------------------------------------------
+  // The runtime cannot train adapters yet: a job with one is refused here, at launch, after the
+  // adapter has been checked against the model (PlanJob) and before any tokenizing. Remove this
+  // block when the engine lands; nothing else refuses adapters.
+  if (spec.adapter.has_value()) {
+    return absl::FailedPreconditionError(
+        "adapter: LoRA training is not available in this build yet");
+  }
+  // ---- end LoRA engine pending --------------------------------------------------------------
   if (jobspec::IsTextFormat(spec.dataset.format)) {
     launch::DatasetPrepOptions dataset = o.dataset;
     dataset.descriptor = files.dataset_descriptor;
@@ -58,7 +67,8 @@ absl::StatusOr<RunSetup> SetUpRun(jobspec::JobSpec spec, const RunSetupOptions& 
     out.dataset = std::move(prepared);
   }
   MOBIUS_ASSIGN_OR_RETURN(train::TrainerOptions training,
-                          TrainerOptionsFromSpec(spec, o.default_checkpoint_dir));
+                          TrainerOptionsFromSpec(spec, o.default_checkpoint_dir,
+                                                 &out.model_config));
   if (o.resume) out.resume_from = files.latest_checkpoint;  // the job's own (checkpoint_owner.h)
   training.resume = !out.resume_from.empty();
   training.device_memory_bytes =

@@ -3,9 +3,10 @@
 //
 // In order: check the job's files (RunSetupOptions::inspect: the daemon runs the checks as the
 // job's user, common/inspect/inspection.h; this process reads none of the spec's paths then), plan
-// on the granted GPUs (PlanJob; fails before any tokenizing when the job does not
-// fit), prepare a text dataset into a cached token file (launch::PrepareDataset), derive the
-// trainer options (TrainerOptionsFromSpec: epochs become steps over the token file), decide on
+// on the granted GPUs (PlanJob; fails before any tokenizing when the job does not fit, or its
+// adapter does not fit the model), prepare a text dataset into a cached token file
+// (launch::PrepareDataset), derive the trainer options (TrainerOptionsFromSpec: epochs become
+// steps over the token file; the adapter's default targets from the model's family), decide on
 // resuming (the newest complete checkpoint of the checkpoint directory, when `resume`), and build
 // the run config (launch::BuildRunConfig). Defaults are the spec's, applied once by
 // jobspec::Normalize, which SetUpRun calls.
@@ -68,7 +69,9 @@ struct RunSetup {
 };
 
 // Errors are those of the steps, unchanged (the planner's FAILED_PRECONDITION with its numbers,
-// INVALID_ARGUMENT naming the spec field, the tokenizer's).
+// INVALID_ARGUMENT naming the spec field, the tokenizer's). Until issue 19's LoRA engine lands, a
+// spec with an adapter that fits its model is FAILED_PRECONDITION "adapter: LoRA training is not
+// available in this build yet" after planning (run_setup.cc, the one marked block).
 absl::StatusOr<RunSetup> SetUpRun(jobspec::JobSpec spec, const RunSetupOptions& options);
 
 // The device memory cap the workers get for a plan (see the header comment).

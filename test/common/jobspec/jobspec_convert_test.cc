@@ -41,12 +41,59 @@ TEST(JobSpecConvertTest, FieldsLandWhereExpected) {
   EXPECT_EQ(p.training().seed(), 18446744073709551615ull);
   EXPECT_EQ(p.resources().device_memory_bytes(), 21474836480);
   EXPECT_EQ(p.plan().partitioner(), "mip");
-  EXPECT_EQ(p.plan().dispatch(), "pool");
   EXPECT_EQ(p.training().optimizer_staleness(), 1);
+  ASSERT_TRUE(p.has_adapter());
+  EXPECT_EQ(p.adapter().type(), "lora");
+  EXPECT_TRUE(p.adapter().has_rank());
+  EXPECT_EQ(p.adapter().rank(), 16);
+  EXPECT_EQ(p.adapter().alpha(), 32);
+  EXPECT_EQ(p.adapter().dropout(), 0.05);
+  EXPECT_THAT(p.adapter().target_modules(), ::testing::ElementsAre("q_proj", "v_proj", "down_proj"));
+  EXPECT_EQ(p.adapter().init_from(), "/adapters/start");
   EXPECT_EQ(JobSpecFromProto(p), *spec);
   EXPECT_EQ(p.checkpoint().every_steps(), 100);
   EXPECT_TRUE(p.has_max_restarts());
   EXPECT_EQ(p.max_restarts(), 0);
+}
+
+TEST(JobSpecConvertTest, PoolDispatchTravels) {
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(
+      testing::SourcePath("test/data/specs/good/flow-style-all-gpus.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  const v1::JobSpec p = JobSpecToProto(*spec);
+  EXPECT_EQ(p.plan().dispatch(), "pool");
+  EXPECT_EQ(JobSpecFromProto(p), *spec);
+}
+
+// No adapter message: full fine-tuning, both ways. A message with only its type set takes
+// PEFT's defaults for rank and alpha; one with nothing set is an adapter without a type (which
+// the validator refuses), not "no adapter".
+TEST(JobSpecConvertTest, AdapterPresenceSurvivesTheWire) {
+  jobspec::JobSpec s;
+  s.model_dir = "/m";
+  EXPECT_FALSE(JobSpecToProto(s).has_adapter());
+  EXPECT_FALSE(JobSpecFromProto(JobSpecToProto(s)).adapter.has_value());
+
+  v1::JobSpec p;
+  p.mutable_adapter()->set_type("lora");
+  v1::JobSpec reparsed;
+  ASSERT_TRUE(reparsed.ParseFromString(p.SerializeAsString()));
+  jobspec::JobSpec from = JobSpecFromProto(reparsed);
+  ASSERT_TRUE(from.adapter.has_value());
+  EXPECT_EQ(*from.adapter, (jobspec::AdapterSpec{.type = "lora", .rank = 8, .alpha = 8.0}));
+
+  p.mutable_adapter()->Clear();
+  ASSERT_TRUE(reparsed.ParseFromString(p.SerializeAsString()));
+  EXPECT_TRUE(reparsed.has_adapter());
+  from = JobSpecFromProto(reparsed);
+  ASSERT_TRUE(from.adapter.has_value());
+  EXPECT_EQ(from.adapter->type, "");
+
+  // Explicit values, zeros included, come back as sent.
+  s.adapter = jobspec::AdapterSpec{.type = "lora", .rank = 1, .alpha = 0.5, .dropout = 0,
+                                   .target_modules = {"c_attn"}, .init_from = "/a"};
+  ASSERT_TRUE(reparsed.ParseFromString(JobSpecToProto(s).SerializeAsString()));
+  EXPECT_EQ(JobSpecFromProto(reparsed), s);
 }
 
 TEST(JobSpecConvertTest, AbsentFieldsMeanDefaults) {

@@ -59,6 +59,35 @@ TEST(JobSpecJsonTest, CanonicalText) {
             R"("warmup_steps":0,"weight_decay":0.0}})");
 }
 
+// The adapter section is written only when the spec has one: the text above, that of every spec
+// stored before the section existed, is unchanged, so their resubmissions still dedup. Present, it
+// is written whole, its empty target_modules kept empty (the family's default is resolved where
+// the model is known).
+TEST(JobSpecJsonTest, AdapterSectionOnlyWhenPresent) {
+  JobSpec s = GoodSpec("minimal.yaml");
+  const std::string without = JobSpecToJson(s);
+  EXPECT_EQ(without.find("adapter"), std::string::npos) << without;
+  s.adapter = AdapterSpec{.type = "lora"};
+  const std::string with = JobSpecToJson(s);
+  EXPECT_THAT(with, HasSubstr(R"({"adapter":{"alpha":8.0,"dropout":0.0,"init_from":"","rank":8,)"
+                              R"("target_modules":[],"type":"lora"},"checkpoint":)"));
+  EXPECT_EQ(with.substr(with.find(R"("checkpoint":)")), without.substr(1));
+  absl::StatusOr<JobSpec> back = JobSpecFromJson(with);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(*back, s);
+  back = JobSpecFromJson(without);
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_FALSE(back->adapter.has_value());
+  // Present with every key absent is an adapter with the defaults (and an empty type, which the
+  // validator refuses): not the same spec as none.
+  back = JobSpecFromJson(R"({"adapter":{}})");
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->adapter, AdapterSpec{});
+  JobSpec other = s;
+  other.adapter->target_modules = {"q_proj", "v_proj"};  // the Llama default, written out
+  EXPECT_FALSE(SameJobSpec(s, other));
+}
+
 TEST(JobSpecJsonTest, SameSpecMeansSameAfterDefaults) {
   JobSpec a = GoodSpec("minimal.yaml");
   JobSpec b = a;
@@ -118,6 +147,11 @@ TEST(JobSpecJsonTest, ErrorsNameTheField) {
            Case{R"({"labels":{"a":1}})", "labels.a: must be a string (got 1)"},
            Case{R"({"dataset":{"paht":"/d"}})", "dataset.paht: unknown key"},
            Case{R"({"extra":1,"model_dir":2})", "model_dir: must be a string (got 2); extra: unknown key"},
+           Case{R"({"adapter":null})", "adapter: must be an object (got null)"},
+           Case{R"({"adapter":{"rank":"8"}})", "adapter.rank: must be an integer in"},
+           Case{R"({"adapter":{"target_modules":"q_proj"}})",
+                "adapter.target_modules: must be an array of strings"},
+           Case{R"({"adapter":{"r":8}})", "adapter.r: unknown key"},
        }) {
     absl::StatusOr<JobSpec> s = JobSpecFromJson(c.json);
     ASSERT_FALSE(s.ok()) << c.json;

@@ -257,6 +257,80 @@ TEST(ValidateJobSpecTest, ServerRequiresAbsolutePaths) {
   EXPECT_THAT(Message(s, server), HasSubstr("model_dir: must be an absolute path (got \"models/m\")"));
 }
 
+TEST(ValidateJobSpecTest, NoAdapterSectionIsFullFineTuning) {
+  JobSpec s = Valid();
+  s.plan.schedule = "roundrobin";  // refused only with an adapter
+  EXPECT_THAT(Fields(s), IsEmpty());
+}
+
+TEST(ValidateJobSpecTest, AdapterRanges) {
+  JobSpec s = Valid();
+  s.adapter = AdapterSpec{.type = "lora"};
+  EXPECT_THAT(Fields(s), IsEmpty()) << Message(s);
+  s.adapter = AdapterSpec{.type = "lora", .rank = kMaxLoraRank, .alpha = 1e-3, .dropout = 0.99,
+                          .target_modules = {"q_proj", "c_attn", "model.layers.0.mlp.up_proj"},
+                          .init_from = "adapters/a"};
+  EXPECT_THAT(Fields(s), IsEmpty()) << Message(s);
+
+  s.adapter = AdapterSpec{.type = "", .rank = 0, .alpha = 0, .dropout = 1};
+  EXPECT_THAT(Fields(s),
+              ElementsAre("adapter.type", "adapter.rank", "adapter.alpha", "adapter.dropout"));
+  EXPECT_EQ(Message(s),
+            "adapter.type: required in the adapter section (one of lora)\n"
+            "adapter.rank: must be in [1, 4096] (got 0)\n"
+            "adapter.alpha: must be a finite number > 0 (got 0)\n"
+            "adapter.dropout: must be a finite number in [0, 1) (got 1)");
+  s.adapter = AdapterSpec{.type = "LoRA", .rank = kMaxLoraRank + 1, .alpha = NAN,
+                          .dropout = -0.1};
+  EXPECT_THAT(Fields(s),
+              ElementsAre("adapter.type", "adapter.rank", "adapter.alpha", "adapter.dropout"));
+  EXPECT_THAT(Message(s), HasSubstr("adapter.type: must be one of lora (got \"LoRA\")"));
+}
+
+TEST(ValidateJobSpecTest, AdapterTargetModules) {
+  JobSpec s = Valid();
+  s.adapter = AdapterSpec{.type = "lora",
+                          .target_modules = {"q_proj", "", "v proj", "q_proj", "a/b", "v_proj",
+                                             "v_proj", std::string(kMaxLoraTargetLength + 1, 'x')}};
+  EXPECT_THAT(Fields(s), ElementsAre("adapter.target_modules[1]", "adapter.target_modules[2]",
+                                     "adapter.target_modules[3]", "adapter.target_modules[4]",
+                                     "adapter.target_modules[6]", "adapter.target_modules[7]"));
+  EXPECT_THAT(Message(s), HasSubstr("adapter.target_modules[2]: a module name is 1-128 characters "
+                                    "of A-Z, a-z, 0-9, '_' and '.' (got \"v proj\")"));
+  EXPECT_THAT(Message(s), HasSubstr("adapter.target_modules[3]: \"q_proj\" is listed twice (also "
+                                    "adapter.target_modules[0])"));
+  EXPECT_THAT(Message(s), HasSubstr("adapter.target_modules[6]: \"v_proj\" is listed twice (also "
+                                    "adapter.target_modules[5])"));
+  s.adapter->target_modules.assign(kMaxLoraTargets, "q_proj");
+  for (int i = 0; i < kMaxLoraTargets; ++i) s.adapter->target_modules[i] += std::to_string(i);
+  EXPECT_THAT(Fields(s), IsEmpty());
+  s.adapter->target_modules.push_back("k_proj");
+  EXPECT_THAT(Fields(s), ElementsAre("adapter.target_modules"));
+  EXPECT_THAT(Message(s), HasSubstr("at most 64 names (got 65)"));
+}
+
+TEST(ValidateJobSpecTest, AdapterSchedules) {
+  JobSpec s = Valid();
+  s.adapter = AdapterSpec{.type = "lora"};
+  for (const char* ok : {"mobius", "resident"}) {
+    s.plan.schedule = ok;
+    EXPECT_THAT(Fields(s), IsEmpty()) << ok;
+  }
+  s.plan.schedule = "roundrobin";
+  EXPECT_EQ(Message(s),
+            "adapter: schedule roundrobin does not support adapters yet; use mobius or resident");
+}
+
+TEST(ValidateJobSpecTest, AdapterInitFromIsAPath) {
+  JobSpec s = Valid();
+  s.adapter = AdapterSpec{.type = "lora", .init_from = "adapters/start"};
+  EXPECT_THAT(Fields(s), IsEmpty());
+  EXPECT_THAT(Message(s, {.require_absolute_paths = true}),
+              HasSubstr("adapter.init_from: must be an absolute path (got \"adapters/start\")"));
+  s.adapter->init_from = std::string("/a\nb");
+  EXPECT_THAT(Fields(s), ElementsAre("adapter.init_from"));
+}
+
 // A real model directory and dataset in a temporary directory.
 class FilesTest : public ::testing::Test {
  protected:
@@ -333,6 +407,21 @@ TEST_F(FilesTest, TextDatasetsNeedATokenizer) {
   EXPECT_THAT(Fields(spec_, options_), ElementsAre("dataset.tokenizer"));
   Write(dir_ + "/sp/tokenizer.model", "x");
   EXPECT_THAT(Fields(spec_, options_), IsEmpty());
+}
+
+TEST_F(FilesTest, AdapterInitFromIsAPeftAdapterDirectory) {
+  spec_.adapter = AdapterSpec{.type = "lora", .init_from = dir_ + "/adapter"};
+  EXPECT_THAT(Message(spec_, options_),
+              HasSubstr("adapter.init_from: cannot access \"" + dir_ +
+                        "/adapter\" (No such file or directory)"));
+  std::filesystem::create_directories(dir_ + "/adapter");
+  Write(dir_ + "/adapter/adapter_config.json", "{}");
+  EXPECT_THAT(Message(spec_, options_),
+              HasSubstr("adapter.init_from: no readable adapter_model.safetensors in"));
+  Write(dir_ + "/adapter/adapter_model.safetensors", std::string(16, '\0'));
+  EXPECT_TRUE(ValidateJobSpec(spec_, options_).ok()) << ValidateJobSpec(spec_, options_);
+  spec_.adapter->init_from = dir_ + "/train.tok";
+  EXPECT_THAT(Message(spec_, options_), HasSubstr("adapter.init_from: not a directory"));
 }
 
 }  // namespace

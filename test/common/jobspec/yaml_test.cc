@@ -115,7 +115,7 @@ TEST(JobSpecYamlTest, FlowStyleAllGpusAndRelativePaths) {
   want.training.lr_schedule = "constant";
   want.training.lr = 2.5e-5;
   want.resources = {0, int64_t{3} << 29};
-  want.plan = {"roundrobin", "uniform", "sequential", 8};
+  want.plan = {"roundrobin", "uniform", "sequential", 8, "pool"};
   EXPECT_EQ(*spec, want);
 }
 
@@ -140,10 +140,41 @@ TEST(JobSpecYamlTest, EveryFieldSet) {
   want.training = {500, 0, 12, 3, 333, 0.002, 0.0001, 50, "constant", 0.1, 0, 0.8, 0.999, 1e-6,
                    18446744073709551615ull, 25, 1};
   want.resources = {4, 21474836480};
-  want.plan = {"roundrobin", "mip", "sequential", 4, "pool"};
+  want.plan = {"mobius", "mip", "sequential", 4, "static"};
   want.checkpoint = {"/ckpt", 100};
   want.max_restarts = 0;
+  want.adapter = AdapterSpec{"lora", 16, 32, 0.05, {"q_proj", "v_proj", "down_proj"},
+                             "/adapters/start"};
   EXPECT_EQ(*spec, want);
+}
+
+// No section: full fine-tuning. A section, even an empty one, is an adapter with PEFT's defaults
+// (and then needs its type); null counts as absent, like every other key.
+TEST(JobSpecYamlTest, AdapterSectionPresenceAndDefaults) {
+  EXPECT_FALSE(ParseOk(kMinimal).adapter.has_value());
+  EXPECT_FALSE(ParseOk(std::string(kMinimal) + "adapter: ~\n").adapter.has_value());
+  const JobSpec lora = ParseOk(std::string(kMinimal) + "adapter: {type: lora}\n");
+  ASSERT_TRUE(lora.adapter.has_value());
+  EXPECT_EQ(*lora.adapter, (AdapterSpec{"lora", 8, 8.0, 0.0, {}, ""}));  // targets: the family's
+  EXPECT_EQ(ParseError(std::string(kMinimal) + "adapter: {}\n"),
+            "job spec:4:10: adapter.type: required in the adapter section (one of lora)");
+  EXPECT_EQ(ParseError(std::string(kMinimal) + "adapter: lora\n"),
+            "job spec:4:10: adapter: must be a mapping of fields (got \"lora\")");
+  EXPECT_EQ(ParseError(std::string(kMinimal) + "adapter: {type: lora, target_modules: [q_proj, "
+                                               "[v_proj]]}\n"),
+            "job spec:4:48: adapter.target_modules[1]: must be a string (got a sequence)");
+}
+
+TEST(JobSpecYamlTest, AdapterInitFromIsResolvedLikeModelDir) {
+  YamlOptions options;
+  options.base_dir = "/jobs/spec";
+  const JobSpec spec = ParseOk("model_dir: ../models/m\ndataset: {path: /d}\n"
+                               "training: {steps: 10, global_batch: 8, seq_len: 16}\n"
+                               "adapter: {type: lora, init_from: ./runs/a/export-100/}\n",
+                               options);
+  EXPECT_EQ(spec.model_dir, "/jobs/models/m");
+  ASSERT_TRUE(spec.adapter.has_value());
+  EXPECT_EQ(spec.adapter->init_from, "/jobs/spec/runs/a/export-100");
 }
 
 // --- The bad corpus: every file fails with INVALID_ARGUMENT naming what its first line expects.

@@ -100,6 +100,13 @@ TEST(TrainCliTest, BadInputExitsTwoWithOneClearLine) {
        "--schedule=linear", "--schedule"},
       {"train --standalone --model=" + model + " --data=" + data + ok + " --batch=2 "
        "--backend=tpu", "--backend must be cpu, cuda or auto"},
+      // --lora_* reach the trainer options (their ranges; the model checks need the engine).
+      {"train --standalone --model=" + model + " --data=" + data + ok + " --batch=2 "
+       "--lora_rank=-1", "--lora_rank must be >= 1 (got -1)"},
+      {"train --standalone --model=" + model + " --data=" + data + ok + " --batch=2 "
+       "--lora_rank=4 --lora_alpha=0", "--lora_alpha must be positive (got 0)"},
+      {"train --standalone --model=" + model + " --data=" + data + ok + " --batch=2 "
+       "--lora_rank=4 --lora_dropout=1", "--lora_dropout must be in [0, 1) (got 1)"},
   };
   for (const Case& c : cases) {
     Result r = RunWorker(c.args, tmp);

@@ -198,6 +198,24 @@ TEST_F(RunSetupTest, BadCallsAndPlannerErrorsAreReported) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
 }
 
+// Until issue 19's LoRA engine lands, a job with an adapter is refused at launch (after the
+// adapter has been checked against the model, which is INVALID_ARGUMENT naming the field), before
+// tokenizing or the launch checks.
+TEST_F(RunSetupTest, AnAdapterIsRefusedAtLaunchUntilTheEngineLands) {
+  spec_.adapter = jobspec::AdapterSpec{.type = "lora", .target_modules = {"q_proj", "c_attn"}};
+  absl::StatusOr<RunSetup> s = SetUpRun(spec_, Options({0, 1, 2, 3}));
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
+  EXPECT_NE(s.status().message().find("adapter.target_modules[1]: \"c_attn\" is not a linear "
+                                      "module of llama models"),
+            std::string::npos)
+      << s.status();
+  spec_.adapter->target_modules.clear();
+  s = SetUpRun(spec_, Options({0, 1, 2, 3}));
+  ASSERT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
+  EXPECT_EQ(s.status().message(), "adapter: LoRA training is not available in this build yet");
+  EXPECT_EQ(launch_checks_, 0);
+}
+
 TEST_F(RunSetupTest, FitToNodeReplansForTheGpusTheNodeHas) {
   jobspec::Normalize(spec_);
   spec_.resources.gpus = 8;
