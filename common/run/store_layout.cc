@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/lora.h"
 #include "common/status_macros.h"
 
 namespace mobius::runtime {
@@ -37,11 +38,81 @@ uint64_t StoreLayout::stage_weight_bytes(const StageRange& r) const {
 }
 
 uint64_t StoreLayout::stage_grad_bytes(const StageRange& r) const {
+  const uint64_t last = lora ? 4 * static_cast<uint64_t>(unit_adapter_elements.back())
+                             : units.back().grad_bytes();
   const uint64_t end = r.end < static_cast<int64_t>(units.size())
                            ? unit_grads[r.end]
-                           : unit_grads.back() + Align(units.back().grad_bytes());
+                           : unit_grads.back() + Align(last);
   return end - unit_grads[r.begin];
 }
+
+uint64_t StoreLayout::stage_adapter_bytes(const StageRange& r) const {
+  if (!lora) return 0;
+  const uint64_t end =
+      r.end < static_cast<int64_t>(units.size())
+          ? unit_adapters[r.end]
+          : unit_adapters.back() + Align(4 * static_cast<uint64_t>(unit_adapter_elements.back()));
+  return end - unit_adapters[r.begin];
+}
+
+namespace {
+
+// LoRA's regions (store_layout.h): per unit the adapters' gradients, values, then moments, each in
+// the unit's adapter layout (worker/model/adapter.h: per module A then B), and their TensorSlots.
+absl::Status LayOutAdapters(const model::ModelConfig& config, const train::AdapterOptions& a,
+                            StoreLayout& l, uint64_t& at) {
+  const std::vector<std::string> targets =
+      a.target_modules.empty() ? model::DefaultLoraTargets(config) : a.target_modules;
+  MOBIUS_RETURN_IF_ERROR(model::ValidateLora(config, a.rank, targets, "training.adapter.rank",
+                                             "training.adapter.target_modules"));
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<model::LoraModule> modules,
+                          model::LoraModules(config, targets, "training.adapter.target_modules"));
+  const int64_t num_units = static_cast<int64_t>(l.units.size());
+  l.lora = true;
+  // Per unit: its modules' element offsets (A, then B), in LoraModules order.
+  std::vector<std::vector<std::pair<const model::LoraModule*, int64_t>>> of(num_units);
+  l.unit_adapter_elements.assign(num_units, 0);
+  for (const model::LoraModule& m : modules) {
+    const int64_t u = m.layer + 1;
+    of[u].push_back({&m, l.unit_adapter_elements[u]});
+    l.unit_adapter_elements[u] += a.rank * (m.in + m.out);
+  }
+  auto bytes = [&](int64_t u) { return Align(4 * static_cast<uint64_t>(l.unit_adapter_elements[u])); };
+  for (int64_t u = 0; u < num_units; ++u) {
+    l.unit_grads.push_back(at);
+    at += bytes(u);
+  }
+  for (int64_t u = 0; u < num_units; ++u) {
+    l.unit_adapters.push_back(at);
+    at += bytes(u);
+  }
+  std::vector<uint64_t> moments;
+  for (int64_t u = 0; u < num_units; ++u) {
+    moments.push_back(at);
+    at += 2 * bytes(u);
+  }
+  for (int64_t u = 0; u < num_units; ++u) {
+    for (const auto& [m, first] : of[u]) {
+      const int64_t a_elements = a.rank * m->in;
+      for (int which = 0; which < 2; ++which) {
+        const int64_t offset = which == 0 ? first : first + a_elements;
+        TensorSlot s;
+        s.name = which == 0 ? m->a_name() : m->b_name();
+        s.owner_unit = u;
+        s.num_elements = which == 0 ? a_elements : a.rank * m->out;
+        s.decay = true;  // the Hugging Face Trainer decays every adapter matrix
+        s.master = l.unit_adapters[u] + 4 * static_cast<uint64_t>(offset);
+        s.grad = l.unit_grads[u] + 4 * static_cast<uint64_t>(offset);
+        s.m = moments[u] + 4 * static_cast<uint64_t>(offset);
+        s.v = moments[u] + bytes(u) + 4 * static_cast<uint64_t>(offset);
+        l.tensors[s.name] = s;
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
                                             const RunConfig& run) {
@@ -70,28 +141,39 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
     at += Align(ul.weight_bytes());
     l.units.push_back(std::move(ul));
   }
+  if (t.adapter.enabled() && t.optimizer_staleness != 0) {
+    return absl::InvalidArgumentError(
+        "training.optimizer_staleness: must be 0 with an adapter (the adapters' update is small: "
+        "there is nothing to overlap)");
+  }
   l.weight_copies = t.optimizer_staleness == 1 ? 2 : 1;
   if (l.weight_copies == 2) {
     l.weight_copy_stride = at - l.unit_weights.front();
     at += l.weight_copy_stride;
   }
-  for (int64_t u = 0; u < num_units; ++u) {
-    l.unit_grads.push_back(at);
-    at += Align(l.units[u].grad_bytes());
-  }
-  for (const model::LayerUnit& unit : desc.units) {
-    for (const model::ParamSpec& p : unit.params) {
-      TensorSlot s;
-      s.name = p.name;
-      s.owner_unit = unit.index;
-      s.num_elements = p.num_elements;
-      s.decay = p.weight_decay;
-      const uint64_t bytes = Align(4 * static_cast<uint64_t>(p.num_elements));
-      s.master = at;
-      s.m = at + bytes;
-      s.v = at + 2 * bytes;
-      at += 3 * bytes;
-      l.tensors[p.name] = s;
+  if (t.adapter.enabled()) {
+    MOBIUS_RETURN_IF_ERROR(LayOutAdapters(config, t.adapter, l, at));
+  } else {
+    for (int64_t u = 0; u < num_units; ++u) {
+      l.unit_grads.push_back(at);
+      at += Align(l.units[u].grad_bytes());
+    }
+    for (const model::LayerUnit& unit : desc.units) {
+      const units::UnitParamLayout& ul = l.units[unit.index];
+      for (const model::ParamSpec& p : unit.params) {
+        TensorSlot s;
+        s.name = p.name;
+        s.owner_unit = unit.index;
+        s.num_elements = p.num_elements;
+        s.decay = p.weight_decay;
+        const uint64_t bytes = Align(4 * static_cast<uint64_t>(p.num_elements));
+        s.master = at;
+        s.m = at + bytes;
+        s.v = at + 2 * bytes;
+        s.grad = l.unit_grads[unit.index] + 4 * static_cast<uint64_t>(ul.Find(p.name)->offset);
+        at += 3 * bytes;
+        l.tensors[p.name] = s;
+      }
     }
   }
   // Chunk indices in name order: the order of CpuAdamW::GlobalGradNorm over a name-ordered map.

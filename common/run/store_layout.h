@@ -20,6 +20,16 @@
 //                      from the other
 //   unit grads         per unit, fp32 gradients in the same layout: one D2H copy per stage
 //   optimizer state    per owned tensor (grouped by owning unit): fp32 master, Adam m, Adam v
+//
+// LoRA (run.training.adapter enabled; optimizer staleness 0): the base is frozen, so the unit
+// weights (one copy) are its only state; the trainable tensors (`tensors`, the norm partials) are
+// the adapters, by PEFT name. Then
+//   unit grads         per unit, its adapters' fp32 gradients in the unit's adapter layout (per
+//                      adapted module of the unit, model::LoraModules order: A [r, in], B [out, r];
+//                      worker/model/adapter.h's UnitAdapter), one D2H copy per stage as above
+//   unit adapters      per unit, its adapters' fp32 values (the optimizer's master, updated in
+//                      place, uploaded as they are) in the same layout: one H2D copy per stage
+//   adapter moments    per unit, Adam m then Adam v in the same layout
 //   checkpoints        per checkpoint k (the input of unit checkpoint_units[k]) and microbatch m:
 //                      the bf16 activation [mb, T, C], written by the forward, read by the forward
 //                      stage and the backward stage starting there (two copies with staleness)
@@ -64,6 +74,7 @@ struct TensorSlot {
   int64_t owner_unit = 0;
   int64_t num_elements = 0;
   uint64_t master = 0, m = 0, v = 0;  // byte offsets of the fp32 arrays
+  uint64_t grad = 0;                  // byte offset of its fp32 gradient (in the unit grads)
   int64_t first_chunk = 0;            // index of its first norm partial
   int64_t num_chunks = 0;
   bool decay = false;
@@ -75,7 +86,14 @@ struct StoreLayout {
   std::vector<units::UnitParamLayout> units;  // [unit]
   std::vector<uint64_t> unit_weights;         // [unit] byte offset of the bf16 weights
   std::vector<uint64_t> unit_grads;           // [unit] byte offset of the fp32 grads
-  std::map<std::string, TensorSlot> tensors;  // by HF name (owned tensors)
+  // The trainable tensors by name: every base tensor (HF names) or, with LoRA, every adapter
+  // tensor (PEFT names).
+  std::map<std::string, TensorSlot> tensors;
+  // LoRA only (empty otherwise): per unit, the byte offset of its fp32 adapters and their element
+  // count (0 for a unit without adapters).
+  bool lora = false;
+  std::vector<uint64_t> unit_adapters;
+  std::vector<int64_t> unit_adapter_elements;
   uint64_t boundary_elements = 0;             // mb * T * C
   uint64_t checkpoints = 0;                   // offset of checkpoint 0, microbatch 0
   uint64_t activation_grads = 0;              // offset of backward boundary 0, microbatch 0
@@ -183,7 +201,9 @@ struct StoreLayout {
   // Bytes of a unit range's weights (bf16) and grads (fp32): contiguous ranges starting at
   // unit_weights[begin] / unit_grads[begin].
   uint64_t stage_weight_bytes(const StageRange& r) const;
-  uint64_t stage_grad_bytes(const StageRange& r) const;
+  uint64_t stage_grad_bytes(const StageRange& r) const;  // LoRA: the adapters' gradients
+  // LoRA: bytes of a unit range's fp32 adapters, contiguous from unit_adapters[begin]; 0 otherwise.
+  uint64_t stage_adapter_bytes(const StageRange& r) const;
 
   // Checkpoint-and-stop: the launcher sets kStopRequestWord to 1; rank 0 answers with the run-local
   // step after which every rank checkpoints and stops (kStopAtWord; pipeline_worker.h).
@@ -193,7 +213,8 @@ struct StoreLayout {
   static constexpr int64_t kFirstStageWord = 8;  // words 0..7: abort, barrier count, generation..
 };
 
-// INVALID_ARGUMENT for a config that does not fit the model (ValidateRunConfig).
+// INVALID_ARGUMENT for a config that does not fit the model (ValidateRunConfig), or an adapter
+// that does not (model::ValidateLora) or comes with optimizer staleness.
 absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
                                             const RunConfig& run);
 

@@ -6,11 +6,13 @@
 // so a checkpoint of step r holds exactly the state after step r.
 #include <algorithm>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "worker/checkpoint/adapter_checkpoint.h"
 #include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/runtime/pipeline_state.h"
 
@@ -24,7 +26,12 @@ std::string Tag(const State& s) { return absl::StrCat(s.store->creator_pid()); }
 
 // This rank's share of checkpoint `job`: its backward stages, the last one first (the next step's
 // backward updates them in that order), each published to the optimizer once written.
+// LoRA: only the mark that its stages hold step r's state (rank 0 writes the small adapters).
 absl::Status WriteShare(State& s, const CheckpointJob& job) {
+  if (s.lora) {
+    s.store->Publish(s.layout.checkpoint_written_word(s.rank), job.r);
+    return absl::OkStatus();
+  }
   const Clock::time_point start = Clock::now();
   CheckpointWriterState& w = *s.checkpoints;
   const std::string& root = s.run.training.checkpoint_dir;
@@ -56,12 +63,46 @@ absl::Status WriteShare(State& s, const CheckpointJob& job) {
   return absl::OkStatus();
 }
 
+// LoRA, rank 0, once every rank's stages hold step r's state: copies every adapter's values and
+// moments out of the store, lets the optimizers go on (stage_written), and writes the PEFT
+// adapter checkpoint (adapter_checkpoint.h) from the copy.
+absl::Status FinishLora(State& s, const CheckpointJob& job) {
+  const Clock::time_point start = Clock::now();
+  reference::Parameters master, m, v;
+  for (const auto& [name, shape] : s.lora->shapes) {
+    const TensorSlot& t = s.layout.tensors.at(name);
+    const size_t n = static_cast<size_t>(t.num_elements);
+    for (auto [set, offset] : {std::pair{&master, t.master}, {&m, t.m}, {&v, t.v}}) {
+      reference::Tensor& copy = set->tensors[name];
+      copy.shape = shape;
+      const float* from = s.store->at<float>(offset);
+      copy.data.assign(from, from + n);
+    }
+  }
+  for (int b = 0; b < s.layout.num_backward_stages; ++b) {
+    s.store->Publish(s.layout.stage_written_word(b), job.r);
+  }
+  const train::TrainerOptions& o = s.run.training;
+  MOBIUS_ASSIGN_OR_RETURN(
+      std::string dir,
+      checkpoint::SaveAdapterCheckpoint(
+          o.checkpoint_dir, s.lora->info, s.lora->shapes, {&master, &m, &v},
+          train::CheckpointState(o, job.global_step, job.position),
+          s.checkpoints->options.copy_files, o.checkpoint_keep_last));
+  LOG(INFO) << absl::StrFormat("checkpoint %s complete (adapters, %.2f s)", dir, Since(start));
+  CheckpointWriterState& w = *s.checkpoints;
+  std::lock_guard<std::mutex> lock(w.mu);
+  w.finished = {dir, job.global_step};
+  return absl::OkStatus();
+}
+
 // Rank 0, after its own share: waits for every rank's, then completes the checkpoint.
 absl::Status Finish(State& s, const CheckpointJob& job) {
   CheckpointWriterState& w = *s.checkpoints;
   for (int rank = 0; rank < s.run.num_workers; ++rank) {
     MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.checkpoint_written_word(rank), job.r));
   }
+  if (s.lora) return FinishLora(s, job);
   const train::TrainerOptions& o = s.run.training;
   const Clock::time_point start = Clock::now();
   MOBIUS_ASSIGN_OR_RETURN(
@@ -112,8 +153,10 @@ absl::Status StartCheckpointWriter(State& s) {
   if (o.checkpoint_dir.empty()) return absl::OkStatus();
   auto w = std::make_unique<CheckpointWriterState>();
   w->options = train::CheckpointSaveOptions(o, s.start.config_json);
-  MOBIUS_ASSIGN_OR_RETURN(w->plan, checkpoint::PlanCheckpoint(s.start.config, w->options,
-                                                              /*has_optimizer_state=*/true));
+  if (!s.lora) {  // LoRA: the adapters are written whole by rank 0 (FinishLora)
+    MOBIUS_ASSIGN_OR_RETURN(w->plan, checkpoint::PlanCheckpoint(s.start.config, w->options,
+                                                                /*has_optimizer_state=*/true));
+  }
   s.checkpoints = std::move(w);
   s.checkpoints->thread = std::thread([&s] { WriterLoop(s); });
   return absl::OkStatus();

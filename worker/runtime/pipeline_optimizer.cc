@@ -54,7 +54,7 @@ absl::Status Partials(State& s, const OptimizerTask& task) {
   // A tied embedding's gradient is the embedding's plus the head's (in that order, as the
   // standalone trainer adds them); the head's part arrives from the head's backward stage, whose
   // optimizer thread publishes it first thing (the head's backward precedes the embedding's).
-  if (s.tied && range.begin == 0) {
+  if (s.tied && !s.layout.lora && range.begin == 0) {
     for (const units::UnitParam& p : s.layout.units[head].params) {
       if (!p.shared) continue;
       if (s.head_backward != task.stage) {
@@ -71,7 +71,7 @@ absl::Status Partials(State& s, const OptimizerTask& task) {
   static_assert(optim::CpuAdamW::kChunkElements == kGradNormChunkElements,
                 "the store's grad-norm chunks (common/run/store_layout.h) are the optimizer's");
   for (const TensorSlot* t : OwnedTensors(s, task.stage)) {
-    const float* g = GradOf(s, t->name, t->owner_unit);
+    const float* g = s.store->at<float>(t->grad);
     for (int64_t c = 0; c < t->num_chunks; ++c) {
       const size_t begin = c * chunk, n = std::min<size_t>(chunk, t->num_elements - begin);
       partial[t->first_chunk + c] = optim::SumOfSquares(g + begin, n);
@@ -121,7 +121,7 @@ absl::Status AwaitReaders(State& s, int b, uint32_t r) {
   const std::vector<StageRange>& forward = ForwardStages(s.run);
   for (int f = 0; f < static_cast<int>(forward.size()); ++f) {
     const bool overlaps = forward[f].begin < range.end && range.begin < forward[f].end;
-    const bool tied_head = s.tied && range.begin == 0 && f == s.head_forward;
+    const bool tied_head = s.tied && !s.layout.lora && range.begin == 0 && f == s.head_forward;
     if (overlaps || tied_head) {
       MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.forward_done_word(f), r));
     }
@@ -130,16 +130,18 @@ absl::Status AwaitReaders(State& s, int b, uint32_t r) {
 }
 
 // Phase 2: AdamW over the stage's tensors, the bf16 copies the next step uploads, then "updated".
+// LoRA: the adapters are updated in place (what the passes upload), no bf16 copy.
 absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, float scale) {
   const StageRange range = s.bwd(task.stage);
   const int64_t head = s.num_units() - 1;
   // W_r: the bf16 copy that steps computing with index r upload (StoreLayout::weights_offset).
   std::vector<optim::ParamBuffers> buffers;
   for (const TensorSlot* t : OwnedTensors(s, task.stage)) {
-    buffers.push_back({.master = s.store->at<float>(t->master), .m = s.store->at<float>(t->m),
-                       .v = s.store->at<float>(t->v), .grad = GradOf(s, t->name, t->owner_unit),
-                       .bf16_out = WeightOf(s, t->name, t->owner_unit, task.r),
-                       .n = static_cast<size_t>(t->num_elements), .decay = t->decay});
+    buffers.push_back(
+        {.master = s.store->at<float>(t->master), .m = s.store->at<float>(t->m),
+         .v = s.store->at<float>(t->v), .grad = s.store->at<float>(t->grad),
+         .bf16_out = s.layout.lora ? nullptr : WeightOf(s, t->name, t->owner_unit, task.r),
+         .n = static_cast<size_t>(t->num_elements), .decay = t->decay});
   }
   // With two weight copies, every reader of W_{r-2} in this copy is a pass of step r or earlier:
   // the forward passes waited for here, the stage's own backward (done).
@@ -148,7 +150,7 @@ absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, fl
   MOBIUS_RETURN_IF_ERROR(AwaitStageWritten(s, task.stage, task.r));
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(s.schedule->At(global_step)));
   MOBIUS_RETURN_IF_ERROR(s.adamw->Step(global_step, scale, buffers));
-  if (s.tied && range.begin == 0) {  // the head's copy of the tied embedding
+  if (s.tied && !s.layout.lora && range.begin == 0) {  // the head's copy of the tied embedding
     for (const units::UnitParam& p : s.layout.units[head].params) {
       if (p.shared) {
         std::memcpy(WeightOf(s, p.name, head, task.r), WeightOf(s, p.name, 0, task.r),

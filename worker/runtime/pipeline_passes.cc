@@ -45,8 +45,10 @@ std::vector<int> WeightSources(const State& s, const StageRange& range) {
   for (int b = 0; b < static_cast<int>(backward.size()); ++b) {
     if (backward[b].begin < range.end && range.begin < backward[b].end) out.push_back(b);
   }
-  // A tied head's copy of the embedding is written by the embedding's update.
-  if (s.tied && range.end == s.num_units() && out.front() != 0) out.push_back(0);
+  // A tied head's copy of the embedding is written by the embedding's update (LoRA: frozen).
+  if (s.tied && !s.layout.lora && range.end == s.num_units() && out.front() != 0) {
+    out.push_back(0);
+  }
   return out;
 }
 
@@ -67,8 +69,16 @@ absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t k) {
   MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
       *s.h2d, s.store->at<uint8_t>(s.layout.weights_offset(range.begin, k)), slot.weights, 0,
       bytes));
-  MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.h2d, *slot.loaded));
   s.h2d_bytes += bytes;
+  // LoRA: the adapters after update k (updated in place in the store; their next update waits for
+  // every pass that reads them: AwaitReaders, the stage's own backward).
+  if (const uint64_t adapter_bytes = s.layout.stage_adapter_bytes(range); adapter_bytes > 0) {
+    MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
+        *s.h2d, s.store->at<uint8_t>(s.layout.unit_adapters[range.begin]), slot.adapters, 0,
+        adapter_bytes));
+    s.h2d_bytes += adapter_bytes;
+  }
+  MOBIUS_RETURN_IF_ERROR(s.backend->Record(*s.h2d, *slot.loaded));
   slot.range = range;
   slot.index = k;
   slot.used = ++s.slot_clock;
@@ -81,7 +91,9 @@ DeviceBuffer UnitWeights(const State& s, const Slot& slot, int64_t unit) {
                              s.layout.units[unit].weight_bytes());
 }
 
+// The unit's fp32 gradients in the slot (LoRA: none, the base is frozen).
 DeviceBuffer UnitGrads(const State& s, const Slot& slot, int64_t unit) {
+  if (s.layout.lora) return {};
   const int64_t begin = slot.range.begin;
   return backend::DeviceView(slot.grads, s.layout.unit_grads[unit] - s.layout.unit_grads[begin],
                              s.layout.units[unit].grad_bytes());
@@ -123,6 +135,19 @@ units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit) {
 
 }  // namespace
 
+const units::AdapterBuffers* UnitAdapters(const State& s, const Slot& slot, int64_t unit,
+                                          AdapterViews& views) {
+  if (!s.layout.lora || s.layout.unit_adapter_elements[unit] == 0) return nullptr;
+  const int64_t begin = slot.range.begin;
+  const uint64_t bytes = 4 * static_cast<uint64_t>(s.layout.unit_adapter_elements[unit]);
+  views.params = backend::DeviceView(
+      slot.adapters, s.layout.unit_adapters[unit] - s.layout.unit_adapters[begin], bytes);
+  views.grads = backend::DeviceView(
+      slot.grads, s.layout.unit_grads[unit] - s.layout.unit_grads[begin], bytes);
+  views.buffers = {&views.params, &views.grads};
+  return &views.buffers;
+}
+
 absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t k) {
   for (Slot& slot : s.slots) {
     if (slot.Holds(range, k)) {
@@ -158,9 +183,10 @@ absl::Status ForwardUnits(State& s, const StageRange& range, const Slot& slot,
     const DeviceBuffer& out = u == s.num_units() - 1 ? s.loss
                               : u == range.end - 1    ? s.out
                                                       : s.hidden[u - range.begin];
+    AdapterViews views;
     MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, range, u),
-                                                 UnitWeights(s, slot, u), out.data(),
-                                                 s.workspace));
+                                                 UnitWeights(s, slot, u), out.data(), s.workspace,
+                                                 UnitAdapters(s, slot, u, views)));
     MOBIUS_RETURN_IF_ERROR(after_unit(u, out));
   }
   return absl::OkStatus();
@@ -233,9 +259,10 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
     // Recompute the stage interior from its checkpoint: the inputs of units begin+1 .. end-1.
     for (int64_t u = range.begin; u + 1 < range.end; ++u) {
-      MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, range, u),
-                                                   UnitWeights(s, *slot, u),
-                                                   s.hidden[u - range.begin].data(), s.workspace));
+      AdapterViews views;
+      MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(
+          *s.compute, Micro(s, range, u), UnitWeights(s, *slot, u),
+          s.hidden[u - range.begin].data(), s.workspace, UnitAdapters(s, *slot, u, views)));
     }
     int cur = 0;  // dh[cur] holds d(loss)/d(output) of the unit about to run backward
     if (range.end != num_units && GradientOverTransport(s, b + 1, b, r)) {
@@ -251,9 +278,10 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
       const float* dout =
           u == num_units - 1 ? nullptr : static_cast<const float*>(s.dh[cur].data());
       float* dinp = u > 0 ? static_cast<float*>(s.dh[1 - cur].data()) : nullptr;
+      AdapterViews views;
       MOBIUS_RETURN_IF_ERROR(s.runners[u]->Backward(
           *s.compute, Micro(s, range, u), UnitWeights(s, *slot, u), UnitGrads(s, *slot, u), dout,
-          dinp, shares[m], s.workspace, /*recompute=*/true));
+          dinp, shares[m], s.workspace, /*recompute=*/true, UnitAdapters(s, *slot, u, views)));
       cur = 1 - cur;
     }
     if (b > 0 && GradientOverTransport(s, b, b - 1, r)) {
@@ -275,7 +303,7 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   // of the embedding, which adds the head's gradient to its own) must be done with it (implied
   // without optimizer staleness: this step's forward waited for those updates).
   MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(b), r - 1));
-  if (s.tied && range.end == s.num_units() && b != 0) {
+  if (s.tied && !s.layout.lora && range.end == s.num_units() && b != 0) {
     MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.updated_word(0), r - 1));
   }
   // Gradients to the store on the D2H queue; the optimizer thread waits for the copy.

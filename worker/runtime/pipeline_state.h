@@ -37,6 +37,7 @@
 #include "absl/status/statusor.h"
 #include "worker/backend/backend.h"
 #include "worker/checkpoint/checkpoint_writer.h"
+#include "worker/model/adapter.h"
 #include "worker/model/unit_runner.h"
 #include "worker/optim/adamw.h"
 #include "common/run/host_store.h"
@@ -46,6 +47,7 @@
 #include "common/run/run_config.h"
 #include "common/run/step_report.h"
 #include "common/run/store_layout.h"
+#include "worker/train/lora_setup.h"
 #include "worker/train/training_setup.h"
 
 namespace mobius::runtime {
@@ -62,7 +64,8 @@ inline double Since(Clock::time_point t) {
 // a rank need no upload).
 struct Slot {
   backend::DeviceBuffer weights;  // bf16, the largest pass of this rank
-  backend::DeviceBuffer grads;    // fp32
+  backend::DeviceBuffer grads;    // fp32 (LoRA: the adapters' gradients)
+  backend::DeviceBuffer adapters;  // LoRA: the pass's fp32 adapters (uploaded with the weights)
   StageRange range{-1, -1};
   uint32_t index = 0;  // k of the W_k it holds (ComputeIndex)
   std::unique_ptr<backend::Event> loaded;  // recorded after the weight upload
@@ -165,6 +168,9 @@ struct PipelineWorker::State {
   std::unique_ptr<LinkEmulator> links;
   std::unique_ptr<backend::Backend> backend;  // rank_backend.h: CPU or CUDA
   std::vector<std::unique_ptr<units::UnitRunner>> runners;  // [unit]; null for units not run here
+  // LoRA runs (run.training.adapter): the adapted modules, the adapter tensors and
+  // adapter_config.json's facts; the base is frozen (store_layout.h).
+  std::optional<train::LoraRun> lora;
   std::unique_ptr<backend::Queue> compute, h2d, d2h;
   Slot slots[2];
   int64_t mb = 0, t = 0;
@@ -256,6 +262,14 @@ absl::Status ForwardPass(PipelineWorker::State& s, int f, uint32_t r, const data
 // device for ResidentUpdate).
 absl::Status BackwardPass(PipelineWorker::State& s, int b, uint32_t r, const data::Batch& batch,
                           const std::vector<float>& shares);
+// LoRA: unit u's adapters in `slot` (its values and gradients), for the unit runner; nullptr
+// without LoRA or for a unit without adapters. `views` holds the device views it points to.
+struct AdapterViews {
+  backend::DeviceBuffer params, grads;
+  units::AdapterBuffers buffers;
+};
+const units::AdapterBuffers* UnitAdapters(const PipelineWorker::State& s, const Slot& slot,
+                                          int64_t unit, AdapterViews& views);
 // Runs the units of a forward range on one microbatch whose input is already on the device
 // (tokens or stage_in; targets for the head); the last unit's output goes to `out` (the loss for
 // the head). Calls `after_unit(u, output)` after each unit is enqueued.

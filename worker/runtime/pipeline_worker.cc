@@ -17,6 +17,7 @@
 #include "worker/runtime/numa_affinity.h"
 #include "worker/runtime/pipeline_state.h"
 #include "worker/runtime/rank_backend.h"
+#include "worker/train/lora_setup.h"
 
 namespace mobius::runtime {
 
@@ -29,7 +30,7 @@ using State = PipelineWorker::State;
 // Device buffer sizes of one rank: its two slots (each sized for its largest pass; resident: one
 // slot, for its only stage) and one microbatch's activations and workspace.
 struct DeviceNeeds {
-  uint64_t weight_bytes = 0, grad_bytes = 0, workspace = 0;
+  uint64_t weight_bytes = 0, grad_bytes = 0, adapter_bytes = 0, workspace = 0;
   int64_t max_units = 1;
   uint64_t tokens = 0, hidden = 0;  // [mb, T] int32; one bf16 boundary activation
 
@@ -44,6 +45,7 @@ DeviceNeeds Needs(const State& s) {
     const StageRange& range = s.range(p);
     d.weight_bytes = std::max(d.weight_bytes, s.layout.stage_weight_bytes(range));
     if (p.backward) d.grad_bytes = std::max(d.grad_bytes, s.layout.stage_grad_bytes(range));
+    d.adapter_bytes = std::max(d.adapter_bytes, s.layout.stage_adapter_bytes(range));
     d.max_units = std::max(d.max_units, range.end - range.begin);
     for (int64_t u = range.begin; u < range.end; ++u) {
       d.workspace = std::max(d.workspace, s.runners[u]->WorkspaceBytes(s.mb, s.t));
@@ -62,6 +64,9 @@ absl::Status Allocate(State& s, const DeviceNeeds& d) {
                                                               absl::StrCat("slot", i, ".weights")));
     MOBIUS_ASSIGN_OR_RETURN(slot.grads, s.backend->Allocate(used ? d.grad_bytes : 0,
                                                             absl::StrCat("slot", i, ".grads")));
+    MOBIUS_ASSIGN_OR_RETURN(slot.adapters,
+                            s.backend->Allocate(used ? d.adapter_bytes : 0,
+                                                absl::StrCat("slot", i, ".adapters")));
     MOBIUS_ASSIGN_OR_RETURN(slot.loaded, s.backend->CreateEvent());
     MOBIUS_ASSIGN_OR_RETURN(slot.saved, s.backend->CreateEvent());
   }
@@ -81,6 +86,26 @@ absl::Status Allocate(State& s, const DeviceNeeds& d) {
   }
   MOBIUS_ASSIGN_OR_RETURN(s.workspace, s.backend->Allocate(d.workspace, "workspace"));
   if (s.resident != nullptr) MOBIUS_RETURN_IF_ERROR(ResidentAllocate(s));
+  return absl::OkStatus();
+}
+
+// The store lays out a unit's adapters as its runner reads them (store_layout.h, adapter.h):
+// checked, since the two are computed on either side of the process boundary.
+absl::Status CheckAdapterLayout(const State& s, int64_t u) {
+  if (!s.layout.lora) return absl::OkStatus();
+  const units::UnitAdapter& a = s.runners[u]->adapter();
+  bool same = a.num_elements == s.layout.unit_adapter_elements[u];
+  for (const units::UnitAdapter::Module& m : a.modules) {
+    const auto at = s.layout.tensors.find(m.module.a_name());
+    const auto bt = s.layout.tensors.find(m.module.b_name());
+    same = same && at != s.layout.tensors.end() && bt != s.layout.tensors.end() &&
+           at->second.master == s.layout.unit_adapters[u] + 4 * static_cast<uint64_t>(m.a) &&
+           bt->second.master == s.layout.unit_adapters[u] + 4 * static_cast<uint64_t>(m.b);
+  }
+  if (!same) {
+    return absl::InternalError(absl::StrCat("unit ", u, ": the store's adapter layout is not the "
+                                            "unit runner's (store_layout.cc vs adapter.cc)"));
+  }
   return absl::OkStatus();
 }
 
@@ -310,12 +335,21 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   MOBIUS_ASSIGN_OR_RETURN(s->compute, s->backend->CreateQueue(backend::QueueKind::kCompute, 1));
   MOBIUS_ASSIGN_OR_RETURN(s->h2d, s->backend->CreateQueue(backend::QueueKind::kHostToDevice, 0));
   MOBIUS_ASSIGN_OR_RETURN(s->d2h, s->backend->CreateQueue(backend::QueueKind::kDeviceToHost, 0));
+  if (o.adapter.enabled()) {
+    if (Traits(s->run.schedule).weights_resident) {
+      return absl::InvalidArgumentError(
+          "schedule resident does not train adapters yet (use mobius or roundrobin)");
+    }
+    MOBIUS_ASSIGN_OR_RETURN(s->lora, train::MakeLoraRun(o, s->start.config));
+  }
   s->runners.resize(num_units);
   for (const Pass& p : s->passes) {
     for (int64_t u = s->range(p).begin; u < s->range(p).end; ++u) {
       if (s->runners[u] != nullptr) continue;
       MOBIUS_ASSIGN_OR_RETURN(s->runners[u],
-                              units::UnitRunner::Create(s->start.config, u, s->backend.get()));
+                              units::UnitRunner::Create(s->start.config, u, s->backend.get(),
+                                                        s->lora ? &s->lora->spec : nullptr));
+      MOBIUS_RETURN_IF_ERROR(CheckAdapterLayout(*s, u));
     }
   }
   const DeviceNeeds needs = Needs(*s);

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -45,10 +46,70 @@ void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader
   if (v != nullptr) v->ReadF32(t.name, s.store->at<float>(t.v));
 }
 
+// LoRA (store_layout.h): the frozen base's bf16 weights of the rank's backward stages straight
+// from the model directory (a resume changes only the adapters), then the adapters of those
+// stages: the resume checkpoint's with their moments, an init_dir's, or PEFT's initialisation
+// (lora_setup.h; all adapters are small, every rank derives them and writes its own).
+absl::Status FillLoraStore(State& s, const Clock::time_point start) {
+  const train::TrainerOptions& o = s.run.training;
+  const checkpoint::TensorShapes shapes = reference::ParameterShapes(s.start.config);
+  MOBIUS_ASSIGN_OR_RETURN(
+      std::unique_ptr<checkpoint::TensorSetReader> model,
+      checkpoint::TensorSetReader::Open(o.model_dir, "model", shapes, std::nullopt));
+  MOBIUS_ASSIGN_OR_RETURN(train::AdapterStart adapters,
+                          train::LoadAdapterStart(o, *s.lora, s.start.resume_directory));
+  std::vector<float> slice(static_cast<size_t>(kSlice));
+  bool owns_embedding = false;
+  uint64_t input_bytes = 0;
+  for (int b : s.backward_stages) {
+    const StageRange range = s.bwd(b);
+    owns_embedding = owns_embedding || range.begin == 0;
+    s.store->Populate(s.layout.unit_weights[range.begin], s.layout.stage_weight_bytes(range));
+    for (int64_t u = range.begin; u < range.end; ++u) {
+      for (const units::UnitParam& p : s.layout.units[u].params) {
+        if (p.shared) continue;  // the tied head's embedding: copied below
+        uint16_t* bf16 = WeightOf(s, p.name, u, /*k=*/0);
+        for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
+          const int64_t n = std::min(kSlice, p.num_elements - begin);
+          model->ReadF32(p.name, begin, n, slice.data());
+          numeric::Fp32ToBf16(slice.data(), bf16 + begin, static_cast<size_t>(n));
+        }
+        input_bytes += model->view(p.name).nbytes;
+      }
+    }
+    for (const TensorSlot* t : OwnedTensors(s, b)) {
+      const size_t bytes = 4 * static_cast<size_t>(t->num_elements);
+      std::memcpy(s.store->at<float>(t->master), adapters.master.data(t->name), bytes);
+      if (!adapters.adam_m.tensors.empty()) {
+        std::memcpy(s.store->at<float>(t->m), adapters.adam_m.data(t->name), bytes);
+        std::memcpy(s.store->at<float>(t->v), adapters.adam_v.data(t->name), bytes);
+      }
+    }
+  }
+  if (s.tied && owns_embedding) {
+    const int64_t head = s.num_units() - 1;
+    for (const units::UnitParam& p : s.layout.units[head].params) {
+      if (p.shared) {
+        std::memcpy(WeightOf(s, p.name, head, 0), WeightOf(s, p.name, 0, 0), 2 * p.num_elements);
+      }
+    }
+  }
+  const double seconds = Since(start);
+  LOG(INFO) << absl::StrFormat(
+      "rank %d: filled its share of the store: the frozen base from %s (%.1f MB read in %.2f s), "
+      "the adapters from %s",
+      s.rank, o.model_dir, input_bytes / 1e6, seconds,
+      !s.start.resume_directory.empty() ? s.start.resume_directory
+      : !o.adapter.init_dir.empty()     ? o.adapter.init_dir
+                                        : std::string("PEFT's initialisation"));
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status FillStore(State& s) {
   const Clock::time_point start = Clock::now();
+  if (s.lora) return FillLoraStore(s, start);
   const train::TrainerOptions& o = s.run.training;
   const checkpoint::TensorShapes shapes = reference::ParameterShapes(s.start.config);
   std::unique_ptr<checkpoint::TensorSetReader> model;

@@ -1,0 +1,222 @@
+// LoRA through the pipeline runtime against the standalone trainer's LoRA mode (the unsplit
+// model, itself checked against PEFT in test/worker/model/lora_golden_test.cc): for the mobius
+// schedule (S > G, uneven stages), roundrobin (separate forward / backward partitions, static and
+// pool dispatch), tied (GPT-2) and untied (Llama) embeddings, PEFT's default targets and every
+// module, with and without clipping, eval passes and checkpoints, every step's loss, gradient norm
+// and eval loss and the final adapters and Adam moments must be bit-identical (the same ops in the
+// same order on the CPU backend: no tolerance). A run resumed from the pipeline's own adapter
+// checkpoint continues bit-exactly. Per step the host link carries the base weights up and only
+// the adapters' gradients down: the test checks the D2H bytes are the adapters', not the model's.
+#include <cstring>
+#include <map>
+
+#include "test/worker/runtime/runtime_test_util.h"
+#include "worker/checkpoint/adapter_checkpoint.h"
+#include "common/model/model_config_parse.h"
+#include "worker/checkpoint/checkpoint.h"
+#include "worker/train/lora_setup.h"
+
+namespace mobius::runtime {
+namespace {
+
+using testing::MakeLaunch;
+using testing::MakeRoundRobinRun;
+using testing::MakeRun;
+using testing::TempDir;
+using testing::WriteModel;
+
+struct Case {
+  std::string name, family;
+  int layers;
+  std::vector<int64_t> cuts;
+  int workers;
+  int64_t batch, microbatch;
+  double grad_clip;
+  std::vector<std::string> targets;  // empty: PEFT's default for the family
+  int eval_every = 0;
+  std::vector<int64_t> backward_cuts = {};  // non-empty: roundrobin
+  std::string dispatch = "";
+  int steps = 3;
+  int checkpoint_every = 0;
+};
+
+void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
+
+train::TrainerOptions Options(const TempDir& dir, const Case& c) {
+  train::TrainerOptions o;
+  o.model_dir = WriteModel(dir / "model", c.family, c.layers);
+  o.data_path = train::testing::WriteCountingTokens(dir / "data.tok", 256, 24, 70);
+  o.steps = c.steps;
+  o.batch = c.batch;
+  o.microbatch = c.microbatch;
+  o.seq = 16;
+  o.lr = 1e-2;
+  o.warmup = 1;
+  o.weight_decay = 0.1;
+  o.grad_clip = c.grad_clip;
+  o.threads = 1;
+  o.seed = 5;
+  o.adapter.type = "lora";
+  o.adapter.rank = 4;
+  o.adapter.alpha = 8;
+  o.adapter.target_modules = c.targets;
+  if (c.eval_every > 0) {
+    o.eval_every = c.eval_every;
+    o.eval_fraction = 0.25;
+  }
+  return o;
+}
+
+RunConfig MakeCaseRun(const train::TrainerOptions& o, const Case& c) {
+  RunConfig run = c.backward_cuts.empty() ? MakeRun(o, c.cuts, c.workers)
+                                          : MakeRoundRobinRun(o, c.cuts, c.backward_cuts,
+                                                              c.workers);
+  if (!c.dispatch.empty()) run.dispatch = c.dispatch;
+  return run;
+}
+
+absl::StatusOr<checkpoint::LoadedAdapterCheckpoint> LoadLatest(const train::TrainerOptions& o,
+                                                               const model::ModelConfig& config) {
+  auto lora = train::MakeLoraRun(o, config);
+  if (!lora.ok()) return lora.status();
+  auto dir = checkpoint::LatestCheckpoint(o.checkpoint_dir);
+  if (!dir.ok()) return dir.status();
+  return checkpoint::LoadAdapterCheckpoint(*dir, o.adapter.rank, lora->targets, lora->shapes);
+}
+
+void ExpectSameAdapters(const checkpoint::LoadedAdapterCheckpoint& a,
+                        const checkpoint::LoadedAdapterCheckpoint& b) {
+  EXPECT_EQ(a.state.step, b.state.step);
+  EXPECT_EQ(a.state.data_position, b.state.data_position);
+  ASSERT_EQ(a.master.tensors.size(), b.master.tensors.size());
+  for (const auto& [name, t] : a.master.tensors) {
+    const auto& u = b.master.at(name);
+    ASSERT_EQ(t.data.size(), u.data.size()) << name;
+    const size_t bytes = 4 * t.data.size();
+    EXPECT_EQ(0, std::memcmp(t.data.data(), u.data.data(), bytes)) << name;
+    EXPECT_EQ(0, std::memcmp(a.adam_m.at(name).data.data(), b.adam_m.at(name).data.data(), bytes))
+        << name;
+    EXPECT_EQ(0, std::memcmp(a.adam_v.at(name).data.data(), b.adam_v.at(name).data.data(), bytes))
+        << name;
+  }
+}
+
+class LoraPipelineTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LoraPipelineTest, MatchesStandaloneLoraBitExactly) {
+  const Case& c = GetParam();
+  TempDir dir;
+  const train::TrainerOptions o = Options(dir, c);
+
+  train::TrainerOptions so = o;
+  so.checkpoint_dir = dir / "standalone";
+  so.checkpoint_every = c.checkpoint_every;
+  std::vector<train::StepStats> expected;
+  std::unique_ptr<train::StandaloneTrainer> trainer = testing::RunStandalone(so, &expected);
+  ASSERT_NE(trainer, nullptr);
+
+  train::TrainerOptions po = o;
+  po.checkpoint_dir = dir / "pipeline";
+  po.checkpoint_every = c.checkpoint_every;
+  auto launcher = Launcher::Start(MakeLaunch(MakeCaseRun(po, c), dir / "run"));
+  ASSERT_TRUE(launcher.ok()) << launcher.status();
+  LaunchResult result = (*launcher)->Wait();
+  ASSERT_TRUE(result.status.ok()) << result.status;
+  ASSERT_EQ(result.steps.size(), expected.size());
+  int64_t adapter_params = 0;
+  for (const auto& [name, t] : trainer->adapters().tensors) adapter_params += t.numel();
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(result.steps[i].loss, expected[i].loss) << "step " << i + 1;
+    EXPECT_EQ(result.steps[i].grad_norm, expected[i].grad_norm) << "step " << i + 1;
+    EXPECT_EQ(result.steps[i].eval_loss, expected[i].eval_loss) << "step " << i + 1;
+    EXPECT_GT(result.steps[i].h2d_bytes, 0u);
+  }
+  // Without eval passes, what goes down per step is the boundary activations and gradients plus
+  // the adapters' gradients (4 bytes each, once per backward stage): never the base's gradients.
+  if (c.eval_every == 0) {
+    int64_t base_params = 0;
+    for (const auto& [name, t] : trainer->master().tensors) base_params += t.numel();
+    const int backward_stages = static_cast<int>((c.backward_cuts.empty() ? c.cuts
+                                                                          : c.backward_cuts)
+                                                     .size()) -
+                                1;
+    const uint64_t boundary = 4 * static_cast<uint64_t>(c.microbatch * 16 * 64);  // fp32 [mb,T,C]
+    const uint64_t bound = 4 * static_cast<uint64_t>(adapter_params) +
+                           (c.batch / c.microbatch) * (2 * backward_stages + 2) * boundary * 2;
+    for (size_t i = 0; i < expected.size(); ++i) {
+      EXPECT_LE(result.steps[i].d2h_bytes, bound) << "step " << i + 1;
+      EXPECT_LT(result.steps[i].d2h_bytes, 4 * static_cast<uint64_t>(base_params))
+          << "step " << i + 1;
+    }
+  }
+  auto a = LoadLatest(so, trainer->config());
+  auto b = LoadLatest(po, trainer->config());
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  ExpectSameAdapters(*a, *b);
+}
+
+// Units: embedding 0, blocks 1..L, head L+1.
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, LoraPipelineTest,
+    ::testing::Values(
+        Case{"gpt2_S4_G2_M2_clip_all", "gpt2", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0,
+             {"c_attn", "c_proj", "c_fc"}},
+        Case{"llama_S5_G2_M2_uneven_default", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, {}},
+        Case{"llama_S3_G3_M1_all_eval_ckpt", "llama", 4, {0, 2, 4, 6}, 3, 2, 2, 0.5,
+             {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"}, 2, {},
+             "", 5, 2},
+        Case{"gpt2_S2_G1_M1_noclip", "gpt2", 2, {0, 2, 4}, 1, 2, 1, 0.0, {"c_attn"}},
+        Case{"rr_llama_F2_B3_G2_M2_clip", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0,
+             {"q_proj", "v_proj", "down_proj"}, 0, {0, 2, 4, 6}},
+        Case{"rr_gpt2_F3_B4_G3_M1_eval", "gpt2", 4, {0, 2, 4, 6}, 3, 2, 2, 0.5,
+             {"c_attn", "c_fc"}, 2, {0, 1, 3, 5, 6}},
+        Case{"pool_rr_llama_F2_B3_G2_M2_ckpt", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0,
+             {"q_proj", "k_proj", "o_proj", "up_proj"}, 0, {0, 2, 4, 6}, "pool", 4, 2}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// 6 steps with checkpoints every 3, then a new launch resumed from the step-3 checkpoint: steps 4
+// to 6 and the final adapters and moments are the straight run's, bit for bit.
+TEST(LoraPipelineResumeTest, ResumedRunContinuesBitExactly) {
+  TempDir dir;
+  Case c{"resume", "llama", 4, {0, 2, 4, 6}, 2, 4, 2, 1.0, {"q_proj", "v_proj", "up_proj"}};
+  train::TrainerOptions o = Options(dir, c);
+  o.steps = 6;
+  o.schedule = "cosine";
+  o.warmup = 2;
+  o.checkpoint_dir = dir / "straight";
+  o.checkpoint_every = 3;
+  auto straight = Launcher::Start(MakeLaunch(MakeCaseRun(o, c), dir / "run1"));
+  ASSERT_TRUE(straight.ok()) << straight.status();
+  LaunchResult want = (*straight)->Wait();
+  ASSERT_TRUE(want.status.ok()) << want.status;
+  ASSERT_EQ(want.steps.size(), 6u);
+
+  train::TrainerOptions resumed = o;
+  resumed.checkpoint_dir = dir / "resumed";
+  std::filesystem::create_directories(resumed.checkpoint_dir);
+  std::filesystem::copy(dir / "straight/checkpoint-00000003", dir / "resumed/checkpoint-00000003",
+                        std::filesystem::copy_options::recursive);
+  resumed.resume = true;
+  auto second = Launcher::Start(MakeLaunch(MakeCaseRun(resumed, c), dir / "run2"));
+  ASSERT_TRUE(second.ok()) << second.status();
+  LaunchResult got = (*second)->Wait();
+  ASSERT_TRUE(got.status.ok()) << got.status;
+  ASSERT_EQ(got.steps.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(got.steps[i].step, want.steps[i + 3].step);
+    EXPECT_EQ(got.steps[i].loss, want.steps[i + 3].loss) << "step " << i + 4;
+    EXPECT_EQ(got.steps[i].grad_norm, want.steps[i + 3].grad_norm) << "step " << i + 4;
+  }
+  auto config = model::LoadModelConfig(o.model_dir);
+  ASSERT_TRUE(config.ok()) << config.status();
+  auto a = LoadLatest(o, *config);
+  auto b = LoadLatest(resumed, *config);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_TRUE(b.ok()) << b.status();
+  EXPECT_EQ(b->state.step, 6);
+  ExpectSameAdapters(*a, *b);
+}
+
+}  // namespace
+}  // namespace mobius::runtime
