@@ -472,8 +472,12 @@ void CheckAdapter(const JobSpec& s, Checker& c) {
       c.options().check_files_exist) {
     CheckAdapterDir(a.init_from, c);
   }
-  if (s.plan.schedule == "roundrobin") {
-    c.Add("adapter", "schedule roundrobin does not support adapters yet; use mobius or resident");
+  if (s.plan.schedule == "resident") {
+    c.Add("adapter", "schedule resident does not train adapters yet; use mobius or roundrobin");
+  }
+  if (s.training.optimizer_staleness != 0) {
+    c.Add("training.optimizer_staleness",
+          "must be 0 with an adapter (the adapters' update is small: there is nothing to overlap)");
   }
 }
 

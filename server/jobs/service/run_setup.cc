@@ -48,15 +48,6 @@ absl::StatusOr<RunSetup> SetUpRun(jobspec::JobSpec spec, const RunSetupOptions& 
   plan_options.model_config = &out.model_config;
   MOBIUS_ASSIGN_OR_RETURN(out.planned,
                           PlanJob(spec, *o.topology, *o.facts, o.allowed, o.gpus, plan_options));
-  // ---- LoRA engine pending (issue 19) ------------------------------------------------------
-  // The runtime cannot train adapters yet: a job with one is refused here, at launch, after the
-  // adapter has been checked against the model (PlanJob) and before any tokenizing. Remove this
-  // block when the engine lands; nothing else refuses adapters.
-  if (spec.adapter.has_value()) {
-    return absl::FailedPreconditionError(
-        "adapter: LoRA training is not available in this build yet");
-  }
-  // ---- end LoRA engine pending --------------------------------------------------------------
   if (jobspec::IsTextFormat(spec.dataset.format)) {
     launch::DatasetPrepOptions dataset = o.dataset;
     dataset.descriptor = files.dataset_descriptor;

@@ -41,7 +41,7 @@ TEST(JobSpecConvertTest, FieldsLandWhereExpected) {
   EXPECT_EQ(p.training().seed(), 18446744073709551615ull);
   EXPECT_EQ(p.resources().device_memory_bytes(), 21474836480);
   EXPECT_EQ(p.plan().partitioner(), "mip");
-  EXPECT_EQ(p.training().optimizer_staleness(), 1);
+  EXPECT_EQ(p.training().optimizer_staleness(), 0);
   ASSERT_TRUE(p.has_adapter());
   EXPECT_EQ(p.adapter().type(), "lora");
   EXPECT_TRUE(p.adapter().has_rank());
@@ -62,6 +62,7 @@ TEST(JobSpecConvertTest, PoolDispatchTravels) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   const v1::JobSpec p = JobSpecToProto(*spec);
   EXPECT_EQ(p.plan().dispatch(), "pool");
+  EXPECT_EQ(p.training().optimizer_staleness(), 1);
   EXPECT_EQ(JobSpecFromProto(p), *spec);
 }
 

@@ -312,13 +312,16 @@ TEST(ValidateJobSpecTest, AdapterTargetModules) {
 TEST(ValidateJobSpecTest, AdapterSchedules) {
   JobSpec s = Valid();
   s.adapter = AdapterSpec{.type = "lora"};
-  for (const char* ok : {"mobius", "resident"}) {
+  for (const char* ok : {"mobius", "roundrobin"}) {
     s.plan.schedule = ok;
     EXPECT_THAT(Fields(s), IsEmpty()) << ok;
   }
-  s.plan.schedule = "roundrobin";
+  s.plan.schedule = "resident";
   EXPECT_EQ(Message(s),
-            "adapter: schedule roundrobin does not support adapters yet; use mobius or resident");
+            "adapter: schedule resident does not train adapters yet; use mobius or roundrobin");
+  s.plan.schedule = "mobius";
+  s.training.optimizer_staleness = 1;
+  EXPECT_THAT(Fields(s), ElementsAre("training.optimizer_staleness"));
 }
 
 TEST(ValidateJobSpecTest, AdapterInitFromIsAPath) {

@@ -114,6 +114,7 @@ TEST(JobSpecYamlTest, FlowStyleAllGpusAndRelativePaths) {
   want.training.seq_len = 1024;
   want.training.lr_schedule = "constant";
   want.training.lr = 2.5e-5;
+  want.training.optimizer_staleness = 1;
   want.resources = {0, int64_t{3} << 29};
   want.plan = {"roundrobin", "uniform", "sequential", 8, "pool"};
   EXPECT_EQ(*spec, want);
@@ -138,7 +139,7 @@ TEST(JobSpecYamlTest, EveryFieldSet) {
   want.dataset.skip_bad_lines = true;
   want.dataset.eval_fraction = 0.25;
   want.training = {500, 0, 12, 3, 333, 0.002, 0.0001, 50, "constant", 0.1, 0, 0.8, 0.999, 1e-6,
-                   18446744073709551615ull, 25, 1};
+                   18446744073709551615ull, 25, 0};
   want.resources = {4, 21474836480};
   want.plan = {"mobius", "mip", "sequential", 4, "static"};
   want.checkpoint = {"/ckpt", 100};

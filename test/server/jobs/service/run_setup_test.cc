@@ -198,10 +198,12 @@ TEST_F(RunSetupTest, BadCallsAndPlannerErrorsAreReported) {
   EXPECT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
 }
 
-// Until issue 19's LoRA engine lands, a job with an adapter is refused at launch (after the
-// adapter has been checked against the model, which is INVALID_ARGUMENT naming the field), before
-// tokenizing or the launch checks.
-TEST_F(RunSetupTest, AnAdapterIsRefusedAtLaunchUntilTheEngineLands) {
+// A job with an adapter: checked against the model first (INVALID_ARGUMENT naming the field,
+// before the launch checks); a valid one reaches the workers' trainer options, the family's PEFT
+// targets filled in, and sizes the store for the frozen base (bf16 only) and the adapters.
+TEST_F(RunSetupTest, AnAdapterIsCheckedAndReachesTheRun) {
+  absl::StatusOr<RunSetup> full = SetUpRun(spec_, Options({0, 1, 2, 3}));
+  ASSERT_TRUE(full.ok()) << full.status();
   spec_.adapter = jobspec::AdapterSpec{.type = "lora", .target_modules = {"q_proj", "c_attn"}};
   absl::StatusOr<RunSetup> s = SetUpRun(spec_, Options({0, 1, 2, 3}));
   ASSERT_EQ(s.status().code(), absl::StatusCode::kInvalidArgument) << s.status();
@@ -209,11 +211,16 @@ TEST_F(RunSetupTest, AnAdapterIsRefusedAtLaunchUntilTheEngineLands) {
                                       "module of llama models"),
             std::string::npos)
       << s.status();
+  EXPECT_EQ(launch_checks_, 1);  // the full job's only
   spec_.adapter->target_modules.clear();
   s = SetUpRun(spec_, Options({0, 1, 2, 3}));
-  ASSERT_EQ(s.status().code(), absl::StatusCode::kFailedPrecondition) << s.status();
-  EXPECT_EQ(s.status().message(), "adapter: LoRA training is not available in this build yet");
-  EXPECT_EQ(launch_checks_, 0);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const train::AdapterOptions& a = s->run.training.adapter;
+  EXPECT_EQ(a.type, "lora");
+  EXPECT_EQ(a.rank, 8);
+  EXPECT_EQ(a.target_modules, (std::vector<std::string>{"q_proj", "v_proj"}));
+  EXPECT_GT(s->host_store_bytes, 0);
+  EXPECT_LT(s->host_store_bytes, full->host_store_bytes / 4);  // 2 of 18+ bytes per parameter
 }
 
 TEST_F(RunSetupTest, FitToNodeReplansForTheGpusTheNodeHas) {
