@@ -1,6 +1,7 @@
 // mobius-worker's knobs, all in one place (defined in worker_flags.cc with help text and
-// defaults): the `init-model` and `train` subcommands'; `devices` takes none. --seed is shared
-// (init-model: initialisation; train: data shuffle).
+// defaults): the `init-model`, `train` and `merge-adapter` subcommands'; `devices` takes none.
+// --seed is shared (init-model: initialisation; train: data shuffle), so are --out and --dtype
+// (init-model, merge-adapter).
 #ifndef MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
 #define MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
 
@@ -50,5 +51,10 @@ ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(bool, recompute);
 ABSL_DECLARE_FLAG(int32_t, optimizer_staleness);
+
+// merge-adapter (worker/checkpoint/merge_adapter_command.h); also --out, --dtype.
+ABSL_DECLARE_FLAG(std::string, adapter);
+ABSL_DECLARE_FLAG(std::string, base);
+ABSL_DECLARE_FLAG(int64_t, max_shard_bytes);
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
