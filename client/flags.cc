@@ -93,3 +93,15 @@ ABSL_FLAG(std::string, transport, "auto",
           "(docs/runtime.md, Transport).");
 ABSL_FLAG(std::string, run_dir, "", "run: run directory (run.json, default checkpoints); "
                                     "empty: ./mobius-run-<name>.");
+ABSL_FLAG(std::string, worker_binary, "",
+          "plan (--profile=measured), export: the mobius-worker to run; empty: the one next to "
+          "mobius.");
+ABSL_FLAG(bool, merge, false,
+          "export: merge the PEFT LoRA adapter ADAPTER_DIR into its base model (mobius export "
+          "--merge ADAPTER_DIR OUT).");
+ABSL_FLAG(std::string, base, "",
+          "export: base model directory; empty: the adapter's adapter_config.json "
+          "base_model_name_or_path.");
+ABSL_FLAG(std::string, dtype, "auto",
+          "export: dtype of the merged weights, bf16 | fp32 | auto (each tensor as the base "
+          "stores it).");

@@ -61,5 +61,9 @@ ABSL_DECLARE_FLAG(std::string, emulate_links);
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(std::string, transport);
 ABSL_DECLARE_FLAG(std::string, run_dir);
+ABSL_DECLARE_FLAG(std::string, worker_binary);
+ABSL_DECLARE_FLAG(bool, merge);
+ABSL_DECLARE_FLAG(std::string, base);
+ABSL_DECLARE_FLAG(std::string, dtype);
 
 #endif  // MOBIUS_CLIENT_FLAGS_H_

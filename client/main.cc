@@ -8,11 +8,15 @@
 //               --tls_key --tls_server_name --token_file] (client/daemon_endpoint.h)
 //   mobius submit|ls|describe|logs|watch|cancel|queue|node|drain|undrain|quota   jobs
 //                                                         (client/job_commands.h)
+//   mobius export --merge ADAPTER_DIR OUT [--base DIR] [--dtype bf16|fp32|auto]
+//                                                         a LoRA adapter merged into its base,
+//                                                         no daemon (client/export_command.h)
 //
 //   mobius --help | help                                 the global usage (client/verb_help.h)
 //   mobius VERB --help | help VERB                        the verb's usage and flags
 //
-// Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error.
+// Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error
+// (export: the merge failed).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -22,6 +26,7 @@
 #include "absl/time/time.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
+#include "client/export_command.h"
 #include "client/job_commands.h"
 #include "client/flags.h"
 #include "client/plan_command.h"
@@ -156,6 +161,15 @@ int main(int argc, char** argv) {
     o.eos_id = absl::GetFlag(FLAGS_eos_id);
     o.threads = absl::GetFlag(FLAGS_threads);
     return mobius::cli::RunTokenize(o, std::cout, std::cerr);
+  }
+  if (args.size() >= 2 && args[1] == "export") {  // mobius export --merge ADAPTER_DIR OUT
+    mobius::cli::ExportOptions o;
+    o.merge = absl::GetFlag(FLAGS_merge);
+    o.args.assign(args.begin() + 2, args.end());
+    o.base_dir = absl::GetFlag(FLAGS_base);
+    o.dtype = absl::GetFlag(FLAGS_dtype);
+    o.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+    return mobius::cli::RunExport(o, std::cout, std::cerr);
   }
   if (args.size() == 3 && args[1] == "plan") {  // mobius plan JOB.yaml
     mobius::cli::PlanCommandOptions o;

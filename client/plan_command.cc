@@ -17,6 +17,7 @@
 #include "absl/strings/str_split.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
+#include "client/flags.h"
 #include "common/jobspec/yaml.h"
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
@@ -29,15 +30,14 @@
 #include "server/topology/hwloc_source.h"
 
 // `mobius plan`'s profile flags. They live here rather than in client/flags.cc so that the plan
-// command owns them; PlanCommandOptions reads them as its defaults.
+// command owns them; PlanCommandOptions reads them as its defaults (--worker_binary, which
+// `mobius export` shares, is client/flags.cc's).
 ABSL_FLAG(std::string, profile, "analytic",
           "plan: profile source: analytic (FLOPs / device spec), measured (mobius-worker profile, "
           "cached) or a profile JSON file.");
 ABSL_FLAG(std::string, profile_cache_dir, "",
           "plan: measured-profile cache directory; empty: $XDG_CACHE_HOME/mobius/profiles or "
           "~/.cache/mobius/profiles.");
-ABSL_FLAG(std::string, worker_binary, "",
-          "plan: mobius-worker used for --profile=measured; empty: the one next to mobius.");
 
 namespace mobius::cli {
 

@@ -62,7 +62,8 @@ struct PlanCommandOptions {
   // Profile source: "analytic" (FLOPs and the device spec), "measured" (the measured-profile
   // cache: runs `mobius-worker profile`, which answers from the cache or measures on its backend),
   // or the path of a profile JSON file (common/run/profile_json.h). The defaults
-  // come from --profile, --profile_cache_dir and --worker_binary (defined in plan_command.cc).
+  // come from --profile and --profile_cache_dir (defined in plan_command.cc) and --worker_binary
+  // (client/flags.cc).
   std::string profile = PlanProfileFlagDefault();
   std::string profile_cache_dir = PlanProfileCacheDirFlagDefault();
   std::string worker_binary = PlanWorkerBinaryFlagDefault();  // empty: next to this executable

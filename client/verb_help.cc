@@ -29,12 +29,13 @@ constexpr char kGlobalUsage[] =
     "  node                       GPUs (free / used by which job), memory budgets\n"
     "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
     "  tokenize IN... OUT --tokenizer DIR  tokenize a dataset into a token file (no daemon)\n"
+    "  export --merge ADAPTER_DIR OUT  merge a LoRA adapter into its base model (no daemon)\n"
     "  help [COMMAND]             this text, or the command's usage and flags\n"
     "Connection: --socket PATH (or $MOBIUS_SOCKET), or --daemon tcp://HOST:PORT (or\n"
     "  $MOBIUS_DAEMON) with --tls_ca CA.pem and either --token_file FILE ($MOBIUS_TOKEN) or\n"
     "  --tls_cert/--tls_key (a client certificate); TCP is always TLS.\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
-    "4 daemon error.";
+    "4 daemon error (export: the merge failed).";
 
 struct Verb {
   const char* name;
@@ -99,6 +100,12 @@ const std::vector<Verb>& Table() {
        "Tokenizes a dataset (JSONL or text) into a token file; no daemon.", false,
        {"tokenizer", "format", "text_field", "prompt_field", "completion_field", "messages_field",
         "chat_template", "skip_bad_lines", "eos_id", "threads"}},
+      {"export", "mobius export --merge ADAPTER_DIR OUT [--base DIR] [--dtype bf16|fp32|auto]",
+       "Merges a PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors, e.g. a LoRA\n"
+       "checkpoint's) into its base model and writes OUT, a Hugging Face model directory that\n"
+       "loads without PEFT (config.json, model safetensors, generation_config.json, tokenizer\n"
+       "files). Runs mobius-worker merge-adapter; no daemon. OUT must not exist (or be empty).",
+       false, {"merge", "base", "dtype", "worker_binary"}},
   };
   return *table;
 }
@@ -160,7 +167,7 @@ std::optional<std::string> VerbHelp(absl::string_view verb) {
   }
   absl::StrAppend(&out,
                   "\nExit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon "
-                  "unreachable, 4 daemon error.\n");
+                  "unreachable, 4 daemon error (export: the merge failed).\n");
   return out;
 }
 

@@ -11,6 +11,9 @@
 //   mobius-worker tokenize REQUEST.json
 //                              tokenizes a text dataset into a token file, SentencePiece included
 //                              (worker/data/tokenize_verb.h).
+//   mobius-worker merge-adapter --adapter DIR --out DIR [--base DIR] [--dtype bf16|fp32|auto]
+//                              merges a PEFT LoRA adapter into its base model, writing a Hugging
+//                              Face model directory (worker/checkpoint/merge_adapter_command.h).
 //   mobius-worker profile --model DIR --microbatch B --seq T
 //                              measures the model's layer units and the copy bandwidths on the
 //                              backend for the planner, cached (worker/profile/profile_command.h).
@@ -23,6 +26,7 @@
 #include "glog/logging.h"
 #include "common/device/device_probe.h"
 #include "worker/checkpoint/init_model_command.h"
+#include "worker/checkpoint/merge_adapter_command.h"
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
 #include "worker/train/train_command.h"
 #endif
@@ -68,6 +72,7 @@ int main(int argc, char** argv) {
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
   usage += std::string("\n  ") + mobius::train::kTrainUsage;
 #endif
+  usage += std::string("\n  ") + mobius::checkpoint::kMergeAdapterUsage;
   std::vector<std::string> args = mobius::InitProcess(argc, argv, usage);
 #ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
   // Every verb may then use the GPU (run, train --backend, profile --backend); CPU otherwise.
@@ -76,6 +81,9 @@ int main(int argc, char** argv) {
   if (args.size() == 2 && args[1] == "devices") return RunDevices();
   if (args.size() >= 2 && args[1] == "init-model") {
     return mobius::checkpoint::RunInitModelCommand(args);
+  }
+  if (args.size() >= 2 && args[1] == "merge-adapter") {
+    return mobius::checkpoint::RunMergeAdapterCommand(args);
   }
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
   if (args.size() >= 2 && args[1] == "train") return mobius::train::RunTrainCommand(args);
@@ -94,5 +102,6 @@ int main(int argc, char** argv) {
 #ifdef MOBIUS_WORKER_HAVE_TRAIN
   std::cerr << "       " << mobius::train::kTrainUsage << "\n";
 #endif
+  std::cerr << "       " << mobius::checkpoint::kMergeAdapterUsage << "\n";
   return 2;
 }

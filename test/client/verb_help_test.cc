@@ -56,12 +56,13 @@ TEST(VerbHelp, EveryCliFlagBelongsToAVerb) {
 TEST(VerbHelp, CoversEveryVerbMainDispatches) {
   for (const char* verb : {"topo", "plan", "health", "run", "tokenize", "submit", "ls", "describe",
                            "logs", "watch", "cancel", "queue", "node", "drain", "undrain",
-                           "quota"}) {
+                           "quota", "export"}) {
     EXPECT_TRUE(VerbHelp(verb).has_value()) << verb;
   }
   for (const std::string& verb : Verbs()) {
     const bool dispatched = IsJobVerb(verb) || verb == "topo" || verb == "plan" ||
-                            verb == "health" || verb == "run" || verb == "tokenize";
+                            verb == "health" || verb == "run" || verb == "tokenize" ||
+                            verb == "export";
     EXPECT_TRUE(dispatched) << verb << " has help but main.cc does not run it";
   }
   EXPECT_FALSE(VerbHelp("frobnicate").has_value());

@@ -48,6 +48,10 @@ check undrain "${CONN[@]}"
 check quota --max-gpus --max-running-jobs --json "${CONN[@]}"
 check tokenize --tokenizer --format --text-field --prompt-field --completion-field \
       --messages-field --chat-template --skip-bad-lines --eos-id --threads
+check export --merge --base --dtype --worker-binary
+# A flag of the verb before --help: `mobius export --merge --help`.
+"$MOBIUS" export --merge --help | grep -q "^Usage: mobius export --merge" ||
+  { echo "FAIL: mobius export --merge --help"; fail=1; }
 # A help flag in the middle of a real command line, e.g. with a job id and a connection flag.
 "$MOBIUS" logs -f --socket /nonexistent j-000001 -h | grep -q "^Usage: mobius logs" ||
   { echo "FAIL: mobius logs ... -h"; fail=1; }

@@ -58,7 +58,7 @@ int RunInitModelCommand(const std::vector<std::string>& args) {
   if (!config.ok()) return Usage(std::string(config.status().message()));
   WriteModelOptions options;
   const std::string dtype = absl::GetFlag(FLAGS_dtype);
-  if (dtype == "bf16") {
+  if (dtype == "bf16" || dtype.empty()) {
     options.dtype = io::DType::kBF16;
   } else if (dtype == "fp32") {
     options.dtype = io::DType::kF32;
@@ -90,7 +90,7 @@ int RunInitModelCommand(const std::vector<std::string>& args) {
   int64_t count = 0;
   for (const auto& [name, t] : params.tensors) count += t.numel();
   std::cout << "wrote " << out << ": " << model::FamilyName(*family) << " " << count
-            << " parameters, " << dtype << ", seed " << absl::GetFlag(FLAGS_seed) << "\n";
+            << " parameters, " << (dtype.empty() ? "bf16" : dtype) << ", seed " << absl::GetFlag(FLAGS_seed) << "\n";
   return kExitOk;
 }
 

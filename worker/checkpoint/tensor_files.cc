@@ -109,11 +109,17 @@ absl::Status CheckTensor(const std::string& file, const io::TensorView& view,
 
 TensorSetPlan PlanTensorSet(const std::string& base, const TensorShapes& order, io::DType dtype,
                             int64_t max_shard_bytes) {
-  const int64_t element_bytes = static_cast<int64_t>(io::DTypeSize(dtype));
+  return PlanTensorSet(base, order, std::vector<io::DType>(order.size(), dtype), max_shard_bytes);
+}
+
+TensorSetPlan PlanTensorSet(const std::string& base, const TensorShapes& order,
+                            const std::vector<io::DType>& dtypes, int64_t max_shard_bytes) {
   std::vector<TensorShapes> shards(1);
   int64_t total_bytes = 0, shard_bytes = 0;
-  for (const auto& entry : order) {
-    const int64_t bytes = NumElements(entry.second) * element_bytes;
+  for (size_t i = 0; i < order.size(); ++i) {
+    const auto& entry = order[i];
+    const int64_t bytes =
+        NumElements(entry.second) * static_cast<int64_t>(io::DTypeSize(dtypes.at(i)));
     if (shard_bytes > 0 && shard_bytes + bytes > max_shard_bytes) {
       shards.emplace_back();
       shard_bytes = 0;

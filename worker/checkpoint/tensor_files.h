@@ -47,6 +47,11 @@ struct TensorSetPlan {
 };
 TensorSetPlan PlanTensorSet(const std::string& base, const TensorShapes& order, io::DType dtype,
                             int64_t max_shard_bytes);
+// The same with each tensor's own dtype (`dtypes[i]` for `order[i]`; sizes follow from them), for
+// a set that keeps a model's dtypes as stored (tensor_set_writer.h).
+// REQUIRES: dtypes.size() == order.size().
+TensorSetPlan PlanTensorSet(const std::string& base, const TensorShapes& order,
+                            const std::vector<io::DType>& dtypes, int64_t max_shard_bytes);
 
 // Writes the tensors named in `order` (each must be in `tensors`) as the set `base` in `dir`,
 // converted to `dtype` (kF32 or kBF16, round to nearest even). Files are written atomically one by

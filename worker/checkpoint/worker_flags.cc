@@ -18,8 +18,12 @@ ABSL_FLAG(int64_t, vocab, 0,
 ABSL_FLAG(int64_t, max_positions, 0, "init-model: max_position_embeddings (0: the preset's).");
 ABSL_FLAG(uint64_t, seed, 0,
           "init-model: initialisation seed; same seed, same bytes. train: data shuffle seed.");
-ABSL_FLAG(std::string, dtype, "bf16", "init-model: dtype of model.safetensors, bf16 or fp32.");
-ABSL_FLAG(std::string, out, "", "init-model: output directory (created if missing).");
+ABSL_FLAG(std::string, dtype, "",
+          "init-model: dtype of model.safetensors, bf16 (empty: bf16) or fp32. merge-adapter: "
+          "bf16, fp32 or auto (empty: auto, each tensor in the base's dtype as stored).");
+ABSL_FLAG(std::string, out, "",
+          "init-model: output directory (created if missing). merge-adapter: the merged model's "
+          "directory (must not exist, or be empty).");
 ABSL_FLAG(bool, force, false,
           "init-model: write into a non-empty --out directory, replacing the model files.");
 ABSL_FLAG(bool, generation_config, true, "init-model: also write generation_config.json.");
@@ -74,3 +78,12 @@ ABSL_FLAG(std::string, lora_targets, "",
 ABSL_FLAG(std::string, lora_init, "",
           "train: a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to "
           "start from; empty: PEFT's initialisation from --seed.");
+
+// merge-adapter: a PEFT LoRA adapter merged into its base (worker/checkpoint/merge_adapter.h).
+ABSL_FLAG(std::string, adapter, "",
+          "merge-adapter: PEFT adapter directory (adapter_config.json, adapter_model.safetensors).");
+ABSL_FLAG(std::string, base, "",
+          "merge-adapter: base model directory; empty: adapter_config.json's "
+          "base_model_name_or_path.");
+ABSL_FLAG(int64_t, max_shard_bytes, 5'000'000'000,
+          "merge-adapter: largest model file before the model is sharded (transformers' 5GB).");

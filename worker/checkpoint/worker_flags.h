@@ -1,6 +1,7 @@
 // mobius-worker's knobs, all in one place (defined in worker_flags.cc with help text and
-// defaults): the `init-model` and `train` subcommands'; `devices` takes none. --seed is shared
-// (init-model: initialisation; train: data shuffle).
+// defaults): the `init-model`, `train` and `merge-adapter` subcommands'; `devices` takes none.
+// --seed is shared (init-model: initialisation; train: data shuffle), so are --out and --dtype
+// (init-model, merge-adapter).
 #ifndef MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
 #define MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
 
@@ -55,5 +56,10 @@ ABSL_DECLARE_FLAG(double, lora_alpha);
 ABSL_DECLARE_FLAG(double, lora_dropout);
 ABSL_DECLARE_FLAG(std::string, lora_targets);
 ABSL_DECLARE_FLAG(std::string, lora_init);
+
+// merge-adapter (worker/checkpoint/merge_adapter_command.h); also --out, --dtype.
+ABSL_DECLARE_FLAG(std::string, adapter);
+ABSL_DECLARE_FLAG(std::string, base);
+ABSL_DECLARE_FLAG(int64_t, max_shard_bytes);
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
