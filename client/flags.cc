@@ -52,6 +52,13 @@ ABSL_FLAG(std::string, dispatch, "static", "plan: roundrobin's dispatch, static 
 ABSL_FLAG(bool, clip, true,
           "plan: the job clips gradients (training.grad_clip > 0, the default), so the CPU "
           "optimizer waits for the whole backward's global norm.");
+ABSL_FLAG(bool, lora, false,
+          "plan: LoRA (the base frozen in bf16, adapters trained) at --lora-rank, default 8.");
+ABSL_FLAG(int64_t, lora_rank, 0,
+          "plan: LoRA adapter rank (> 0 plans LoRA; 0: full fine-tuning unless --lora or "
+          "--lora-targets).");
+ABSL_FLAG(std::string, lora_targets, "",
+          "plan: LoRA target modules, e.g. q_proj,v_proj (empty: the family's PEFT default).");
 ABSL_FLAG(std::string, gpus, "", "plan: granted GPU subset, e.g. 0,1,2 (default: all).");
 ABSL_FLAG(std::string, trace, "", "plan: write the simulated step as a Chrome trace (JSON).");
 ABSL_FLAG(double, gpu_memory_gib, 0, "plan: cap per-GPU memory at this many GiB (0: as reported).");

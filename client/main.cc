@@ -94,6 +94,9 @@ int RunPlanCommand() {
   o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
   o.dispatch = absl::GetFlag(FLAGS_dispatch);
   o.clip = absl::GetFlag(FLAGS_clip);
+  o.lora = absl::GetFlag(FLAGS_lora);
+  o.lora_rank = absl::GetFlag(FLAGS_lora_rank);
+  o.lora_targets = absl::GetFlag(FLAGS_lora_targets);
   o.gpus = absl::GetFlag(FLAGS_gpus);
   o.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);

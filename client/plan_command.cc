@@ -14,6 +14,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
@@ -50,6 +51,7 @@ namespace {
 using planner::PlanReport;
 
 constexpr double kGiB = double(int64_t{1} << 30);
+constexpr int64_t kDefaultLoraRank = 8;  // PEFT's default r (train::AdapterOptions::rank)
 
 struct Server {
   topology::Topology topology;
@@ -163,6 +165,16 @@ absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
   p.dispatch = o.dispatch;
   // The runtime's optimizer needs the global norm to clip: it starts after the whole backward.
   p.optimizer_after_backward = o.clip;
+  if (o.lora_rank < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--lora-rank must be >= 1, or 0 for full fine-tuning (got ", o.lora_rank, ")"));
+  }
+  if (o.lora || o.lora_rank > 0 || !o.lora_targets.empty()) {
+    p.lora.rank = o.lora_rank > 0 ? o.lora_rank : kDefaultLoraRank;
+    if (!o.lora_targets.empty()) {
+      p.lora.target_modules = absl::StrSplit(o.lora_targets, ',', absl::SkipWhitespace());
+    }
+  }
   auto gpus = ParseGpus(o.gpus);
   if (!gpus.ok()) return gpus.status();
   p.gpus = *gpus;
@@ -211,6 +223,22 @@ std::string ProfileLine(const PlanReport& r, const ProfileChoice& c) {
   return line;
 }
 
+// "LoRA rank 8 on q_proj, v_proj: 3.41M adapter parameters (0.04%), the base frozen in bf16;
+// host model state 2.00 bytes/parameter", or the full fine-tuning counterpart.
+std::string TrainingLine(const PlanReport& r) {
+  const double per_param = static_cast<double>(r.plan.memory.host_model_state_bytes) /
+                           static_cast<double>(std::max<int64_t>(r.parameters, 1));
+  if (r.lora_rank == 0) {
+    return absl::StrFormat("full fine-tuning; host model state %.2f bytes/parameter", per_param);
+  }
+  return absl::StrFormat(
+      "LoRA rank %d on %s: %.2fM adapter parameters (%.3f%%), the base frozen in bf16; host "
+      "model state %.2f bytes/parameter",
+      r.lora_rank, absl::StrJoin(r.lora_targets, ", "), r.adapter_parameters / 1e6,
+      100.0 * static_cast<double>(r.adapter_parameters) / std::max<int64_t>(r.parameters, 1),
+      per_param);
+}
+
 std::string RangeLabel(const model::ModelDescription& m, const planner::StageRange& st) {
   return st.end - st.begin == 1 ? UnitLabel(m, st.begin)
                                 : UnitLabel(m, st.begin) + " .. " + UnitLabel(m, st.end - 1);
@@ -226,6 +254,7 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
       "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s)\n",
       o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device);
   out << absl::StrFormat("Profile: %s\n", ProfileLine(r, profile));
+  out << absl::StrFormat("Training: %s\n", TrainingLine(r));
   out << absl::StrFormat("Plan: schedule %s, partitioner %s, mapper %s (%s)%s\n\n", p.schedule,
                          p.partitioner, p.mapper, p.mapping.method,
                          r.partitioner_note.empty() ? "" : "; " + r.partitioner_note);
@@ -329,6 +358,13 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
                   {"path", profile.path},
                   {"backend", profile.backend},
                   {"gradient_bytes_per_parameter", r.gradient_bytes_per_parameter}};
+  j["training"] = {{"mode", r.lora_rank > 0 ? "lora" : "full"},
+                   {"lora_rank", r.lora_rank},
+                   {"lora_targets", r.lora_targets},
+                   {"adapter_parameters", r.adapter_parameters},
+                   {"host_model_state_bytes_per_parameter",
+                    static_cast<double>(p.memory.host_model_state_bytes) /
+                        static_cast<double>(std::max<int64_t>(r.parameters, 1))}};
   j["schedule"] = p.schedule;
   j["partitioner"] = p.partitioner;
   j["partitioner_note"] = r.partitioner_note;
@@ -484,6 +520,15 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
   return kExitOk;
 }
 
+absl::Status SetAdapter(const train::AdapterOptions& adapter, PlanCommandOptions& o) {
+  absl::StatusOr<planner::LoraOptions> lora = planner::LoraFromAdapterOptions(adapter);
+  if (!lora.ok()) return lora.status();
+  o.lora = lora->enabled();
+  o.lora_rank = lora->rank;
+  o.lora_targets = absl::StrJoin(lora->target_modules, ",");
+  return absl::OkStatus();
+}
+
 int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream& out,
                 std::ostream& err) {
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(spec_path);
@@ -503,6 +548,13 @@ int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream
   o.optimizer_staleness = static_cast<int>(spec->training.optimizer_staleness);
   o.dispatch = spec->plan.dispatch;
   o.clip = spec->training.grad_clip > 0;
+  // LoRA seam (issue 19): the job spec's adapter section is being added on another branch
+  // (jobspec::AdapterSpec); after that merge this becomes SetAdapter(<spec->adapter as
+  // train::AdapterOptions>, o). Until then a spec plans full fine-tuning.
+  if (absl::Status s = SetAdapter(train::AdapterOptions{}, o); !s.ok()) {
+    err << "mobius plan: " << s.message() << "\n";
+    return kExitUsage;
+  }
   if (spec->resources.device_memory_bytes > 0) {
     o.gpu_memory_gib = spec->resources.device_memory_bytes / 1073741824.0;
   }

@@ -20,8 +20,10 @@
 #include <ostream>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "client/daemon_endpoint.h"
+#include "common/run/trainer_options.h"
 
 namespace mobius::cli {
 
@@ -45,6 +47,12 @@ struct PlanCommandOptions {
   int optimizer_staleness = 0;        // 0 | 1 (a job's training.optimizer_staleness)
   std::string dispatch = "static";    // roundrobin: static | pool (plan.dispatch)
   bool clip = true;                   // training.grad_clip > 0: the optimizer after the backward
+  // LoRA (planner::PlanOptions::lora): planned when `lora`, lora_rank > 0 or lora_targets is set;
+  // rank lora_rank, or 8 (PEFT's default) when it is 0; lora_targets "q_proj,v_proj" (empty: the
+  // family's PEFT default).
+  bool lora = false;
+  int64_t lora_rank = 0;
+  std::string lora_targets;
   std::string gpus;           // "0,1,2": the granted subset; empty: all
   double gpu_memory_gib = 0;  // > 0: cap per-GPU memory
   double host_memory_gib = 0; // > 0: host RAM instead of the topology's NUMA total
@@ -70,6 +78,12 @@ struct PlanCommandOptions {
 };
 
 int RunPlan(const PlanCommandOptions& options, std::ostream& out, std::ostream& err);
+
+// A job's adapter options (train::AdapterOptions) into `o`'s LoRA fields (type "": full
+// fine-tuning). The seam for `mobius plan JOB.yaml`: once the job spec's adapter section
+// (common/jobspec AdapterSpec) exists, RunPlanSpec passes it here; until then a spec plans full
+// fine-tuning. INVALID_ARGUMENT as planner::LoraFromAdapterOptions (another adapter type).
+absl::Status SetAdapter(const train::AdapterOptions& adapter, PlanCommandOptions& o);
 
 // `mobius plan JOB.yaml`: the plan of a job spec (model, shape, schedule/partitioner/mapper,
 // stages, GPU count, device memory cap) on the daemon's topology or --topology-file; `base`

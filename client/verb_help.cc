@@ -55,12 +55,13 @@ const std::vector<Verb>& Table() {
        "Plans a fine-tuning job: stages, mapping, memory, predicted step time, alternatives.\n"
        "With JOB.yaml the job's own training and plan settings are used (--model, --batch,\n"
        "--microbatch, --seq, --schedule, --partitioner, --mapper, --optimizer-staleness,\n"
-       "--dispatch, --clip and --gpu-memory-gib apply to\n"
+       "--dispatch, --clip, --lora, --lora-rank, --lora-targets and --gpu-memory-gib apply to\n"
        "--model only). The prediction of an emulated run (mobiusd or mobius run on the CPU\n"
        "backend with --link-scale S): --emulated-gpus --profile measured --link-scale S.",
        true,
        {"model", "topology_file", "batch", "microbatch", "seq", "schedule", "partitioner",
-        "mapper", "optimizer_staleness", "dispatch", "clip", "gpus", "gpu_memory_gib",
+        "mapper", "optimizer_staleness", "dispatch", "clip", "lora", "lora_rank", "lora_targets",
+        "gpus", "gpu_memory_gib",
         "host_memory_gib", "emulated_gpus", "efficiency",
         "peak_tflops", "mip_time_limit_seconds", "link_scale", "profile", "profile_cache_dir",
         "worker_binary", "json", "trace"}},

@@ -220,12 +220,15 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
   p.reserved_bytes = options.memory_margin_bytes + profile.MaxWorkspaceBytes();
   p.forward_keeps_boundaries_only = options.forward_keeps_boundaries_only;
   p.stage_overhead_seconds = options.stage_overhead_seconds;
-  p.optimizer_seconds =
-      OptimizerSeconds(model::TotalParameters(model), options.optimizer_seconds_per_billion_params);
-  for (const UnitProfile& u : profile.units) {
+  const int64_t trained = profile.lora ? profile.lora->parameters : model::TotalParameters(model);
+  p.optimizer_seconds = OptimizerSeconds(trained, options.optimizer_seconds_per_billion_params);
+  for (size_t i = 0; i < profile.units.size(); ++i) {
+    const UnitProfile& u = profile.units[i];
     p.boundary_bytes = std::max(p.boundary_bytes, u.boundary_bytes);
     p.units.push_back({u.forward_seconds, u.backward_seconds, u.parameter_bytes, u.gradient_bytes,
-                       u.boundary_bytes + u.saved_activation_bytes, u.boundary_bytes});
+                       u.boundary_bytes + u.saved_activation_bytes, u.boundary_bytes,
+                       profile.lora ? profile.lora->UnitParameters(static_cast<int64_t>(i))
+                                    : u.parameter_bytes / 2});
   }
   return p;
 }

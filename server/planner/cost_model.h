@@ -11,7 +11,10 @@
 //     source's uplink, then H2D over the destination's (the same uplink twice when both sit in one
 //     contention group); store-and-forward, so the two times add. With P2P it crosses once.
 //   - CPU optimizer: ~0.3 s per billion parameters (design/mobius.md section 3), synchronous after
-//     the backward in the Mobius schedule.
+//     the backward in the Mobius schedule; in LoRA mode (Profile::lora) over the adapter
+//     parameters alone.
+//   - LoRA mode changes no formula below, only the profile's numbers (lora.h): W = bf16 base +
+//     fp32 adapters, G = fp32 adapter gradients, the backward without weight-gradient GEMMs.
 //
 // Stage model (Mobius schedule: stage s on GPU s mod N, two resident stages per GPU, the next stage
 // of a GPU prefetched while the current one computes all M microbatches):
@@ -114,6 +117,10 @@ struct UnitCost {
   int64_t gradient_bytes = 0;    // G: offloaded once per step
   int64_t activation_bytes = 0;  // boundary + saved, resident during the stage's backward
   int64_t boundary_bytes = 0;    // the unit's input (part of activation_bytes)
+  // What the CPU optimizer updates for the unit: its bf16 weights' parameters (weight_bytes / 2)
+  // in full fine-tuning, its adapter parameters in LoRA mode (lora.h). The simulator splits the
+  // optimizer's time and DRAM traffic by it (sim/schedules.h).
+  int64_t optimizer_parameters = 0;
 };
 
 // Whether the backward pass of a Mobius stage (Pass::kBoth) uploads its weights (see above).

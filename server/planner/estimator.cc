@@ -14,18 +14,28 @@ void FillHost(const model::ModelDescription& model, const Profile& profile,
                                             [](int64_t bytes) { return bytes > 0; });
   const int64_t params = model::TotalParameters(model);
   e.host_activation_bytes *= options.checkpoint_copies;
-  const int64_t dma_bytes =
-      options.weight_bytes_per_parameter + profile.gradient_bytes_per_parameter;
-  e.host_model_state_bytes = (dma_bytes + options.optimizer_bytes_per_parameter +
-                              options.stale_weight_copy_bytes_per_parameter) *
-                             params;
   e.host_process_bytes = num_workers * options.worker_process_bytes;
-  e.host_bytes = e.host_model_state_bytes + e.host_activation_bytes +
-                 e.host_activation_grad_bytes + e.host_process_bytes +
-                 e.host_emulated_device_bytes;
-  // The second weight copy is uploaded from, so pinned like the first.
-  e.pinned_bytes = (dma_bytes + options.stale_weight_copy_bytes_per_parameter) * params +
-                   e.host_activation_bytes;
+  if (profile.lora) {
+    // The frozen base once in bf16; the adapters' full training state.
+    const int64_t adapters = profile.lora->parameters;
+    const int64_t base = options.weight_bytes_per_parameter * params;
+    e.host_model_state_bytes = base + options.adapter_bytes_per_parameter * adapters +
+                               options.norm_partial_bytes * profile.lora->norm_chunks;
+    // Uploaded from: the base and the adapters' fp32 masters; landed into: their gradients.
+    e.pinned_bytes =
+        base + LoraWeightBytes(0, adapters) + LoraGradientBytes(adapters) + e.host_activation_bytes;
+  } else {
+    const int64_t dma_bytes =
+        options.weight_bytes_per_parameter + profile.gradient_bytes_per_parameter;
+    e.host_model_state_bytes = (dma_bytes + options.optimizer_bytes_per_parameter +
+                                options.stale_weight_copy_bytes_per_parameter) *
+                               params;
+    // The second weight copy is uploaded from, so pinned like the first.
+    e.pinned_bytes = (dma_bytes + options.stale_weight_copy_bytes_per_parameter) * params +
+                     e.host_activation_bytes;
+  }
+  e.host_bytes = e.host_model_state_bytes + e.host_activation_bytes + e.host_activation_grad_bytes +
+                 e.host_process_bytes + e.host_emulated_device_bytes;
 }
 
 // The largest weight (elements) the units [begin, end) multiply by: matmul weights, and a tied

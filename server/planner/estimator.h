@@ -25,6 +25,14 @@
 //            6 with fp32 gradients; + 2 for the second weight copy with staleness 1) + the
 //            activation checkpoints. Master weights and moments stay
 //            pageable.
+//   LoRA (Profile::lora, lora.h): the store holds the base once in bf16 and the adapters' state:
+//            model state = 2 x TotalParameters + adapter_bytes_per_parameter (16: fp32 master +
+//            Adam m + v + fp32 gradient) x adapter parameters + 8 x the adapters' grad-norm
+//            chunks (one double per 64 Ki elements of each adapter tensor); checkpoints,
+//            activation gradients, processes and emulated devices as above; pinned = 2 x
+//            TotalParameters (the bf16 base) + 8 x adapter parameters (the fp32 masters the
+//            passes upload and the gradient landing zone) + the checkpoints. GPU slots come from
+//            the profile (W = base + fp32 adapters, G = adapter gradients; lora.h).
 //
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_ESTIMATOR_H_
@@ -45,6 +53,10 @@ inline constexpr int64_t kWorkerProcessBytes = int64_t{128} << 20;
 struct EstimatorOptions {
   int64_t weight_bytes_per_parameter = 2;      // bf16 upload copy
   int64_t optimizer_bytes_per_parameter = 12;  // fp32 master + Adam m + v
+  // LoRA: per adapter parameter fp32 master + Adam m + v + fp32 gradient; per grad-norm chunk of
+  // an adapter tensor one double.
+  int64_t adapter_bytes_per_parameter = 16;
+  int64_t norm_partial_bytes = 8;
   // Optimizer staleness 1 (PlanOptions::optimizer_staleness): a second bf16 weight copy, 2; and
   // two copies of the activation checkpoints (common/run/store_layout.h), 2.
   int64_t stale_weight_copy_bytes_per_parameter = 0;

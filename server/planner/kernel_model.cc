@@ -23,7 +23,7 @@ void AddGemms(const std::vector<model::ParamSpec>& params, std::vector<model::Pa
 UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit, int64_t tokens,
                               int64_t seq_len, const KernelDevice& device,
                               const KernelModel& kernels,
-                              const model::ActivationOptions& activations) {
+                              const model::ActivationOptions& activations, const LoraLayout* lora) {
   const model::LayerUnit& u = model.units.at(unit);
   const double t = static_cast<double>(tokens);
   const double a = static_cast<double>(activations.activation_bytes);
@@ -40,7 +40,19 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     const double k = static_cast<double>(g.shape[1]);
     const double one = Roofline(2 * t * k * n, a * (t * k + k * n + t * n), gemm_rate, bw);
     s.forward += one;
-    s.backward += 2 * one;  // dX = dY W and dW = dY^T X: the same FLOPs and traffic each
+    // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
+    s.backward += (lora != nullptr ? 1 : 2) * one;
+  }
+  if (lora != nullptr && unit < static_cast<int64_t>(lora->unit_modules.size())) {
+    const double r = static_cast<double>(lora->rank);
+    for (const model::LoraModule& m : lora->unit_modules[unit]) {
+      const double in = static_cast<double>(m.in), out = static_cast<double>(m.out);
+      const double adapter =
+          Roofline(2 * t * in * r, a * (t * in + in * r + t * r), attention_rate, bw) +
+          Roofline(2 * t * r * out, a * (t * r + r * out + t * out), attention_rate, bw);
+      s.forward += adapter;
+      s.backward += 2 * adapter;
+    }
   }
   const double attention =
       model::UnitAttentionForwardFlopsPerToken(model, unit, seq_len) * t / attention_rate;
@@ -52,6 +64,8 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
       static_cast<double>(act.boundary_bytes_per_token + act.SavedBytesPerToken(seq_len)) * t;
   s.forward += kernels.elementwise_passes_forward * touched / bw;
   s.backward += kernels.elementwise_passes_backward * touched / bw;
+  // A frozen embedding has no backward: no scatter-add, and nothing before it needs a gradient.
+  if (lora != nullptr && u.kind == model::UnitKind::kEmbedding) s.backward = 0;
   return s;
 }
 

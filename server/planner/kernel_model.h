@@ -28,6 +28,12 @@
 // it is charged as passes over the activations the unit keeps for its backward
 // (model::UnitActivations: boundary + saved bytes per token).
 //
+// LoRA (lora.h; `lora` set): the base is frozen, so a GEMM's backward is its input gradient alone
+// (1 x roofline instead of 2), the embedding has no backward, and each adapted module of the unit
+// adds its two adapter GEMMs, x A^T [T, in] x [in, r] and h B^T [T, r] x [r, out], on the same
+// roofline at the fp32-accumulate peak (they are fp32; at the ranks LoRA uses they are
+// memory-bound, so the peak hardly matters), and twice that to the backward (dB, dh, dA, dx).
+//
 // Pure; thread-safe.
 #ifndef MOBIUS_SERVER_PLANNER_KERNEL_MODEL_H_
 #define MOBIUS_SERVER_PLANNER_KERNEL_MODEL_H_
@@ -35,6 +41,7 @@
 #include <cstdint>
 
 #include "common/model/layer_units.h"
+#include "server/planner/lora.h"
 
 namespace mobius::planner {
 
@@ -63,7 +70,8 @@ struct UnitSeconds {
 UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit, int64_t tokens,
                               int64_t seq_len, const KernelDevice& device,
                               const KernelModel& kernels,
-                              const model::ActivationOptions& activations = {});
+                              const model::ActivationOptions& activations = {},
+                              const LoraLayout* lora = nullptr);
 
 }  // namespace mobius::planner
 

@@ -57,4 +57,26 @@ absl::StatusOr<Profile> MeasuredToProfile(const MeasuredProfile& m,
   return p;
 }
 
+Profile LoraFromMeasuredProfile(Profile p, const model::ModelDescription& model,
+                                const LoraLayout& lora) {
+  const int64_t seq = p.shape.seq_len;
+  for (int64_t u = 0; u < static_cast<int64_t>(p.units.size()); ++u) {
+    UnitProfile& up = p.units[u];
+    const model::UnitFlopsPerToken full = model::UnitFlops(model, u, seq);
+    const model::UnitFlopsPerToken frozen = LoraUnitFlops(model, u, seq, lora);
+    if (full.forward_flops > 0) {
+      up.backward_seconds *= (frozen.backward_flops + frozen.forward_flops) /
+                             (full.backward_flops + full.forward_flops);
+      up.forward_seconds *= frozen.forward_flops / full.forward_flops;
+    } else {
+      up.backward_seconds = up.forward_seconds;
+    }
+    const int64_t adapters = lora.UnitParameters(u);
+    up.parameter_bytes = LoraWeightBytes(up.parameter_bytes, adapters);
+    up.gradient_bytes = LoraGradientBytes(adapters);
+  }
+  p.lora = lora;
+  return p;
+}
+
 }  // namespace mobius::planner

@@ -21,6 +21,17 @@ namespace mobius::planner {
 absl::StatusOr<Profile> MeasuredToProfile(const MeasuredProfile& measured,
                                           const model::ModelDescription& model);
 
+// A measured profile (full fine-tuning: the worker measures units with trainable weights) in LoRA
+// mode (lora.h): the bytes as AnalyticProfile's with lora (W = the measured bf16 weights + 4 x
+// adapter parameters, G = 4 x adapter parameters), Profile::lora set, and each unit's times scaled
+// by its FLOPs with the base frozen over its FLOPs in full fine-tuning (LoraUnitFlops /
+// model::UnitFlops; the backward's ratio counts the recompute forward on both sides). A unit
+// without FLOPs (the embedding's lookup) keeps its forward, and its backward becomes that forward
+// (the recompute; a frozen embedding has no scatter-add). REQUIRES: `full` was made for `model`
+// (MeasuredToProfile) and has no lora.
+Profile LoraFromMeasuredProfile(Profile full, const model::ModelDescription& model,
+                                const LoraLayout& lora);
+
 }  // namespace mobius::planner
 
 #endif  // MOBIUS_SERVER_PLANNER_MEASURED_PROFILE_H_

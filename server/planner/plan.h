@@ -49,12 +49,14 @@ namespace mobius::planner {
 
 struct MemoryEstimate {
   // Per entry of Mapping::gpu_order: margin + max unit workspace + 2 x the largest stage slot
-  // (weights + gradients + one microbatch's activations) among the stages it runs; 0 if none.
+  // (weights + gradients + one microbatch's activations; LoRA: the bf16 base + fp32 adapters +
+  // their gradients, no base gradients) among the stages it runs; 0 if none.
   std::vector<int64_t> gpu_bytes;
   int64_t max_gpu_bytes = 0;
   int64_t gpu_capacity_bytes = 0;  // the smallest GPU of the plan
   // Host: what all of the job's processes use together (estimator.h has the model). The shared
-  // store: model state (bytes_per_param x parameters, tied tensors once), activation checkpoints
+  // store: model state (bytes_per_param x parameters, tied tensors once; LoRA: the bf16 base once +
+  // 16 bytes per adapter parameter + the adapters' grad-norm partials), activation checkpoints
   // (every stage's input, for all M microbatches, kept from forward to backward) and the fp32
   // activation gradients crossing backward stage boundaries; per worker process its fixed
   // footprint; and, when the GPUs are emulated on the CPU backend, their memory too (it is host

@@ -115,15 +115,19 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
   p.fp16_accumulate = options.fp16_accumulate;
   p.compute_model =
       kernel_model ? "kernel model" : absl::StrFormat("flat %.2f", device.efficiency);
+  p.lora = options.lora;
   p.units.reserve(model.units.size());
   for (int64_t u = 0; u < model.num_units(); ++u) {
     const model::LayerUnit& unit = model.units[u];
-    const model::UnitFlopsPerToken flops = model::UnitFlops(model, u, shape.seq_len);
+    const model::UnitFlopsPerToken flops =
+        options.lora ? LoraUnitFlops(model, u, shape.seq_len, *options.lora)
+                     : model::UnitFlops(model, u, shape.seq_len);
     const model::UnitActivationBytes act = model::UnitActivations(model, u, options.activations);
     UnitProfile up;
     if (kernel_model) {
-      const UnitSeconds k = KernelUnitSeconds(model, u, shape.tokens(), shape.seq_len, kd,
-                                              *device.kernels, options.activations);
+      const UnitSeconds k =
+          KernelUnitSeconds(model, u, shape.tokens(), shape.seq_len, kd, *device.kernels,
+                            options.activations, options.lora ? &*options.lora : nullptr);
       up.forward_seconds = k.forward;
       up.backward_seconds = k.backward + (options.recompute ? k.forward : 0.0);
     } else {
@@ -135,6 +139,11 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
     up.parameter_bytes = model::UnitResidentParameterBytes(unit);
     up.gradient_bytes =
         model::UnitResidentParameterBytes(unit, options.gradient_bytes_per_parameter);
+    if (options.lora) {
+      const int64_t adapters = options.lora->UnitParameters(u);
+      up.parameter_bytes = LoraWeightBytes(up.parameter_bytes, adapters);
+      up.gradient_bytes = LoraGradientBytes(adapters);
+    }
     up.boundary_bytes = act.boundary_bytes_per_token * shape.tokens();
     up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();
     const int64_t width =

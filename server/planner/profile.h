@@ -29,6 +29,7 @@
 #include "common/model/layer_units.h"
 #include "common/run/measured_profile.h"  // MicrobatchShape
 #include "server/planner/kernel_model.h"
+#include "server/planner/lora.h"
 
 namespace mobius::planner {
 
@@ -95,7 +96,10 @@ DeviceSpec H200Spec();
 std::optional<DeviceSpec> DeviceSpecForGpuName(const std::string& gpu_name,
                                                uint64_t memory_bytes = 0);
 
-// One layer unit at one microbatch shape.
+// One layer unit at one microbatch shape. In LoRA mode (Profile::lora, lora.h) the base is frozen:
+// parameter_bytes = bf16 base + 4 x the unit's adapter parameters (fp32 adapters, uploaded with the
+// weights), gradient_bytes = 4 x its adapter parameters (no base gradients), and the backward
+// computes input gradients only (plus the adapters').
 struct UnitProfile {
   double forward_seconds = 0;
   // Backward with full recompute: the unit's forward is run again from the stage's input
@@ -131,6 +135,9 @@ struct Profile {
   int64_t gradient_bytes_per_parameter = 4;  // 4 = fp32 (the runtime), 2 = bf16
   std::vector<UnitProfile> units;  // one per model unit, in execution order
   std::optional<LinkProfile> links;  // measured profiles with link measurements
+  // LoRA (lora.h): the adapters of a frozen base; unset: full fine-tuning. The CPU optimizer then
+  // updates lora->parameters, and the host keeps the base once in bf16 (estimator.h).
+  std::optional<LoraLayout> lora;
 
   double ForwardSeconds(int begin, int end) const;  // sum over units [begin, end)
   double BackwardSeconds(int begin, int end) const;
@@ -152,6 +159,8 @@ struct AnalyticOptions {
   // Use the device's calibrated kernel model when it has one (DeviceSpec::kernels); false: the
   // flat efficiency model for every device.
   bool use_kernel_model = true;
+  // LoRA (lora.h: MakeLoraLayout): the base frozen, the adapters trained; unset: full fine-tuning.
+  std::optional<LoraLayout> lora;
 };
 
 // The ANALYTIC profile. Per unit at B x T tokens, flat model (peak = the job's accumulation
@@ -166,6 +175,10 @@ struct AnalyticOptions {
 //   workspace = library workspace + 2 * B * T * max(C, I, boundary/token) * activation_bytes
 //               (gradient buffers for the widest intermediate; the logits gradient reuses the
 //               logits buffer counted in saved bytes)
+// With options.lora: FLOPs from LoraUnitFlops (flat) or the kernel model's frozen-base form,
+//   parameter bytes LoraWeightBytes, gradient bytes LoraGradientBytes (fp32 adapters whatever
+//   gradient_bytes_per_parameter says; lora.h), Profile::lora set. Activations and workspace as
+//   in full fine-tuning (an adapter's [T, r] intermediate is not counted: r / C of a hidden state).
 // INVALID_ARGUMENT for a non-positive shape, a device without peak FLOP/s, or a gradient size
 // other than 2 or 4 bytes.
 absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,

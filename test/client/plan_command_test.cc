@@ -153,6 +153,18 @@ TEST(PlanCommand, MeasuredProfileFromTheWorkerAndFromAFile) {
   EXPECT_EQ(j["profile"]["source"], "measured");
   EXPECT_EQ(j["profile"]["path"], file);
   EXPECT_EQ(j["device"], "cpu");
+  // LoRA on the measured (full fine-tuning) profile: converted (LoraFromMeasuredProfile), the
+  // backward cheaper and the gradient offload gone.
+  PlanCommandOptions lora = o;
+  lora.lora = true;
+  r = RunCommand(lora);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json jl = nlohmann::json::parse(r.out);
+  EXPECT_EQ(jl["training"]["mode"], "lora");
+  EXPECT_EQ(jl["profile"]["source"], "measured");
+  EXPECT_LT(jl["traffic"]["d2h_bytes"].get<int64_t>(), j["traffic"]["d2h_bytes"].get<int64_t>());
+  EXPECT_LT(jl["predicted"]["objective_seconds"].get<double>(),
+            j["predicted"]["objective_seconds"].get<double>());
   // Another model, another shape, a damaged file: exit 2, one line naming the file.
   o.json = false;
   PlanCommandOptions other = o;
@@ -199,6 +211,54 @@ TEST(PlanCommand, RoundRobinShowsBothPartitions) {
             j["stages"].size() + j["round_robin"]["backward_stages"].size());
 }
 
+TEST(PlanCommand, LoraShowsTheModeAndItsBytes) {
+  PlanCommandOptions o = Options("llama-2-7b.json", kPaper);
+  Result full = RunCommand(o);
+  ASSERT_EQ(full.code, kExitOk) << full.err;
+  EXPECT_THAT(full.out, HasSubstr("Training: full fine-tuning; host model state 18.00 bytes/parameter"));
+  o.lora = true;  // rank 8, the family's default targets
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  // 8 x (4096 + 4096) x 2 modules x 32 blocks = 4.19M; the base 2 bytes/parameter + 16 bytes per
+  // adapter parameter.
+  EXPECT_THAT(r.out, HasSubstr("Training: LoRA rank 8 on q_proj, v_proj: 4.19M adapter parameters "
+                               "(0.062%), the base frozen in bf16; host model state 2.01 "
+                               "bytes/parameter"));
+  EXPECT_THAT(r.out, HasSubstr("LoRA: the frozen base still partitioned and gathered"));
+
+  o.lora = false;
+  o.lora_rank = 16;
+  o.lora_targets = "q_proj,k_proj,v_proj,o_proj";
+  o.json = true;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["training"]["mode"], "lora");
+  EXPECT_EQ(j["training"]["lora_rank"], 16);
+  EXPECT_EQ(j["training"]["lora_targets"],
+            nlohmann::json({"q_proj", "k_proj", "v_proj", "o_proj"}));
+  EXPECT_EQ(j["training"]["adapter_parameters"], 16 * 4 * 8192 * 32);
+  EXPECT_LT(j["training"]["host_model_state_bytes_per_parameter"].get<double>(), 2.1);
+  o.lora_rank = 0;
+  o.lora_targets.clear();
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["training"]["mode"], "full");
+
+  // A job's adapter options (the seam for JOB.yaml's adapter section).
+  train::AdapterOptions adapter;
+  adapter.type = "lora";
+  adapter.rank = 4;
+  adapter.target_modules = {"q_proj", "o_proj"};
+  PlanCommandOptions s;
+  ASSERT_TRUE(SetAdapter(adapter, s).ok());
+  EXPECT_TRUE(s.lora);
+  EXPECT_EQ(s.lora_rank, 4);
+  EXPECT_EQ(s.lora_targets, "q_proj,o_proj");
+  adapter.type = "prefix";
+  EXPECT_FALSE(SetAdapter(adapter, s).ok());
+}
+
 struct BadCase {
   const char* name;
   const char* model;
@@ -229,6 +289,16 @@ TEST(PlanCommand, BadInputExits2WithOneLine) {
       {"topology", "gpt2.json", "does-not-exist.xml", nullptr, "does-not-exist.xml"},
       {"link scale", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.link_scale = 0; },
        "--link-scale must be > 0 (got 0)"},
+      {"lora target", "llama-2-7b.json", kPaper,
+       [](PlanCommandOptions& o) { o.lora_targets = "q_proj,c_attn"; },
+       "lora.target_modules[1]: \"c_attn\" is not a linear module"},
+      {"lora rank", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.lora_rank = -2; },
+       "--lora-rank must be >= 1"},
+      {"lora staleness", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.lora = true, o.optimizer_staleness = 1; },
+       "staleness 1 with LoRA"},
+      {"host ram lora", "llama-2-7b.json", kPaper,
+       [](PlanCommandOptions& o) { o.host_memory_gib = 32; }, "or LoRA (the frozen base at 2 bytes"},
   };
   for (const BadCase& c : cases) {
     PlanCommandOptions o = Options(c.model, c.topology);

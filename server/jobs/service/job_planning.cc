@@ -125,6 +125,10 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   po.mapper = spec.plan.mapper;
   po.optimizer_staleness = static_cast<int>(spec.training.optimizer_staleness);
   po.dispatch = spec.plan.dispatch;
+  // LoRA seam (issue 19): the job spec's adapter section (jobspec::AdapterSpec) comes from another
+  // branch; after that merge pass it here as train::AdapterOptions (TrainerOptionsFromSpec's
+  // o.adapter). Until then every job plans full fine-tuning.
+  MOBIUS_ASSIGN_OR_RETURN(po.lora, planner::LoraFromAdapterOptions(train::AdapterOptions{}));
   // The runtime clips with the global norm: every stage's update waits for the whole backward.
   po.optimizer_after_backward = spec.training.grad_clip > 0;
   po.gpus = gpus;

@@ -191,22 +191,30 @@ absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx) {
     begin += size;
   }
   const int64_t budget = p.gpu_memory_bytes - p.reserved_bytes;
-  int64_t total_weights = 0;
-  for (const UnitCost& u : p.units) total_weights += u.weight_bytes;
   // bf16 weights are 2 bytes/parameter; resident full fine-tuning keeps weights 2 + gradients
   // (the profile's dtype) + fp32 master and moments 12 bytes/parameter: state per weight byte.
+  // LoRA: W (bf16 base + fp32 adapters, which are their own masters) + G (adapter gradients) +
+  // Adam m and v, 8 bytes per adapter parameter.
   const int64_t state_per_param = 2 + ctx.profile.gradient_bytes_per_parameter + 12;
-  auto state_of = [&](int64_t weight_bytes) { return weight_bytes / 2 * state_per_param; };
-  const int64_t gpus_needed = budget > 0 ? (state_of(total_weights) + budget - 1) / budget : 0;
+  const bool lora = ctx.profile.lora.has_value();
+  auto state_of = [&](int begin, int end) {
+    int64_t state = 0;
+    for (int u = begin; u < end; ++u) {
+      const UnitCost& c = p.units[u];
+      state += lora ? c.weight_bytes + c.gradient_bytes + 8 * c.optimizer_parameters
+                    : c.weight_bytes / 2 * state_per_param;
+    }
+    return state;
+  };
+  const int64_t gpus_needed = budget > 0 ? (state_of(0, units) + budget - 1) / budget : 0;
   for (int s = 0; s < stages; ++s) {
-    int64_t weights = 0, activations = 0;
+    int64_t activations = 0;
     for (int u = ranges[s].begin; u < ranges[s].end; ++u) {
-      weights += p.units[u].weight_bytes;
       // Ours recomputes a stage at once (all its units' activations live); Megatron one layer.
       activations = megatron ? std::max(activations, p.units[u].activation_bytes)
                              : activations + p.units[u].activation_bytes;
     }
-    const int64_t state = state_of(weights);
+    const int64_t state = state_of(ranges[s].begin, ranges[s].end);
     // Ours (GPipe order): the stage input of all M microbatches. Megatron: every block's input
     // of the min(S - s, M) microbatches 1F1B keeps in flight on stage s.
     int blocks = ranges[s].end - ranges[s].begin;
@@ -218,10 +226,12 @@ absl::StatusOr<Partition> ResidentPartition(const PlanContext& ctx) {
     if (need > budget && ctx.options.resident_memory_check) {
       return absl::FailedPreconditionError(absl::StrCat(
           "resident schedule does not fit: stage ", s, " (units ", ranges[s].begin, "..",
-          ranges[s].end - 1, ") needs ", GiB(need + p.reserved_bytes), " (weights, gradients and "
-          "Adam state ", GiB(state), " + activations ", GiB(activations), " + checkpoints ",
-          GiB(checkpoints), " + reserved ", GiB(p.reserved_bytes), ") but the GPU has ",
-          GiB(p.gpu_memory_bytes), "; to fit: at least ", gpus_needed,
+          ranges[s].end - 1, ") needs ", GiB(need + p.reserved_bytes),
+          lora ? " (frozen base, adapters, their gradients and Adam state "
+               : " (weights, gradients and Adam state ",
+          GiB(state), " + activations ", GiB(activations), " + checkpoints ", GiB(checkpoints),
+          " + reserved ", GiB(p.reserved_bytes), ") but the GPU has ", GiB(p.gpu_memory_bytes),
+          "; to fit: at least ", gpus_needed,
           " GPUs of this size (model state alone), or the mobius schedule (swaps stages "
           "through host memory)"));
     }
@@ -398,6 +408,9 @@ absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& 
                                   z.host_staged_collectives ? ", collectives through host memory"
                                                             : "")
                    : "reference model, layer granularity";
+      if (ctx.profile.lora) {
+        a.note += "; LoRA: the frozen base still partitioned and gathered, adapter gradients only";
+      }
     }
     if (s == sim::Schedule::kResident) a.note = "no swapping, optimizer state on the GPUs";
     rows.push_back(std::move(a));

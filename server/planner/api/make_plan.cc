@@ -10,6 +10,7 @@
 #include "common/status_macros.h"
 #include "server/planner/api/plan_context.h"
 #include "server/planner/estimator.h"
+#include "server/planner/measured_profile.h"
 #include "server/planner/sim/simulator.h"
 
 namespace mobius::planner {
@@ -139,6 +140,16 @@ absl::Status CheckChoices(const PlanOptions& o) {
         "optimizer staleness ", o.optimizer_staleness, " with schedule '", o.schedule,
         "': staleness is 0 or 1, and 1 only for mobius and roundrobin (the CPU optimizer)"));
   }
+  if (o.lora.enabled() && o.optimizer_staleness != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "optimizer staleness ", o.optimizer_staleness,
+        " with LoRA: the runtime keeps no second copy of the frozen base, so LoRA runs with "
+        "staleness 0 (its optimizer, over the adapters alone, takes milliseconds)"));
+  }
+  if (o.lora.rank < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("lora.rank: must be >= 1, or 0 for full fine-tuning (got ", o.lora.rank, ")"));
+  }
   if (dispatch == sim::Dispatch::kPool && schedule != sim::Schedule::kRoundRobin) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dispatch 'pool' needs schedule roundrobin (got '", o.schedule, "')"));
@@ -177,15 +188,22 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
   MOBIUS_ASSIGN_OR_RETURN(ctx.num_microbatches, ValidateJob(model, job));
   MOBIUS_ASSIGN_OR_RETURN(ctx.gpus, ResolveGpus(topology, options));
   MOBIUS_ASSIGN_OR_RETURN(ctx.device, ResolveDevice(topology, ctx.gpus, options));
+  std::optional<LoraLayout> lora;
+  if (options.lora.enabled()) {
+    MOBIUS_ASSIGN_OR_RETURN(lora, MakeLoraLayout(model, options.lora));
+  }
   if (options.profile.has_value()) {
     MOBIUS_RETURN_IF_ERROR(CheckProfileFits(*options.profile, model, job));
     ctx.profile = *options.profile;
+    // A measured profile is a full fine-tuning one (the worker profiles trainable units).
+    if (lora && !ctx.profile.lora) ctx.profile = LoraFromMeasuredProfile(ctx.profile, model, *lora);
   } else {
     AnalyticOptions ao;
     ao.gradient_bytes_per_parameter = options.gradient_bytes_per_parameter;
     ao.fp16_accumulate = job.fp16_accumulate;
     ao.use_kernel_model = options.use_kernel_model;
     ao.activations.logits_bytes = options.logits_bytes;
+    ao.lora = lora;
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }
@@ -228,21 +246,29 @@ std::string HostMemorySource(const topology::Topology& t, const PlanOptions* o) 
 absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, int64_t available) {
   if (available <= 0 || m.host_bytes <= available) return absl::OkStatus();
   const int64_t params = model::TotalParameters(*ctx.model);
-  // The checkpoints scale with the batch: the largest global batch whose checkpoints still fit.
-  const int64_t per_microbatch = m.host_activation_bytes / ctx.num_microbatches;
-  const int64_t spare = available - m.host_model_state_bytes;
+  // The checkpoints and the activation gradients scale with the batch: the largest global batch
+  // whose activations still fit beside the model state, the processes and emulated devices.
+  const int64_t per_microbatch =
+      (m.host_activation_bytes + m.host_activation_grad_bytes) / ctx.num_microbatches;
+  const int64_t spare =
+      available - m.host_model_state_bytes - m.host_process_bytes - m.host_emulated_device_bytes;
   std::string fix = "a server with more RAM or a smaller model";
   if (spare > 0 && per_microbatch > 0) {
     fix = absl::StrCat("a global batch <= ", spare / per_microbatch * ctx.job.microbatch,
                        " sequences, a shorter sequence, ", fix);
   }
   const int64_t per_param = m.host_model_state_bytes / std::max<int64_t>(params, 1);
+  const std::string state =
+      ctx.profile.lora
+          ? absl::StrCat("bf16 base 2 bytes x ", params, " parameters + LoRA adapters ",
+                         ctx.profile.lora->parameters, " parameters x 16 bytes")
+          : absl::StrCat(per_param, " bytes x ", params, " parameters");
+  if (!ctx.profile.lora) fix += ", or LoRA (the frozen base at 2 bytes/parameter)";
   return absl::FailedPreconditionError(absl::StrCat(
       "host RAM too small: the plan needs ", GiB(m.host_bytes), " (model state ",
-      GiB(m.host_model_state_bytes), " = ", per_param, " bytes x ", params,
-      " parameters + activation checkpoints ", GiB(m.host_activation_bytes),
-      " + activation gradients ", GiB(m.host_activation_grad_bytes), " + worker processes ",
-      GiB(m.host_process_bytes),
+      GiB(m.host_model_state_bytes), " = ", state, " + activation checkpoints ",
+      GiB(m.host_activation_bytes), " + activation gradients ", GiB(m.host_activation_grad_bytes),
+      " + worker processes ", GiB(m.host_process_bytes),
       m.host_emulated_device_bytes > 0
           ? absl::StrCat(" + emulated GPU memory ", GiB(m.host_emulated_device_bytes))
           : "",
@@ -373,6 +399,11 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   r.profile_source = ctx.profile.source;
   r.gradient_bytes_per_parameter = ctx.profile.gradient_bytes_per_parameter;
   r.parameters = model::TotalParameters(model);
+  if (ctx.profile.lora) {
+    r.lora_rank = ctx.profile.lora->rank;
+    r.lora_targets = ctx.profile.lora->target_modules;
+    r.adapter_parameters = ctx.profile.lora->parameters;
+  }
   r.num_gpus = static_cast<int>(ctx.gpus.size());
   r.objective_seconds =
       plan.round_robin ? plan.round_robin->objective_seconds : plan.partition.objective_seconds;
@@ -390,6 +421,22 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
     MOBIUS_ASSIGN_OR_RETURN(r.alternatives, internal::CompareAlternatives(ctx, base));
   }
   return r;
+}
+
+absl::StatusOr<LoraOptions> LoraFromAdapterOptions(const train::AdapterOptions& adapter) {
+  LoraOptions o;
+  if (!adapter.enabled()) return o;
+  if (adapter.type != "lora") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "adapter.type: '", adapter.type, "' is not planned (lora, or none for full fine-tuning)"));
+  }
+  o.rank = adapter.rank;
+  o.target_modules = adapter.target_modules;
+  if (o.rank < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("adapter.rank: must be >= 1 (got ", adapter.rank, ")"));
+  }
+  return o;
 }
 
 namespace internal {

@@ -23,7 +23,9 @@
 //   INVALID_ARGUMENT     non-positive shape, global batch not a multiple of the microbatch, a
 //                        sequence longer than the model's positions, unknown dtype/partitioner/
 //                        mapper/dispatch, fp16_accumulate without fp16, staleness other than 0
-//                        or 1 or with resident/zero, pool dispatch without roundrobin, granted GPU out of range or duplicated, GPU without a known
+//                        or 1 or with resident/zero, pool dispatch without roundrobin, LoRA
+//                        with staleness 1, a LoRA target or rank the model cannot take,
+//                        granted GPU out of range or duplicated, GPU without a known
 //                        device spec (analytic profile), a given profile for another model or
 //                        microbatch shape;
 //   FAILED_PRECONDITION  no GPUs in the topology (a GPU plan needs one), a unit that does not fit
@@ -42,8 +44,10 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
+#include "common/run/trainer_options.h"
 #include "server/planner/cost_model.h"
 #include "server/planner/host_spec.h"
+#include "server/planner/lora.h"
 #include "server/planner/plan.h"
 #include "server/planner/profile.h"
 #include "server/planner/sim/machine.h"
@@ -109,6 +113,15 @@ struct PlanOptions {
   // false: each stage's as soon as its gradients are in host memory.
   bool optimizer_after_backward = false;
   std::string dispatch = "static";     // roundrobin: static (pass j on GPU j mod N) | pool
+  // LoRA (lora.h): the base frozen in bf16, only the adapters (rank, target modules; empty: the
+  // family's PEFT default) trained. Every schedule plans it: the profile's W, G and backward
+  // (analytic, or a measured full fine-tuning profile converted: LoraFromMeasuredProfile), the
+  // optimizer over the adapters, the host estimate (estimator.h); resident keeps the adapters'
+  // Adam state on the GPU (16 bytes/adapter parameter + the bf16 base); zero is DeepSpeed ZeRO-3
+  // with a PEFT model (the frozen base still partitioned and gathered, only the adapters'
+  // gradients reduced). Needs optimizer_staleness 0 (the runtime keeps no second base copy).
+  // LoraFromAdapterOptions converts a job's train::AdapterOptions.
+  LoraOptions lora;
   // resident: Megatron's pipeline instead of ours: decoder blocks split evenly with the
   // embedding on the first stage and the head on the last, 1F1B order, per-layer recompute (one
   // layer's activations live) and min(S - s, M) checkpoints in flight on stage s.
@@ -184,7 +197,14 @@ struct PlanReport {
   int64_t gradient_bytes_per_parameter = 4;  // the profile's gradient dtype (4 = fp32)
   int64_t parameters = 0;
   int num_gpus = 0;
-  std::vector<int64_t> stage_parameter_bytes;  // bf16, per stage (roundrobin: forward stages)
+  // LoRA (PlanOptions::lora): the rank, the target modules (the family's default filled in) and
+  // the adapter parameters; 0 / empty in full fine-tuning.
+  int64_t lora_rank = 0;
+  std::vector<std::string> lora_targets;
+  int64_t adapter_parameters = 0;
+  // Per stage, the bytes a pass uploads: bf16 weights (LoRA: + fp32 adapters) (roundrobin:
+  // forward stages).
+  std::vector<int64_t> stage_parameter_bytes;
   std::vector<int64_t> backward_stage_parameter_bytes;  // roundrobin: per backward stage
   std::vector<GpuPlacement> placements;
   double objective_seconds = 0;     // J of cost_model.h (roundrobin: J_rr)
@@ -198,6 +218,11 @@ struct PlanReport {
   std::string partitioner_note;     // MIP status/gap
   std::string chrome_trace_json;    // when PlanOptions::trace
 };
+
+// A job's adapter options (train::AdapterOptions, the trainer's and the job spec's) as the
+// planner takes them: type "" -> full fine-tuning (rank 0), "lora" -> rank and target modules.
+// INVALID_ARGUMENT ("adapter.type") for another type.
+absl::StatusOr<LoraOptions> LoraFromAdapterOptions(const train::AdapterOptions& adapter);
 
 absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
                                     const topology::Topology& topology,

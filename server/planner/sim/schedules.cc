@@ -9,9 +9,17 @@ namespace mobius::planner::sim {
 
 namespace {
 
+// The parameters the CPU optimizer updates for unit u: UnitCost::optimizer_parameters, or, in a
+// hand-built problem that gives none for any unit, the bf16 weights' (weight_bytes / 2).
+int64_t OptimizerParameters(const PartitionProblem& p, int u, bool given) {
+  return given ? p.units[u].optimizer_parameters : p.units[u].weight_bytes / 2;
+}
+
 std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<StageRange>& ranges) {
-  int64_t total_w = 0;
-  for (const UnitCost& u : p.units) total_w += u.weight_bytes;
+  bool given = false;
+  for (const UnitCost& u : p.units) given = given || u.optimizer_parameters > 0;
+  int64_t total = 0;
+  for (int u = 0; u < p.num_units(); ++u) total += OptimizerParameters(p, u, given);
   std::vector<SimStage> out;
   for (size_t s = 0; s < ranges.size(); ++s) {
     SimStage st;
@@ -20,15 +28,15 @@ std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<Stag
       st.backward_seconds += p.units[u].backward_seconds;
       st.weight_bytes += p.units[u].weight_bytes;
       st.gradient_bytes += p.units[u].gradient_bytes;
+      st.parameters += OptimizerParameters(p, u, given);
     }
     st.overhead_seconds = p.stage_overhead_seconds / 2;
     st.unit_begin = ranges[s].begin;
     st.unit_end = ranges[s].end;
     st.input_bytes = s == 0 ? 0 : p.boundary_bytes;
-    st.parameters = st.weight_bytes / 2;  // bf16 weights
-    st.optimizer_seconds = total_w > 0 ? p.optimizer_seconds * static_cast<double>(st.weight_bytes) /
-                                             static_cast<double>(total_w)
-                                       : 0;
+    st.optimizer_seconds = total > 0 ? p.optimizer_seconds * static_cast<double>(st.parameters) /
+                                           static_cast<double>(total)
+                                     : 0;
     out.push_back(st);
   }
   return out;

@@ -29,7 +29,8 @@
 //               Backward stage b reloads its input checkpoint, receives the output gradient from
 //               backward stage b+1 (host-staged or P2P), computes (recompute included), offloads
 //               its gradients; its CPU optimizer runs as soon as they are in host memory
-//               (overlapped). Backward-stage optimizer time is its share of weight bytes.
+//               (overlapped). Backward-stage optimizer time is its share of the optimizer's
+//               parameters (MakeSimStages).
 //   resident    no swapping: weights stay on the GPUs (no uploads, no gradient offload, optimizer
 //               on the GPU, not modelled: ~20 ms for 1B parameters at GPU memory speed);
 //               checkpoints stay on the GPU; only boundary activations move between GPUs. Order
@@ -110,18 +111,20 @@ struct SimStage {
   double forward_seconds = 0;   // per microbatch
   double backward_seconds = 0;  // per microbatch, recompute included
   double overhead_seconds = 0;  // per pass, added to the pass's first microbatch
-  int64_t weight_bytes = 0;     // bf16, uploaded once per pass
-  int64_t gradient_bytes = 0;   // bf16, offloaded once per step
+  int64_t weight_bytes = 0;     // uploaded once per pass (bf16; LoRA: + fp32 adapters)
+  int64_t gradient_bytes = 0;   // offloaded once per step (the profile's dtype; LoRA: adapters')
   int64_t input_bytes = 0;      // per microbatch: activation entering the stage (and its gradient)
   double optimizer_seconds = 0; // CPU Adam for the stage's parameters
   int unit_begin = 0;           // the stage's layer units [unit_begin, unit_end) (roundrobin
   int unit_end = 0;             // matches checkpoints to backward stages by unit)
-  int64_t parameters = 0;       // its parameters (the optimizer's DRAM traffic, SimMachine)
+  int64_t parameters = 0;       // what its CPU optimizer updates (DRAM traffic, SimMachine)
 };
 
 // Stages of a partition: sums over units; input_bytes = problem.boundary_bytes except stage 0
-// (token ids, taken as 0); overhead = stage_overhead_seconds / 2 per pass; optimizer time split in
-// proportion to weight bytes.
+// (token ids, taken as 0); overhead = stage_overhead_seconds / 2 per pass; parameters = the units'
+// UnitCost::optimizer_parameters (a hand-built problem without them: weight_bytes / 2, the bf16
+// weights'), the optimizer time split in proportion to them (full fine-tuning: to weight bytes;
+// LoRA: to adapter parameters).
 std::vector<SimStage> MakeSimStages(const PartitionProblem& problem, const Partition& partition);
 // One stage per unit (the ZeRO model's layer granularity).
 std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem);

@@ -89,5 +89,45 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(eb.pinned_bytes, 8 * 210240 + 2 * 8448);
 }
 
+TEST(EstimateMemory, LoraKeepsTheBaseOnceAndTheAdaptersState) {
+  const model::ModelDescription m = TinyLlama();
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  AnalyticOptions o;
+  absl::StatusOr<LoraLayout> lora = MakeLoraLayout(m, {4, {}});  // q_proj, v_proj
+  ASSERT_TRUE(lora.ok());
+  o.lora = *lora;
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), o);
+  ASSERT_TRUE(prof.ok());
+  const int microbatches = 4;
+  absl::StatusOr<PartitionProblem> p =
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, microbatches, 0);
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 2}, {2, 4}});
+  ASSERT_TRUE(part.ok());
+  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4, 1}, 2);
+  ASSERT_TRUE(map.ok());
+  const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, microbatches);
+
+  // 2048 adapter parameters (4 x 128 per module, 2 modules x 2 blocks) in 8 tensors of 256
+  // elements: one grad-norm chunk each. Host: the bf16 base 2 x 210240 + 16 x 2048 (fp32 master,
+  // Adam m and v, fp32 gradient) + 8 x 8; checkpoints and activation gradients as in full
+  // fine-tuning (TinyLlamaByHand); pinned: the base, the adapters' masters and gradients (8 x
+  // 2048) and the checkpoints.
+  EXPECT_EQ(e.host_model_state_bytes, 2 * 210240 + 16 * 2048 + 8 * 8);
+  EXPECT_EQ(e.host_activation_bytes, 256 + 8192);
+  EXPECT_EQ(e.host_activation_grad_bytes, 16384);
+  EXPECT_EQ(e.host_bytes, e.host_model_state_bytes + 8448 + 16384 + 2 * kWorkerProcessBytes);
+  EXPECT_EQ(e.pinned_bytes, 2 * 210240 + 8 * 2048 + 8448);
+
+  // GPU: slot = bf16 base + fp32 adapters (4 x 1024 per block) + their fp32 gradients (4 x 1024
+  // per block) + activations: no base gradient buffer.
+  const int64_t block_act = (128 + 1688) * 16;
+  const int64_t slot0 = 2 * (64000 + 41088) + 8 * 1024 + 4 * 16 + block_act;
+  const int64_t slot1 =
+      2 * (41088 + 64064) + 8 * 1024 + block_act + 128 * 16 + prof->units[3].saved_activation_bytes;
+  EXPECT_THAT(e.gpu_bytes,
+              ElementsAre(p->reserved_bytes + 2 * slot0, p->reserved_bytes + 2 * slot1, 0));
+}
+
 }  // namespace
 }  // namespace mobius::planner

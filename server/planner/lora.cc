@@ -1,0 +1,80 @@
+#include "server/planner/lora.h"
+
+#include "absl/status/status.h"
+
+namespace mobius::planner {
+namespace {
+
+// The store's grad-norm chunk (common/run/store_layout.h, kGradNormChunkElements); the planner
+// does not link the runtime's layout, so the constant is repeated here.
+constexpr int64_t kNormChunkElements = int64_t{1} << 16;
+
+int64_t Chunks(int64_t elements) {
+  return (elements + kNormChunkElements - 1) / kNormChunkElements;
+}
+
+int64_t MatmulElements(const model::LayerUnit& u) {
+  int64_t n = 0;
+  for (const std::vector<model::ParamSpec>* list : {&u.params, &u.shared_params}) {
+    for (const model::ParamSpec& p : *list) {
+      if (p.role == model::ParamRole::kMatmulWeight) n += p.num_elements;
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+int64_t LoraLayout::UnitParameters(int64_t unit) const {
+  if (unit < 0 || unit >= static_cast<int64_t>(unit_modules.size())) return 0;
+  return model::LoraParameters(unit_modules[unit], rank);
+}
+
+absl::StatusOr<LoraLayout> MakeLoraLayout(const model::ModelDescription& model,
+                                          const LoraOptions& options) {
+  LoraLayout l;
+  l.rank = options.rank;
+  l.target_modules = options.target_modules.empty() ? model::DefaultLoraTargets(model.config)
+                                                    : options.target_modules;
+  if (absl::Status s = model::ValidateLora(model.config, l.rank, l.target_modules, "lora.rank",
+                                           "lora.target_modules");
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::vector<model::LoraModule>> modules =
+      model::LoraModules(model.config, l.target_modules, "lora.target_modules");
+  if (!modules.ok()) return modules.status();
+  l.unit_modules.resize(model.units.size());
+  for (model::LoraModule& m : *modules) {
+    l.parameters += l.rank * (m.in + m.out);
+    l.norm_chunks += Chunks(l.rank * m.in) + Chunks(m.out * l.rank);
+    l.unit_modules.at(m.layer + 1).push_back(std::move(m));
+  }
+  return l;
+}
+
+model::UnitFlopsPerToken LoraUnitFlops(const model::ModelDescription& model, int64_t unit,
+                                       int64_t seq_len, const LoraLayout& lora) {
+  model::UnitFlopsPerToken out;
+  const model::LayerUnit& u = model.units.at(unit);
+  if (u.kind == model::UnitKind::kEmbedding) return out;  // a lookup; frozen: no scatter-add
+  double adapters = 0;
+  if (unit < static_cast<int64_t>(lora.unit_modules.size())) {
+    for (const model::LoraModule& m : lora.unit_modules[unit]) {
+      adapters += 2.0 * static_cast<double>(lora.rank * (m.in + m.out));
+    }
+  }
+  const double gemms = 2.0 * static_cast<double>(MatmulElements(u));
+  const double attention = model::UnitAttentionForwardFlopsPerToken(model, unit, seq_len);
+  out.forward_flops = gemms + attention + adapters;
+  out.backward_flops = gemms + 2 * attention + 2 * adapters;
+  return out;
+}
+
+int64_t LoraWeightBytes(int64_t base_parameter_bytes, int64_t adapter_parameters) {
+  return base_parameter_bytes + 4 * adapter_parameters;
+}
+
+int64_t LoraGradientBytes(int64_t adapter_parameters) { return 4 * adapter_parameters; }
+
+}  // namespace mobius::planner
