@@ -548,10 +548,15 @@ int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream
   o.optimizer_staleness = static_cast<int>(spec->training.optimizer_staleness);
   o.dispatch = spec->plan.dispatch;
   o.clip = spec->training.grad_clip > 0;
-  // LoRA seam (issue 19): the job spec's adapter section is being added on another branch
-  // (jobspec::AdapterSpec); after that merge this becomes SetAdapter(<spec->adapter as
-  // train::AdapterOptions>, o). Until then a spec plans full fine-tuning.
-  if (absl::Status s = SetAdapter(train::AdapterOptions{}, o); !s.ok()) {
+  // The adapter section (LoRA): its targets are checked against the model by the planner.
+  train::AdapterOptions adapter;
+  if (spec->adapter.has_value()) {
+    adapter.type = spec->adapter->type;
+    adapter.rank = spec->adapter->rank;
+    adapter.alpha = spec->adapter->alpha;
+    adapter.target_modules = spec->adapter->target_modules;
+  }
+  if (absl::Status s = SetAdapter(adapter, o); !s.ok()) {
     err << "mobius plan: " << s.message() << "\n";
     return kExitUsage;
   }

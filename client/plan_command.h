@@ -80,14 +80,13 @@ struct PlanCommandOptions {
 int RunPlan(const PlanCommandOptions& options, std::ostream& out, std::ostream& err);
 
 // A job's adapter options (train::AdapterOptions) into `o`'s LoRA fields (type "": full
-// fine-tuning). The seam for `mobius plan JOB.yaml`: once the job spec's adapter section
-// (common/jobspec AdapterSpec) exists, RunPlanSpec passes it here; until then a spec plans full
-// fine-tuning. INVALID_ARGUMENT as planner::LoraFromAdapterOptions (another adapter type).
+// fine-tuning); RunPlanSpec passes the spec's adapter section here. INVALID_ARGUMENT as
+// planner::LoraFromAdapterOptions (another adapter type).
 absl::Status SetAdapter(const train::AdapterOptions& adapter, PlanCommandOptions& o);
 
 // `mobius plan JOB.yaml`: the plan of a job spec (model, shape, schedule/partitioner/mapper,
-// stages, GPU count, device memory cap) on the daemon's topology or --topology-file; `base`
-// supplies the output and topology options.
+// stages, GPU count, device memory cap, adapter) on the daemon's topology or --topology-file;
+// `base` supplies the output and topology options.
 int RunPlanSpec(const std::string& spec_path, PlanCommandOptions base, std::ostream& out,
                 std::ostream& err);
 

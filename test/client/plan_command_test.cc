@@ -259,6 +259,37 @@ TEST(PlanCommand, LoraShowsTheModeAndItsBytes) {
   EXPECT_FALSE(SetAdapter(adapter, s).ok());
 }
 
+// `mobius plan JOB.yaml` plans the spec's adapter section; a target the family lacks is refused
+// naming the field.
+TEST(PlanCommand, JobSpecAdapterIsPlanned) {
+  const std::filesystem::path dir =
+      std::filesystem::path(::testing::TempDir()) / "plan_spec_adapter";
+  std::filesystem::create_directories(dir / "model");
+  std::filesystem::copy_file(mobius::testing::SourcePath("test/data/models/llama-2-7b.json"),
+                             dir / "model/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto write = [&](const std::string& adapter) {
+    std::ofstream(dir / "job.yaml") << "model_dir: " << (dir / "model").string()
+                                    << "\ndataset: {path: /d/train.tok}\n"
+                                       "training: {steps: 10, global_batch: 4, microbatch: 1, "
+                                       "seq_len: 512}\nresources: {gpus: 8}\n"
+                                    << adapter;
+    return (dir / "job.yaml").string();
+  };
+  PlanCommandOptions base;
+  base.topology_file = mobius::testing::TopologyFixture(kPaper);
+  base.mip_time_limit_seconds = 0.3;
+  std::ostringstream out, err;
+  int code = RunPlanSpec(write("adapter: {type: lora, rank: 16, target_modules: [q_proj, o_proj]}\n"),
+                         base, out, err);
+  ASSERT_EQ(code, kExitOk) << err.str();
+  EXPECT_THAT(out.str(), HasSubstr("Training: LoRA rank 16 on q_proj, o_proj"));
+  std::ostringstream out2, err2;
+  code = RunPlanSpec(write("adapter: {type: lora, target_modules: [c_attn]}\n"), base, out2, err2);
+  EXPECT_EQ(code, kExitUsage) << out2.str();
+  EXPECT_THAT(err2.str(), HasSubstr("c_attn"));
+}
+
 struct BadCase {
   const char* name;
   const char* model;

@@ -19,6 +19,21 @@ std::vector<std::string> AdapterTargets(const jobspec::JobSpec& spec,
   return model::DefaultLoraTargets(config);
 }
 
+train::AdapterOptions AdapterOptionsFromSpec(const jobspec::JobSpec& spec,
+                                             const model::ModelConfig* model_config) {
+  train::AdapterOptions o;
+  if (!spec.adapter.has_value()) return o;
+  const jobspec::AdapterSpec& a = *spec.adapter;
+  o.type = a.type;
+  o.rank = a.rank;
+  o.alpha = a.alpha;
+  o.dropout = a.dropout;
+  o.target_modules =
+      model_config != nullptr ? AdapterTargets(spec, *model_config) : a.target_modules;
+  o.init_dir = a.init_from;
+  return o;
+}
+
 absl::Status CheckAdapterFitsModel(const jobspec::JobSpec& spec, const model::ModelConfig& config) {
   if (!spec.adapter.has_value()) return absl::OkStatus();
   return model::ValidateLora(config, spec.adapter->rank, AdapterTargets(spec, config),
@@ -57,16 +72,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
   o.tokenizer_dir = spec.dataset.tokenizer.empty() ? spec.model_dir : spec.dataset.tokenizer;
   o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);
   o.threads = 1;
-  if (spec.adapter.has_value()) {
-    const jobspec::AdapterSpec& a = *spec.adapter;
-    o.adapter.type = a.type;
-    o.adapter.rank = a.rank;
-    o.adapter.alpha = a.alpha;
-    o.adapter.dropout = a.dropout;
-    o.adapter.target_modules =
-        model_config != nullptr ? AdapterTargets(spec, *model_config) : a.target_modules;
-    o.adapter.init_dir = a.init_from;
-  }
+  o.adapter = AdapterOptionsFromSpec(spec, model_config);
   o.steps = t.steps;
   // A text dataset's step count for epochs is known once it is tokenized (launch/dataset_prep.h);
   // until then it is 0.
@@ -125,10 +131,9 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   po.mapper = spec.plan.mapper;
   po.optimizer_staleness = static_cast<int>(spec.training.optimizer_staleness);
   po.dispatch = spec.plan.dispatch;
-  // LoRA seam (issue 19): the job spec's adapter section (jobspec::AdapterSpec) comes from another
-  // branch; after that merge pass it here as train::AdapterOptions (TrainerOptionsFromSpec's
-  // o.adapter). Until then every job plans full fine-tuning.
-  MOBIUS_ASSIGN_OR_RETURN(po.lora, planner::LoraFromAdapterOptions(train::AdapterOptions{}));
+  // LoRA: the frozen base, the adapters' state and traffic (docs/planner.md "LoRA").
+  MOBIUS_ASSIGN_OR_RETURN(po.lora,
+                          planner::LoraFromAdapterOptions(AdapterOptionsFromSpec(spec, &config)));
   // The runtime clips with the global norm: every stage's update waits for the whole backward.
   po.optimizer_after_backward = spec.training.grad_clip > 0;
   po.gpus = gpus;

@@ -32,6 +32,11 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
     const jobspec::JobSpec& spec, const std::string& checkpoint_dir,
     const model::ModelConfig* model_config = nullptr);
 
+// The spec's adapter as the trainer's options (empty type: none); target_modules as
+// TrainerOptionsFromSpec fills them.
+train::AdapterOptions AdapterOptionsFromSpec(const jobspec::JobSpec& spec,
+                                             const model::ModelConfig* model_config = nullptr);
+
 // The adapter's target_modules for `config`: the spec's, or the family's PEFT default when it
 // names none. Empty when the spec has no adapter.
 std::vector<std::string> AdapterTargets(const jobspec::JobSpec& spec,
