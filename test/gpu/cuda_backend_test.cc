@@ -222,6 +222,29 @@ TEST_F(CudaBackendTest, CastZeroResidualBiasAreBitwise) {
   }, {0, 0, 0, 0, 0});
 }
 
+// LoRA dropout: the counter-based mask (worker/kernels/dropout_mask.h) is the same on both
+// backends, element for element, forward (bf16 and fp32 input) and accumulating backward.
+TEST_F(CudaBackendTest, DropoutIsBitwise) {
+  const int64_t n = 130, c = 77;
+  const auto x16 = Bf16Bits(n * c, 2, 50);
+  const auto x32 = gpu_test::RandomFloats(n * c, -2, 2, 51);
+  const auto acc = gpu_test::RandomFloats(n * c, -1, 1, 52);
+  Both("dropout", [&](Side& s) -> Outputs {
+    float* a = s.Zeros<float>(n * c);
+    float* b = s.Zeros<float>(n * c);
+    float* d = s.Put(acc);
+    EXPECT_OK(s.b().Dropout(s.q(), {.n = n, .c = c, .inp_type = DType::kBf16, .inp = s.Put(x16),
+                                    .out = a, .p = 0.1f, .key = 12345, .row_offset = 7}));
+    EXPECT_OK(s.b().Dropout(s.q(), {.n = n, .c = c, .inp_type = DType::kFp32, .inp = s.Put(x32),
+                                    .out = b, .p = 0.5f, .key = 999, .row_offset = 0}));
+    EXPECT_OK(s.b().Dropout(s.q(), {.n = n, .c = c, .inp_type = DType::kFp32, .inp = s.Put(x32),
+                                    .out = d, .accumulate = true, .p = 0.3f, .key = 4242,
+                                    .row_offset = 1000}));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(a, n * c), s.Get<float>(b, n * c), s.Get<float>(d, n * c)};
+  }, {0, 0, 0});
+}
+
 TEST_F(CudaBackendTest, BiasBackward) {
   const int64_t n = 300, c = 70;
   const auto d16 = Bf16Bits(n * c, 1, 7);

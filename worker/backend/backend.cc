@@ -52,5 +52,6 @@ absl::Status Backend::BiasAdd(Queue&, const BiasAddParams&) { return NotImplemen
 absl::Status Backend::BiasBackward(Queue&, const BiasBackwardParams&) { return NotImplemented(*this, "BiasBackward"); }
 absl::Status Backend::AdamW(Queue&, const AdamWParams&) { return NotImplemented(*this, "AdamW"); }
 absl::Status Backend::SumSquares(Queue&, const SumSquaresParams&) { return NotImplemented(*this, "SumSquares"); }
+absl::Status Backend::Dropout(Queue&, const DropoutParams&) { return NotImplemented(*this, "Dropout"); }
 
 }  // namespace mobius::backend

@@ -166,6 +166,7 @@ class Backend {
   virtual absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params);
   virtual absl::Status AdamW(Queue& queue, const AdamWParams& params);
   virtual absl::Status SumSquares(Queue& queue, const SumSquaresParams& params);
+  virtual absl::Status Dropout(Queue& queue, const DropoutParams& params);
 
  protected:
   Backend() = default;

@@ -238,4 +238,15 @@ absl::Status ValidateSumSquares(const SumSquaresParams& p) {
   return c.status();
 }
 
+absl::Status ValidateDropout(const DropoutParams& p) {
+  const bool used = p.n > 0 && p.c > 0;
+  Check c("dropout");
+  c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 0).AtLeast("row_offset", p.row_offset, 0);
+  c.Ptr("inp", p.inp, used).Ptr("out", p.out, used);
+  c.Rule(p.p >= 0.0f && p.p < 1.0f, "p must be in [0, 1)");
+  c.Rule(p.inp_type == DType::kFp32 || p.inp_type == DType::kBf16, "inp_type must be bf16 or fp32");
+  c.Rule(!p.accumulate || p.inp_type == DType::kFp32, "the backward (accumulate) takes fp32 inp");
+  return c.status();
+}
+
 }  // namespace mobius::backend

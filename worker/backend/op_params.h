@@ -252,6 +252,23 @@ struct SumSquaresParams {
   int64_t chunk = 0;
 };
 
+// LoRA dropout on [N, C] rows (worker/kernels/dropout_mask.h): element (row, col) is kept iff
+// DropoutKeep(key, row_offset + row, col, p), and a kept one is scaled by 1 / (1 - p).
+//   accumulate false (forward):  out [N, C] fp32 = kept ? inp * scale : 0; inp bf16 or fp32
+//   accumulate true (backward):  out [N, C] fp32 += kept ? inp * scale : 0 (the input gradient
+//                                through the same mask); inp fp32
+// REQUIRES 0 <= p < 1; inp and out do not overlap.
+struct DropoutParams {
+  int64_t n = 0, c = 0;
+  DType inp_type = DType::kBf16;
+  const void* inp = nullptr;
+  float* out = nullptr;
+  bool accumulate = false;
+  float p = 0;
+  uint64_t key = 0;
+  int64_t row_offset = 0;
+};
+
 // Each returns INVALID_ARGUMENT naming the op and the field unless the sizes are >= 0 (heads,
 // head_dim, C and V > 0 where they divide or index), the pointers an op reads or writes for a
 // non-empty shape are non-null, and the shape rules above hold.
@@ -278,6 +295,7 @@ absl::Status ValidateBiasBackward(const BiasBackwardParams& p);
 // Also: step >= 1, finite lr >= 0, 0 <= beta < 1, eps > 0, weight_decay >= 0, finite grad_scale.
 absl::Status ValidateAdamW(const AdamWParams& p);
 absl::Status ValidateSumSquares(const SumSquaresParams& p);
+absl::Status ValidateDropout(const DropoutParams& p);
 
 }  // namespace mobius::backend
 

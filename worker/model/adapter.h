@@ -23,6 +23,7 @@ namespace mobius::units {
 struct LoraSpec {
   int64_t rank = 0;
   float scale = 0;
+  float dropout = 0;  // on the adapters' input in training passes (worker/kernels/dropout_mask.h)
   std::vector<model::LoraModule> modules;
 };
 
@@ -31,9 +32,11 @@ struct UnitAdapter {
   struct Module {
     model::LoraModule module;
     int64_t a = 0, b = 0;  // element offsets of A [rank, in] and B [out, rank]
+    int64_t index = 0;     // in LoraSpec::modules (its dropout key)
   };
   int64_t rank = 0;
   float scale = 0;
+  float dropout = 0;
   std::vector<Module> modules;
   int64_t num_elements = 0;
   bool empty() const { return modules.empty(); }

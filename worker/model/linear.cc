@@ -7,6 +7,18 @@ namespace mobius::units {
 using backend::DType;
 using backend::GemmParams;
 
+namespace {
+
+// xd [N, in] fp32 = the adapter's dropped-out input (linear.h LoraTerm).
+absl::Status DropInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l, const void* x,
+                       int64_t n, int64_t in) {
+  return be.Dropout(q, {.n = n, .c = in, .inp_type = DType::kBf16, .inp = x, .out = l.xd,
+                        .accumulate = false, .p = l.dropout, .key = l.key,
+                        .row_offset = l.row_offset});
+}
+
+}  // namespace
+
 absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                            const void* x, void* y, DType y_type, int64_t n, int64_t in,
                            int64_t out) {
@@ -25,10 +37,14 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
   }
   const LoraTerm& l = w.lora;
   if (l.a == nullptr) return absl::OkStatus();
-  if (l.first) {  // h [N, r] = x A^T
+  if (l.first) {  // h [N, r] = x A^T (xd A^T with dropout)
     GemmParams h;
     h.m = n, h.n = l.rank, h.k = in;
     h.a_type = DType::kBf16, h.a = x, h.lda = in;
+    if (l.dropout > 0) {
+      MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, n, in));
+      h.a_type = DType::kFp32, h.a = l.xd;
+    }
     h.b_type = DType::kFp32, h.b = l.a, h.ldb = in, h.trans_b = true;
     h.c_type = DType::kFp32, h.c = l.h, h.ldc = l.rank;
     MOBIUS_RETURN_IF_ERROR(be.Gemm(q, h));
@@ -63,21 +79,30 @@ absl::Status LoraBackward(backend::Backend& be, backend::Queue& q, const LoraTer
   db.c_type = DType::kFp32, db.c = l.db, db.ldc = l.rank;
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, db));
   if (!l.last) return absl::OkStatus();
-  GemmParams da;  // dA [r, in] += gh^T x
+  const bool drop = l.dropout > 0;
+  GemmParams da;  // dA [r, in] += gh^T x (xd, regenerated, with dropout)
   da.m = l.rank, da.n = in, da.k = n;
   da.beta = 1.0f, da.trans_a = true;
   da.a_type = DType::kFp32, da.a = l.gh, da.lda = l.rank;
   da.b_type = DType::kBf16, da.b = x, da.ldb = in;
+  if (drop) {
+    MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, n, in));
+    da.b_type = DType::kFp32, da.b = l.xd;
+  }
   da.c_type = DType::kFp32, da.c = l.da, da.ldc = in;
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, da));
   if (dx == nullptr) return absl::OkStatus();
-  GemmParams g;  // dx [N, in] += gh A
+  GemmParams g;  // dx [N, in] += gh A (with dropout: xd = gh A, then dx += mask(xd) / (1 - p))
   g.m = n, g.n = in, g.k = l.rank;
-  g.beta = 1.0f;
+  g.beta = drop ? 0.0f : 1.0f;
   g.a_type = DType::kFp32, g.a = l.gh, g.lda = l.rank;
   g.b_type = DType::kFp32, g.b = l.a, g.ldb = in;
-  g.c_type = DType::kFp32, g.c = dx, g.ldc = in;
-  return be.Gemm(q, g);
+  g.c_type = DType::kFp32, g.c = drop ? l.xd : dx, g.ldc = in;
+  MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
+  if (!drop) return absl::OkStatus();
+  return be.Dropout(q, {.n = n, .c = in, .inp_type = DType::kFp32, .inp = l.xd, .out = dx,
+                        .accumulate = true, .p = l.dropout, .key = l.key,
+                        .row_offset = l.row_offset});
 }
 
 }  // namespace

@@ -27,6 +27,12 @@ struct LoraTerm {
   float* h = nullptr;   // [N, rank] fp32 workspace: x A^T, kept from forward to backward
   float* gh = nullptr;  // [N, rank] fp32 scratch: d(loss)/dh, accumulated over the slices
   bool first = true, last = true;
+  // Dropout on x (PEFT's lora_dropout) when dropout > 0: the adapter sees xd = mask(x) / (1 - p)
+  // in fp32 (backend::DropoutParams: key, row_offset), regenerated in the backward.
+  float dropout = 0;
+  uint64_t key = 0;
+  int64_t row_offset = 0;
+  float* xd = nullptr;  // [N, in] fp32 scratch
 };
 
 struct LinearWeight {
@@ -47,8 +53,8 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
 
 // dx [N, in] fp32 (= when !accumulate_dx, += otherwise; dx may be null: skipped);
 // dW += x^T dy (in W's layout; skipped for a frozen W, dw null); dbias += column sums of dy;
-// the adapter's: dB += scale dy^T h, dA += gh^T x, dx += gh A (gh = scale dy B). dy [N, out] is
-// dy_type.
+// the adapter's: dB += scale dy^T h, dA += gh^T x, dx += gh A (gh = scale dy B); with dropout x
+// is xd and the last term goes through the mask. dy [N, out] is dy_type.
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                             const void* x, const void* dy, backend::DType dy_type, float* dx,
                             bool accumulate_dx, int64_t n, int64_t in, int64_t out);

@@ -184,7 +184,8 @@ const DeviceBuffer& ResidentModel::Workspace(int64_t unit) const {
 MicroBatch ResidentModel::Batch(int64_t unit) const {
   const int64_t units = num_units();
   return MicroBatch{b_, t_, unit == 0 ? tokens_.data() : inputs_[unit].data(),
-                    unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr};
+                    unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr,
+                    dropout_key_, row_offset_};
 }
 
 absl::Status ResidentModel::EnqueueForward(const int32_t* tokens, const int32_t* targets,
@@ -206,6 +207,8 @@ absl::Status ResidentModel::EnqueueForward(const int32_t* tokens, const int32_t*
 
 absl::StatusOr<float> ResidentModel::Forward(const int32_t* tokens, const int32_t* targets,
                                              int64_t b, int64_t t) {
+  dropout_key_ = 0;  // eval: no dropout
+  row_offset_ = 0;
   MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
   float loss = 0.0f;
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*queue_, loss_, 0, &loss, 4));
@@ -214,7 +217,10 @@ absl::StatusOr<float> ResidentModel::Forward(const int32_t* tokens, const int32_
 }
 
 absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, const int32_t* targets,
-                                                     int64_t b, int64_t t, float loss_scale) {
+                                                     int64_t b, int64_t t, float loss_scale,
+                                                     uint64_t dropout_key, int64_t row_offset) {
+  dropout_key_ = dropout_key;
+  row_offset_ = row_offset;
   MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
   backend::Queue& q = *queue_;
   float loss = 0.0f;
@@ -235,7 +241,7 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
 }
 
 absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* targets, int64_t b,
-                                          int64_t t, int64_t microbatches) {
+                                          int64_t t, int64_t microbatches, uint64_t dropout_key) {
   if (microbatches < 1 || b % microbatches != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Step: b = ", b, " is not a multiple of ",
                                                    microbatches, " microbatches"));
@@ -252,7 +258,7 @@ absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* 
   for (int64_t i = 0; i < microbatches; ++i) {
     const float share = total == 0 ? 0.0f : static_cast<float>(counts[i]) / total;
     MOBIUS_ASSIGN_OR_RETURN(float l, ForwardBackward(tokens + i * rows, targets + i * rows, mb, t,
-                                                     share));
+                                                     share, dropout_key, i * rows));
     loss += double{share} * l;
   }
   return static_cast<float>(loss);

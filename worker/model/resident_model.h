@@ -64,18 +64,22 @@ class ResidentModel {
   // One microbatch [b, t] (host tokens and targets, targets -100 = ignored): forward through all
   // units, then backward in reverse; gradients += loss_scale * d(mean loss) / d(param). Returns the
   // microbatch's mean loss. INVALID_ARGUMENT for out-of-range ids (reported by the op).
+  // LoRA dropout: `dropout_key` (0: none) and the microbatch's first token row in its batch
+  // (MicroBatch in unit_runner.h).
   absl::StatusOr<float> ForwardBackward(const int32_t* tokens, const int32_t* targets, int64_t b,
-                                        int64_t t, float loss_scale);
+                                        int64_t t, float loss_scale, uint64_t dropout_key = 0,
+                                        int64_t row_offset = 0);
 
   // The forward alone (eval): the microbatch's mean loss; gradients are untouched.
   absl::StatusOr<float> Forward(const int32_t* tokens, const int32_t* targets, int64_t b,
                                 int64_t t);
 
   // ZeroGrads, then the batch [b, t] in `microbatches` equal row slices, each scaled by its share
-  // of the batch's non-ignored targets; returns the batch's mean loss.
+  // of the batch's non-ignored targets; returns the batch's mean loss. `dropout_key`: the step's
+  // LoRA dropout key (worker/kernels/dropout_mask.h; 0: none).
   // REQUIRES: b % microbatches == 0 (INVALID_ARGUMENT otherwise).
   absl::StatusOr<float> Step(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                             int64_t microbatches);
+                             int64_t microbatches, uint64_t dropout_key = 0);
 
   // The accumulated gradients, fp32 on the host by HF name (a tied embedding's two parts summed).
   // Allocates the whole model's gradients on the host: for tests; ReadGrad streams one tensor.
@@ -110,6 +114,8 @@ class ResidentModel {
   // Copies the microbatch in and enqueues every unit's forward; the loss lands in loss_.
   absl::Status EnqueueForward(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t);
   const backend::DeviceBuffer& Workspace(int64_t unit) const;
+  uint64_t dropout_key_ = 0;  // of the ForwardBackward running (0: none, as in Forward)
+  int64_t row_offset_ = 0;
   MicroBatch Batch(int64_t unit) const;  // of the current shape
 
   model::ModelConfig config_;

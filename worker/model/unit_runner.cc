@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
+#include "worker/kernels/dropout_mask.h"
 #include "worker/model/linear.h"
 #include "worker/model/unit_runner_internal.h"
 #include "worker/reference/ops_rope.h"
@@ -118,6 +119,12 @@ LoraTerm UnitRunner::Ctx::Lora(const std::string& weight, int64_t row, bool firs
   l.gh = static_cast<float*>(workspace->at(lws.gh));
   l.first = first;
   l.last = last;
+  if (adapter->dropout > 0 && mb.dropout_key != 0) {
+    l.dropout = adapter->dropout;
+    l.key = kernels::LoraDropoutModuleKey(mb.dropout_key, m->index);
+    l.row_offset = mb.row_offset;
+    l.xd = static_cast<float*>(workspace->at(lws.xd));
+  }
   return l;
 }
 
@@ -170,6 +177,12 @@ LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdap
     at += h * adapter.modules.size();
     w.gh = at;
     at += h;
+    if (adapter.dropout > 0) {
+      int64_t in = 0;
+      for (const UnitAdapter::Module& m : adapter.modules) in = std::max(in, m.module.in);
+      w.xd = at;
+      at += (4 * n * static_cast<uint64_t>(in) + 63) / 64 * 64;
+    }
   }
   if (frozen) {
     w.sink = at;

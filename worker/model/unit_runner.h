@@ -48,6 +48,12 @@ struct MicroBatch {
   int64_t b = 0, t = 0;
   const void* input = nullptr;          // device address, see above
   const int32_t* targets = nullptr;     // head only: [B, T] int32 device address (-100: ignore)
+  // LoRA dropout (LoraSpec::dropout > 0): the step's key (worker/kernels/dropout_mask.h
+  // LoraDropoutStepKey; 0: no dropout, as in eval passes) and the token row of this microbatch's
+  // first token in the whole batch (its sequence index times T), so masks do not depend on the
+  // split into microbatches or stages. A backward must get its forward's values.
+  uint64_t dropout_key = 0;
+  int64_t row_offset = 0;
 };
 
 class UnitRunner {

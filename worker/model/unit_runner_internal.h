@@ -42,6 +42,7 @@ struct LoraWorkspace {
   uint64_t h = 0;        // offset of module 0's h; module i's at h + i * h_stride
   uint64_t h_stride = 0;
   uint64_t gh = 0;
+  uint64_t xd = 0;  // with dropout: [N, max in] fp32, the dropped-out input (linear.h)
   uint64_t sink = 0;
   int64_t sink_elements = 0;  // per parameter (weight, bias)
   uint64_t total = 0;    // the whole workspace, the unit's part included

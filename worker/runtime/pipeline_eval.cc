@@ -49,6 +49,8 @@ absl::StatusOr<std::vector<EvalMicrobatch>> EvalMicrobatches(const State& s) {
 // Ends with a barrier: training reuses the slots only after every eval read.
 absl::StatusOr<std::optional<float>> EvalPass(State& s, uint32_t r) {
   MOBIUS_ASSIGN_OR_RETURN(std::vector<EvalMicrobatch> micro, EvalMicrobatches(s));
+  s.dropout_key = 0;  // eval: no LoRA dropout
+  s.row_offset = 0;
   const int K = s.layout.num_microbatches;
   const uint64_t n = static_cast<uint64_t>(s.mb * s.t);
   const uint64_t act_bytes = 2 * s.layout.boundary_elements;

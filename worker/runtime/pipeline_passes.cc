@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/status_macros.h"
+#include "worker/kernels/dropout_mask.h"
 #include "worker/runtime/pipeline_state.h"
 
 namespace mobius::runtime {
@@ -53,6 +54,13 @@ std::vector<int> WeightSources(const State& s, const StageRange& range) {
 }
 
 namespace {
+
+// Training passes of step r, microbatch m: the masks of LoRA dropout (none without it).
+void SetDropout(State& s, uint32_t r, int m) {
+  const bool drop = s.lora && s.lora->spec.dropout > 0;
+  s.dropout_key = drop ? kernels::LoraDropoutStepKey(s.run.training.seed, s.start.step + r) : 0;
+  s.row_offset = static_cast<int64_t>(m) * s.mb * s.t;
+}
 
 bool WeightsReady(const State& s, const StageRange& range, uint32_t k) {
   for (int src : WeightSources(s, range)) {
@@ -130,7 +138,8 @@ units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit) {
                       : unit == range.begin ? s.stage_in.data()
                                             : s.hidden[unit - range.begin - 1].data();
   const bool head = unit == s.num_units() - 1;
-  return {s.mb, s.t, input, head ? static_cast<const int32_t*>(s.targets.data()) : nullptr};
+  return {s.mb, s.t, input, head ? static_cast<const int32_t*>(s.targets.data()) : nullptr,
+          s.dropout_key, s.row_offset};
 }
 
 }  // namespace
@@ -217,6 +226,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
   const uint64_t bytes = 2 * s.layout.boundary_elements;
   std::vector<int> written;  // checkpoints written for the current microbatch
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
+    SetDropout(s, r, m);
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
     written.clear();
     // Every unit output that is the input of a checkpoint unit goes to the store (the stage's
@@ -256,6 +266,7 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   const int64_t num_units = s.num_units();
   const uint64_t hidden_bytes = 4 * s.layout.boundary_elements;
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
+    SetDropout(s, r, m);
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
     // Recompute the stage interior from its checkpoint: the inputs of units begin+1 .. end-1.
     for (int64_t u = range.begin; u + 1 < range.end; ++u) {

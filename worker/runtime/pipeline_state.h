@@ -171,6 +171,10 @@ struct PipelineWorker::State {
   // LoRA runs (run.training.adapter): the adapted modules, the adapter tensors and
   // adapter_config.json's facts; the base is frozen (store_layout.h).
   std::optional<train::LoraRun> lora;
+  // LoRA dropout of the microbatch being run (MicroBatch in unit_runner.h): the step's key (0: no
+  // dropout, as in eval passes) and its first token row in the batch. Main thread.
+  uint64_t dropout_key = 0;
+  int64_t row_offset = 0;
   std::unique_ptr<backend::Queue> compute, h2d, d2h;
   Slot slots[2];
   int64_t mb = 0, t = 0;

@@ -36,6 +36,7 @@ absl::StatusOr<LoraRun> MakeLoraRun(const TrainerOptions& o, const model::ModelC
   MOBIUS_ASSIGN_OR_RETURN(run.spec.modules, model::LoraModules(config, run.targets));
   run.spec.rank = a.rank;
   run.spec.scale = static_cast<float>(a.alpha / static_cast<double>(a.rank));
+  run.spec.dropout = static_cast<float>(a.dropout);
   run.shapes = checkpoint::AdapterShapes(run.spec.modules, a.rank);
   std::error_code ec;
   run.info = {.rank = a.rank,

@@ -20,6 +20,7 @@
 #include "worker/backend/backend_choice.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/model_init.h"
+#include "worker/kernels/dropout_mask.h"
 #include "common/data/loader.h"
 #include "common/data/token_file.h"
 #include "worker/model/resident_model.h"
@@ -218,8 +219,12 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   if (done()) return absl::FailedPreconditionError("all steps are done");
   const Clock::time_point start = Clock::now();
   MOBIUS_ASSIGN_OR_RETURN(data::Batch batch, s.start.loader->NextTrainBatch());
-  MOBIUS_ASSIGN_OR_RETURN(float loss, s.model->Step(batch.tokens.data(), batch.targets.data(),
-                                                    batch.b, batch.t, o.batch / o.microbatch));
+  // LoRA dropout's masks are drawn from the seed, the step and each token's place in the batch.
+  const uint64_t dropout_key =
+      s.lora && s.lora->spec.dropout > 0 ? kernels::LoraDropoutStepKey(o.seed, s.step + 1) : 0;
+  MOBIUS_ASSIGN_OR_RETURN(float loss,
+                          s.model->Step(batch.tokens.data(), batch.targets.data(), batch.b,
+                                        batch.t, o.batch / o.microbatch, dropout_key));
   if (s.lora) return FinishAdapterStep(loss, start);
   // The gradients stay on the device; each tensor's comes down twice (norm, then update) in
   // slices of kSlice elements (a multiple of the norm's 64 Ki-element chunks) through one slice of

@@ -6,7 +6,9 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "common/numeric/bf16.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/kernels/dropout_mask.h"
 #include "worker/optim/adamw.h"
 
 namespace mobius::backend {
@@ -175,6 +177,90 @@ TEST_F(CpuOpsTest, SumSquaresAccumulates) {
   ASSERT_TRUE(backend_->CopyToHost(*queue_, d_parts, 0, parts.data(), 24).ok());
   ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
   EXPECT_EQ(parts, (std::vector<double>{1 + 1 + 4, 1 + 0.25 + 9, 1 + 0.0625}));
+}
+
+// LoRA dropout (DropoutParams): each element kept iff DropoutKeep(key, row_offset + row, col)
+// and scaled by 1/(1-p); the kept fraction is 1-p; the mask of a row depends on its row in the
+// batch, not on the call (two halves with row offsets == one call); the backward accumulates the
+// same mask; bad arguments are refused.
+TEST_F(CpuOpsTest, DropoutMaskIsCounterBasedAndSplitInvariant) {
+  constexpr int64_t kN = 64, kC = 256;
+  constexpr float kP = 0.25f;
+  std::vector<uint16_t> x(kN * kC);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = numeric::Fp32ToBf16(0.01f * (i % 97) - 0.3f);
+  DeviceBuffer d_x = *backend_->Allocate(2 * x.size(), "x");
+  DeviceBuffer d_out = *backend_->Allocate(4 * x.size(), "out");
+  DeviceBuffer d_half = *backend_->Allocate(4 * x.size(), "half");
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, x.data(), d_x, 0, 2 * x.size()).ok());
+  const uint64_t key = kernels::LoraDropoutModuleKey(kernels::LoraDropoutStepKey(7, 3), 2);
+  DropoutParams p{.n = kN, .c = kC, .inp_type = DType::kBf16, .inp = d_x.data(),
+                  .out = static_cast<float*>(d_out.data()), .p = kP, .key = key,
+                  .row_offset = 100};
+  ASSERT_TRUE(backend_->Dropout(*queue_, p).ok());
+  // The same rows in two calls of half the rows each.
+  for (int half = 0; half < 2; ++half) {
+    DropoutParams h = p;
+    h.n = kN / 2;
+    h.inp = d_x.at(2 * half * (kN / 2) * kC);
+    h.out = static_cast<float*>(d_half.at(4 * half * (kN / 2) * kC));
+    h.row_offset = 100 + half * (kN / 2);
+    ASSERT_TRUE(backend_->Dropout(*queue_, h).ok());
+  }
+  std::vector<float> out(x.size()), halves(x.size());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_out, 0, out.data(), 4 * out.size()).ok());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_half, 0, halves.data(), 4 * halves.size()).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  EXPECT_EQ(out, halves);
+  int64_t kept = 0;
+  const float scale = 1.0f / (1.0f - kP);
+  for (int64_t r = 0; r < kN; ++r) {
+    for (int64_t c = 0; c < kC; ++c) {
+      const bool keep = kernels::DropoutKeep(key, 100 + r, c, kP);
+      kept += keep;
+      const float want = keep ? numeric::Bf16ToFp32(x[r * kC + c]) * scale : 0.0f;
+      ASSERT_EQ(out[r * kC + c], want) << r << "," << c;
+    }
+  }
+  // 16384 Bernoulli(0.75) draws: sd 55; 5 sd.
+  EXPECT_NEAR(static_cast<double>(kept), 0.75 * kN * kC, 5 * 55.0);
+  // Another key (the next step, another module) draws another mask.
+  DropoutParams other = p;
+  other.key = kernels::LoraDropoutModuleKey(kernels::LoraDropoutStepKey(7, 4), 2);
+  ASSERT_TRUE(backend_->Dropout(*queue_, other).ok());
+  std::vector<float> out2(x.size());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_out, 0, out2.data(), 4 * out2.size()).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  EXPECT_NE(out, out2);
+  // Backward: dx += mask(g) / (1 - p), with the forward's mask.
+  std::vector<float> g(x.size(), 1.0f), dx(x.size(), 0.5f);
+  DeviceBuffer d_g = *backend_->Allocate(4 * g.size(), "g");
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, g.data(), d_g, 0, 4 * g.size()).ok());
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, dx.data(), d_half, 0, 4 * dx.size()).ok());
+  DropoutParams back = p;
+  back.inp_type = DType::kFp32;
+  back.inp = d_g.data();
+  back.out = static_cast<float*>(d_half.data());
+  back.accumulate = true;
+  ASSERT_TRUE(backend_->Dropout(*queue_, back).ok());
+  ASSERT_TRUE(backend_->CopyToHost(*queue_, d_half, 0, dx.data(), 4 * dx.size()).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  for (int64_t i = 0; i < kN * kC; ++i) {
+    const bool keep = kernels::DropoutKeep(key, 100 + i / kC, i % kC, kP);
+    ASSERT_EQ(dx[i], keep ? 0.5f + scale : 0.5f) << i;
+  }
+  // Refused: p out of [0, 1), an fp32-only backward with bf16 input, null pointers.
+  for (float bad : {1.0f, -0.1f}) {
+    DropoutParams b = p;
+    b.p = bad;
+    EXPECT_EQ(backend_->Dropout(*queue_, b).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  DropoutParams b = p;
+  b.accumulate = true;
+  EXPECT_EQ(backend_->Dropout(*queue_, b).code(), absl::StatusCode::kInvalidArgument);
+  b = p;
+  b.out = nullptr;
+  EXPECT_EQ(backend_->Dropout(*queue_, b).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(backend_->Synchronize(*queue_).ok());
 }
 
 }  // namespace

@@ -113,6 +113,7 @@ class CpuBackend final : public Backend {
   absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params) override;
   absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
   absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
+  absl::Status Dropout(Queue& queue, const DropoutParams& params) override;
 
   // For CPU op implementations (worker/kernels/cpu): runs `task` on the queue's thread after the
   // work enqueued before it; an error it returns is reported by Synchronize. The task must only

@@ -13,6 +13,7 @@
 #include "worker/kernels/cpu/bias.h"
 #include "worker/kernels/cpu/convert.h"
 #include "worker/kernels/cpu/cross_entropy.h"
+#include "worker/kernels/cpu/dropout.h"
 #include "worker/kernels/cpu/embedding.h"
 #include "worker/kernels/cpu/gelu.h"
 #include "worker/kernels/cpu/layernorm.h"
@@ -298,6 +299,18 @@ absl::Status CpuBackend::AdamW(Queue& queue, const AdamWParams& p) {
       }
     });
     return first;
+  });
+}
+
+absl::Status CpuBackend::Dropout(Queue& queue, const DropoutParams& p) {
+  MOBIUS_VALIDATE(ValidateDropout(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    if (p.inp_type == DType::kFp32) {
+      k::dropout(p.out, F32(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate, pool);
+    } else {
+      k::dropout(p.out, Bf(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate, pool);
+    }
+    return absl::OkStatus();
   });
 }
 

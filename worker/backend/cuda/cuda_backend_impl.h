@@ -121,6 +121,7 @@ class CudaBackend final : public Backend, private BufferOwner {
   absl::Status BiasBackward(Queue& queue, const BiasBackwardParams& params) override;
   absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
   absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
+  absl::Status Dropout(Queue& queue, const DropoutParams& params) override;
 
  private:
   CudaBackend(const CudaBackendOptions& options, void* arena_base, uint64_t arena_capacity,

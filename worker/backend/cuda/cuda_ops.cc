@@ -12,6 +12,7 @@
 #include "worker/kernels/cuda/bias.cuh"
 #include "worker/kernels/cuda/cast.cuh"
 #include "worker/kernels/cuda/cross_entropy.cuh"
+#include "worker/kernels/cuda/dropout.cuh"
 #include "worker/kernels/cuda/embedding.cuh"
 #include "worker/kernels/cuda/gelu.cuh"
 #include "worker/kernels/cuda/layernorm.cuh"
@@ -351,6 +352,17 @@ absl::Status CudaBackend::SumSquares(Queue& queue, const SumSquaresParams& p) {
   return Launch(queue, [&](CudaQueue& q) {
     return p.chunk == 0 ? kc::sum_squares(p.out, p.x, p.n, q.stream())
                         : kc::sum_squares_chunks(p.out, p.x, p.n, p.chunk, q.stream());
+  });
+}
+
+absl::Status CudaBackend::Dropout(Queue& queue, const DropoutParams& p) {
+  MOBIUS_VALIDATE(ValidateDropout(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return p.inp_type == DType::kFp32
+               ? kc::dropout(p.out, F32(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate,
+                             q.stream())
+               : kc::dropout(p.out, Bf(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate,
+                             q.stream());
   });
 }
 
