@@ -38,6 +38,7 @@ struct Case {
   std::string dispatch = "";
   int steps = 3;
   int checkpoint_every = 0;
+  double dropout = 0.0;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -60,6 +61,7 @@ train::TrainerOptions Options(const TempDir& dir, const Case& c) {
   o.adapter.rank = 4;
   o.adapter.alpha = 8;
   o.adapter.target_modules = c.targets;
+  o.adapter.dropout = c.dropout;
   if (c.eval_every > 0) {
     o.eval_every = c.eval_every;
     o.eval_fraction = 0.25;
@@ -172,14 +174,57 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"rr_gpt2_F3_B4_G3_M1_eval", "gpt2", 4, {0, 2, 4, 6}, 3, 2, 2, 0.5,
              {"c_attn", "c_fc"}, 2, {0, 1, 3, 5, 6}},
         Case{"pool_rr_llama_F2_B3_G2_M2_ckpt", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0,
-             {"q_proj", "k_proj", "o_proj", "up_proj"}, 0, {0, 2, 4, 6}, "pool", 4, 2}),
+             {"q_proj", "k_proj", "o_proj", "up_proj"}, 0, {0, 2, 4, 6}, "pool", 4, 2},
+        // LoRA dropout: the masks are the standalone trainer's however the batch and model are
+        // split (worker/kernels/dropout_mask.h); eval passes use none.
+        Case{"drop_llama_S5_G2_M2_eval", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0,
+             {"q_proj", "v_proj", "gate_proj", "down_proj"}, 2, {}, "", 4, 0, 0.1},
+        Case{"drop_gpt2_S3_G2_M1_all", "gpt2", 2, {0, 1, 3, 4}, 2, 4, 1, 1.0,
+             {"c_attn", "c_proj", "c_fc"}, 0, {}, "", 3, 0, 0.25},
+        Case{"drop_pool_rr_llama_F2_B3_G3_M2", "llama", 4, {0, 3, 6}, 3, 4, 2, 0.0,
+             {"q_proj", "k_proj", "v_proj", "o_proj", "up_proj"}, 0, {0, 2, 4, 6}, "pool", 3,
+             0, 0.1}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+
+// Dropout does something: with B = 0 the first step's loss is the same with or without it (the
+// adapters add nothing yet), but its gradients and so every later step differ; and the masks
+// depend on the seed.
+TEST(LoraDropoutTest, ChangesGradientsAndFollowsTheSeed) {
+  TempDir dir;
+  Case c{"drop", "llama", 2, {}, 1, 4, 2, 0.0, {"q_proj", "v_proj", "up_proj"}};
+  auto run = [&](double dropout, uint64_t seed, const std::string& name) {
+    c.dropout = dropout;
+    train::TrainerOptions o = Options(dir, c);
+    o.seed = seed;
+    o.checkpoint_dir = dir / name;
+    std::vector<train::StepStats> steps;
+    EXPECT_NE(testing::RunStandalone(o, &steps), nullptr);
+    return steps;
+  };
+  const auto none = run(0.0, 5, "none");
+  const auto drop = run(0.3, 5, "drop");
+  const auto again = run(0.3, 5, "again");
+  const auto other = run(0.3, 6, "other");
+  ASSERT_EQ(none.size(), 3u);
+  ASSERT_EQ(drop.size(), 3u);
+  ASSERT_EQ(again.size(), 3u);
+  ASSERT_EQ(other.size(), 3u);
+  EXPECT_EQ(drop[0].loss, none[0].loss);
+  EXPECT_NE(drop[0].grad_norm, none[0].grad_norm);
+  for (size_t i = 1; i < 3; ++i) EXPECT_NE(drop[i].loss, none[i].loss) << "step " << i + 1;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(again[i].loss, drop[i].loss) << "step " << i + 1;
+    EXPECT_EQ(again[i].grad_norm, drop[i].grad_norm) << "step " << i + 1;
+  }
+  EXPECT_NE(other[0].grad_norm, drop[0].grad_norm);
+}
 
 // 6 steps with checkpoints every 3, then a new launch resumed from the step-3 checkpoint: steps 4
 // to 6 and the final adapters and moments are the straight run's, bit for bit.
 TEST(LoraPipelineResumeTest, ResumedRunContinuesBitExactly) {
   TempDir dir;
   Case c{"resume", "llama", 4, {0, 2, 4, 6}, 2, 4, 2, 1.0, {"q_proj", "v_proj", "up_proj"}};
+  c.dropout = 0.1;  // the masks of steps 4 to 6 come from the step number, not the launch
   train::TrainerOptions o = Options(dir, c);
   o.steps = 6;
   o.schedule = "cosine";
