@@ -29,6 +29,7 @@ for spec in sorted(glob.glob(os.path.join(d, "*-g*.yaml"))):
     tag = os.path.basename(spec)[:-5]
     size, n = tag.split("-g")
     row = {"model": size, "gpus": int(n)}
+    row["mode"] = "LoRA" if "adapter:" in open(spec).read() else "full"
     model_dir = os.path.join(d, "llama-" + size)
     row["parameters"] = params_of(model_dir)
     with open(os.path.join(d, tag + ".rc")) as f:
@@ -52,7 +53,7 @@ for spec in sorted(glob.glob(os.path.join(d, "*-g*.yaml"))):
     log = open(os.path.join(d, "run-" + tag, "workers.log")).read()
     dev = [float(x) for x in re.findall(r"device memory peak ([0-9.]+) MB", log)]
     row["device_peak_gib"] = sum(dev) * 1e6 / GIB
-    fills = [(float(a), float(b)) for a, b in re.findall(r"filled its share .*?: ([0-9.]+) MB read in ([0-9.]+) s", log)]
+    fills = [(float(a), float(b)) for a, b in re.findall(r"filled its share [^\n]*?([0-9.]+) MB read in ([0-9.]+) s", log)]
     if fills:
         row["fill_mb"] = sum(a for a, _ in fills)
         row["fill_seconds"] = max(b for _, b in fills)
@@ -96,7 +97,8 @@ with open(os.path.join(d, "results.json"), "w") as f:
 lines = ["| model | GPUs (workers) | peak PSS GiB | B/param | B/param less emulated GPUs | estimate GiB | estimate / measured | fill MB/s (input) | checkpoint write MB/s | checkpoint complete s |",
          "|---|---|---|---|---|---|---|---|---|---|"]
 for r in rows:
-    label = "%s (%.2fB)" % (r["model"], r["parameters"] / 1e9)
+    label = "%s (%.2fB)%s" % (r["model"], r["parameters"] / 1e9,
+                              ", LoRA" if r["mode"] == "LoRA" else "")
     if "refused" in r:
         lines.append("| %s | %d | refused before any worker: estimate %s GiB | | | | | | | |" % (
             label, r["gpus"], r.get("estimate_gib", "?")))

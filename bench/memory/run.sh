@@ -12,8 +12,10 @@
 # and reading the model file from the page cache (the fill's ceilings), dd with fdatasync to the
 # checkpoint file system (the checkpoint's ceiling).
 #
-#   bench/memory/run.sh [--sizes "0.3b 0.9b"] [--gpus "1 2 4 8"] [--cap 1GiB] [--out DIR]
+#   bench/memory/run.sh [--sizes "0.3b 0.9b 1.1b"] [--gpus "1 2 4 8"] [--cap 1GiB] [--out DIR]
 #                       [--cold]   (drop the page cache before the first run of each model: root)
+#                       [--lora]   (LoRA jobs: rank 16, alpha 32, every linear of the blocks;
+#                                   the frozen base in bf16, docs/job-spec.md "adapter")
 #
 # Memory-heavy: run it alone. Writes DIR/results.json, DIR/results.md and DIR/bytes_per_param.png
 # (the plot needs python3-matplotlib; skipped without it).
@@ -26,6 +28,7 @@ GPUS="1 2 4 8"
 CAP=1GiB
 OUT=/tmp/mobius-bench-memory
 COLD=0
+LORA=0
 while [[ $# -gt 0 ]]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -33,6 +36,7 @@ while [[ $# -gt 0 ]]; do
     --cap) CAP=$2; shift 2 ;;
     --out) OUT=$2; shift 2 ;;
     --cold) COLD=1; shift ;;
+    --lora) LORA=1; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -40,7 +44,19 @@ mkdir -p "$OUT"
 FIX=$SRC/test/data/topology/paper_testbed_2s_2sw_8x3090.xml
 echo "bench/memory: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), out $OUT" >&2
 
-layers_of() { case $1 in 0.3b) echo 4 ;; 0.9b) echo 16 ;; *) echo "size $1: 0.3b or 0.9b" >&2; exit 2 ;; esac; }
+layers_of() {
+  case $1 in
+    0.3b) echo 4 ;; 0.9b) echo 16 ;; 1.1b) echo 20 ;;
+    *) echo "size $1: 0.3b, 0.9b or 1.1b" >&2; exit 2 ;;
+  esac
+}
+TARGETS=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
+ADAPTER=""
+STANDALONE_LORA=()
+if [[ $LORA == 1 ]]; then
+  ADAPTER="adapter: {type: lora, rank: 16, alpha: 32, target_modules: [${TARGETS//,/, }]}"
+  STANDALONE_LORA=(--lora_rank 16 --lora_alpha 32 --lora_targets "$TARGETS")
+fi
 
 python3 "$SRC/bench/memory/tokens.py" "$OUT/data.tok" --vocab 32000 --tokens 100000
 python3 "$SRC/bench/memory/baselines.py" --dir "$OUT" --populate_bench "$BIN/populate_bench" \
@@ -56,7 +72,8 @@ for size in $SIZES; do
   cat "$model/model.safetensors" >/dev/null
   python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
     "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
-    --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" >"$OUT/$size-standalone.out" 2>&1 ||
+    --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" "${STANDALONE_LORA[@]}" \
+    >"$OUT/$size-standalone.out" 2>&1 ||
     echo "standalone $size failed" >&2
   first=1
   for n in $GPUS; do
@@ -69,6 +86,7 @@ dataset: {path: $OUT/data.tok}
 training: {steps: 3, global_batch: 2, microbatch: 1, seq_len: 128, lr: 1e-4}
 resources: {gpus: $n, device_memory_bytes: $CAP}
 checkpoint: {dir: $OUT/ckpt-$tag, every_steps: 2, keep_last: 1}
+$ADAPTER
 EOF
     sync
     if [[ $COLD == 1 && $first == 1 && -w /proc/sys/vm/drop_caches ]]; then

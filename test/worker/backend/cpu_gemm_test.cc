@@ -268,6 +268,53 @@ TEST_F(CpuGemmTest, SameBitsForOneTwoAndThreeThreads) {
   }
 }
 
+// A bf16 operand whose fp32 copy would exceed 16 MB is converted piece by piece (cpu_gemm.cc):
+// the bits of C are those of the same product with that operand given in fp32 (converted whole,
+// no cutting), for a weight as B (both layouts) and as A, batched with strides, bf16 C with beta.
+TEST_F(CpuGemmTest, LargeBf16OperandIsConvertedInPiecesWithTheSameBits) {
+  struct Shape {
+    int64_t m, n, k;
+    bool ta, tb, big_b;
+    int64_t batch;
+    DType ct;
+  };
+  for (const Shape& sh : {Shape{40, 9000, 1024, false, true, true, 1, DType::kFp32},
+                          Shape{40, 9000, 1024, false, false, true, 2, DType::kBf16},
+                          Shape{9000, 24, 1024, true, false, false, 1, DType::kFp32},
+                          Shape{9000, 24, 1024, false, true, false, 1, DType::kBf16}}) {
+    SCOPED_TRACE(testing::Message() << "m=" << sh.m << " n=" << sh.n << " ta=" << sh.ta
+                                    << " tb=" << sh.tb << " batch=" << sh.batch);
+    const int64_t br = sh.tb ? sh.n : sh.k, bc = sh.tb ? sh.k : sh.n;
+    const int64_t ar = sh.ta ? sh.k : sh.m, ac = sh.ta ? sh.m : sh.k;
+    Operand a = Make(sh.big_b ? DType::kFp32 : DType::kBf16, sh.batch, ar, ac, 1, false);
+    Operand b = Make(sh.big_b ? DType::kBf16 : DType::kFp32, sh.batch, br, bc, 1, false);
+    const Operand& big = sh.big_b ? b : a;
+    ASSERT_GT(4 * (sh.big_b ? sh.n : sh.m) * sh.k, int64_t{16} << 20);
+    std::vector<float> big32(big.values);  // the bf16 values, exactly, as fp32
+    Operand c0 = Make(sh.ct, sh.batch, sh.m, sh.n, 0, false);
+    const size_t c_bytes = c0.values.size() * DTypeBytes(sh.ct);
+    std::vector<std::vector<char>> outs;
+    for (bool as_fp32 : {false, true}) {
+      std::vector<char> out(static_cast<const char*>(c0.buffer.data()),
+                            static_cast<const char*>(c0.buffer.data()) + c_bytes);
+      GemmParams p;
+      p.m = sh.m, p.n = sh.n, p.k = sh.k, p.trans_a = sh.ta, p.trans_b = sh.tb;
+      p.beta = sh.ct == DType::kBf16 ? 0.5f : 0.0f, p.batch = sh.batch;
+      p.a_type = a.type, p.a = a.buffer.data(), p.lda = a.ld, p.stride_a = a.stride;
+      p.b_type = b.type, p.b = b.buffer.data(), p.ldb = b.ld, p.stride_b = b.stride;
+      if (as_fp32) {
+        (sh.big_b ? p.b_type : p.a_type) = DType::kFp32;
+        (sh.big_b ? p.b : p.a) = big32.data();
+      }
+      p.c_type = sh.ct, p.c = out.data(), p.ldc = sh.n, p.stride_c = c0.stride;
+      ASSERT_TRUE(backend_->Gemm(*queue_, p).ok());
+      ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+      outs.push_back(std::move(out));
+    }
+    EXPECT_TRUE(outs[0] == outs[1]);
+  }
+}
+
 TEST_F(CpuGemmTest, InvalidArgumentsAreRejectedAtEnqueue) {
   Operand a = Make(DType::kBf16, 1, 4, 4, 0, false);
   GemmParams p;

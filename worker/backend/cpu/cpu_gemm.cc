@@ -119,9 +119,64 @@ int64_t CpuGemmPieces(int64_t m, int64_t n, int64_t k) {
   return std::clamp<int64_t>(pieces, 1, kMaxPieces);
 }
 
+namespace {
+
+absl::Status RunWhole(const GemmParams& p, optim::ThreadPool* pool);
+
+// The columns [j0, j1) of C (and of op(B)), or its rows [i0, i1) (and op(A)'s), of batch element
+// `batch`: a one-element product over the same K.
+GemmParams Chunk(const GemmParams& p, int64_t batch, bool by_columns, int64_t begin,
+                 int64_t end) {
+  GemmParams s = p;
+  s.batch = 1;
+  s.stride_a = s.stride_b = s.stride_c = 0;
+  s.a = Offset(p.a, p.a_type, batch * p.stride_a);
+  s.b = Offset(p.b, p.b_type, batch * p.stride_b);
+  const void* c = Offset(p.c, p.c_type, batch * p.stride_c);
+  if (by_columns) {
+    s.b = Offset(s.b, p.b_type, p.trans_b ? begin * p.ldb : begin);
+    c = Offset(c, p.c_type, begin);
+    s.n = end - begin;
+  } else {
+    s.a = Offset(s.a, p.a_type, p.trans_a ? begin : begin * p.lda);
+    c = Offset(c, p.c_type, begin * p.ldc);
+    s.m = end - begin;
+  }
+  s.c = const_cast<void*>(c);
+  return s;
+}
+
+}  // namespace
+
 absl::Status RunCpuGemm(const GemmParams& p, optim::ThreadPool* pool) {
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   if (absl::Status s = CheckBlasInt(p); !s.ok()) return s;
+  // A bf16 weight is converted to fp32 before sgemm; a whole one would cost 4 bytes per element
+  // of host memory per queue thread (262 MB for a 32000 x 2048 head), kept for reuse. Above
+  // kMaxConvertedBytes the product is cut along the weight's non-K dimension so that each piece
+  // converts at most about that much. Every element of C is still one sgemm over the whole K, so
+  // the results do not change.
+  constexpr int64_t kMaxConvertedBytes = int64_t{16} << 20;
+  const int64_t k = std::max<int64_t>(p.k, 1);
+  const bool big_b = p.b_type == DType::kBf16 && 4 * p.n * k > kMaxConvertedBytes;
+  const bool big_a = !big_b && p.a_type == DType::kBf16 && 4 * p.m * k > kMaxConvertedBytes;
+  if (p.k > 0 && (big_a || big_b)) {
+    const int64_t dim = big_b ? p.n : p.m;
+    const int64_t step = std::max<int64_t>(256, kMaxConvertedBytes / (4 * k) / 16 * 16);
+    for (int64_t batch = 0; batch < p.batch; ++batch) {
+      for (int64_t begin = 0; begin < dim; begin += step) {
+        const GemmParams s = Chunk(p, batch, big_b, begin, std::min(dim, begin + step));
+        if (absl::Status st = RunWhole(s, pool); !st.ok()) return st;
+      }
+    }
+    return absl::OkStatus();
+  }
+  return RunWhole(p, pool);
+}
+
+namespace {
+
+absl::Status RunWhole(const GemmParams& p, optim::ThreadPool* pool) {
   Scratch& scratch = tls_scratch;
   const int64_t a_rows = p.trans_a ? p.k : p.m, a_cols = p.trans_a ? p.m : p.k;
   const int64_t b_rows = p.trans_b ? p.n : p.k, b_cols = p.trans_b ? p.k : p.n;
@@ -169,6 +224,8 @@ absl::Status RunCpuGemm(const GemmParams& p, optim::ThreadPool* pool) {
   }
   return absl::OkStatus();
 }
+
+}  // namespace
 
 void SetBlasThreads(int threads) { openblas_set_num_threads(std::max(threads, 1)); }
 int BlasThreads() { return openblas_get_num_threads(); }
