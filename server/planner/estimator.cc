@@ -38,16 +38,26 @@ void FillHost(const model::ModelDescription& model, const Profile& profile,
                  e.host_process_bytes + e.host_emulated_device_bytes;
 }
 
-// The largest weight (elements) the units [begin, end) multiply by: matmul weights, and a tied
-// head's shared embedding (an embedding lookup is no GEMM).
-int64_t LargestGemmWeight(const model::ModelDescription& model, int64_t begin, int64_t end) {
+// The CPU GEMM's fp32 copy of a bf16 weight (worker/backend/cpu/cpu_gemm.cc): whole up to 16 MiB,
+// larger ones in pieces of at most max(16 MiB, 4 x 64 x K) bytes, K <= the longer dimension.
+int64_t CpuGemmConversionBytes(const model::ParamSpec& p) {
+  int64_t longest = 0;
+  for (int64_t d : p.shape) longest = std::max(longest, d);
+  return std::min<int64_t>(4 * p.num_elements, std::max<int64_t>(int64_t{16} << 20, 4 * 64 * longest));
+}
+
+// The largest such copy among the weights the units [begin, end) multiply by: matmul weights,
+// and a tied head's shared embedding (an embedding lookup is no GEMM).
+int64_t LargestGemmConversion(const model::ModelDescription& model, int64_t begin, int64_t end) {
   int64_t largest = 0;
   for (int64_t u = begin; u < end; ++u) {
     for (const model::ParamSpec& p : model.units[u].params) {
-      if (p.role == model::ParamRole::kMatmulWeight) largest = std::max(largest, p.num_elements);
+      if (p.role == model::ParamRole::kMatmulWeight) {
+        largest = std::max(largest, CpuGemmConversionBytes(p));
+      }
     }
     for (const model::ParamSpec& p : model.units[u].shared_params) {
-      largest = std::max(largest, p.num_elements);
+      largest = std::max(largest, CpuGemmConversionBytes(p));
     }
   }
   return largest;
@@ -66,7 +76,7 @@ void FillGpus(const PartitionProblem& problem, const std::vector<int64_t>& large
     e.max_gpu_bytes = std::max(e.max_gpu_bytes, bytes);
     if (options.devices_in_host_memory && slot >= 0) {
       e.host_emulated_device_bytes +=
-          std::max<int64_t>(bytes - options.memory_margin_bytes, 0) + 4 * largest_tensor[g];
+          std::max<int64_t>(bytes - options.memory_margin_bytes, 0) + largest_tensor[g];
     }
   }
 }
@@ -85,7 +95,7 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
     slot = std::max(slot, partition.costs[s].slot_bytes);
     const StageRange& range = partition.stages[s];
     largest_tensor[s % n] =
-        std::max(largest_tensor[s % n], LargestGemmWeight(model, range.begin, range.end));
+        std::max(largest_tensor[s % n], LargestGemmConversion(model, range.begin, range.end));
     const int64_t boundary = profile.units[range.begin].boundary_bytes;
     e.host_activation_bytes += num_microbatches * boundary;
     // The gradient crossing into this stage's input from the backward of the next (fp32).
@@ -109,7 +119,7 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
     slot = std::max(slot, part.costs[pass.stage].slot_bytes);
     const StageRange& range = part.stages[pass.stage];
     largest_tensor[j % n] =
-        std::max(largest_tensor[j % n], LargestGemmWeight(model, range.begin, range.end));
+        std::max(largest_tensor[j % n], LargestGemmConversion(model, range.begin, range.end));
   }
   // Unit 0's input (the token ids) is also kept, as in EstimateMemory (stage 0's input).
   e.host_activation_bytes = plan.num_microbatches * profile.units[0].boundary_bytes;

@@ -18,8 +18,9 @@
 //              BLAS buffers; measured, docs/runtime.md);
 //            - with devices_in_host_memory (the CPU backend emulating the GPUs), every GPU's
 //              working memory, which is host memory then: its estimate below less the CUDA
-//              margin, plus 4 bytes x the largest weight it multiplies by (the CPU GEMM widens
-//              a bf16 operand to fp32).
+//              margin, plus the CPU GEMM's fp32 copy of the largest weight it multiplies by
+//              (4 bytes per element up to 16 MiB; larger weights are widened in pieces of at
+//              most max(16 MiB, 4 x 64 x their longer dimension)).
 //            Measured against PSS of all processes in bench/memory (docs/benchmarks.md).
 //   pinned:  (weight + gradient bytes) x parameters (bf16 upload copy + gradient landing zone =
 //            6 with fp32 gradients; + 2 for the second weight copy with staleness 1) + the

@@ -61,7 +61,7 @@ struct MemoryEstimate {
   // activation gradients crossing backward stage boundaries; per worker process its fixed
   // footprint; and, when the GPUs are emulated on the CPU backend, their memory too (it is host
   // memory then): every GPU's working set less the CUDA margin, plus the CPU GEMM's fp32 copy of
-  // its largest weight.
+  // its largest weight (in pieces of at most max(16 MiB, 4 x 64 x K) bytes: estimator.h).
   int64_t host_model_state_bytes = 0;
   int64_t host_activation_bytes = 0;
   int64_t host_activation_grad_bytes = 0;

@@ -65,6 +65,7 @@ class LoraDropoutLinearTest : public ::testing::Test {
   DeviceBuffer Upload(const std::vector<T>& host, const char* name) {
     DeviceBuffer d = *be_->Allocate(sizeof(T) * host.size(), name);
     EXPECT_TRUE(be_->CopyToDevice(*q_, host.data(), d, 0, sizeof(T) * host.size()).ok());
+    EXPECT_TRUE(be_->Synchronize(*q_).ok());  // the copy is queued: `host` may be a temporary
     return d;
   }
   std::vector<float> Download(const DeviceBuffer& d, int64_t n) {
@@ -107,8 +108,9 @@ class LoraDropoutLinearTest : public ::testing::Test {
     }
     EXPECT_TRUE(LinearForward(*be_, *q_, lw, x.data(), y.data(), DType::kFp32, kN, kIn, kOut).ok());
     // The backward regenerates xd: scribble over it first to prove it does not rely on it.
-    EXPECT_TRUE(be_->CopyToDevice(*q_, std::vector<float>(kN * kIn, 7.0f).data(), xd, 0,
-                                  4 * kN * kIn).ok());
+    const std::vector<float> scribble(kN * kIn, 7.0f);
+    EXPECT_TRUE(be_->CopyToDevice(*q_, scribble.data(), xd, 0, 4 * kN * kIn).ok());
+    EXPECT_TRUE(be_->Synchronize(*q_).ok());
     EXPECT_TRUE(LinearBackward(*be_, *q_, lw, x.data(), dy.data(), DType::kFp32,
                                static_cast<float*>(dx.data()), false, kN, kIn, kOut)
                     .ok());
