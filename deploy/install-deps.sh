@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Installs every Debian 12 package that Mobius's build, tests and benchmarks need.
+# Installs every Debian 12 package that Mobius's build, tests and benchmarks need, and a small
+# Python venv with Hugging Face transformers and PEFT from PyPI on top of Debian's PyTorch (the
+# PEFT round-trip test; see peft_venv below).
 # Idempotent: packages already present are skipped, and apt-get update runs only when something is
 # missing. The CUDA toolkit and NCCL are expected to be preinstalled (they are not Debian packages);
 # without nvcc the build simply leaves CUDA code out.
@@ -9,7 +11,7 @@ set -euo pipefail
 
 PACKAGES=(
   # toolchain
-  build-essential cmake ninja-build ccache pkg-config git python3
+  build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
   # the GPU kit (scripts/gpu-kit.sh: RUNPATH of the carried binaries; its ctest gpu_kit_test)
   patchelf
   # RPC and core libraries
@@ -42,8 +44,31 @@ for p in "${PACKAGES[@]}"; do
   fi
 done
 
+# transformers 4.40 and PEFT 0.10 (the last releases that run on Debian 12's PyTorch 1.13) in a
+# venv that sees the system packages, for test/reference/peft_roundtrip_test.sh (which finds it
+# here, or at $MOBIUS_PEFT_PYTHON). PEFT goes in without its dependencies: it asks for
+# torch >= 1.13.0, which pip reads as newer than Debian's "1.13.0a0" and would replace with a
+# 700 MB wheel. Best effort: without PyPI the test reports itself skipped.
+peft_venv() {
+  local venv=${MOBIUS_PEFT_VENV:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/mobius/peft-venv}
+  if "$venv/bin/python" -c "import transformers, peft" >/dev/null 2>&1; then
+    echo "install-deps: PEFT venv present ($venv)"
+    return 0
+  fi
+  echo "install-deps: creating the PEFT venv $venv (PyPI: transformers 4.40.2, accelerate 0.29.3, peft 0.10.0)"
+  if python3 -m venv --system-site-packages "$venv" &&
+     "$venv/bin/pip" install -q --disable-pip-version-check "transformers==4.40.2" \
+       "accelerate==0.29.3" &&
+     "$venv/bin/pip" install -q --disable-pip-version-check --no-deps "peft==0.10.0"; then
+    echo "install-deps: PEFT venv ready"
+  else
+    echo "install-deps: WARNING: no PEFT venv (PyPI unreachable?); peft_roundtrip_integration will be skipped" >&2
+  fi
+}
+
 if [ ${#missing[@]} -eq 0 ]; then
   echo "install-deps: all ${#PACKAGES[@]} packages present"
+  peft_venv
   exit 0
 fi
 
@@ -53,4 +78,5 @@ echo "install-deps: installing ${missing[*]}"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+peft_venv
 echo "install-deps: done"
