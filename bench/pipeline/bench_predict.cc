@@ -41,9 +41,13 @@ absl::StatusOr<planner::PartitionProblem> Problem(const model::ModelDescription&
                                                   const topology::TopologyFacts& facts,
                                                   const planner::JobShape& job,
                                                   const PredictOptions& o) {
+  planner::AnalyticOptions ao;
+  if (o.lora.enabled()) {
+    MOBIUS_ASSIGN_OR_RETURN(ao.lora, planner::MakeLoraLayout(model, o.lora));
+  }
   MOBIUS_ASSIGN_OR_RETURN(
       planner::Profile profile,
-      planner::AnalyticProfile(model, {job.microbatch, job.seq_len}, CalibratedDevice(o)));
+      planner::AnalyticProfile(model, {job.microbatch, job.seq_len}, CalibratedDevice(o), ao));
   return planner::MakePartitionProblem(profile, model, topology, facts, Gpus(topology, o),
                                        static_cast<int>(job.global_batch / job.microbatch),
                                        CalibratedDevice(o).memory_bytes, Cost(o));
@@ -112,6 +116,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   pr.mapper = mapper;
   pr.optimizer_staleness = o.optimizer_staleness;
   pr.dispatch = o.dispatch;
+  pr.lora = o.lora;
   MOBIUS_ASSIGN_OR_RETURN(planner::PartitionProblem problem,
                           Problem(model, topology, facts, job, o));
   // roundrobin with its own partitioner: separate forward and backward partitions.
@@ -129,6 +134,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   po.gpus = o.gpus;
   po.optimizer_staleness = o.optimizer_staleness;
   po.dispatch = o.dispatch;
+  po.lora = o.lora;
   po.optimizer_after_backward = o.optimizer_after_backward;
   po.simulated_steps = sim_schedule == planner::sim::Schedule::kResident ? 1 : o.steps;
   if (o.units_per_stage > 0) {

@@ -42,6 +42,7 @@
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
 #include "server/planner/api/make_plan.h"
+#include "server/planner/lora.h"
 #include "server/planner/sim/simulator.h"
 #include "server/topology/analysis.h"
 #include "server/topology/topology.h"
@@ -66,6 +67,7 @@ struct PredictOptions {
   std::string dispatch = "static";
   bool optimizer_after_backward = false;
   int steps = 3;
+  planner::LoraOptions lora;  // enabled(): the job trains LoRA adapters (PlanOptions::lora)
 };
 
 // The runtime-matched simulation's numbers.
@@ -81,6 +83,7 @@ struct Prediction {
   std::string schedule;  // mobius | roundrobin | resident
   int optimizer_staleness = 0;     // what the run uses (PredictOptions)
   std::string dispatch = "static";
+  planner::LoraOptions lora;       // what the run trains (PredictOptions)
   std::string mapper;
   int64_t gpu_memory_cap_bytes = 0;  // 0: none
   planner::PlanReport report;        // the plan and its simulated step (links scaled)

@@ -174,12 +174,14 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
     }
     r.mappings.push_back(SummarizeMapping(p, mine, setup.warmup));
   }
-  // Every run with the same optimizer staleness trains the same model on the same batches with
-  // the same arithmetic: the losses must agree bit for bit, across variants and reps, and the
-  // synchronous ones with the standalone trainer's.
-  std::map<std::string, int> staleness;
-  for (const Prediction& p : predictions) staleness[p.name] = p.optimizer_staleness;
-  std::map<int, std::vector<float>> firsts;
+  // Every run with the same optimizer staleness and training mode (full or LoRA) trains the same
+  // model on the same batches with the same arithmetic: the losses must agree bit for bit, across
+  // variants and reps, and the synchronous full ones with the standalone trainer's.
+  std::map<std::string, std::pair<int, bool>> staleness;
+  for (const Prediction& p : predictions) {
+    staleness[p.name] = {p.optimizer_staleness, p.lora.enabled()};
+  }
+  std::map<std::pair<int, bool>, std::vector<float>> firsts;
   for (const MappingRun& run : runs) {
     std::vector<float> l;
     for (const runtime::StepReport& s : run.steps) l.push_back(s.loss);
@@ -193,7 +195,8 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
       if (!SameBits(l[i], ref[i])) r.losses_identical = false;
     }
   }
-  const std::vector<float> first = firsts.count(0) ? firsts[0] : std::vector<float>();
+  const std::pair<int, bool> plain{0, false};
+  const std::vector<float> first = firsts.count(plain) ? firsts[plain] : std::vector<float>();
   if (!first.empty() && calibration.large_batch == setup.batch) {
     const size_t n = std::min(first.size(), calibration.large_losses.size());
     r.losses_checked_vs_standalone = static_cast<int>(n);

@@ -23,7 +23,9 @@
 // not run; the others still run. bench/pipeline/run_schedules.sh is that comparison.
 // A schedule name may carry the runtime's modes: "-async" = training.optimizer_staleness 1,
 // "-pool" = dispatch pool (roundrobin), e.g. mobius-async, roundrobin-pool, roundrobin-pool-async;
-// bench/pipeline/run_async.sh compares them. With --grad_clip > 0 the runtime's optimizer waits
+// bench/pipeline/run_async.sh compares them. "-lora" trains LoRA adapters (rank 16, alpha 32, every
+// linear of the blocks) on the frozen bf16 base instead of the whole model, predicted with the
+// planner's LoRA mode; bench/pipeline/run_lora.sh compares LoRA with full fine-tuning. With --grad_clip > 0 the runtime's optimizer waits
 // for the whole backward (the clip needs the global norm), and the predictions model that.
 // --rr_partitioner: roundrobin's partitions (exact | uniform: the planner's own forward and
 // backward partitions; shared: the mobius stages for both passes). --gpus=0,1,..: plan and run on
@@ -81,12 +83,13 @@ struct Args {
 
 [[noreturn]] void Usage(const std::string& why) { BenchUsage("pipeline_bench", why); }
 
-// A --schedules entry: a schedule the runtime runs, optionally with "-pool" (roundrobin) and
-// "-async" (optimizer staleness 1; not resident).
+// A --schedules entry: a schedule the runtime runs, optionally with "-pool" (roundrobin),
+// "-async" (optimizer staleness 1; not resident) and "-lora" (not resident, not async).
 struct Variant {
   std::string schedule;
   int staleness = 0;
   std::string dispatch = "static";
+  bool lora = false;
 };
 absl::StatusOr<Variant> ParseVariant(const std::string& name) {
   std::vector<std::string> parts = absl::StrSplit(name, '-');
@@ -97,6 +100,8 @@ absl::StatusOr<Variant> ParseVariant(const std::string& name) {
       v.staleness = 1;
     } else if (parts[i] == "pool") {
       v.dispatch = "pool";
+    } else if (parts[i] == "lora") {
+      v.lora = true;
     } else {
       v.schedule.clear();
     }
@@ -104,10 +109,12 @@ absl::StatusOr<Variant> ParseVariant(const std::string& name) {
   const bool known = v.schedule == "mobius" || v.schedule == "roundrobin" ||
                      v.schedule == "resident";
   if (!known || (v.dispatch == "pool" && v.schedule != "roundrobin") ||
-      (v.staleness == 1 && v.schedule == "resident")) {
+      (v.staleness == 1 && v.schedule == "resident") ||
+      (v.lora && (v.schedule == "resident" || v.staleness == 1))) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--schedules: '", name, "' is not mobius, roundrobin or resident (the schedules the "
-        "runtime runs), optionally with -pool (roundrobin) and -async (not resident)"));
+        "runtime runs), optionally with -pool (roundrobin), -async (not resident) and -lora "
+        "(not resident, not with -async)"));
   }
   return v;
 }
@@ -235,6 +242,12 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
   em.link_scale = a.link_scale;
   train::TrainerOptions training = Training(a, in);
   training.optimizer_staleness = pred.optimizer_staleness;
+  if (pred.lora.enabled()) {
+    training.adapter.type = "lora";
+    training.adapter.rank = pred.lora.rank;
+    training.adapter.alpha = 2.0 * pred.lora.rank;
+    training.adapter.target_modules = pred.lora.target_modules;
+  }
   absl::StatusOr<runtime::RunConfig> run =
       launch::BuildRunConfig(job, training, pred.report.plan, topology, facts, em);
   if (!run.ok()) return run.status();
@@ -344,6 +357,11 @@ int Main(int argc, char** argv) {
     PredictOptions vo = po;
     vo.optimizer_staleness = v.staleness;
     vo.dispatch = v.dispatch;
+    if (v.lora) {
+      vo.lora.rank = 16;
+      vo.lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj",
+                                "gate_proj", "up_proj", "down_proj"};
+    }
     for (const std::string& m : a.mappers) {
       absl::StatusOr<Prediction> p =
           Predict(in->description, loaded->topology, facts, job, vo, v.schedule, m);
