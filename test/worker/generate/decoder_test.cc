@@ -6,9 +6,12 @@
 // Teacher forcing: the golden batch's first sequence is prefilled up to its middle, then fed one
 // token at a time; each step's logits are compared with FullForward's last row over the sequence
 // so far. The attention of a cached row is bitwise the full forward's (CachedAttentionForward);
-// the GEMMs of one row and of many could in principle round differently (BLAS kernels are chosen
-// by shape), but on the CPU backend (OpenBLAS) every case is bitwise equal: asserted (max |diff|
-// printed), so any reordering shows up here first.
+// the GEMMs of one row and of many may round differently (OpenBLAS picks kernels and blocking by
+// shape). Measured on the CPU backend: the 16-position teacher-forced runs are bitwise equal on
+// every case; the 32-position greedy runs differ by at most 9.5e-7 past ~19 rows, a few fp32 ulps
+// of the LM head's fp32 logits (no bf16 activation moved). Asserted: kLogitTol = 1e-5 absolute
+// (logits reach ~7) and the same argmax; a bf16 activation rounding differently would move
+// logits by ~1e-2 and fail here. Worst differences are printed.
 // Greedy generation: every token is the argmax of FullForward's last row over prompt + tokens so
 // far. And the prefill's logits against the fp32 reference model on the same bf16-rounded weights
 // (units_golden_test's tolerance for logits: 2e-2 * max|ref|).
@@ -34,7 +37,7 @@
 namespace mobius::generate {
 namespace {
 
-constexpr double kLogitTol = 0;  // bitwise, see above
+constexpr double kLogitTol = 1e-5;  // see above
 
 struct Case {
   std::string base;
@@ -133,12 +136,17 @@ TEST_P(DecoderTest, GreedyTokensAreTheFullForwardsArgmax) {
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(static_cast<int64_t>(r->tokens.size()), max_new);  // no stop ids given
   std::vector<int32_t> seq = prompt;
+  double worst = 0;
   for (size_t i = 0; i < r->tokens.size(); ++i) {
     const std::vector<float> want = FullLastRow(*d, seq);
     EXPECT_EQ(r->tokens[i], Argmax(want.data(), g_.config.vocab_size)) << "new token " << i;
-    EXPECT_LE(units::testing::MaxDiff(r->logits[i], want).max_abs, kLogitTol) << "new token " << i;
+    const double diff = units::testing::MaxDiff(r->logits[i], want).max_abs;
+    worst = std::max(worst, diff);
+    EXPECT_LE(diff, kLogitTol) << "new token " << i;
     seq.push_back(r->tokens[i]);
   }
+  std::printf("%s: greedy, %lld tokens, max |logit diff| vs full forward: %.3g\n",
+              Name(GetParam()).c_str(), static_cast<long long>(max_new), worst);
 }
 
 TEST_P(DecoderTest, PrefillMatchesTheFp32Reference) {
