@@ -205,7 +205,17 @@ absl::Status Run(const std::string& model_dir) {
 
   std::optional<std::string> text;
   if (tokenizer.ok()) {
-    absl::StatusOr<std::string> decoded = (*tokenizer)->Decode(result.tokens, true);
+    // A model's vocabulary may be padded past its tokenizer's (Qwen's is): such ids have no text.
+    std::vector<int32_t> known;
+    for (int32_t id : result.tokens) {
+      if (id < (*tokenizer)->vocab_size()) known.push_back(id);
+    }
+    if (known.size() < result.tokens.size()) {
+      LOG(WARNING) << "generate: " << result.tokens.size() - known.size()
+                   << " new ids are past the tokenizer's " << (*tokenizer)->vocab_size()
+                   << " tokens: no text for them";
+    }
+    absl::StatusOr<std::string> decoded = (*tokenizer)->Decode(known, true);
     if (!decoded.ok()) return Prefixed("decoding the new tokens", decoded.status());
     text = *std::move(decoded);
   }

@@ -14,7 +14,8 @@
 // StopTokenIds). --backend as train's (default cpu); `mobius generate` passes auto unless told
 // otherwise (the GPU when usable, else the CPU backend with a log line saying why).
 //
-// stdout: with --prompt, the new text (special tokens skipped) and a newline; with --prompt_ids,
+// stdout: with --prompt, the new text (special tokens skipped, ids past the tokenizer's vocabulary,
+// which a padded model vocabulary allows, too) and a newline; with --prompt_ids,
 // "ids: " + the new ids (space-separated, a stop token included) and, when the directory has a
 // tokenizer, "text: " + their text. stderr: the effective flags and a summary (glog INFO), and on
 // failure the error as one line "mobius-worker generate: <message>" naming the flag or file.
