@@ -101,7 +101,8 @@ ABSL_FLAG(std::string, transport, "auto",
 ABSL_FLAG(std::string, run_dir, "", "run: run directory (run.json, default checkpoints); "
                                     "empty: ./mobius-run-<name>.");
 ABSL_FLAG(std::string, worker_binary, "",
-          "plan (--profile=measured), export: the mobius-worker to run; empty: the one next to "
+          "plan (--profile=measured), export, generate: the mobius-worker to run; empty: the one "
+          "next to "
           "mobius.");
 ABSL_FLAG(bool, merge, false,
           "export: merge the PEFT LoRA adapter ADAPTER_DIR into its base model (mobius export "
@@ -112,3 +113,14 @@ ABSL_FLAG(std::string, base, "",
 ABSL_FLAG(std::string, dtype, "auto",
           "export: dtype of the merged weights, bf16 | fp32 | auto (each tensor as the base "
           "stores it).");
+// generate (client/generate_command.h); also --backend, --threads, --worker_binary.
+ABSL_FLAG(std::string, adapter, "", "generate: a PEFT LoRA adapter directory on top of the model.");
+ABSL_FLAG(std::string, prompt, "", "generate: the prompt text (the model directory's tokenizer).");
+ABSL_FLAG(std::string, prompt_ids, "", "generate: the prompt as comma-separated token ids.");
+ABSL_FLAG(int64_t, max_new_tokens, 0, "generate: tokens to generate at most (>= 1).");
+ABSL_FLAG(double, temperature, 0.0,
+          "generate: 0 greedy; > 0 sampling from softmax(logits / temperature) with --top_p.");
+ABSL_FLAG(double, top_p, 1.0,
+          "generate: nucleus sampling: the likeliest tokens holding this share of the "
+          "probability, in (0, 1].");
+ABSL_FLAG(uint64_t, seed, 0, "generate: sampling seed (the same seed, the same text).");

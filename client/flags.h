@@ -68,5 +68,12 @@ ABSL_DECLARE_FLAG(std::string, worker_binary);
 ABSL_DECLARE_FLAG(bool, merge);
 ABSL_DECLARE_FLAG(std::string, base);
 ABSL_DECLARE_FLAG(std::string, dtype);
+ABSL_DECLARE_FLAG(std::string, adapter);
+ABSL_DECLARE_FLAG(std::string, prompt);
+ABSL_DECLARE_FLAG(std::string, prompt_ids);
+ABSL_DECLARE_FLAG(int64_t, max_new_tokens);
+ABSL_DECLARE_FLAG(double, temperature);
+ABSL_DECLARE_FLAG(double, top_p);
+ABSL_DECLARE_FLAG(uint64_t, seed);
 
 #endif  // MOBIUS_CLIENT_FLAGS_H_

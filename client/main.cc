@@ -11,12 +11,16 @@
 //   mobius export --merge ADAPTER_DIR OUT [--base DIR] [--dtype bf16|fp32|auto]
 //                                                         a LoRA adapter merged into its base,
 //                                                         no daemon (client/export_command.h)
+//   mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT | --prompt_ids 1,2,3)
+//               --max_new_tokens N [--temperature T --top_p P --seed S]
+//                                                         text with a KV cache, no daemon
+//                                                         (client/generate_command.h)
 //
 //   mobius --help | help                                 the global usage (client/verb_help.h)
 //   mobius VERB --help | help VERB                        the verb's usage and flags
 //
 // Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, 4 daemon error
-// (export: the merge failed).
+// (export: the merge failed; generate: generation failed).
 #include <iostream>
 #include <optional>
 #include <string>
@@ -27,6 +31,7 @@
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
 #include "client/export_command.h"
+#include "client/generate_command.h"
 #include "client/job_commands.h"
 #include "client/flags.h"
 #include "client/plan_command.h"
@@ -173,6 +178,21 @@ int main(int argc, char** argv) {
     o.dtype = absl::GetFlag(FLAGS_dtype);
     o.worker_binary = absl::GetFlag(FLAGS_worker_binary);
     return mobius::cli::RunExport(o, std::cout, std::cerr);
+  }
+  if (args.size() >= 2 && args[1] == "generate") {  // mobius generate MODEL_DIR ...
+    mobius::cli::GenerateOptions o;
+    o.args.assign(args.begin() + 2, args.end());
+    o.adapter_dir = absl::GetFlag(FLAGS_adapter);
+    o.prompt = absl::GetFlag(FLAGS_prompt);
+    o.prompt_ids = absl::GetFlag(FLAGS_prompt_ids);
+    o.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+    o.temperature = absl::GetFlag(FLAGS_temperature);
+    o.top_p = absl::GetFlag(FLAGS_top_p);
+    o.seed = absl::GetFlag(FLAGS_seed);
+    o.backend = absl::GetFlag(FLAGS_backend);
+    o.threads = absl::GetFlag(FLAGS_threads);
+    o.worker_binary = absl::GetFlag(FLAGS_worker_binary);
+    return mobius::cli::RunGenerate(o, std::cout, std::cerr);
   }
   if (args.size() == 3 && args[1] == "plan") {  // mobius plan JOB.yaml
     mobius::cli::PlanCommandOptions o;

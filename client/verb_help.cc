@@ -30,12 +30,13 @@ constexpr char kGlobalUsage[] =
     "  drain | undrain | quota set UID --max-gpus N --max-running-jobs N | quota ls   (admins)\n"
     "  tokenize IN... OUT --tokenizer DIR  tokenize a dataset into a token file (no daemon)\n"
     "  export --merge ADAPTER_DIR OUT  merge a LoRA adapter into its base model (no daemon)\n"
+    "  generate MODEL_DIR          generate text from a model (+ a LoRA adapter), no daemon\n"
     "  help [COMMAND]             this text, or the command's usage and flags\n"
     "Connection: --socket PATH (or $MOBIUS_SOCKET), or --daemon tcp://HOST:PORT (or\n"
     "  $MOBIUS_DAEMON) with --tls_ca CA.pem and either --token_file FILE ($MOBIUS_TOKEN) or\n"
     "  --tls_cert/--tls_key (a client certificate); TCP is always TLS.\n"
     "Exit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon unreachable, "
-    "4 daemon error (export: the merge failed).";
+    "4 daemon error (export: the merge failed; generate: generation failed).";
 
 struct Verb {
   const char* name;
@@ -107,6 +108,18 @@ const std::vector<Verb>& Table() {
        "loads without PEFT (config.json, model safetensors, generation_config.json, tokenizer\n"
        "files). Runs mobius-worker merge-adapter; no daemon. OUT must not exist (or be empty).",
        false, {"merge", "base", "dtype", "worker_binary"}},
+      {"generate",
+       "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT | --prompt_ids 1,2,3)\n"
+       "       --max_new_tokens N [--temperature T --top_p P --seed S] [--backend auto|cpu|cuda]",
+       "Generates text from a Hugging Face model directory (config.json, model safetensors,\n"
+       "tokenizer files), optionally with a PEFT LoRA adapter, with a KV cache: greedy, or top-p\n"
+       "sampling with --temperature > 0 (the same --seed, the same text). Stops after\n"
+       "--max_new_tokens or at the model's eos_token_id. --prompt uses the model's tokenizer;\n"
+       "--prompt_ids prints the new ids (and their text when there is a tokenizer). Runs\n"
+       "mobius-worker generate; no daemon.",
+       false,
+       {"adapter", "prompt", "prompt_ids", "max_new_tokens", "temperature", "top_p", "seed",
+        "backend", "threads", "worker_binary"}},
   };
   return *table;
 }

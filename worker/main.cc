@@ -14,6 +14,9 @@
 //   mobius-worker merge-adapter --adapter DIR --out DIR [--base DIR] [--dtype bf16|fp32|auto]
 //                              merges a PEFT LoRA adapter into its base model, writing a Hugging
 //                              Face model directory (worker/checkpoint/merge_adapter_command.h).
+//   mobius-worker generate MODEL_DIR (--prompt TEXT | --prompt_ids 1,2,3) --max_new_tokens N
+//                              text from a model directory (and a PEFT adapter) with a KV cache
+//                              (worker/generate/generate_command.h).
 //   mobius-worker profile --model DIR --microbatch B --seq T
 //                              measures the model's layer units and the copy bandwidths on the
 //                              backend for the planner, cached (worker/profile/profile_command.h).
@@ -41,6 +44,9 @@
 #endif
 #ifdef MOBIUS_WORKER_HAVE_PROFILE
 #include "worker/profile/profile_command.h"
+#endif
+#ifdef MOBIUS_WORKER_HAVE_GENERATE
+#include "worker/generate/generate_command.h"
 #endif
 
 namespace {
@@ -73,6 +79,9 @@ int main(int argc, char** argv) {
   usage += std::string("\n  ") + mobius::train::kTrainUsage;
 #endif
   usage += std::string("\n  ") + mobius::checkpoint::kMergeAdapterUsage;
+#ifdef MOBIUS_WORKER_HAVE_GENERATE
+  usage += std::string("\n  ") + mobius::generate::kGenerateUsage;
+#endif
   std::vector<std::string> args = mobius::InitProcess(argc, argv, usage);
 #ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
   // Every verb may then use the GPU (run, train --backend, profile --backend); CPU otherwise.
@@ -94,6 +103,9 @@ int main(int argc, char** argv) {
 #ifdef MOBIUS_WORKER_HAVE_TOKENIZE
   if (args.size() >= 2 && args[1] == "tokenize") return mobius::data::RunTokenizeVerb(args);
 #endif
+#ifdef MOBIUS_WORKER_HAVE_GENERATE
+  if (args.size() >= 2 && args[1] == "generate") return mobius::generate::RunGenerateCommand(args);
+#endif
 #ifdef MOBIUS_WORKER_HAVE_PROFILE
   if (args.size() >= 2 && args[1] == "profile") return mobius::profile::RunProfileCommand(args);
 #endif
@@ -103,5 +115,8 @@ int main(int argc, char** argv) {
   std::cerr << "       " << mobius::train::kTrainUsage << "\n";
 #endif
   std::cerr << "       " << mobius::checkpoint::kMergeAdapterUsage << "\n";
+#ifdef MOBIUS_WORKER_HAVE_GENERATE
+  std::cerr << "       " << mobius::generate::kGenerateUsage << "\n";
+#endif
   return 2;
 }

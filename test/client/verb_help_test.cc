@@ -56,13 +56,13 @@ TEST(VerbHelp, EveryCliFlagBelongsToAVerb) {
 TEST(VerbHelp, CoversEveryVerbMainDispatches) {
   for (const char* verb : {"topo", "plan", "health", "run", "tokenize", "submit", "ls", "describe",
                            "logs", "watch", "cancel", "queue", "node", "drain", "undrain",
-                           "quota", "export"}) {
+                           "quota", "export", "generate"}) {
     EXPECT_TRUE(VerbHelp(verb).has_value()) << verb;
   }
   for (const std::string& verb : Verbs()) {
     const bool dispatched = IsJobVerb(verb) || verb == "topo" || verb == "plan" ||
                             verb == "health" || verb == "run" || verb == "tokenize" ||
-                            verb == "export";
+                            verb == "export" || verb == "generate";
     EXPECT_TRUE(dispatched) << verb << " has help but main.cc does not run it";
   }
   EXPECT_FALSE(VerbHelp("frobnicate").has_value());

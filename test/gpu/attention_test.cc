@@ -1,14 +1,16 @@
-// worker/kernels/cuda/attention.cuh against a naive fp32 reference that materialises the T x T
-// probabilities (label `gpu`). Shapes cover GQA, MHA, a sliding window (also over more than one
-// 64-row tile), head_dim 64 and 128 (the tiled tensor-core forward), 36 (the reference kernels'
-// scalar path) and 256, and T not a multiple of 32 or 64.
+// worker/kernels/cuda/attention.cuh and the KV-cache forward (attention_cached.cuh) against a naive
+// fp32 reference that materialises the T x T probabilities (label `gpu`). Shapes cover GQA, MHA, a
+// sliding window (also over more than one 64-row tile), head_dim 64 and 128 (the tiled tensor-core
+// forward), 36 (the reference kernels' scalar path) and 256, and T not a multiple of 32 or 64.
 //
 // Tolerances (relative to max|ref|): out, dq, dk, dv are bf16 computed in fp32 from the same bf16
 // inputs, so one output rounding plus a possible neighbour: kBf16Tol. The tiled forward also rounds
 // P to bf16 before P V (as FlashAttention does): 2^-9 relative per term, averaging out over the
 // keys, well inside the same tolerance. lse is fp32 (expf and fp32 sums over <= T terms): 1e-5.
 #include "worker/kernels/cuda/attention.cuh"
+#include "worker/kernels/cuda/attention_cached.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -119,6 +121,68 @@ void CheckShape(const AttentionShape& s) {
   ExpectClose(d_dq.ToHost(), ref.dq, kBf16Tol, "attention dq");
   ExpectClose(d_dk.ToHost(), ref.dk, kBf16Tol, "attention dk");
   ExpectClose(d_dv.ToHost(), ref.dv, kBf16Tol, "attention dv");
+}
+
+// attention_cached.cuh: the keys and values in caches of a larger capacity (rows past the sequence
+// NaN: never read), the queries as a prefill of the first half, then one position at a time; out
+// and lse of every row against the same reference (kBf16Tol, 1e-5).
+void CheckCachedShape(const AttentionShape& s) {
+  SCOPED_TRACE(testing::Message() << "cached b=" << s.b << " t=" << s.t << " h=" << s.heads
+                                  << " kv=" << s.kv_heads << " hd=" << s.head_dim
+                                  << " window=" << s.window);
+  const int64_t hd = s.head_dim, qrow = s.heads * hd, krow = s.kv_heads * hd;
+  const int64_t capacity = s.t + 3, nq = s.b * s.t * qrow, nk = s.b * s.t * krow;
+  const auto q = RandomBf16(nq, 1.0f, 11), k = RandomBf16(nk, 1.0f, 12), v = RandomBf16(nk, 1.0f, 13);
+  const std::vector<float> none(nq, 0.0f), none_k(nk, 0.0f);
+  const Grads ref = Reference(s, q.values, k.values, v.values, none, none, none_k, none_k);
+  std::vector<uint16_t> kc(s.b * capacity * krow, 0x7fc0), vc(kc.size(), 0x7fc0);
+  for (int64_t b = 0; b < s.b; ++b) {
+    std::copy_n(k.bits.begin() + b * s.t * krow, s.t * krow, kc.begin() + b * capacity * krow);
+    std::copy_n(v.bits.begin() + b * s.t * krow, s.t * krow, vc.begin() + b * capacity * krow);
+  }
+  DeviceArray<uint16_t> d_k(kc), d_v(vc);
+  std::vector<float> out(nq), lse(s.b * s.heads * s.t);
+  for (int64_t start = 0; start < s.t;) {
+    const int64_t n = start == 0 ? s.t / 2 + 1 : 1;
+    AttentionShape step = s;
+    step.t = n;
+    std::vector<uint16_t> qs(s.b * n * qrow);
+    for (int64_t b = 0; b < s.b; ++b) {
+      std::copy_n(q.bits.begin() + (b * s.t + start) * qrow, n * qrow, qs.begin() + b * n * qrow);
+    }
+    DeviceArray<uint16_t> d_q(qs), d_out(qs.size());
+    DeviceArray<float> d_lse(s.b * s.heads * n);
+    MOBIUS_ASSERT_KERNEL_OK(attention_cached_fwd(d_out.get(), d_lse.get(), d_q.get(), d_k.get(),
+                                                 d_v.get(), step, start, capacity, nullptr));
+    const std::vector<uint16_t> o = d_out.ToHost();
+    const std::vector<float> l = d_lse.ToHost();
+    for (int64_t b = 0; b < s.b; ++b) {
+      for (int64_t i = 0; i < n * qrow; ++i) {
+        out[(b * s.t + start) * qrow + i] = numeric::Bf16ToFp32(o[b * n * qrow + i]);
+      }
+      for (int64_t h = 0; h < s.heads; ++h) {
+        std::copy_n(l.begin() + (b * s.heads + h) * n, n,
+                    lse.begin() + (b * s.heads + h) * s.t + start);
+      }
+    }
+    start += n;
+  }
+  ExpectClose(out, ref.out, kBf16Tol, "cached attention out");
+  ExpectClose(lse, ref.lse, 1e-5, "cached attention lse");
+}
+
+TEST(AttentionCuda, CachedForwardMatchesReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckCachedShape({.b = 2, .t = 37, .heads = 4, .kv_heads = 2, .head_dim = 64, .window = 0});
+  CheckCachedShape({.b = 1, .t = 45, .heads = 6, .kv_heads = 2, .head_dim = 36, .window = 16});
+}
+
+TEST(AttentionCuda, CachedForwardRefusesAPositionPastTheCapacity) {
+  EXPECT_EQ(attention_cached_fwd(nullptr, nullptr, nullptr, nullptr, nullptr,
+                                 {.b = 1, .t = 2, .heads = 2, .kv_heads = 1, .head_dim = 8}, 3, 4,
+                                 nullptr)
+                .code(),
+            KernelCode::kInvalidArgument);
 }
 
 TEST(AttentionCuda, GqaMatchesReference) {

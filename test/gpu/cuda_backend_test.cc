@@ -407,6 +407,23 @@ TEST_F(CudaBackendTest, AttentionForwardBackward) {
   }
 }
 
+// The KV-cache attention: a cache of 24 positions holding 21, three new queries at 18..20.
+TEST_F(CudaBackendTest, CachedAttentionForward) {
+  const int64_t b = 2, cap = 24, start = 18, t = 3, h = 4, kv = 2, hd = 64;
+  const AttentionShapeParams shape{.b = b, .t = t, .heads = h, .kv_heads = kv, .head_dim = hd};
+  const auto q = Bf16Bits(b * t * h * hd, 1, 41), k = Bf16Bits(b * cap * kv * hd, 1, 42),
+             v = Bf16Bits(b * cap * kv * hd, 1, 43);
+  Both("cached attention", [&](Side& s) -> Outputs {
+    uint16_t* out = s.Zeros<uint16_t>(b * t * h * hd);
+    float* lse = s.Zeros<float>(b * h * t);
+    EXPECT_OK(s.b().CachedAttentionForward(
+        s.q(), {.shape = shape, .start = start, .capacity = cap, .q = s.Put(q), .k = s.Put(k),
+                .v = s.Put(v), .out = out, .lse = lse}));
+    EXPECT_OK(s.Sync());
+    return {s.GetBf16(out, b * t * h * hd), s.Get<float>(lse, b * h * t)};
+  }, {kBf16Tol, 1e-5});
+}
+
 TEST_F(CudaBackendTest, CrossEntropy) {
   const int64_t n = 48, v = 1000;
   const auto logits = Bf16Bits(n * v, 4, 25);

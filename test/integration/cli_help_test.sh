@@ -49,6 +49,8 @@ check quota --max-gpus --max-running-jobs --json "${CONN[@]}"
 check tokenize --tokenizer --format --text-field --prompt-field --completion-field \
       --messages-field --chat-template --skip-bad-lines --eos-id --threads
 check export --merge --base --dtype --worker-binary
+check generate --adapter --prompt --prompt-ids --max-new-tokens --temperature --top-p --seed \
+      --backend --threads --worker-binary
 # A flag of the verb before --help: `mobius export --merge --help`.
 "$MOBIUS" export --merge --help | grep -q "^Usage: mobius export --merge" ||
   { echo "FAIL: mobius export --merge --help"; fail=1; }

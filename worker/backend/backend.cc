@@ -45,6 +45,7 @@ absl::Status Backend::RopeForward(Queue&, const RopeParams&) { return NotImpleme
 absl::Status Backend::RopeBackward(Queue&, const RopeBackwardParams&) { return NotImplemented(*this, "RopeBackward"); }
 absl::Status Backend::AttentionForward(Queue&, const AttentionParams&) { return NotImplemented(*this, "AttentionForward"); }
 absl::Status Backend::AttentionBackward(Queue&, const AttentionBackwardParams&) { return NotImplemented(*this, "AttentionBackward"); }
+absl::Status Backend::CachedAttentionForward(Queue&, const CachedAttentionParams&) { return NotImplemented(*this, "CachedAttentionForward"); }
 absl::Status Backend::CrossEntropyForward(Queue&, const CrossEntropyParams&) { return NotImplemented(*this, "CrossEntropyForward"); }
 absl::Status Backend::CrossEntropyBackward(Queue&, const CrossEntropyBackwardParams&) { return NotImplemented(*this, "CrossEntropyBackward"); }
 absl::Status Backend::ResidualAdd(Queue&, const ResidualParams&) { return NotImplemented(*this, "ResidualAdd"); }

@@ -159,6 +159,8 @@ class Backend {
   virtual absl::Status RopeBackward(Queue& queue, const RopeBackwardParams& params);
   virtual absl::Status AttentionForward(Queue& queue, const AttentionParams& params);
   virtual absl::Status AttentionBackward(Queue& queue, const AttentionBackwardParams& params);
+  // Attention over a KV cache (incremental decoding, CachedAttentionParams).
+  virtual absl::Status CachedAttentionForward(Queue& queue, const CachedAttentionParams& params);
   virtual absl::Status CrossEntropyForward(Queue& queue, const CrossEntropyParams& params);
   virtual absl::Status CrossEntropyBackward(Queue& queue, const CrossEntropyBackwardParams& params);
   virtual absl::Status ResidualAdd(Queue& queue, const ResidualParams& params);

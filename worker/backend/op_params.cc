@@ -166,6 +166,17 @@ absl::Status ValidateAttention(const AttentionParams& p) {
   return c.status();
 }
 
+absl::Status ValidateCachedAttention(const CachedAttentionParams& p) {
+  const bool used = p.shape.b > 0 && p.shape.t > 0;
+  Check c = AttentionShape("cached_attention", p.shape);
+  c.AtLeast("start", p.start, 0).AtLeast("capacity", p.capacity, 0);
+  c.Rule(p.start + p.shape.t <= p.capacity,
+         absl::StrCat("start + t = ", p.start + p.shape.t, " exceeds capacity = ", p.capacity));
+  c.Ptr("q", p.q, used).Ptr("k", p.k, used).Ptr("v", p.v, used).Ptr("out", p.out, used);
+  c.Rule(!used || (p.out != p.q && p.out != p.k && p.out != p.v), "out aliases an input");
+  return c.status();
+}
+
 absl::Status ValidateAttentionBackward(const AttentionBackwardParams& p) {
   const bool used = p.shape.b > 0 && p.shape.t > 0;
   Check c = AttentionShape("attention_backward", p.shape);

@@ -155,6 +155,22 @@ struct AttentionParams {
   void* out = nullptr;
   float* lse = nullptr;
 };
+// Attention of new queries over a key/value cache (incremental decoding): q [B, T, H, hd] are
+// positions [start, start + T) of their sequences; k, v [B, capacity, KV, hd] hold positions
+// [0, start + T) (the new rows already written); out [B, T, H, hd] bf16; lse [B, H, T] fp32 or
+// nullptr. Causal (and windowed) by absolute position, as AttentionParams. With start = 0 and
+// capacity = T it computes what AttentionParams does, and on the CPU backend every row is bitwise
+// the row AttentionForward gives for the same position over the same keys (window 0; with a
+// window the key tiles start elsewhere). REQUIRES: start + T <= capacity; out aliases no input.
+struct CachedAttentionParams {
+  AttentionShapeParams shape;  // t: the new queries
+  int64_t start = 0, capacity = 0;
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+};
 // dq, dk, dv bf16 += from dout, given the forward's inputs, out and lse.
 struct AttentionBackwardParams {
   AttentionShapeParams shape;
@@ -286,6 +302,7 @@ absl::Status ValidateRopeTables(const RopeTablesParams& p);
 absl::Status ValidateRope(const RopeParams& p);
 absl::Status ValidateRopeBackward(const RopeBackwardParams& p);
 absl::Status ValidateAttention(const AttentionParams& p);
+absl::Status ValidateCachedAttention(const CachedAttentionParams& p);
 absl::Status ValidateAttentionBackward(const AttentionBackwardParams& p);
 absl::Status ValidateCrossEntropy(const CrossEntropyParams& p);
 absl::Status ValidateCrossEntropyBackward(const CrossEntropyBackwardParams& p);

@@ -17,7 +17,8 @@ ABSL_FLAG(int64_t, vocab, 0,
           "init-model: vocabulary size; match the tokenizer you will use (0: the preset's).");
 ABSL_FLAG(int64_t, max_positions, 0, "init-model: max_position_embeddings (0: the preset's).");
 ABSL_FLAG(uint64_t, seed, 0,
-          "init-model: initialisation seed; same seed, same bytes. train: data shuffle seed.");
+          "init-model: initialisation seed; same seed, same bytes. train: data shuffle seed. "
+          "generate: sampling seed.");
 ABSL_FLAG(std::string, dtype, "",
           "init-model: dtype of model.safetensors, bf16 (empty: bf16) or fp32. merge-adapter: "
           "bf16, fp32 or auto (empty: auto, each tensor in the base's dtype as stored).");
@@ -56,7 +57,8 @@ ABSL_FLAG(bool, resume, false,
 ABSL_FLAG(uint64_t, device_memory_bytes, 0, "train: cap of the CPU backend's memory; 0: RAM.");
 ABSL_FLAG(int32_t, threads, 0, "train: op, BLAS and optimizer threads; 0: all cores.");
 ABSL_FLAG(std::string, backend, "cpu",
-          "train, profile: compute backend: cpu | cuda (device 0 after CUDA_VISIBLE_DEVICES; "
+          "train, profile, generate: compute backend: cpu | cuda "
+          "(device 0 after CUDA_VISIBLE_DEVICES; "
           "fails without a usable GPU) | auto (cuda where usable, else cpu, logged).");
 ABSL_FLAG(bool, recompute, false,
           "train: recompute activations in the backward even when memory holds them all (same "
@@ -81,9 +83,24 @@ ABSL_FLAG(std::string, lora_init, "",
 
 // merge-adapter: a PEFT LoRA adapter merged into its base (worker/checkpoint/merge_adapter.h).
 ABSL_FLAG(std::string, adapter, "",
-          "merge-adapter: PEFT adapter directory (adapter_config.json, adapter_model.safetensors).");
+          "merge-adapter, generate: PEFT adapter directory (adapter_config.json, "
+          "adapter_model.safetensors).");
 ABSL_FLAG(std::string, base, "",
           "merge-adapter: base model directory; empty: adapter_config.json's "
           "base_model_name_or_path.");
 ABSL_FLAG(int64_t, max_shard_bytes, 5'000'000'000,
           "merge-adapter: largest model file before the model is sharded (transformers' 5GB).");
+
+// generate: text from a model directory with a KV cache (worker/generate/generate_command.h);
+// also --adapter, --seed (sampling), --backend, --threads,
+// --device_memory_bytes.
+ABSL_FLAG(std::string, prompt, "",
+          "generate: the prompt text, encoded with the model directory's tokenizer.");
+ABSL_FLAG(std::string, prompt_ids, "",
+          "generate: the prompt as comma-separated token ids (no tokenizer needed).");
+ABSL_FLAG(int64_t, max_new_tokens, 0, "generate: tokens to generate at most (>= 1).");
+ABSL_FLAG(double, temperature, 0.0,
+          "generate: 0 greedy; > 0 sampling from softmax(logits / temperature) with --top_p.");
+ABSL_FLAG(double, top_p, 1.0,
+          "generate: nucleus sampling: the smallest set of likeliest tokens holding this share "
+          "of the probability, in (0, 1].");

@@ -1,5 +1,6 @@
 // mobius-worker's knobs, all in one place (defined in worker_flags.cc with help text and
-// defaults): the `init-model`, `train` and `merge-adapter` subcommands'; `devices` takes none.
+// defaults): the `init-model`, `train`, `merge-adapter` and `generate` subcommands'; `devices`
+// takes none.
 // --seed is shared (init-model: initialisation; train: data shuffle), so are --out and --dtype
 // (init-model, merge-adapter).
 #ifndef MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_
@@ -61,5 +62,13 @@ ABSL_DECLARE_FLAG(std::string, lora_init);
 ABSL_DECLARE_FLAG(std::string, adapter);
 ABSL_DECLARE_FLAG(std::string, base);
 ABSL_DECLARE_FLAG(int64_t, max_shard_bytes);
+
+// generate (worker/generate/generate_command.h); also --adapter, --seed, --backend, --threads,
+// --device_memory_bytes.
+ABSL_DECLARE_FLAG(std::string, prompt);
+ABSL_DECLARE_FLAG(std::string, prompt_ids);
+ABSL_DECLARE_FLAG(int64_t, max_new_tokens);
+ABSL_DECLARE_FLAG(double, temperature);
+ABSL_DECLARE_FLAG(double, top_p);
 
 #endif  // MOBIUS_WORKER_CHECKPOINT_WORKER_FLAGS_H_

@@ -2,6 +2,8 @@
 // model_backward.cc): x -> norm1 -> q/k/v -> [qk_norm] -> [RoPE] -> attention -> o_proj -> + x = mid
 // -> norm2 -> MLP -> + mid. Parameter gradients are accumulated; the residual stream's gradient is
 // kept in fp32, branch gradients are bf16 (the activation type) where a kernel takes bf16.
+#include <utility>
+
 #include "common/status_macros.h"
 #include "worker/model/linear.h"
 #include "worker/model/unit_runner_internal.h"
@@ -53,25 +55,51 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
   }
   const void* q_att = q_src;
   const void* k_att = k_src;
+  const KvCache* kv = c.mb.kv;
   if (cfg.position == model::PositionKind::kRope) {
-    MOBIUS_RETURN_IF_ERROR(be.CopyToDevice(q, inv_freq_.data(), *c.workspace, ws.inv_freq,
-                                           4 * inv_freq_.size()));
-    MOBIUS_RETURN_IF_ERROR(be.RopeTables(q, {.t = c.mb.t, .half = hd / 2,
-                                             .inv_freq = c.f32(ws.inv_freq),
-                                             .cos = c.f32(ws.cos), .sin = c.f32(ws.sin)}));
+    // Decoding rotates by the cache's tables from the rows' first position; training computes
+    // positions 0 .. t-1 (the same values: a table row depends on its position only).
+    const float* cos = c.f32(ws.cos);
+    const float* sin = c.f32(ws.sin);
+    if (kv != nullptr) {
+      cos = kv->cos + c.mb.position * (hd / 2);
+      sin = kv->sin + c.mb.position * (hd / 2);
+    } else {
+      MOBIUS_RETURN_IF_ERROR(be.CopyToDevice(q, inv_freq_.data(), *c.workspace, ws.inv_freq,
+                                             4 * inv_freq_.size()));
+      MOBIUS_RETURN_IF_ERROR(be.RopeTables(q, {.t = c.mb.t, .half = hd / 2,
+                                               .inv_freq = c.f32(ws.inv_freq),
+                                               .cos = c.f32(ws.cos), .sin = c.f32(ws.sin)}));
+    }
     MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
-                                              .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
-                                              .inp = q_src, .out = c.at(ws.q)}));
+                                              .cos = cos, .sin = sin, .inp = q_src,
+                                              .out = c.at(ws.q)}));
     MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
-                                              .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
-                                              .inp = k_src, .out = c.at(ws.k)}));
+                                              .cos = cos, .sin = sin, .inp = k_src,
+                                              .out = c.at(ws.k)}));
     q_att = c.at(ws.q);
     k_att = c.at(ws.k);
   }
   const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd, cfg.sliding_window};
-  MOBIUS_RETURN_IF_ERROR(be.AttentionForward(q, {.shape = shape, .q = q_att, .k = k_att,
-                                                 .v = c.at(ws.v), .out = c.at(ws.att),
-                                                 .lse = c.f32(ws.lse)}));
+  if (kv != nullptr) {  // append this call's keys and values, then attend over the cache
+    for (int64_t b = 0; b < c.mb.b; ++b) {
+      const uint64_t src = 2 * static_cast<uint64_t>(b * c.mb.t * K);
+      const uint64_t dst = 2 * static_cast<uint64_t>((b * kv->capacity + c.mb.position) * K);
+      using Rows = std::pair<const void*, void*>;  // the new rows -> the cache
+      for (const auto& [from, to] : {Rows{k_att, kv->k}, Rows{c.at(ws.v), kv->v}}) {
+        MOBIUS_RETURN_IF_ERROR(be.Cast(
+            q, {.n = c.mb.t * K, .src_type = DType::kBf16, .dst_type = DType::kBf16,
+                .src = static_cast<const char*>(from) + src, .dst = static_cast<char*>(to) + dst}));
+      }
+    }
+    MOBIUS_RETURN_IF_ERROR(be.CachedAttentionForward(
+        q, {.shape = shape, .start = c.mb.position, .capacity = kv->capacity, .q = q_att,
+            .k = kv->k, .v = kv->v, .out = c.at(ws.att), .lse = c.f32(ws.lse)}));
+  } else {
+    MOBIUS_RETURN_IF_ERROR(be.AttentionForward(q, {.shape = shape, .q = q_att, .k = k_att,
+                                                   .v = c.at(ws.v), .out = c.at(ws.att),
+                                                   .lse = c.f32(ws.lse)}));
+  }
   MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.o, c.at(ws.att), c.at(ws.o), DType::kBf16, n, Q, C));
   MOBIUS_RETURN_IF_ERROR(be.ResidualAdd(q, {.n = n * C, .a = c.mb.input, .b = c.at(ws.o),
                                             .out = c.at(ws.mid)}));

@@ -207,15 +207,34 @@ absl::StatusOr<backend::DeviceBuffer> UnitRunner::AllocateWorkspace(int64_t b, i
 absl::Status UnitRunner::CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
                                    const backend::DeviceBuffer* grads,
                                    const backend::DeviceBuffer& workspace,
-                                   const AdapterBuffers* adapter, bool backward) const {
+                                   const AdapterBuffers* adapter, bool backward,
+                                   bool logits_only) const {
   const std::string unit = absl::StrCat("unit ", unit_index(), ": ");
   if (mb.b <= 0 || mb.t <= 0) return absl::InvalidArgumentError(unit + "empty microbatch");
-  if (config_.position == model::PositionKind::kLearned && mb.t > config_.max_position_embeddings) {
-    return absl::InvalidArgumentError(absl::StrCat(unit, "T = ", mb.t, " exceeds ",
-                                                   config_.max_position_embeddings, " positions"));
+  if (config_.position == model::PositionKind::kLearned &&
+      mb.position + mb.t > config_.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(unit, "positions up to ", mb.position + mb.t,
+                                                   " exceed ", config_.max_position_embeddings,
+                                                   " positions"));
+  }
+  if (mb.position < 0) return absl::InvalidArgumentError(unit + "negative position");
+  if (kind_ == UnitKind::kDecoderBlock && mb.kv == nullptr && mb.position != 0) {
+    return absl::InvalidArgumentError(unit + "a block at position > 0 needs a KV cache");
+  }
+  if (kind_ == UnitKind::kDecoderBlock && mb.kv != nullptr) {
+    const KvCache& kv = *mb.kv;
+    if (backward) return absl::InvalidArgumentError(unit + "a KV cache is for the forward only");
+    if (kv.k == nullptr || kv.v == nullptr || mb.position + mb.t > kv.capacity) {
+      return absl::InvalidArgumentError(absl::StrCat(unit, "KV cache of ", kv.capacity,
+                                                     " positions cannot take positions up to ",
+                                                     mb.position + mb.t));
+    }
+    if (config_.position == model::PositionKind::kRope && (kv.cos == nullptr || kv.sin == nullptr)) {
+      return absl::InvalidArgumentError(unit + "a RoPE block's KV cache needs its tables");
+    }
   }
   if (mb.input == nullptr) return absl::InvalidArgumentError(unit + "null input");
-  if (kind_ == UnitKind::kHead && mb.targets == nullptr) {
+  if (kind_ == UnitKind::kHead && mb.targets == nullptr && !logits_only) {
     return absl::InvalidArgumentError(unit + "the head needs targets");
   }
   if (weights.size_bytes() < layout_.weight_bytes()) {
@@ -261,7 +280,7 @@ absl::Status UnitRunner::Forward(backend::Queue& queue, const MicroBatch& mb,
                                  const backend::DeviceBuffer& weights, void* out,
                                  const backend::DeviceBuffer& workspace,
                                  const AdapterBuffers* adapter) const {
-  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, nullptr, workspace, adapter, false));
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, nullptr, workspace, adapter, false, false));
   if (out == nullptr) return absl::InvalidArgumentError("unit forward: null output");
   const Ctx c = MakeCtx(queue, mb, weights, nullptr, workspace, adapter);
   switch (kind_) {
@@ -272,13 +291,25 @@ absl::Status UnitRunner::Forward(backend::Queue& queue, const MicroBatch& mb,
   return absl::InternalError("unknown unit kind");
 }
 
+absl::Status UnitRunner::Logits(backend::Queue& queue, const MicroBatch& mb,
+                                const backend::DeviceBuffer& weights, float* logits,
+                                const backend::DeviceBuffer& workspace) const {
+  if (kind_ != UnitKind::kHead) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("unit ", unit_index(), ": logits come from the head"));
+  }
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, nullptr, workspace, nullptr, false, true));
+  if (logits == nullptr) return absl::InvalidArgumentError("head logits: null output");
+  return HeadLogits(MakeCtx(queue, mb, weights, nullptr, workspace, nullptr), logits);
+}
+
 absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
                                   const backend::DeviceBuffer& weights,
                                   const backend::DeviceBuffer& grads, const float* dout,
                                   float* dinp, float loss_scale,
                                   const backend::DeviceBuffer& workspace, bool recompute,
                                   const AdapterBuffers* adapter) const {
-  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, &grads, workspace, adapter, true));
+  MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, &grads, workspace, adapter, true, false));
   if (kind_ != UnitKind::kHead && dout == nullptr) {
     return absl::InvalidArgumentError("unit backward: null dout");
   }
@@ -327,12 +358,14 @@ absl::Status UnitRunner::NormBackward(const Ctx& c, const std::string& weight,
 // ---- embedding ----
 
 absl::Status UnitRunner::EmbeddingForward(const Ctx& c, void* out) const {
+  // Rows at positions [position, position + t): the learned table from row `position` on.
+  const int64_t C = config_.hidden_size;
   return backend_->EmbeddingForward(
-      *c.queue, {.b = c.mb.b, .t = c.mb.t, .c = config_.hidden_size, .vocab = config_.vocab_size,
-                 .positions = config_.max_position_embeddings,
+      *c.queue, {.b = c.mb.b, .t = c.mb.t, .c = C, .vocab = config_.vocab_size,
+                 .positions = config_.max_position_embeddings - c.mb.position,
                  .tokens = static_cast<const int32_t*>(c.mb.input),
-                 .wte = c.W(names_.token_embedding), .wpe = c.W(names_.position_embedding),
-                 .out = out});
+                 .wte = c.W(names_.token_embedding),
+                 .wpe = c.W(names_.position_embedding, c.mb.position * C), .out = out});
 }
 
 absl::Status UnitRunner::EmbeddingBackward(const Ctx& c, const float* dout) const {
@@ -351,14 +384,19 @@ absl::Status UnitRunner::EmbeddingBackward(const Ctx& c, const float* dout) cons
 
 // ---- head: final norm, LM head (fp32 logits), cross-entropy ----
 
-absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
+absl::Status UnitRunner::HeadLogits(const Ctx& c, float* logits) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
   MOBIUS_RETURN_IF_ERROR(Norm(c, names_.final_norm_weight, names_.final_norm_bias, c.mb.input,
                               c.at(c.ws.norm1), c.f32(c.ws.norm1_mean), c.f32(c.ws.norm1_rstd),
                               c.n));
   const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C};
-  MOBIUS_RETURN_IF_ERROR(LinearForward(*backend_, *c.queue, head, c.at(c.ws.norm1),
-                                       c.at(c.ws.logits), DType::kFp32, c.n, C, V));
+  return LinearForward(*backend_, *c.queue, head, c.at(c.ws.norm1), logits, DType::kFp32, c.n, C,
+                       V);
+}
+
+absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
+  const int64_t V = config_.vocab_size;
+  MOBIUS_RETURN_IF_ERROR(HeadLogits(c, c.f32(c.ws.logits)));
   return backend_->CrossEntropyForward(
       *c.queue, {.n = c.n, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
                  .targets = c.mb.targets, .losses = c.f32(c.ws.losses), .lse = c.f32(c.ws.ce_lse),

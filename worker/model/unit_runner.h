@@ -44,6 +44,18 @@
 
 namespace mobius::units {
 
+// One decoder block's key/value cache for incremental decoding (worker/generate/): k, v
+// [B, capacity, KV, hd] bf16 device addresses, and (RoPE models) the rotary tables cos, sin
+// [capacity, hd / 2] fp32 of positions 0 .. capacity - 1 (Backend::RopeTables), shared by all
+// blocks. Owned by the caller.
+struct KvCache {
+  void* k = nullptr;
+  void* v = nullptr;
+  int64_t capacity = 0;
+  const float* cos = nullptr;
+  const float* sin = nullptr;
+};
+
 struct MicroBatch {
   int64_t b = 0, t = 0;
   const void* input = nullptr;          // device address, see above
@@ -54,6 +66,13 @@ struct MicroBatch {
   // split into microbatches or stages. A backward must get its forward's values.
   uint64_t dropout_key = 0;
   int64_t row_offset = 0;
+  // Incremental decoding (forward only): the rows are positions [position, position + t) of their
+  // sequences (the embedding adds those learned positions; a block rotates by them). A block with
+  // `kv` writes its keys and values of these positions into the cache and attends over cache
+  // positions [0, position + t), the earlier ones written by earlier calls. Without `kv` a block
+  // requires position 0 (the training forward).
+  int64_t position = 0;
+  const KvCache* kv = nullptr;
 };
 
 class UnitRunner {
@@ -84,6 +103,13 @@ class UnitRunner {
                        const backend::DeviceBuffer& workspace,
                        const AdapterBuffers* adapter = nullptr) const;
 
+  // The head without its loss: logits [B, T, V] fp32 (device, caller-owned) of the final norm and
+  // LM head, the same ops Forward runs before the cross-entropy (mb.targets is not read).
+  // FAILED_PRECONDITION unless kind() is the head.
+  absl::Status Logits(backend::Queue& queue, const MicroBatch& mb,
+                      const backend::DeviceBuffer& weights, float* logits,
+                      const backend::DeviceBuffer& workspace) const;
+
   // A frozen unit ignores `grads` (may be empty) and needs `adapter`'s params and grads when it
   // has adapters.
   absl::Status Backward(backend::Queue& queue, const MicroBatch& mb,
@@ -101,7 +127,8 @@ class UnitRunner {
   absl::Status CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
                          const backend::DeviceBuffer* grads,
                          const backend::DeviceBuffer& workspace,
-                         const AdapterBuffers* adapter, bool backward) const;
+                         const AdapterBuffers* adapter, bool backward,
+                         bool logits_only) const;
   Ctx MakeCtx(backend::Queue& queue, const MicroBatch& mb, const backend::DeviceBuffer& weights,
               const backend::DeviceBuffer* grads, const backend::DeviceBuffer& workspace,
               const AdapterBuffers* adapter) const;
@@ -110,6 +137,7 @@ class UnitRunner {
   absl::Status EmbeddingForward(const Ctx& c, void* out) const;
   absl::Status EmbeddingBackward(const Ctx& c, const float* dout) const;
   absl::Status HeadForward(const Ctx& c, float* loss) const;
+  absl::Status HeadLogits(const Ctx& c, float* logits) const;  // final norm + LM head
   absl::Status HeadBackward(const Ctx& c, float* dinp, float loss_scale) const;
   absl::Status BlockForward(const Ctx& c, void* out) const;  // out null: internals only
   absl::Status BlockBackward(const Ctx& c, const float* dout, float* dinp) const;

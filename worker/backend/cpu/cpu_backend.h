@@ -106,6 +106,8 @@ class CpuBackend final : public Backend {
   absl::Status RopeBackward(Queue& queue, const RopeBackwardParams& params) override;
   absl::Status AttentionForward(Queue& queue, const AttentionParams& params) override;
   absl::Status AttentionBackward(Queue& queue, const AttentionBackwardParams& params) override;
+  absl::Status CachedAttentionForward(Queue& queue,
+                                      const CachedAttentionParams& params) override;
   absl::Status CrossEntropyForward(Queue& queue, const CrossEntropyParams& params) override;
   absl::Status CrossEntropyBackward(Queue& queue, const CrossEntropyBackwardParams& params) override;
   absl::Status ResidualAdd(Queue& queue, const ResidualParams& params) override;

@@ -213,6 +213,15 @@ absl::Status CpuBackend::AttentionForward(Queue& queue, const AttentionParams& p
   });
 }
 
+absl::Status CpuBackend::CachedAttentionForward(Queue& queue, const CachedAttentionParams& p) {
+  MOBIUS_VALIDATE(ValidateCachedAttention(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    k::attention_cached_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape), p.start,
+                            p.capacity, pool);
+    return absl::OkStatus();
+  });
+}
+
 absl::Status CpuBackend::AttentionBackward(Queue& queue, const AttentionBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateAttentionBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {

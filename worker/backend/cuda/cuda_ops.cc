@@ -9,6 +9,7 @@
 #include "worker/backend/cuda/cuda_backend_impl.h"
 #include "worker/kernels/cuda/adamw.cuh"
 #include "worker/kernels/cuda/attention.cuh"
+#include "worker/kernels/cuda/attention_cached.cuh"
 #include "worker/kernels/cuda/bias.cuh"
 #include "worker/kernels/cuda/cast.cuh"
 #include "worker/kernels/cuda/cross_entropy.cuh"
@@ -282,6 +283,14 @@ absl::Status CudaBackend::AttentionForward(Queue& queue, const AttentionParams& 
   return Launch(queue, [&](CudaQueue& q) {
     return kc::attention_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape),
                              q.stream());
+  });
+}
+
+absl::Status CudaBackend::CachedAttentionForward(Queue& queue, const CachedAttentionParams& p) {
+  MOBIUS_VALIDATE(ValidateCachedAttention(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::attention_cached_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape),
+                                    p.start, p.capacity, q.stream());
   });
 }
 

@@ -37,6 +37,15 @@ struct AttentionShape {
 void attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                    const uint16_t* v, const AttentionShape& s, ThreadPool* pool);
 
+// The same over a key/value cache (incremental decoding): q, out [B, T, H, hd] are positions
+// [start, start + T) of their sequences; k_cache, v_cache [B, capacity, KV, hd] hold positions
+// [0, start + T); lse [B, H, T] or nullptr. A row gets exactly the bits attention_fwd gives the
+// row of the same position over the same keys when window == 0 (the key tiles start at 0 either
+// way and masked keys add exact zeros). REQUIRES: start + T <= capacity; out aliases no input.
+void attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k_cache,
+                          const uint16_t* v_cache, const AttentionShape& s, int64_t start,
+                          int64_t capacity, ThreadPool* pool);
+
 // dq [B, T, H, hd], dk, dv [B, T, KV, hd] bf16 += gradients from dout [B, T, H, hd], given the
 // forward's inputs, its out and lse. REQUIRES: the gradients alias no input.
 void attention_bwd(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout,

@@ -53,29 +53,34 @@ MOBIUS_SIMD_INLINE float SoftmaxRow(float* p, int64_t w, int64_t j0, int64_t j1,
   return alpha;
 }
 
-// One work item: query rows [t0, t1) of (b, h). Per key tile: S = Q K^T and O += P V as tile
-// GEMMs, the online softmax on each row of S in between.
+// One work item: query rows [t0, t1) of (b, h), at positions start + t0 .. start + t1 - 1 of their
+// sequence. `qs` shapes q, out and lse (t: the queries); `kvs` shapes k and v (t: their rows per
+// sequence, >= start + t1). Per key tile: S = Q K^T and O += P V as tile GEMMs, the online softmax
+// on each row of S in between. Key tiles start at FirstKey of the tile's first position, so a row
+// sees the same tiles (and gets the same bits) at any start when the window is 0.
 MOBIUS_KERNEL_CLONES
 void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                 const uint16_t* v, const AttentionShape& s, float scale, int64_t item) {
-  const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
-  const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
-  const int64_t b = item / (s.heads * q_tiles), h = item / q_tiles % s.heads;
-  const int64_t t0 = item % q_tiles * kQueryTile, t1 = std::min(s.t, t0 + kQueryTile);
+                 const uint16_t* v, const AttentionShape& qs, const AttentionShape& kvs,
+                 int64_t start, float scale, int64_t item) {
+  const int64_t hd = qs.head_dim, group = qs.heads / qs.kv_heads;
+  const int64_t q_tiles = (qs.t + kQueryTile - 1) / kQueryTile;
+  const int64_t b = item / (qs.heads * q_tiles), h = item / q_tiles % qs.heads;
+  const int64_t t0 = item % q_tiles * kQueryTile, t1 = std::min(qs.t, t0 + kQueryTile);
   const int64_t rows = t1 - t0, kvh = h / group;
-  std::vector<float> qs(rows * hd), acc(rows * hd, 0.0f), scores(rows * kKeyTile);
+  const int64_t p0 = start + t0, p1 = start + t1;  // positions of the rows
+  std::vector<float> qv(rows * hd), acc(rows * hd, 0.0f), scores(rows * kKeyTile);
   std::vector<float> m(rows, -INFINITY), l(rows, 0.0f);
-  LoadRows(qs.data(), nullptr, q, s, b, t0, rows, s.heads, h);
+  LoadRows(qv.data(), nullptr, q, qs, b, t0, rows, qs.heads, h);
   KvTile tile(hd);
-  for (int64_t k0 = FirstKey(s, t0); k0 < t1; k0 += kKeyTile) {
-    tile.Load(k, v, s, b, kvh, k0, std::min(kKeyTile, t1 - k0));
+  for (int64_t k0 = FirstKey(kvs, p0); k0 < p1; k0 += kKeyTile) {
+    tile.Load(k, v, kvs, b, kvh, k0, std::min(kKeyTile, p1 - k0));
     const int64_t w = tile.width();
     std::fill(scores.begin(), scores.end(), 0.0f);
-    TileGemm(scores.data(), kKeyTile, qs.data(), hd, tile.kt.data(), kKeyTile, rows, w, hd);
+    TileGemm(scores.data(), kKeyTile, qv.data(), hd, tile.kt.data(), kKeyTile, rows, w, hd);
     for (int64_t i = 0; i < rows; ++i) {
       float* p = &scores[i * kKeyTile];
       int64_t j0, j1;
-      tile.Visible(s, t0 + i, &j0, &j1);
+      tile.Visible(kvs, p0 + i, &j0, &j1);
       if (j0 >= j1) {  // nothing visible in this tile: the row is left as it is
         std::fill(p, p + w, 0.0f);
         continue;
@@ -87,11 +92,15 @@ void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k
     TileGemm(acc.data(), hd, scores.data(), kKeyTile, tile.v.data(), hd, rows, hd, tile.len);
   }
   for (int64_t i = 0; i < rows; ++i) {
-    uint16_t* o = out + Row(s, b, t0 + i, s.heads, h);
+    uint16_t* o = out + Row(qs, b, t0 + i, qs.heads, h);
     const float inv_l = 1.0f / l[i];
     for (int64_t d = 0; d < hd; ++d) o[d] = numeric::Fp32ToBf16(acc[i * hd + d] * inv_l);
-    lse[LseIndex(s, b, h, t0 + i)] = m[i] + std::log(l[i]);
+    if (lse != nullptr) lse[LseIndex(qs, b, h, t0 + i)] = m[i] + std::log(l[i]);
   }
+}
+
+float Scale(const AttentionShape& s) {
+  return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
 }  // namespace
@@ -99,9 +108,21 @@ void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k
 void attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                    const uint16_t* v, const AttentionShape& s, ThreadPool* pool) {
   const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  const float scale = Scale(s);
   ParallelFor(pool, s.b * s.heads * q_tiles,
-              [&](int64_t item) { ForwardItem(out, lse, q, k, v, s, scale, item); });
+              [&](int64_t item) { ForwardItem(out, lse, q, k, v, s, s, 0, scale, item); });
+}
+
+void attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k_cache,
+                          const uint16_t* v_cache, const AttentionShape& s, int64_t start,
+                          int64_t capacity, ThreadPool* pool) {
+  AttentionShape kvs = s;
+  kvs.t = capacity;
+  const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
+  const float scale = Scale(s);
+  ParallelFor(pool, s.b * s.heads * q_tiles, [&](int64_t item) {
+    ForwardItem(out, lse, q, k_cache, v_cache, s, kvs, start, scale, item);
+  });
 }
 
 }  // namespace mobius::kernels::cpu

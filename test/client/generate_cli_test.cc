@@ -1,0 +1,169 @@
+// `mobius generate` end to end, as users run it: real processes (`mobius` spawns the
+// `mobius-worker` next to it) on a model `mobius-worker init-model` writes into a temp directory
+// (with a GPT-2 byte-level BPE tokenizer.json from test/data/tokenizers), and on the golden
+// model + PEFT adapter whose greedy ids Hugging Face recorded (test/reference/golden_generate).
+// Bad inputs exit with 2 and name the flag or file.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+#include <string>
+
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "test/testing/paths.h"
+
+namespace mobius {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+struct Result {
+  int exit_code = -1;
+  std::string out, err;
+};
+
+// A fresh path under gtest's temp directory, unique to this process.
+std::string TempPath(const std::string& name) {
+  return ::testing::TempDir() + "/mobius_" + name + "_" + std::to_string(getpid());
+}
+
+Result RunBinary(const std::string& binary, const std::string& args) {
+  static int n = 0;
+  const std::string err_file = TempPath("generate_cli_err_" + std::to_string(++n));
+  const std::string cmd = testing::BinaryPath(binary) + " " + args + " 2>" + err_file;
+  Result r;
+  FILE* pipe = popen(cmd.c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t got;
+  while ((got = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, got);
+  const int status = pclose(pipe);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream in(err_file);
+  std::stringstream text;
+  text << in.rdbuf();
+  r.err = text.str();
+  fs::remove(err_file);
+  return r;
+}
+
+Result Mobius(const std::string& args) { return RunBinary("bin/mobius", "generate " + args); }
+
+class GenerateCli : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    dir_ = new std::string(TempPath("generate_cli_model"));
+    fs::remove_all(*dir_);
+    const Result init = RunBinary("bin/mobius-worker",
+                            "init-model --family llama --preset tiny --vocab 768 --seed 5 --out " +
+                                *dir_ + "/llama");
+    ASSERT_EQ(init.exit_code, 0) << init.err;
+    fs::copy_file(testing::SourcePath("test/data/tokenizers/gpt2/tokenizer.json"),
+                  *dir_ + "/llama/tokenizer.json");
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(*dir_);
+    delete dir_;
+  }
+  static std::string Model() { return *dir_ + "/llama"; }
+  static std::string* dir_;
+};
+std::string* GenerateCli::dir_ = nullptr;
+
+TEST_F(GenerateCli, PromptIdsPrintIdsAndText) {
+  const Result r = Mobius(Model() + " --prompt_ids 5,17,300 --max_new_tokens 6 --backend cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::vector<std::string> lines = absl::StrSplit(r.out, '\n', absl::SkipEmpty());
+  ASSERT_GE(lines.size(), 1u) << r.out;
+  EXPECT_THAT(lines[0], StartsWith("ids: "));
+  const std::vector<std::string> ids = absl::StrSplit(lines[0].substr(5), ' ');
+  EXPECT_GE(ids.size(), 1u);
+  EXPECT_LE(ids.size(), 6u);  // fewer when the model's eos (2) came first
+  ASSERT_EQ(lines.size(), 2u) << r.out;
+  EXPECT_THAT(lines[1], StartsWith("text: "));
+  // Greedy: the same again; the default backend (auto) falls back to the CPU without a GPU.
+  const Result again = Mobius(Model() + " --prompt_ids 5,17,300 --max_new_tokens 6");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, r.out);
+}
+
+TEST_F(GenerateCli, PromptTextUsesTheModelsTokenizer) {
+  const Result r = Mobius(Model() + " --prompt 'Hello world' --max_new_tokens 5");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+  EXPECT_EQ(r.out.back(), '\n');
+}
+
+TEST_F(GenerateCli, SamplingIsSeeded) {
+  const std::string args = Model() + " --prompt_ids 5,17 --max_new_tokens 12 --temperature 1.2 "
+                                     "--top_p 0.95 --seed ";
+  const Result a = Mobius(args + "11"), b = Mobius(args + "11");
+  ASSERT_EQ(a.exit_code, 0) << a.err;
+  EXPECT_EQ(a.out, b.out);
+  std::set<std::string> outs = {a.out};
+  for (const char* seed : {"12", "13", "14"}) outs.insert(Mobius(args + seed).out);
+  EXPECT_GE(outs.size(), 3u);
+}
+
+TEST_F(GenerateCli, GoldenModelWithAdapterMatchesHuggingFace) {
+  std::ifstream in(testing::SourcePath("test/reference/golden_generate/generate.json"));
+  const nlohmann::json golden = nlohmann::json::parse(in);
+  for (const nlohmann::json& c : golden.at("cases")) {
+    if (c.at("adapter").is_null() || c.at("base") != "llama_gqa") continue;
+    SCOPED_TRACE(c.at("name").get<std::string>());
+    const std::vector<int32_t> prompt = c.at("prompt"), want = c.at("tokens");
+    const Result r = Mobius(
+        testing::SourcePath("test/reference/golden/llama_gqa") + " --adapter " +
+        testing::SourcePath("test/reference/golden_lora/" + c.at("adapter").get<std::string>()) +
+        " --prompt_ids " + absl::StrJoin(prompt, ",") + " --max_new_tokens " +
+        std::to_string(c.at("max_new_tokens").get<int>()));
+    ASSERT_EQ(r.exit_code, 0) << r.err;
+    EXPECT_EQ(r.out, "ids: " + absl::StrJoin(want, " ") + "\n");  // no tokenizer: ids only
+  }
+}
+
+TEST_F(GenerateCli, BadInputExitsTwoNamingTheFlagOrFile) {
+  struct Bad {
+    std::string args, says;
+  };
+  const std::string m = Model();
+  const std::string other_adapter = testing::SourcePath("test/reference/golden_lora/llama_gqa");
+  for (const Bad& b : std::vector<Bad>{
+           {"--prompt_ids 1 --max_new_tokens 2", "expected one MODEL_DIR"},
+           {m + "/nope --prompt_ids 1 --max_new_tokens 2", "does not exist"},
+           {m + " --max_new_tokens 2", "--prompt"},
+           {m + " --prompt hi --prompt_ids 1 --max_new_tokens 2", "--prompt_ids"},
+           {m + " --prompt_ids 1,x --max_new_tokens 2", "--prompt_ids: \"x\""},
+           {m + " --prompt_ids 1,768 --max_new_tokens 2", "--prompt_ids: id 768"},
+           {m + " --prompt_ids 1 --max_new_tokens 0", "--max_new_tokens"},
+           {m + " --prompt_ids 1 --max_new_tokens 2 --temperature -1", "--temperature"},
+           {m + " --prompt_ids 1 --max_new_tokens 2 --temperature 1 --top_p 1.5", "--top_p"},
+           {m + " --prompt_ids 1 --max_new_tokens 2 --adapter " + m + "/none", "--adapter"},
+           {m + " --prompt_ids 1 --max_new_tokens 2 --adapter " + other_adapter,
+            "does not fit the model"},
+           {testing::SourcePath("test/reference/golden/gpt2") + " --prompt 'hi' --max_new_tokens 2",
+            "--prompt needs the tokenizer"},
+           {testing::SourcePath("test/reference/golden/gpt2") +
+                " --prompt_ids 1,2 --max_new_tokens 40",
+            "positions"},
+       }) {
+    SCOPED_TRACE(b.args);
+    const Result r = Mobius(b.args);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr("mobius generate: "));
+    EXPECT_THAT(r.err, HasSubstr(b.says));
+  }
+}
+
+}  // namespace
+}  // namespace mobius

@@ -1,0 +1,246 @@
+#include "worker/generate/generate_command.h"
+
+#include <sys/prctl.h>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <filesystem>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "common/data/sp_tokenizer.h"
+#include "common/init.h"
+#include "common/model/lora.h"
+#include "common/numeric/bf16.h"
+#include "common/status_macros.h"
+#include "glog/logging.h"
+#include "worker/backend/backend_choice.h"
+#include "worker/checkpoint/adapter_checkpoint.h"
+#include "worker/checkpoint/adapter_config.h"
+#include "worker/checkpoint/model_init.h"
+#include "worker/checkpoint/worker_flags.h"
+#include "worker/generate/generate.h"
+
+namespace mobius::generate {
+namespace {
+
+constexpr char kPrefix[] = "mobius-worker generate: ";
+
+int Fail(const absl::Status& s) {
+  std::cerr << kPrefix << s.message() << std::endl;
+  const bool bad_input = absl::IsInvalidArgument(s) || absl::IsNotFound(s) ||
+                         absl::IsPermissionDenied(s) || absl::IsFailedPrecondition(s) ||
+                         absl::IsOutOfRange(s);
+  return bad_input ? 2 : 1;
+}
+
+// The status with `context: ` in front, same code.
+absl::Status Prefixed(const std::string& context, const absl::Status& s) {
+  return absl::Status(s.code(), absl::StrCat(context, ": ", s.message()));
+}
+
+absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, int64_t vocab_size) {
+  std::vector<int32_t> ids;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    part = absl::StripAsciiWhitespace(part);
+    int32_t id = 0;
+    if (!absl::SimpleAtoi(part, &id)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--prompt_ids: \"", part, "\" is not a token id (want e.g. 1,2,3)"));
+    }
+    if (id < 0 || id >= vocab_size) {
+      return absl::InvalidArgumentError(absl::StrCat("--prompt_ids: id ", id, " at index ",
+                                                     ids.size(), " is outside the model's vocabulary [0, ",
+                                                     vocab_size, ")"));
+    }
+    ids.push_back(id);
+  }
+  return ids;
+}
+
+// The adapter's spec and tensors, checked against the model (errors name --adapter and the file).
+struct Adapter {
+  units::LoraSpec spec;
+  reference::Parameters tensors;
+};
+absl::StatusOr<Adapter> LoadAdapter(const std::string& dir, const model::ModelConfig& config) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("--adapter ", dir, ": not a directory"));
+  }
+  const std::string where = absl::StrCat("--adapter ", dir);
+  absl::StatusOr<checkpoint::LoraAdapterConfig> c = checkpoint::LoadLoraAdapterConfig(dir);
+  if (!c.ok()) return Prefixed(where, c.status());
+  Adapter a;
+  absl::Status valid = model::ValidateLora(config, c->r, c->target_modules,
+                                           "adapter_config.json r",
+                                           "adapter_config.json target_modules");
+  if (!valid.ok()) return Prefixed(where + " does not fit the model", valid);
+  MOBIUS_ASSIGN_OR_RETURN(a.spec.modules, model::LoraModules(config, c->target_modules));
+  a.spec.rank = c->r;
+  a.spec.scale = static_cast<float>(c->scaling());
+  absl::StatusOr<reference::Parameters> t = checkpoint::ReadPeftAdapter(
+      dir, c->r, c->target_modules, checkpoint::AdapterShapes(a.spec.modules, c->r));
+  if (!t.ok()) return Prefixed(where + " does not fit the model", t.status());
+  a.tensors = *std::move(t);
+  return a;
+}
+
+absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBackend() {
+  const std::string name = absl::GetFlag(FLAGS_backend);
+  const uint64_t cap = absl::GetFlag(FLAGS_device_memory_bytes);
+  backend::ChooseBackendOptions options;
+  options.cpu.backend.capacity_bytes = cap;
+  const int32_t threads = absl::GetFlag(FLAGS_threads);  // 0: all cores
+  options.cpu.op_threads =
+      threads > 0 ? threads : std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  absl::StatusOr<backend::ChosenBackend> chosen =
+      backend::ChooseBackend(name, {.device = 0, .capacity_bytes = cap}, options);
+  if (!chosen.ok()) return Prefixed("--backend", chosen.status());
+  if (chosen->kind == backend::BackendKind::kCuda) {
+    LOG(INFO) << "generate: CUDA backend on " << chosen->backend->name();
+  } else if (chosen->fell_back()) {
+    LOG(INFO) << "generate: " << backend::FallbackDescription(chosen->fallback_reason);
+  }
+  return std::move(chosen->backend);
+}
+
+std::map<std::string, std::vector<uint16_t>> ToBf16(const reference::Parameters& params) {
+  std::map<std::string, std::vector<uint16_t>> out;
+  for (const auto& [name, t] : params.tensors) {
+    std::vector<uint16_t>& bits = out[name];
+    bits.resize(t.data.size());
+    numeric::Fp32ToBf16(t.data.data(), bits.data(), bits.size());
+  }
+  return out;
+}
+
+absl::Status Run(const std::string& model_dir) {
+  const std::string prompt_text = absl::GetFlag(FLAGS_prompt);
+  const std::string prompt_ids = absl::GetFlag(FLAGS_prompt_ids);
+  if (prompt_text.empty() == prompt_ids.empty()) {
+    return absl::InvalidArgumentError("give exactly one of --prompt TEXT and --prompt_ids 1,2,3");
+  }
+  GenerateOptions options;
+  options.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+  options.sampling = {.temperature = absl::GetFlag(FLAGS_temperature),
+                      .top_p = absl::GetFlag(FLAGS_top_p),
+                      .seed = absl::GetFlag(FLAGS_seed)};
+  if (options.max_new_tokens < 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--max_new_tokens must be >= 1, got ", options.max_new_tokens));
+  }
+  MOBIUS_RETURN_IF_ERROR(ValidateSampling(options.sampling));
+  std::error_code ec;
+  if (!std::filesystem::is_directory(model_dir, ec)) {
+    return absl::NotFoundError(absl::StrCat("model directory ", model_dir, " does not exist"));
+  }
+  absl::StatusOr<checkpoint::LoadedModel> model = checkpoint::ReadModelDirectory(model_dir);
+  if (!model.ok()) return Prefixed("model directory " + model_dir, model.status());
+  const model::ModelConfig& config = model->config;
+  MOBIUS_ASSIGN_OR_RETURN(options.stop_ids, StopTokenIds(model_dir, config.vocab_size));
+
+  // The tokenizer: required for --prompt, optional (the text line) for --prompt_ids.
+  absl::StatusOr<std::unique_ptr<data::Tokenizer>> tokenizer = data::LoadTokenizer(model_dir);
+  std::vector<int32_t> prompt;
+  if (!prompt_text.empty()) {
+    if (!tokenizer.ok()) {
+      return Prefixed(absl::StrCat("--prompt needs the tokenizer of ", model_dir,
+                                   " (or pass --prompt_ids)"),
+                      tokenizer.status());
+    }
+    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(prompt_text, true);
+    if (!ids.ok()) return Prefixed("--prompt", ids.status());
+    prompt = *std::move(ids);
+    for (int32_t id : prompt) {
+      if (id >= config.vocab_size) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "--prompt: the tokenizer gives id ", id, ", outside the model's vocabulary [0, ",
+            config.vocab_size, ") (config.json vocab_size)"));
+      }
+    }
+  } else {
+    MOBIUS_ASSIGN_OR_RETURN(prompt, ParseIds(prompt_ids, config.vocab_size));
+  }
+  if (prompt.empty()) return absl::InvalidArgumentError("--prompt encodes to no tokens");
+  const int64_t capacity = static_cast<int64_t>(prompt.size()) + options.max_new_tokens;
+  if (config.position == model::PositionKind::kLearned &&
+      capacity > config.max_position_embeddings) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the prompt (", prompt.size(), " tokens) + --max_new_tokens (", options.max_new_tokens,
+        ") exceed the model's ", config.max_position_embeddings, " positions"));
+  }
+
+  std::optional<Adapter> adapter;
+  const std::string adapter_dir = absl::GetFlag(FLAGS_adapter);
+  if (!adapter_dir.empty()) {
+    MOBIUS_ASSIGN_OR_RETURN(Adapter a, LoadAdapter(adapter_dir, config));
+    adapter = std::move(a);
+  }
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> be, MakeBackend());
+  Decoder::Options decoder_options{.capacity = capacity};
+  if (adapter) decoder_options.lora = adapter->spec;
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder,
+                          Decoder::Create(config, be.get(), decoder_options));
+  MOBIUS_RETURN_IF_ERROR(decoder->SetWeights(ToBf16(model->params)));
+  model->params.tensors.clear();  // the host copy is no longer needed
+  if (adapter) MOBIUS_RETURN_IF_ERROR(decoder->SetAdapters(adapter->tensors));
+
+  const auto start = std::chrono::steady_clock::now();
+  MOBIUS_ASSIGN_OR_RETURN(GenerateResult result, Generate(*decoder, prompt, options));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  LOG(INFO) << "generate: " << prompt.size() << " prompt tokens, " << result.tokens.size()
+            << " new (" << (result.stopped ? "stopped at eos" : "max_new_tokens") << ") in "
+            << seconds << " s on " << be->name();
+
+  std::optional<std::string> text;
+  if (tokenizer.ok()) {
+    // A model's vocabulary may be padded past its tokenizer's (Qwen's is): such ids have no text.
+    std::vector<int32_t> known;
+    for (int32_t id : result.tokens) {
+      if (id < (*tokenizer)->vocab_size()) known.push_back(id);
+    }
+    if (known.size() < result.tokens.size()) {
+      LOG(WARNING) << "generate: " << result.tokens.size() - known.size()
+                   << " new ids are past the tokenizer's " << (*tokenizer)->vocab_size()
+                   << " tokens: no text for them";
+    }
+    absl::StatusOr<std::string> decoded = (*tokenizer)->Decode(known, true);
+    if (!decoded.ok()) return Prefixed("decoding the new tokens", decoded.status());
+    text = *std::move(decoded);
+  }
+  if (!prompt_text.empty()) {
+    std::cout << *text << std::endl;
+  } else {
+    std::cout << "ids: " << absl::StrJoin(result.tokens, " ") << "\n";
+    if (text) std::cout << "text: " << *text << "\n";
+    std::cout << std::flush;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int RunGenerateCommand(const std::vector<std::string>& args) {
+  prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (args.size() != 3) {
+    std::cerr << kPrefix << (args.size() < 3 ? "missing MODEL_DIR" : "unexpected arguments")
+              << "\nusage: " << kGenerateUsage << std::endl;
+    return 2;
+  }
+  LOG(INFO) << "generate configuration:\n" << EffectiveFlags("worker/checkpoint/worker_flags");
+  const absl::Status s = Run(args[2]);
+  return s.ok() ? 0 : Fail(s);
+}
+
+}  // namespace mobius::generate
