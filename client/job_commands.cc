@@ -289,7 +289,11 @@ int WatchUntilDone(Connection& c, const std::string& id, std::ostream& out, std:
         }
       }
     }
-    if (!job.checkpoint().empty()) {
+    if (!job.checkpoint().empty() && job.spec().has_adapter()) {
+      out << "  checkpoint: " << job.checkpoint()
+          << " (a PEFT adapter: PeftModel.from_pretrained loads it over the base model; "
+             "mobius generate MODEL_DIR --adapter it; mobius export --merge it OUT)\n";
+    } else if (!job.checkpoint().empty()) {
       out << "  checkpoint: " << job.checkpoint()
           << " (a Hugging Face model directory: transformers' from_pretrained loads it)\n";
     }

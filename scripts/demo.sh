@@ -18,7 +18,9 @@
 # MOBIUS_DEMO_DIR (a fresh temp dir), MOBIUS_DEMO_STEPS (40), MOBIUS_DEMO_GPUS (4),
 # MOBIUS_DEMO_STAGES (8), MOBIUS_DEMO_LAYERS (8), MOBIUS_LINK_SCALE (0.02),
 # MOBIUS_MODEL_DIR + MOBIUS_TOKENIZER_DIR (your own model and its tokenizer), MOBIUS_DATA (a JSONL
-# or text file), MOBIUS_TOPOLOGY (an hwloc XML of the server to emulate).
+# or text file), MOBIUS_TOPOLOGY (an hwloc XML of the server to emulate), MOBIUS_DEMO_LORA=R (a
+# LoRA job instead: rank R adapters on every linear, the base frozen; the summary then shows
+# `mobius generate` with the trained adapter and the `mobius export --merge` command).
 set -euo pipefail
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 cd "$SRC"
@@ -70,6 +72,10 @@ else
   MODEL=$WORK/model
   "$BIN/mobius-worker" init-model --family llama --preset tiny --layers "$LAYERS" --hidden 128 \
       --heads 4 --kv_heads 2 --intermediate 384 --vocab "$VOCAB" --out "$MODEL" >/dev/null
+  # Its tokenizer next to it, as in any Hugging Face model directory (generate and export use it).
+  for f in tokenizer.json tokenizer_config.json special_tokens_map.json tokenizer.model; do
+    if [[ -f "$TOKENIZER/$f" ]]; then cp "$TOKENIZER/$f" "$MODEL/"; fi
+  done
   echo "model: $MODEL ($LAYERS layers, hidden 128, vocab $VOCAB; tokenizer $TOKENIZER)"
 fi
 
@@ -126,6 +132,16 @@ plan:
 checkpoint:
   every_steps: $(( STEPS / 2 > 0 ? STEPS / 2 : 1 ))
 EOF
+LORA=${MOBIUS_DEMO_LORA:-}
+if [[ -n "$LORA" ]]; then
+  cat >>"$WORK/job.yaml" <<EOF
+adapter:
+  type: lora
+  rank: $LORA
+  alpha: $(( 2 * LORA ))
+  target_modules: [q_proj, k_proj, v_proj, o_proj, gate_proj, up_proj, down_proj]
+EOF
+fi
 say "submitting $WORK/job.yaml ($STEPS steps, $STAGES stages on $GPUS emulated GPUs)"
 set +e
 "$BIN/mobius" submit "$WORK/job.yaml" --wait | tee "$WORK/submit.txt"
@@ -168,6 +184,22 @@ fi
 if [[ -n "$REAL" ]]; then
   echo "  for comparison, the job's plan for the real GPUs of $(basename "$TOPOLOGY") at full PCIe"
   echo "  bandwidth: $REAL s per step (what the same job would take there; not measured here)"
+fi
+if [[ -n "$LORA" && -n "$CKPT" ]]; then
+  PROMPT="Permission is hereby granted"
+  echo "  the trained adapter, generating (greedy, 24 tokens) from \"$PROMPT\":"
+  set +e
+  "$BIN/mobius" generate "$MODEL" --adapter "$CKPT" --prompt "$PROMPT" --max_new_tokens 24 \
+    --threads 2 2>"$WORK/generate.log" | sed 's/^/    /'
+  [[ ${PIPESTATUS[0]} -eq 0 ]] || echo "    (mobius generate failed: $WORK/generate.log)"
+  set -e
+  cat <<EOF
+  the checkpoint is a PEFT adapter: PeftModel.from_pretrained(AutoModelForCausalLM.from_pretrained(
+    '$MODEL'), '$CKPT'); merged into the base as a Hugging Face model:
+    $BIN/mobius export --merge $CKPT merged/
+  daemon log: $WORK/mobiusd.log; job state in $WORK/state (SQLite jobs.db, runs, checkpoints)
+EOF
+  exit $rc
 fi
 cat <<EOF
   daemon log: $WORK/mobiusd.log; job state in $WORK/state (SQLite jobs.db, runs, checkpoints)
