@@ -30,6 +30,11 @@ Builder::Builder(const SimMachine& machine, const SimConfig& config, std::vector
     g_.AddStream({absl::StrCat("gpu", t, ".d2h"), StreamKind::kD2H, i, false, 1});
   }
   cpu_ = g_.AddStream({"cpu.optimizer", StreamKind::kCpu, -1, false, m.cpu_optimizer_threads});
+  // One all-reduce at a time, the ready one created first (list-scheduled: a stage whose
+  // gradients land early does not wait behind one created earlier but not ready).
+  if (c.internode.enabled()) {
+    net_ = g_.AddStream({"net.allreduce", StreamKind::kNetwork, -1, false, 1});
+  }
 }
 
 int Builder::Add(Task t, int64_t cls) {
@@ -124,6 +129,34 @@ int Builder::Optimizer(int stage, const SimStage& st, std::vector<int> deps) {
     }
   }
   return Add(std::move(t), 0);
+}
+
+std::vector<int> Builder::AllReduce(int stage, int64_t bytes, const std::vector<int>& offload) {
+  const std::vector<int64_t> buckets = AllReduceBuckets(bytes, c.internode.bucket_bytes);
+  if (!c.internode.enabled() || buckets.empty()) return offload;
+  // Offload chunk j holds bytes [j x chunk, (j + 1) x chunk) of the stage's gradients.
+  const int64_t chunk = c.chunk_bytes > 0 ? c.chunk_bytes : std::max<int64_t>(bytes, 1);
+  const int last_chunk = static_cast<int>(offload.size()) - 1;
+  std::vector<int> ids;
+  int64_t begin = 0;
+  for (size_t i = 0; i < buckets.size(); ++i) {
+    const int64_t end = begin + buckets[i];
+    Task t;
+    t.kind = TaskKind::kAllReduce;
+    t.stream = net_;
+    t.seconds = RingAllReduceSeconds(buckets[i], c.internode.nodes, c.internode.link);
+    t.bytes = buckets[i];
+    for (int64_t j = begin / chunk; j <= (end - 1) / chunk; ++j) {
+      t.deps.push_back(offload[std::min<int64_t>(j, last_chunk)]);
+    }
+    t.stage = stage;
+    t.backward = true;
+    t.label = buckets.size() > 1 ? absl::StrCat("allreduce s", stage, " b", i)
+                                 : absl::StrCat("allreduce s", stage);
+    ids.push_back(Add(std::move(t), kClassBulk));
+    begin = end;
+  }
+  return ids;
 }
 
 void Builder::Hold(int slot, const std::vector<int>& ids) {

@@ -85,6 +85,11 @@ class Builder {
   // The CPU optimizer step of `st` (SimMachine: fixed seconds, or its DRAM traffic at a capped
   // rate over host.memory).
   int Optimizer(int stage, const SimStage& st, std::vector<int> deps);
+  // The all-reduce of stage `stage`'s gradients (`bytes`) across nodes (SimConfig::internode): one
+  // task per bucket on the inter-node stream, each after the chunks of `offload` (the stage's
+  // gradient offload, chunks of SimConfig::chunk_bytes in order) that hold its bytes. Returns what
+  // the stage's optimizer waits for: the buckets, or `offload` itself on one node or without bytes.
+  std::vector<int> AllReduce(int stage, int64_t bytes, const std::vector<int>& offload);
   // Marks the tasks as held in weight slot occupancy `slot` (Task::slot).
   void Hold(int slot, const std::vector<int>& ids);
   int AddStream(Stream s) { return g_.AddStream(std::move(s)); }
@@ -94,6 +99,7 @@ class Builder {
  private:
   TaskGraph g_;
   int cpu_ = 0;
+  int net_ = -1;  // the inter-node stream (only with SimConfig::internode enabled)
   int step_ = 0;
 };
 

@@ -18,6 +18,7 @@ const char* TaskKindName(TaskKind kind) {
     case TaskKind::kGradientOffload: return "gradients";
     case TaskKind::kOptimizer: return "optimizer";
     case TaskKind::kCollective: return "collective";
+    case TaskKind::kAllReduce: return "allreduce";
   }
   return "?";
 }

@@ -37,7 +37,8 @@ struct SimLink {
   int reverse = -1;         // the other direction of the same physical link, -1 if none
 };
 
-enum class StreamKind { kCompute, kH2D, kD2H, kCpu };
+// kNetwork: the node's inter-node link (SimConfig::internode), one all-reduce at a time.
+enum class StreamKind { kCompute, kH2D, kD2H, kCpu, kNetwork };
 
 struct Stream {
   std::string name;
@@ -55,6 +56,8 @@ enum class TaskKind {
   kGradientOffload,  // bf16 gradients (or a chunk) GPU -> host
   kOptimizer,        // CPU Adam for a stage (fixed seconds, or DRAM bytes at a capped rate)
   kCollective,       // one GPU's share of a collective through host memory (ZeRO gathers)
+  kAllReduce,        // a bucket of a stage's gradients all-reduced across nodes (fixed seconds:
+                     // the ring formula, sim/internode.h; `bytes` = the bucket, no path)
 };
 const char* TaskKindName(TaskKind kind);
 

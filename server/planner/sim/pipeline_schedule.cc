@@ -185,8 +185,10 @@ TaskGraph BuildPipeline(Builder& b, const std::vector<SimStage>& st) {
                                    absl::StrCat("grads s", s));
       std::vector<int> rel = {bwd[s][mb - 1]};
       rel.insert(rel.end(), gr.begin(), gr.end());
-      all_grads.insert(all_grads.end(), gr.begin(), gr.end());
-      if (!c.paper_barrier) opt[k][s] = b.Optimizer(s, st[s], gr);
+      // Several nodes: the optimizer waits for the stage's all-reduce instead.
+      const std::vector<int> ready = b.AllReduce(s, st[s].gradient_bytes, gr);
+      all_grads.insert(all_grads.end(), ready.begin(), ready.end());
+      if (!c.paper_barrier) opt[k][s] = b.Optimizer(s, st[s], ready);
       b.Hold(slot, w);
       b.Hold(slot, bwd[s]);
       b.Hold(slot, gr);

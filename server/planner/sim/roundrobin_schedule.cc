@@ -132,8 +132,10 @@ TaskGraph BuildRoundRobin(Builder& b, const std::vector<SimStage>& st,
                  b.m.gpus[g].d2h_path, after, k, true, absl::StrCat("grads s", k));
       std::vector<int> rel = {bwd[k][mb - 1]};
       rel.insert(rel.end(), gr.begin(), gr.end());
-      all_grads.insert(all_grads.end(), gr.begin(), gr.end());
-      if (!c.paper_barrier) opt[step][k] = b.Optimizer(k, cur, gr);
+      // Several nodes: the optimizer waits for the stage's all-reduce instead.
+      const std::vector<int> ready = b.AllReduce(k, cur.gradient_bytes, gr);
+      all_grads.insert(all_grads.end(), ready.begin(), ready.end());
+      if (!c.paper_barrier) opt[step][k] = b.Optimizer(k, cur, ready);
       b.Hold(slot, w);
       b.Hold(slot, bwd[k]);
       b.Hold(slot, gr);

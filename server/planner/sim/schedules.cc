@@ -94,6 +94,14 @@ absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
         absl::StrCat("zero: micro_steps must be >= 1 and gathers 2 or 3 (got ",
                      config.zero.micro_steps, ", ", config.zero.gathers, ")"));
   }
+  if (absl::Status s = ValidateInterNode(config.internode); !s.ok()) return s;
+  if (config.internode.enabled() && config.schedule != Schedule::kMobius &&
+      config.schedule != Schedule::kRoundRobin) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "internode.nodes: ", config.internode.nodes, " nodes are modelled for the mobius and "
+        "roundrobin schedules (their CPU optimizer waits for the all-reduce), not '",
+        ScheduleName(config.schedule), "'"));
+  }
   std::vector<int> order;
   if (config.gpu_order.empty()) {
     for (int i = 0; i < machine.num_gpus(); ++i) order.push_back(i);

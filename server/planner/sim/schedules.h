@@ -69,6 +69,14 @@
 // With staleness 0 and the optimizer after the backward, a second step cannot start before the
 // first one's updates, so one step already gives the steady state (the default).
 //
+// Several nodes (mobius, roundrobin; SimConfig::internode, sim/internode.h; planned, the runtime
+// does not run it yet): one node of N identical ones is simulated on its share of the batch; each
+// stage's gradients, once offloaded to host memory, are all-reduced across the nodes (ring
+// formula, per bucket) on the node's inter-node link, one all-reduce at a time in the order they
+// become ready; the stage's optimizer step (and, with paper_barrier, every optimizer step) waits
+// for its all-reduce. So an all-reduce overlaps the backward of the stages after it, and the last
+// stage's is exposed. A stage without gradients (LoRA's embedding) has none.
+//
 // Dispatch (roundrobin): static, pass j on gpu_order[j mod N] (RoundPipe's round-robin counter,
 // continuing over steps), or pool: a GPU claims the next pass of the stream when it starts
 // computing its current pass and prefetches it into its other slot (the runtime's pool mode;
@@ -97,6 +105,7 @@
 #include "server/planner/cost_model.h"
 #include "server/planner/partition.h"
 #include "server/planner/sim/engine.h"
+#include "server/planner/sim/internode.h"
 #include "server/planner/sim/machine.h"
 
 namespace mobius::planner::sim {
@@ -162,11 +171,13 @@ struct SimConfig {
   std::vector<int> pass_gpus;
   bool one_f_one_b = false;     // resident: 1F1B order (one stage per GPU)
   ZeroConfig zero;
+  InterNodeConfig internode;    // mobius, roundrobin: nodes > 1 adds the all-reduces (above)
 };
 
 // INVALID_ARGUMENT for no stages, M < 1, a gpu_order or pass_gpus entry not in the machine,
 // pass_gpus of the wrong length, backward stages that do not cover the forward stages' units,
-// steps outside [1, 64], staleness other than 0 or 1, a bad ZeroConfig.
+// steps outside [1, 64], staleness other than 0 or 1, a bad ZeroConfig, a bad InterNodeConfig
+// (ValidateInterNode) or nodes > 1 with the resident or zero schedule.
 absl::StatusOr<TaskGraph> BuildTaskGraph(const SimMachine& machine,
                                          const std::vector<SimStage>& stages,
                                          const SimConfig& config);

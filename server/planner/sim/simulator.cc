@@ -85,6 +85,13 @@ void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
     if (k.step != r.steps - 1 || k.stage < 0 || k.stage >= num_stages) continue;
     StageTiming& st = r.stages[k.stage];
     if (k.kind == TaskKind::kOptimizer) st.optimizer_end = std::max(st.optimizer_end, t[i].end);
+    if (k.kind == TaskKind::kAllReduce) {
+      st.allreduce_start =
+          st.allreduce_end > 0 ? std::min(st.allreduce_start, t[i].start) : t[i].start;
+      st.allreduce_end = std::max(st.allreduce_end, t[i].end);
+      r.allreduce_bytes += k.bytes;
+      r.allreduce_seconds += t[i].end - t[i].start;
+    }
     if (k.kind == TaskKind::kCompute) {
       double& b = k.backward ? st.backward_start : st.forward_start;
       double& e = k.backward ? st.backward_end : st.forward_end;

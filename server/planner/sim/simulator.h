@@ -46,6 +46,9 @@ struct StageTiming {
   double forward_start = 0, forward_end = 0;
   double backward_start = 0, backward_end = 0;
   double optimizer_end = 0;                 // 0 without a CPU optimizer
+  // Several nodes (SimConfig::internode): its gradients' all-reduce, first bucket's start to last
+  // bucket's end (roundrobin: backward stage `stage`'s); 0 without one.
+  double allreduce_start = 0, allreduce_end = 0;
 };
 
 // One load of a weight slot on a GPU: first weight byte in .. its last pass released it (mobius,
@@ -78,6 +81,10 @@ struct SimResult {
   std::vector<Residency> residencies;
   int64_t h2d_bytes = 0, d2h_bytes = 0, p2p_bytes = 0;
   int64_t weight_upload_bytes = 0;  // weights host -> GPU (the traffic argument's quantity)
+  // Several nodes: the gradient bytes all-reduced in the reported step (each node sends and
+  // receives 2 (N - 1) / N of them) and the inter-node link's busy time (the ring times summed).
+  int64_t allreduce_bytes = 0;
+  double allreduce_seconds = 0;
   std::vector<int> pass_gpus;       // roundrobin pool dispatch: the GPU of every pass, all steps
   int pool_iterations = 0;          // pool dispatch: simulations run to find the assignment
   bool pool_converged = false;      // ... and whether it reached a fixed point

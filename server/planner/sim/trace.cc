@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kLinksPid = 1000;
 constexpr int kCpuPid = 999;
+constexpr int kNetPid = 998;
 
 std::string Escape(const std::string& s) {
   std::string out;
@@ -62,6 +63,7 @@ std::string ChromeTraceJson(const SimMachine& machine, const SimResult& result) 
     Meta(ev, "thread_name", i + 1, 3, "d2h");
   }
   Meta(ev, "process_name", kCpuPid, 0, "host CPU optimizer");
+  Meta(ev, "process_name", kNetPid, 0, "inter-node link (all-reduce, planned)");
   Meta(ev, "process_name", kLinksPid, 0, "links");
   std::vector<int> order(g.tasks.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
@@ -76,6 +78,10 @@ std::string ChromeTraceJson(const SimMachine& machine, const SimResult& result) 
     const Stream& s = g.streams[t.stream];
     if (s.kind == StreamKind::kCpu) {
       Slice(ev, t, kCpuPid, 1 + Lane(cpu_lanes, tm[i].start, tm[i].end), tm[i]);
+      continue;
+    }
+    if (s.kind == StreamKind::kNetwork) {
+      Slice(ev, t, kNetPid, 1, tm[i]);
       continue;
     }
     const int tid = s.kind == StreamKind::kCompute ? 1 : s.kind == StreamKind::kH2D ? 2 : 3;
