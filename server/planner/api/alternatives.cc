@@ -252,6 +252,7 @@ sim::SimConfig SimConfigFor(const PlanContext& ctx, sim::Schedule schedule) {
   c.num_microbatches = ctx.num_microbatches;
   const bool swapped = schedule == sim::Schedule::kMobius || schedule == sim::Schedule::kRoundRobin;
   if (swapped) {
+    c.internode = o.internode;
     c.optimizer_staleness = o.optimizer_staleness;
     c.steps = o.simulated_steps > 0 ? o.simulated_steps : (o.optimizer_staleness == 1 ? 3 : 1);
     c.paper_barrier = o.optimizer_after_backward;
@@ -383,6 +384,13 @@ absl::StatusOr<std::vector<Alternative>> CompareAlternatives(const PlanContext& 
       b.objective_seconds = shared.objective_seconds;
       b.note = "roundrobin, one partition for both passes";
       rows.push_back(std::move(b));
+      continue;
+    }
+    if (o.internode.enabled() &&
+        (s == sim::Schedule::kResident || s == sim::Schedule::kZeroOffload)) {
+      rows.push_back(Unavailable(
+          "schedule", name,
+          absl::UnimplementedError("not modelled across nodes (mobius and roundrobin are)")));
       continue;
     }
     if (s == sim::Schedule::kResident) {

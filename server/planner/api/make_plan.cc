@@ -154,6 +154,13 @@ absl::Status CheckChoices(const PlanOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "dispatch 'pool' needs schedule roundrobin (got '", o.schedule, "')"));
   }
+  MOBIUS_RETURN_IF_ERROR(sim::ValidateInterNode(o.internode));
+  if (o.internode.enabled() && !swapped) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "internode.nodes: ", o.internode.nodes, " nodes are planned for the mobius and roundrobin "
+        "schedules (a CPU optimizer step per stage waits for its all-reduce), not '", o.schedule,
+        "'"));
+  }
   if (o.simulated_steps < 0 || o.simulated_steps > 16) {
     return absl::InvalidArgumentError(
         absl::StrCat("simulated steps must be in [0, 16] (got ", o.simulated_steps, ")"));
@@ -320,6 +327,34 @@ void FillSimulation(const PlanContext& ctx, const sim::SimResult& sr, PlanReport
   if (ctx.options.trace) r.chrome_trace_json = sim::ChromeTraceJson(ctx.machine, sr);
 }
 
+// Several nodes: the all-reduces of the simulated step `sr`, and the same plan without them
+// (`alone`: internode.nodes = 1).
+void FillInterNode(const PlanContext& ctx, const std::vector<sim::SimStage>& stages,
+                   const sim::SimResult& sr, const sim::SimResult& alone, PlanReport& r) {
+  InterNodeReport& in = r.internode;
+  const sim::InterNodeConfig& c = ctx.options.internode;
+  in.nodes = c.nodes;
+  in.link = c.link;
+  in.bucket_bytes = c.bucket_bytes;
+  in.allreduce_bytes = sr.allreduce_bytes;
+  in.allreduce_seconds = sr.allreduce_seconds;
+  for (size_t s = 0; s < stages.size() && s < sr.stages.size(); ++s) {
+    const sim::StageTiming& t = sr.stages[s];
+    StageAllReduce a;
+    a.stage = static_cast<int>(s);
+    a.bytes = stages[s].gradient_bytes;
+    a.seconds = sim::StageAllReduceSeconds(a.bytes, c);
+    a.backward_end = t.backward_end;
+    a.start = t.allreduce_start;
+    a.end = t.allreduce_end;
+    a.optimizer_end = t.optimizer_end;
+    in.sent_bytes += sim::RingAllReduceSentBytes(a.bytes, c.nodes);
+    in.stages.push_back(a);
+  }
+  in.step_without_allreduce_seconds = alone.step_seconds;
+  in.exposed_seconds = sr.step_seconds - alone.step_seconds;
+}
+
 }  // namespace
 
 bool MipAvailable() {
@@ -417,6 +452,17 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   }
   FillPlacements(ctx, r);
   FillSimulation(ctx, sr, r);
+  if (options.internode.enabled()) {
+    internal::PlanContext alone_ctx = ctx;
+    alone_ctx.options.internode = {};
+    MOBIUS_ASSIGN_OR_RETURN(
+        sim::SimResult alone,
+        internal::SimulateSchedule(alone_ctx, schedule, plan.partition, plan.mapping,
+                                   plan.round_robin ? &*plan.round_robin : nullptr));
+    // The stages whose gradients are reduced: roundrobin's backward partition, else the plan's.
+    const Partition& grads = plan.round_robin ? plan.round_robin->backward : plan.partition;
+    FillInterNode(ctx, sim::MakeSimStages(ctx.problem, grads), sr, alone, r);
+  }
   if (options.compare) {
     MOBIUS_ASSIGN_OR_RETURN(r.alternatives, internal::CompareAlternatives(ctx, base));
   }

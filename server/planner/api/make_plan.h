@@ -27,7 +27,8 @@
 //                        with staleness 1, a LoRA target or rank the model cannot take,
 //                        granted GPU out of range or duplicated, GPU without a known
 //                        device spec (analytic profile), a given profile for another model or
-//                        microbatch shape;
+//                        microbatch shape, a bad internode config (sim::ValidateInterNode) or
+//                        nodes > 1 with the resident or zero schedule;
 //   FAILED_PRECONDITION  no GPUs in the topology (a GPU plan needs one), a unit that does not fit
 //                        one GPU alone, host RAM (sum of the NUMA nodes, or the override) smaller
 //                        than the plan needs, `resident` chosen but the model does not fit, `mip`
@@ -50,6 +51,7 @@
 #include "server/planner/lora.h"
 #include "server/planner/plan.h"
 #include "server/planner/profile.h"
+#include "server/planner/sim/internode.h"
 #include "server/planner/sim/machine.h"
 #include "server/planner/sim/schedules.h"
 #include "server/topology/analysis.h"
@@ -140,6 +142,14 @@ struct PlanOptions {
   // (its default: the older reference model, one micro-step, two gathers).
   bool zero_as_deepspeed_runs_it = true;
   sim::ZeroConfig zero;
+  // Several nodes (planned: the runtime does not run them yet; docs/planner.md, "Several nodes"):
+  // internode.nodes > 1 plans ONE node of that many identical ones, the job's global_batch being
+  // that node's share; each stage's gradients are all-reduced across the nodes before its
+  // optimizer step (sim/internode.h), in the simulation that chooses the stage count too.
+  // mobius and roundrobin only (INVALID_ARGUMENT otherwise); the comparison table's resident and
+  // zero rows say "not modelled across nodes". PlanReport::internode has the all-reduce's numbers.
+  // planner_nodes (server/planner/nodes/nodes.h) splits a global batch and compares with one node.
+  sim::InterNodeConfig internode;
   double mip_time_limit_seconds = 10;  // all MIP solves together (the plan still comes back)
   // exact partitioner, mobius schedule: the best `simulation_candidates` stage counts by J (only
   // S >= N when the memory allows) are simulated and the fastest simulated wins; false: the
@@ -190,6 +200,32 @@ struct LinkTraffic {
   double busy_seconds = 0;
 };
 
+// One stage's all-reduce in the simulated step (roundrobin: a backward stage's). Times are
+// absolute, as sim::StageTiming's.
+struct StageAllReduce {
+  int stage = 0;
+  int64_t bytes = 0;             // its gradients (0: none, e.g. LoRA's embedding)
+  double seconds = 0;            // the ring formula over its buckets
+  double backward_end = 0;       // its last backward compute
+  double start = 0, end = 0;     // on the inter-node link (0, 0 without bytes)
+  double optimizer_end = 0;
+};
+
+// PlanOptions::internode.nodes > 1: what the all-reduce costs one node per step.
+struct InterNodeReport {
+  int nodes = 1;
+  sim::InterNodeLink link;
+  int64_t bucket_bytes = 0;
+  int64_t allreduce_bytes = 0;   // gradient bytes all-reduced per step (every stage's)
+  int64_t sent_bytes = 0;        // sent (and received) by each node: 2 (N - 1) / N x that
+  double allreduce_seconds = 0;  // the inter-node link's busy time per step (ring times summed)
+  // The same plan and batch simulated without the all-reduces, and what they add to the step:
+  // the communication the backward (and, with staleness 1, the next step) does not hide.
+  double step_without_allreduce_seconds = 0;
+  double exposed_seconds = 0;    // step_seconds - step_without_allreduce_seconds
+  std::vector<StageAllReduce> stages;
+};
+
 struct PlanReport {
   Plan plan;  // predicted_step_seconds = the simulated step; partition.objective_seconds = J
   std::string device;          // the profile's device (DeviceSpec name or measured device)
@@ -217,6 +253,7 @@ struct PlanReport {
   std::vector<Alternative> alternatives;
   std::string partitioner_note;     // MIP status/gap
   std::string chrome_trace_json;    // when PlanOptions::trace
+  InterNodeReport internode;        // nodes = 1: nothing else filled
 };
 
 // A job's adapter options (train::AdapterOptions, the trainer's and the job spec's) as the
