@@ -71,6 +71,19 @@ ABSL_FLAG(double, efficiency, 0.5, "plan: fraction of peak FLOP/s a layer reache
 ABSL_FLAG(double, peak_tflops, 0,
           "plan: the GPU's dense bf16 peak TFLOP/s (0: preset from the GPU name).");
 ABSL_FLAG(double, mip_time_limit_seconds, 10, "plan: wall-clock limit of the mip partitioner.");
+ABSL_FLAG(std::string, nodes, "",
+          "plan: N identical servers splitting --batch (data parallelism: each stage's gradients "
+          "all-reduced across them before its optimizer step), or a list 1,2,4,8 for a scaling "
+          "table. PLANNED ONLY: the runtime does not run several nodes yet. Empty: one node.");
+ABSL_FLAG(double, internode_gbps, 25,
+          "plan --nodes: the inter-node link in Gb/s per direction per node (25: 25 GbE's line "
+          "rate; a measured all-reduce bus bandwidth, e.g. nccl-tests' busbw, is better).");
+ABSL_FLAG(double, internode_latency_us, 20,
+          "plan --nodes: one inter-node message's latency in microseconds (a ring all-reduce "
+          "pays 2 (N - 1) of them per bucket; 20: TCP over switched 10/25 GbE).");
+ABSL_FLAG(double, allreduce_bucket_mib, 0,
+          "plan --nodes: all-reduce each stage's gradients in buckets of this many MiB, each as "
+          "soon as its bytes are in host memory (0: one bucket per stage).");
 ABSL_FLAG(bool, wait, false,
           "submit: follow the job with a live progress bar until it ends (Ctrl-C detaches; the "
           "job keeps running). Exit code 1 unless it succeeded.");

@@ -110,6 +110,10 @@ int RunPlanCommand() {
   o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
   o.mip_time_limit_seconds = absl::GetFlag(FLAGS_mip_time_limit_seconds);
   o.link_scale = absl::GetFlag(FLAGS_link_scale);
+  o.nodes = absl::GetFlag(FLAGS_nodes);
+  o.internode_gbps = absl::GetFlag(FLAGS_internode_gbps);
+  o.internode_latency_us = absl::GetFlag(FLAGS_internode_latency_us);
+  o.allreduce_bucket_mib = absl::GetFlag(FLAGS_allreduce_bucket_mib);
   o.json = absl::GetFlag(FLAGS_json);
   o.trace = absl::GetFlag(FLAGS_trace);
   return mobius::cli::RunPlan(o, std::cout, std::cerr);

@@ -10,7 +10,10 @@
 // measures on its backend and caches. The output says which source was used.
 //
 // Output: readable text (default) or one JSON object (--json); --trace FILE also writes the
-// simulated step as a Chrome trace (open in Perfetto). Errors are one line on `err`; the return
+// simulated step as a Chrome trace (open in Perfetto). With --nodes: the multi-node prediction
+// instead (per node count: the node's batch and step, the all-reduce's bytes, time and exposed
+// part, the step, tokens/s and scaling efficiency against one node), headed by a line saying that
+// the runtime does not run several nodes yet. Errors are one line on `err`; the return
 // value is an exit code (client/exit_codes.h): 2 for bad input, including a job that does not fit
 // (the message has the numbers and what would make it fit), 3/4 when the daemon cannot be asked.
 #ifndef MOBIUS_CLIENT_PLAN_COMMAND_H_
@@ -65,8 +68,16 @@ struct PlanCommandOptions {
   // emulate the links on the CPU backend (the simulator's links at dma_efficiency x link_scale):
   // with --emulated-gpus and --profile measured the plan predicts the emulated run. > 0.
   double link_scale = 1.0;
+  // Several nodes (planned; the runtime runs one node): "N" or a list "1,2,4,8" of identical
+  // servers splitting `batch` (planner::PlanNodes, server/planner/nodes/nodes.h); empty: one node,
+  // the usual output. The link: Gb/s per direction per node (> 0), one message's latency in
+  // microseconds (>= 0), all-reduce buckets in MiB (0: one per stage).
+  std::string nodes;
+  double internode_gbps = 25;
+  double internode_latency_us = 20;
+  double allreduce_bucket_mib = 0;
   bool json = false;
-  std::string trace;          // write the Chrome trace here
+  std::string trace;          // write the Chrome trace here (--nodes: the last node count's)
   // Profile source: "analytic" (FLOPs and the device spec), "measured" (the measured-profile
   // cache: runs `mobius-worker profile`, which answers from the cache or measures on its backend),
   // or the path of a profile JSON file (common/run/profile_json.h). The defaults

@@ -58,13 +58,18 @@ const std::vector<Verb>& Table() {
        "--microbatch, --seq, --schedule, --partitioner, --mapper, --optimizer-staleness,\n"
        "--dispatch, --clip, --lora, --lora-rank, --lora-targets and --gpu-memory-gib apply to\n"
        "--model only). The prediction of an emulated run (mobiusd or mobius run on the CPU\n"
-       "backend with --link-scale S): --emulated-gpus --profile measured --link-scale S.",
+       "backend with --link-scale S): --emulated-gpus --profile measured --link-scale S.\n"
+       "--nodes N (or 1,2,4,8) predicts N identical servers splitting --batch, each stage's\n"
+       "gradients all-reduced across them over --internode-gbps / --internode-latency-us:\n"
+       "per-node step, all-reduce bytes and time, exposed time, tokens/s and scaling\n"
+       "efficiency against one node. Planned only: the runtime runs one node today.",
        true,
        {"model", "topology_file", "batch", "microbatch", "seq", "schedule", "partitioner",
         "mapper", "optimizer_staleness", "dispatch", "clip", "lora", "lora_rank", "lora_targets",
         "gpus", "gpu_memory_gib",
         "host_memory_gib", "emulated_gpus", "efficiency",
-        "peak_tflops", "mip_time_limit_seconds", "link_scale", "profile", "profile_cache_dir",
+        "peak_tflops", "mip_time_limit_seconds", "link_scale", "nodes", "internode_gbps",
+        "internode_latency_us", "allreduce_bucket_mib", "profile", "profile_cache_dir",
         "worker_binary", "json", "trace"}},
       {"health", "mobius health", "Checks that the daemon is serving (exit 0 when it is).", true,
        {}},

@@ -298,6 +298,58 @@ struct BadCase {
   const char* message;
 };
 
+// --nodes: the multi-node prediction, headed by the planned-only line; one row per node count.
+TEST(PlanCommand, NodesPredictsScalingAndSaysItIsPlannedOnly) {
+  PlanCommandOptions o = Options("llama-2-7b.json", kPaper);
+  o.batch = 16;
+  o.nodes = "1,2,4";
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_TRUE(r.err.empty());
+  for (const char* s : {"Several nodes: planned only: the runtime does not run several nodes yet",
+                        "Inter-node link: 25.0 Gb/s per direction per node (3.125 GB/s), latency "
+                        "20.0 us", "One node, the whole batch:", "batch/node", "exposed s",
+                        "tokens/s", "efficiency", "100.0%"}) {
+    EXPECT_THAT(r.out, HasSubstr(s)) << s;
+  }
+  // A single count adds its sentence and the per-stage all-reduce table.
+  o.nodes = "2";
+  o.internode_gbps = 100;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  for (const char* s : {"2 nodes: 8 sequences per node", "scaling efficiency",
+                        "All-reduce per stage", "optimizer end", "100.0 Gb/s"}) {
+    EXPECT_THAT(r.out, HasSubstr(s)) << s;
+  }
+  // A slow link: slower than one node, and said.
+  o.internode_gbps = 1;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Slower than one node at 2 nodes"));
+
+  o.json = true;
+  o.nodes = "1,2";
+  o.internode_gbps = 25;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["nodes"]["planned_only"], true);
+  EXPECT_EQ(j["nodes"]["link"]["bytes_per_s"].get<double>(), 25e9 / 8);
+  ASSERT_EQ(j["nodes"]["rows"].size(), 2u);
+  const nlohmann::json& one = j["nodes"]["rows"][0];
+  const nlohmann::json& two = j["nodes"]["rows"][1];
+  EXPECT_EQ(one["step_seconds"], j["nodes"]["single_node"]["step_seconds"]);
+  EXPECT_EQ(one["allreduce_bytes"], 0);
+  EXPECT_EQ(two["node_batch"], 8);
+  EXPECT_EQ(two["plan"]["job"]["global_batch"], 8);
+  EXPECT_GT(two["allreduce_bytes"].get<int64_t>(), 0);
+  EXPECT_GT(two["exposed_seconds"].get<double>(), 0);
+  EXPECT_NEAR(two["step_seconds"].get<double>(),
+              two["node_step_seconds"].get<double>() + two["exposed_seconds"].get<double>(),
+              1e-9);
+  EXPECT_FALSE(two["stages"].empty());
+}
+
 TEST(PlanCommand, BadInputExits2WithOneLine) {
   const BadCase cases[] = {
       {"no model", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.model.clear(); },
@@ -330,6 +382,24 @@ TEST(PlanCommand, BadInputExits2WithOneLine) {
        "staleness 1 with LoRA"},
       {"host ram lora", "llama-2-7b.json", kPaper,
        [](PlanCommandOptions& o) { o.host_memory_gib = 32; }, "or LoRA (the frozen base at 2 bytes"},
+      {"nodes zero", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.nodes = "0"; },
+       "--nodes: must be >= 1 (got 0)"},
+      {"nodes text", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.nodes = "2,x"; },
+       "--nodes: 'x' is not a node count"},
+      {"nodes split", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.nodes = "3"; },
+       "--nodes: 3 nodes do not split the global batch of 4 sequences"},
+      {"nodes resident", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.nodes = "2", o.schedule = "resident"; },
+       "--nodes 2 with --schedule resident"},
+      {"internode rate", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.nodes = "2", o.internode_gbps = 0; },
+       "--internode-gbps: the inter-node link's rate must be > 0 Gb/s (got 0)"},
+      {"internode latency", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.nodes = "2", o.internode_latency_us = -1; },
+       "--internode-latency-us: must be >= 0"},
+      {"bucket", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.nodes = "2", o.allreduce_bucket_mib = -1; },
+       "--allreduce-bucket-mib: must be >= 0"},
   };
   for (const BadCase& c : cases) {
     PlanCommandOptions o = Options(c.model, c.topology);
