@@ -90,6 +90,13 @@ cp /etc/resolv.conf "$ROOT/etc/resolv.conf"
 if [[ ! -e "$ROOT/etc/hosts" ]]; then
   printf '127.0.0.1\tlocalhost\n::1\t\tlocalhost ip6-localhost ip6-loopback\n' >"$ROOT/etc/hosts"
 fi
+# The site's own certificate authorities (e.g. a TLS-intercepting egress proxy's), as the host
+# trusts them: a setting of this network, not one of our dependencies. ca-certificates, which
+# install-deps pulls in, adds them to the root's store; without them pip cannot reach PyPI here.
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  mkdir -p "$ROOT/usr/local/share/ca-certificates"
+  cp /usr/local/share/ca-certificates/*.crt "$ROOT/usr/local/share/ca-certificates/"
+fi
 
 # What runs inside: the clone, or the kit.
 if [[ -n "$KIT" ]]; then
