@@ -1,0 +1,55 @@
+// Internal to `mobius plan` (client/plan_command.cc and client/plan_nodes.cc): what the
+// multi-node output shares with the single-node one. Not an interface for other verbs.
+#ifndef MOBIUS_CLIENT_PLAN_COMMAND_INTERNAL_H_
+#define MOBIUS_CLIENT_PLAN_COMMAND_INTERNAL_H_
+
+#include <cstdint>
+#include <optional>
+#include <ostream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "nlohmann/json.hpp"
+#include "client/plan_command.h"
+#include "common/model/layer_units.h"
+#include "server/planner/api/make_plan.h"
+#include "server/topology/analysis.h"
+#include "server/topology/topology.h"
+
+namespace mobius::cli::plan_internal {
+
+struct Server {
+  topology::Topology topology;
+  topology::TopologyFacts facts;
+};
+
+// Where the profile came from, for the output.
+struct ProfileChoice {
+  std::optional<planner::Profile> profile;  // nullopt: analytic
+  std::string path;                         // the measured profile's file
+  std::string backend;
+};
+
+std::string Gib(int64_t bytes);  // "1.23 GiB"
+// "analytic (RTX 4090), gradients fp32 (4 bytes/parameter)" and the like.
+std::string ProfileLine(const planner::PlanReport& r, const ProfileChoice& c);
+// The training mode: full fine-tuning or LoRA's rank, targets and host bytes per parameter.
+std::string TrainingLine(const planner::PlanReport& r);
+// The single-node plan as `mobius plan --json` prints it.
+nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDescription& m,
+                              const planner::PlanReport& r, const ProfileChoice& profile);
+// Planning is local: an error about the input is a usage error (exit 2).
+int PlanExitCode(const absl::Status& s);
+// INVALID_ARGUMENT naming the path when it cannot be written.
+absl::Status WriteTrace(const std::string& path, const std::string& json);
+
+// `mobius plan --nodes N|1,2,4` (plan_nodes.cc): the job planned per node over N nodes with the
+// per-stage gradient all-reduce (server/planner/nodes/nodes.h); the documented exit code.
+int RunPlanNodes(const PlanCommandOptions& o, const model::ModelDescription& model,
+                 const Server& server, const planner::JobShape& job,
+                 const planner::PlanOptions& options, const ProfileChoice& profile,
+                 std::ostream& out, std::ostream& err);
+
+}  // namespace mobius::cli::plan_internal
+
+#endif  // MOBIUS_CLIENT_PLAN_COMMAND_INTERNAL_H_
