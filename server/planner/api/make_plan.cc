@@ -94,7 +94,10 @@ absl::StatusOr<DeviceSpec> ResolveDevice(const topology::Topology& t, const std:
       std::optional<DeviceSpec> s = DeviceSpecForGpuName(t.gpus[g].name, t.gpus[g].memory_bytes);
       if (!s.has_value() && options.profile.has_value()) {
         // A measured profile needs no peak FLOP/s; memory comes from the topology.
-        s = DeviceSpec{t.gpus[g].name, 0, 0.5, static_cast<int64_t>(t.gpus[g].memory_bytes)};
+        DeviceSpec measured_only;
+        measured_only.name = t.gpus[g].name;
+        measured_only.memory_bytes = static_cast<int64_t>(t.gpus[g].memory_bytes);
+        s = measured_only;
       }
       if (!s.has_value()) {
         return absl::InvalidArgumentError(absl::StrCat(

@@ -342,6 +342,32 @@ TEST(MakePlan, MeasuredProfileIsUsedAndChecked) {
   EXPECT_THAT(wrong_model.status().message(), HasSubstr("another model"));
 }
 
+// A GPU the presets do not know plans with a measured profile (no peak FLOP/s needed), its
+// memory from the topology: a 24 GB card unknown by name gets the plan a known one gets; without
+// a profile it is refused, asking for a peak.
+TEST(MakePlan, UnknownGpuWithMeasuredProfileTakesTheTopologysMemory) {
+  Fixture f = LoadTopology("paper_testbed_2s_2sw_8x3090.xml");
+  const model::ModelDescription m = LoadModel("gpt2.json");
+  absl::StatusOr<Profile> measured = AnalyticProfile(m, {1, 512}, Rtx3090Spec());
+  ASSERT_TRUE(measured.ok());
+  measured->source = "measured";
+  PlanOptions o;
+  o.compare = false;
+  o.profile = *measured;
+  auto known = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o);
+  ASSERT_TRUE(known.ok()) << known.status();
+  for (auto& gpu : f.topology.gpus) gpu.name = "Mystery Accelerator 24GB";
+  auto unknown = MakePlan(m, f.topology, f.facts, Job(8, 1, 512), o);
+  ASSERT_TRUE(unknown.ok()) << unknown.status();
+  EXPECT_GT(unknown->plan.memory.gpu_capacity_bytes, int64_t{20} << 30);
+  EXPECT_EQ(unknown->plan.memory.gpu_capacity_bytes, known->plan.memory.gpu_capacity_bytes);
+  EXPECT_EQ(unknown->plan.num_stages(), known->plan.num_stages());
+  PlanOptions analytic;
+  analytic.compare = false;
+  EXPECT_EQ(MakePlan(m, f.topology, f.facts, Job(8, 1, 512), analytic).status().code(),
+            absl::StatusCode::kInvalidArgument);  // no preset and no profile: asks for a peak
+}
+
 // The plan's J counts the two-slot reuse (cost_model.h) where it binds: a measured profile whose
 // H2D rate (1 GB/s) is well below the topology's D2H (0.8 x 15.75 / 4 = 3.15 GB/s per GPU), with
 // GPT-2's small compute, makes the upload the backward's largest term; the last min(S, 2N) stages
