@@ -96,18 +96,7 @@ absl::Status Decoder::MakeRopeTables() {
 
 absl::Status Decoder::SetWeights(const std::map<std::string, std::vector<uint16_t>>& bf16) {
   for (size_t u = 0; u < runners_.size(); ++u) {
-    for (const units::UnitParam& p : runners_[u]->layout().params) {
-      auto it = bf16.find(p.name);
-      if (it == bf16.end()) return absl::InvalidArgumentError("model weights: missing " + p.name);
-      if (static_cast<int64_t>(it->second.size()) != p.num_elements) {
-        return absl::InvalidArgumentError(absl::StrCat("model weights: ", p.name, " has ",
-                                                       it->second.size(), " elements, want ",
-                                                       p.num_elements));
-      }
-      MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, it->second.data(), weights_[u],
-                                                    2 * static_cast<uint64_t>(p.offset),
-                                                    2 * static_cast<uint64_t>(p.num_elements)));
-    }
+    MOBIUS_RETURN_IF_ERROR(runners_[u]->UploadWeights(*queue_, bf16, weights_[u], "model weights"));
   }
   return backend_->Synchronize(*queue_);
 }

@@ -199,6 +199,25 @@ uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
       .total;
 }
 
+absl::Status UnitRunner::UploadWeights(backend::Queue& queue,
+                                       const std::map<std::string, std::vector<uint16_t>>& bf16,
+                                       backend::DeviceBuffer& weights,
+                                       absl::string_view what) const {
+  for (const UnitParam& p : layout_.params) {
+    auto it = bf16.find(p.name);
+    if (it == bf16.end()) return absl::InvalidArgumentError(absl::StrCat(what, ": missing ", p.name));
+    if (static_cast<int64_t>(it->second.size()) != p.num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(what, ": ", p.name, " has ",
+                                                     it->second.size(), " elements, want ",
+                                                     p.num_elements));
+    }
+    MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(queue, it->second.data(), weights,
+                                                  2 * static_cast<uint64_t>(p.offset),
+                                                  2 * static_cast<uint64_t>(p.num_elements)));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<backend::DeviceBuffer> UnitRunner::AllocateWorkspace(int64_t b, int64_t t) const {
   return backend_->Allocate(WorkspaceBytes(b, t),
                             absl::StrCat("unit", unit_index(), ".workspace"));

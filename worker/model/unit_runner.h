@@ -30,11 +30,14 @@
 #define MOBIUS_WORKER_MODEL_UNIT_RUNNER_H_
 
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "common/model/layer_units.h"
 #include "common/model/model_config.h"
 #include "worker/backend/backend.h"
@@ -91,6 +94,13 @@ class UnitRunner {
   bool frozen() const { return frozen_; }
   model::UnitKind kind() const { return kind_; }
   int64_t unit_index() const { return layout_.unit_index; }
+
+  // Queues the copies of this unit's parameters, found by HF name in `bf16` (bf16 bits), into
+  // `weights` at their layout offsets; the caller synchronizes `queue` before `bf16` goes.
+  // INVALID_ARGUMENT "<what>: missing NAME" or "<what>: NAME has N elements, want M".
+  absl::Status UploadWeights(backend::Queue& queue,
+                             const std::map<std::string, std::vector<uint16_t>>& bf16,
+                             backend::DeviceBuffer& weights, absl::string_view what) const;
 
   // Bytes of workspace one [b, t] microbatch needs (forward internals + backward scratch).
   uint64_t WorkspaceBytes(int64_t b, int64_t t) const;
