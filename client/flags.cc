@@ -74,7 +74,15 @@ ABSL_FLAG(double, mip_time_limit_seconds, 10, "plan: wall-clock limit of the mip
 ABSL_FLAG(std::string, nodes, "",
           "plan: N identical servers splitting --batch (data parallelism: each stage's gradients "
           "all-reduced across them before its optimizer step), or a list 1,2,4,8 for a scaling "
-          "table. PLANNED ONLY: the runtime does not run several nodes yet. Empty: one node.");
+          "table. Empty: one node. run: the job's node count N, one `mobius run` per node (with "
+          "--node-rank and --rendezvous); empty: from MOBIUS_NODES, Slurm or Kubernetes, else "
+          "one node (docs/operations.md, Several nodes).");
+ABSL_FLAG(int32_t, node_rank, -1,
+          "run: this node's rank 0..N-1 with --nodes N (node 0 hosts the rendezvous and writes the "
+          "checkpoints); -1: from MOBIUS_NODE_RANK, SLURM_PROCID or JOB_COMPLETION_INDEX.");
+ABSL_FLAG(std::string, rendezvous, "",
+          "run: HOST[:PORT] of node 0's rendezvous (default port 29560); empty: "
+          "MOBIUS_RENDEZVOUS, else under Slurm the step's first node.");
 ABSL_FLAG(double, internode_gbps, 25,
           "plan --nodes: the inter-node link in Gb/s per direction per node (25: 25 GbE's line "
           "rate; a measured all-reduce bus bandwidth, e.g. nccl-tests' busbw, is better).");

@@ -53,6 +53,8 @@ ABSL_DECLARE_FLAG(double, efficiency);
 ABSL_DECLARE_FLAG(double, peak_tflops);
 ABSL_DECLARE_FLAG(double, mip_time_limit_seconds);
 ABSL_DECLARE_FLAG(std::string, nodes);
+ABSL_DECLARE_FLAG(int32_t, node_rank);
+ABSL_DECLARE_FLAG(std::string, rendezvous);
 ABSL_DECLARE_FLAG(double, internode_gbps);
 ABSL_DECLARE_FLAG(double, internode_latency_us);
 ABSL_DECLARE_FLAG(double, allreduce_bucket_mib);

@@ -34,6 +34,7 @@
 #include "client/generate_command.h"
 #include "client/job_commands.h"
 #include "client/flags.h"
+#include "client/node_world.h"
 #include "client/plan_command.h"
 #include "client/run_command.h"
 #include "client/tokenize_command.h"
@@ -218,7 +219,7 @@ int main(int argc, char** argv) {
   if (args.size() >= 2 && args[1] == "run") {
     if (args.size() != 3) {
       std::cerr << "usage: mobius run JOB.yaml [--topology-file F] [--gpus 0,1] [--link-scale S] "
-                   "[--resume]\n";
+                   "[--resume] [--nodes N --node-rank R --rendezvous HOST:PORT]\n";
       return mobius::cli::kExitUsage;
     }
     mobius::cli::RunCommandOptions o;
@@ -231,6 +232,14 @@ int main(int argc, char** argv) {
     o.backend = absl::GetFlag(FLAGS_backend);
     o.transport = absl::GetFlag(FLAGS_transport);
     o.resume = absl::GetFlag(FLAGS_resume);
+    absl::StatusOr<int> nodes = mobius::cli::ParseRunNodesFlag(absl::GetFlag(FLAGS_nodes));
+    if (!nodes.ok()) {
+      std::cerr << "mobius run: " << nodes.status().message() << "\n";
+      return mobius::cli::kExitUsage;
+    }
+    o.nodes = *nodes;
+    o.node_rank = absl::GetFlag(FLAGS_node_rank);
+    o.rendezvous = absl::GetFlag(FLAGS_rendezvous);
     return mobius::cli::RunRunCommand(o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {

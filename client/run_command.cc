@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
+#include "client/node_world.h"
 #include "common/host_memory.h"
 #include "common/jobspec/yaml.h"
 #include "server/jobs/scheduler/node_resources.h"
@@ -57,6 +58,24 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   yo.validate_options.check_files_exist = true;
   absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(o.spec_path, yo);
   if (!spec.ok()) return Fail(err, spec.status());
+
+  // Which node of the job this is (flags > MOBIUS_* > Slurm > Kubernetes > one node).
+  absl::StatusOr<NodeWorld> resolved = ResolveNodeWorld(
+      {.nodes = o.nodes, .node_rank = o.node_rank, .rendezvous = o.rendezvous},
+      ProcessEnvironment());
+  if (!resolved.ok()) return Fail(err, resolved.status());
+  const NodeWorld world = *std::move(resolved);
+  if (world.nodes > 1) {
+    const bool v6 = world.rendezvous_host.find(':') != std::string::npos;
+    err << "mobius run: node " << world.node_rank << " of " << world.nodes << " (from "
+        << world.source << "), rendezvous " << (v6 ? "[" : "") << world.rendezvous_host
+        << (v6 ? "]" : "") << ":" << world.rendezvous_port << "\n";
+    // multi-node: world is handed to SetUpRun by the runtime change. Until then this build runs
+    // one node only; N independent copies of the whole job would each write the checkpoints.
+    return Fail(err, absl::FailedPreconditionError(
+                         "this build runs one node only (the multi-node runtime is not in it "
+                         "yet, issue 20); run without --nodes / MOBIUS_NODES or with one task"));
+  }
 
   std::unique_ptr<topology::TopologySource> source =
       o.topology_file.empty() ? topology::MakeHwlocLiveSource()

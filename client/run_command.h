@@ -8,6 +8,10 @@
 // A text dataset (jsonl, prompt_completion, chat, text) is tokenized first by `mobius-worker
 // tokenize` into $XDG_CACHE_HOME/mobius/datasets (~/.cache/mobius/datasets), reused next time.
 //
+// Several nodes: one `mobius run` per node; which node it is, how many there are and where node
+// 0's rendezvous is come from the flags or the environment (client/node_world.h), resolved right
+// after the spec is read and logged as "node R of N".
+//
 // Exit codes: 0 all steps done; 1 the run failed; 2 bad input (spec, plan that does not fit, a
 // device cap too small), reported before any worker starts.
 #ifndef MOBIUS_CLIENT_RUN_COMMAND_H_
@@ -29,6 +33,11 @@ struct RunCommandOptions {
   std::string backend = "auto";        // RunConfig::backend: auto | cpu | cuda
   std::string transport = "auto";      // RunConfig::transport: auto | host | nccl | emulated
   bool resume = false;  // from the newest complete checkpoint of checkpoint.dir, if there is one
+  // Several nodes (client/node_world.h): --nodes, --node-rank, --rendezvous; 0 / -1 / "": not
+  // given (then MOBIUS_*, Slurm, Kubernetes, else one node).
+  int nodes = 0;
+  int node_rank = -1;
+  std::string rendezvous;
 };
 
 int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);

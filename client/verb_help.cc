@@ -80,9 +80,14 @@ const std::vector<Verb>& Table() {
        "Lists your jobs (admins: everyone's), newest last, with step and latest training loss.",
        true, {"state", "json"}},
       {"run", "mobius run JOB.yaml [flags]",
-       "Runs a job in the foreground without a daemon (Slurm job steps).", false,
+       "Runs a job in the foreground without a daemon (Slurm job steps).\n"
+       "Several nodes: one mobius run per node, each told its place by --nodes, --node-rank and\n"
+       "--rendezvous, or by MOBIUS_NODES, MOBIUS_NODE_RANK, MOBIUS_RENDEZVOUS, Slurm's job step\n"
+       "(SLURM_NTASKS, SLURM_PROCID, the first node) or a Kubernetes Indexed Job\n"
+       "(JOB_COMPLETION_INDEX), in that order (docs/operations.md, Several nodes).",
+       false,
        {"topology_file", "gpus", "run_dir", "link_scale", "emulate_links", "backend", "transport",
-        "resume"}},
+        "resume", "nodes", "node_rank", "rendezvous"}},
       {"describe", "mobius describe JOB [--json]",
        "Shows one job in full: state, progress, latest step and eval loss, predicted step time.",
        true, {"json"}},

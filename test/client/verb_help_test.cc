@@ -69,6 +69,16 @@ TEST(VerbHelp, CoversEveryVerbMainDispatches) {
   EXPECT_TRUE(VerbFlags("frobnicate").empty());
 }
 
+TEST(VerbHelp, RunTakesTheMultiNodeFlags) {
+  std::optional<std::string> help = VerbHelp("run");
+  ASSERT_TRUE(help.has_value());
+  for (const char* flag : {"  --nodes (default: ", "  --node-rank (default: -1)",
+                           "  --rendezvous (default: ", "MOBIUS_RENDEZVOUS", "SLURM_PROCID",
+                           "JOB_COMPLETION_INDEX"}) {
+    EXPECT_TRUE(absl::StrContains(*help, flag)) << flag << " not in:\n" << *help;
+  }
+}
+
 TEST(VerbHelp, HelpFlags) {
   for (const char* a : {"--help", "-help", "-h", "--helpshort"}) EXPECT_TRUE(IsHelpFlag(a)) << a;
   for (const char* a : {"--helpfull", "help", "--json", "-f"}) EXPECT_FALSE(IsHelpFlag(a)) << a;

@@ -10,6 +10,11 @@
            provisioning files parse and point at the dashboard; prometheus.yml and the alert
            rules pass promtool; the Slurm scripts parse (bash -n) and the epilog removes exactly
            the orphaned host stores; docs/operations.md documents every daemon flag.
+           deploy/kubernetes/multinode/ (the multi-node Indexed Job) gets the same parse and
+           schema check, and its Job, headless Service and rendezvous name must agree
+           (completions = parallelism = MOBIUS_NODES, subdomain = the Service, MOBIUS_RENDEZVOUS
+           = pod 0 under it, checkpoints on the shared claim); mobius-multinode.sbatch runs one
+           task per node.
   systemd  `systemd-analyze verify` on deploy/systemd/mobiusd.service (its ExecStart pointed at
            the built mobiusd, since /usr/local/bin/mobiusd is not installed here), its
            `systemd-analyze security` exposure stays at "OK" or better, and the sysusers file is
@@ -143,15 +148,18 @@ def check_service_monitor(obj, where):
             fail("%s: endpoints[%d] must set honorLabels (the job label)" % (where, i))
 
 
-def check_kubernetes(src):
+def load_kubernetes_folder(src, folder):
+    """Parses every YAML file of `folder` (not its subfolders) and schema-checks each object;
+    returns ({kind: object}, number of files). A Kustomization must list exactly the folder's
+    other files."""
     try:
         import kubernetes.client as models
     except ImportError:
         fail("python3-kubernetes is missing (deploy/install-deps.sh installs it)")
     objects = {}
-    files = sorted(glob.glob(os.path.join(src, "deploy/kubernetes/*.yaml")))
+    files = sorted(glob.glob(os.path.join(src, folder, "*.yaml")))
     if not files:
-        fail("no Kubernetes files in deploy/kubernetes/")
+        fail("no Kubernetes files in %s/" % folder)
     for path in files:
         name = os.path.relpath(path, src)
         with open(path) as f:
@@ -164,6 +172,8 @@ def check_kubernetes(src):
                 if not isinstance(d.get(key), str) or not d[key]:
                     fail("%s: no %s" % (name, key))
             where = "%s (%s)" % (name, d["kind"])
+            if d["kind"] in objects:
+                fail("%s: a second %s in %s/" % (where, d["kind"], folder))
             if d["kind"] == "Kustomization":
                 for r in d.get("resources", []):
                     if not os.path.isfile(os.path.join(os.path.dirname(path), r)):
@@ -192,12 +202,88 @@ def check_kubernetes(src):
                 except (ValueError, TypeError) as e:
                     fail("%s: %s" % (where, e))
             objects[d["kind"]] = d
+    return objects, len(files)
+
+
+def check_kubernetes(src):
+    objects, n = load_kubernetes_folder(src, "deploy/kubernetes")
     for kind in ("Namespace", "DaemonSet", "Service", "ServiceMonitor", "Kustomization"):
         if kind not in objects:
             fail("deploy/kubernetes has no %s" % kind)
     ok("%d Kubernetes files parse; core objects pass the python3-kubernetes schema; the "
-       "ServiceMonitor uses Prometheus Operator fields" % len(files))
+       "ServiceMonitor uses Prometheus Operator fields" % n)
     check_daemonset(objects["DaemonSet"], objects["Service"], objects["ServiceMonitor"])
+    objects, n = load_kubernetes_folder(src, "deploy/kubernetes/multinode")
+    for kind in ("Job", "Service", "ConfigMap", "PersistentVolumeClaim", "Kustomization"):
+        if kind not in objects:
+            fail("deploy/kubernetes/multinode has no %s" % kind)
+    ok("deploy/kubernetes/multinode: %d files parse; Job, Service, ConfigMap and "
+       "PersistentVolumeClaim pass the python3-kubernetes schema" % n)
+    check_multinode_job(objects)
+
+
+def check_multinode_job(objects):
+    """The Indexed Job, its headless Service and the rendezvous name agree (docs/operations.md,
+    "Several nodes")."""
+    job, svc = objects["Job"], objects["Service"]
+    spec, pod = job["spec"], job["spec"]["template"]["spec"]
+    if spec.get("completionMode") != "Indexed":
+        fail("the multi-node Job is not an Indexed Job (completionMode: Indexed)")
+    if pod.get("restartPolicy") not in ("Never", "OnFailure"):
+        fail("the Job's pods need restartPolicy Never or OnFailure")
+    c = [c for c in pod["containers"] if c["name"] == "mobius"][0]
+    env = {e["name"]: e for e in c.get("env", [])}
+    nodes = int(env.get("MOBIUS_NODES", {}).get("value", "0"))
+    if not (nodes >= 2 and spec.get("completions") == nodes and spec.get("parallelism") == nodes):
+        fail("completions %s, parallelism %s and MOBIUS_NODES %s must be the same node count >= 2"
+             % (spec.get("completions"), spec.get("parallelism"), nodes))
+    if svc["spec"].get("clusterIP") != "None":
+        fail("the rendezvous Service is not headless (clusterIP: None)")
+    labels = job["spec"]["template"]["metadata"]["labels"]
+    if not svc["spec"].get("selector") or svc["spec"]["selector"].items() - labels.items():
+        fail("the rendezvous Service does not select the Job's pods")
+    if pod.get("subdomain") != svc["metadata"]["name"]:
+        fail("the pods' subdomain %r is not the Service's name %r" %
+             (pod.get("subdomain"), svc["metadata"]["name"]))
+    ports = {p["name"]: p["containerPort"] for p in c.get("ports", [])}
+    if ports.get("rendezvous") != 29560:
+        fail("the container does not declare the rendezvous port 29560: %s" % ports)
+    svc_ports = [p for p in svc["spec"]["ports"] if p.get("targetPort") == "rendezvous"]
+    if len(svc_ports) != 1 or svc_ports[0]["port"] != 29560:
+        fail("the Service does not expose the rendezvous port 29560: %s" % svc["spec"]["ports"])
+    want = "%s-0.%s:29560" % (job["metadata"]["name"], svc["metadata"]["name"])
+    if env.get("MOBIUS_RENDEZVOUS", {}).get("value") != want:
+        fail("MOBIUS_RENDEZVOUS is %r, not pod 0 under the Service (%s)" %
+             (env.get("MOBIUS_RENDEZVOUS", {}).get("value"), want))
+    if "MOBIUS_NODE_RANK" in env:
+        fail("MOBIUS_NODE_RANK would give every pod the same rank (JOB_COMPLETION_INDEX is it)")
+    if "nvidia.com/gpu" not in c["resources"].get("limits", {}):
+        fail("the Job's pods ask for no nvidia.com/gpu")
+    argv = c.get("command", []) + c.get("args", [])
+    if argv[:3] != ["/usr/local/bin/mobius", "run", "/spec/job.yaml"] or \
+            "--run-dir" not in argv or argv[argv.index("--run-dir") + 1] != "/work/run":
+        fail("the container does not run `mobius run /spec/job.yaml --run-dir /work/run`: %s" % argv)
+    # The spec comes from the ConfigMap; its checkpoint.dir is on the shared (ReadWriteMany) claim.
+    volumes = {v["name"]: v for v in pod["volumes"]}
+    mounts = {m["mountPath"]: volumes[m["name"]] for m in c["volumeMounts"]}
+    cm = objects["ConfigMap"]
+    if mounts.get("/spec", {}).get("configMap", {}).get("name") != cm["metadata"]["name"] or \
+            "job.yaml" not in cm.get("data", {}):
+        fail("/spec/job.yaml does not come from the ConfigMap %s" % cm["metadata"]["name"])
+    job_spec = yaml.safe_load(cm["data"]["job.yaml"])
+    ckpt = job_spec.get("checkpoint", {}).get("dir", "")
+    shared = [p for p, v in mounts.items()
+              if "persistentVolumeClaim" in v and ckpt.startswith(p.rstrip("/") + "/")]
+    pvc = objects["PersistentVolumeClaim"]
+    if not shared or \
+            mounts[shared[0]]["persistentVolumeClaim"]["claimName"] != pvc["metadata"]["name"]:
+        fail("the spec's checkpoint.dir %r is not on the shared claim %s" %
+             (ckpt, pvc["metadata"]["name"]))
+    if "ReadWriteMany" not in pvc["spec"].get("accessModes", []):
+        fail("the shared claim is not ReadWriteMany (every node mounts it)")
+    ok("multi-node Job: Indexed, %d completions = parallelism = MOBIUS_NODES, headless Service %s "
+       "= the pods' subdomain, MOBIUS_RENDEZVOUS=%s, checkpoints on the ReadWriteMany claim" %
+       (nodes, svc["metadata"]["name"], want))
 
 
 def check_daemonset(ds, svc, sm):
@@ -296,6 +382,11 @@ def check_slurm(src):
     for want in ("#SBATCH --gres=gpu", "mobius\" submit --wait", "--gpus=", "--submission-id"):
         if want not in text:
             fail("the sbatch script lacks %r" % want)
+    with open(os.path.join(src, "deploy/slurm/mobius-multinode.sbatch")) as f:
+        text = f.read()
+    for want in ("#SBATCH --ntasks-per-node=1\n", "#SBATCH --gres=gpu", "srun ", "mobius\" run"):
+        if want not in text:
+            fail("mobius-multinode.sbatch lacks %r" % want.strip())
     # The epilog against a scratch directory: dead creators' stores go, live ones and other files
     # stay.
     tmp = tempfile.mkdtemp(prefix="mobius-epilog-")

@@ -36,7 +36,7 @@ check health "${CONN[@]}"
 check submit --wait --submission-id --json "${CONN[@]}"
 check ls --state --json "${CONN[@]}"
 check run --topology-file --gpus --run-dir --link-scale --emulate-links --backend --transport \
-      --resume
+      --resume --nodes --node-rank --rendezvous
 check describe --json "${CONN[@]}"
 check logs --follow -f "${CONN[@]}"
 check watch "${CONN[@]}"
