@@ -77,6 +77,12 @@ ABSL_FLAG(std::string, nodes, "",
           "table. Empty: one node. run: the job's node count N, one `mobius run` per node (with "
           "--node-rank and --rendezvous); empty: from MOBIUS_NODES, Slurm or Kubernetes, else "
           "one node (docs/operations.md, Several nodes).");
+ABSL_FLAG(double, node_timeout, 300,
+          "run, several nodes: seconds to wait for the other nodes at the rendezvous, and for any "
+          "one collective across nodes before the step fails (a hung peer).");
+ABSL_FLAG(std::string, report_file, "",
+          "run: append every step's report to this file, one JSON object per line (loss and "
+          "gradient norm at full precision, step seconds, bytes moved).");
 ABSL_FLAG(int32_t, node_rank, -1,
           "run: this node's rank 0..N-1 with --nodes N (node 0 hosts the rendezvous and writes the "
           "checkpoints); -1: from MOBIUS_NODE_RANK, SLURM_PROCID or JOB_COMPLETION_INDEX.");
@@ -84,14 +90,16 @@ ABSL_FLAG(std::string, rendezvous, "",
           "run: HOST[:PORT] of node 0's rendezvous (default port 29560); empty: "
           "MOBIUS_RENDEZVOUS, else under Slurm the step's first node.");
 ABSL_FLAG(double, internode_gbps, 25,
-          "plan --nodes: the inter-node link in Gb/s per direction per node (25: 25 GbE's line "
-          "rate; a measured all-reduce bus bandwidth, e.g. nccl-tests' busbw, is better).");
+          "plan --nodes, run on several nodes: the inter-node link in Gb/s per direction per node "
+          "(25: 25 GbE's line rate; a measured all-reduce bus bandwidth, e.g. nccl-tests' busbw, "
+          "is better); run with emulated PCIe links also emulates it, scaled by --link-scale.");
 ABSL_FLAG(double, internode_latency_us, 20,
-          "plan --nodes: one inter-node message's latency in microseconds (a ring all-reduce "
+          "plan --nodes, run on several nodes: one inter-node message's latency in microseconds (a ring all-reduce "
           "pays 2 (N - 1) of them per bucket; 20: TCP over switched 10/25 GbE).");
 ABSL_FLAG(double, allreduce_bucket_mib, 0,
           "plan --nodes: all-reduce each stage's gradients in buckets of this many MiB, each as "
-          "soon as its bytes are in host memory (0: one bucket per stage).");
+          "soon as its bytes are in host memory (0: one bucket per stage); run on several nodes: "
+          "the runtime's buckets (0: 25 MiB; a stage's buckets start after its whole offload).");
 ABSL_FLAG(bool, wait, false,
           "submit: follow the job with a live progress bar until it ends (Ctrl-C detaches; the "
           "job keeps running). Exit code 1 unless it succeeded.");

@@ -58,6 +58,8 @@ ABSL_DECLARE_FLAG(std::string, rendezvous);
 ABSL_DECLARE_FLAG(double, internode_gbps);
 ABSL_DECLARE_FLAG(double, internode_latency_us);
 ABSL_DECLARE_FLAG(double, allreduce_bucket_mib);
+ABSL_DECLARE_FLAG(double, node_timeout);
+ABSL_DECLARE_FLAG(std::string, report_file);
 ABSL_DECLARE_FLAG(bool, wait);
 ABSL_DECLARE_FLAG(bool, follow);
 ABSL_DECLARE_FLAG(bool, f);

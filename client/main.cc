@@ -240,6 +240,11 @@ int main(int argc, char** argv) {
     o.nodes = *nodes;
     o.node_rank = absl::GetFlag(FLAGS_node_rank);
     o.rendezvous = absl::GetFlag(FLAGS_rendezvous);
+    o.node_timeout_seconds = absl::GetFlag(FLAGS_node_timeout);
+    o.internode_gbps = absl::GetFlag(FLAGS_internode_gbps);
+    o.internode_latency_us = absl::GetFlag(FLAGS_internode_latency_us);
+    o.allreduce_bucket_mib = absl::GetFlag(FLAGS_allreduce_bucket_mib);
+    o.report_file = absl::GetFlag(FLAGS_report_file);
     return mobius::cli::RunRunCommand(o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && mobius::cli::IsJobVerb(args[1])) {

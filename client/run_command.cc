@@ -10,11 +10,13 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/exit_codes.h"
+#include "client/node_run.h"
 #include "client/node_world.h"
 #include "common/host_memory.h"
 #include "common/jobspec/yaml.h"
@@ -70,11 +72,21 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
     err << "mobius run: node " << world.node_rank << " of " << world.nodes << " (from "
         << world.source << "), rendezvous " << (v6 ? "[" : "") << world.rendezvous_host
         << (v6 ? "]" : "") << ":" << world.rendezvous_port << "\n";
-    // multi-node: world is handed to SetUpRun by the runtime change. Until then this build runs
-    // one node only; N independent copies of the whole job would each write the checkpoints.
-    return Fail(err, absl::FailedPreconditionError(
-                         "this build runs one node only (the multi-node runtime is not in it "
-                         "yet, issue 20); run without --nodes / MOBIUS_NODES or with one task"));
+  }
+  // Several nodes (docs/multinode.md): the spec's global batch is split; this node is planned and
+  // run on its share, and the run config gets the global batch back with the node group.
+  const int64_t global_batch = spec->training.global_batch;
+  if (world.nodes > 1) {
+    const int64_t mb = spec->training.microbatch > 0 ? spec->training.microbatch
+                                                     : global_batch / world.nodes;
+    if (mb <= 0 || global_batch % (mb * world.nodes) != 0) {
+      return Fail(err, absl::InvalidArgumentError(absl::StrFormat(
+                           "training.global_batch %d does not split into %d nodes of whole "
+                           "microbatches of %d: make it a multiple of %d",
+                           global_batch, world.nodes, mb, mb * world.nodes)));
+    }
+    spec->training.global_batch = global_batch / world.nodes;
+    spec->training.microbatch = mb;
   }
 
   std::unique_ptr<topology::TopologySource> source =
@@ -105,6 +117,13 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   for (const auto& n : loaded->topology.numa_nodes) numa += static_cast<int64_t>(n.memory_bytes);
   plan_options.host_memory_bytes =
       numa > 0 ? std::min(numa, machine->available_bytes()) : machine->available_bytes();
+  if (world.nodes > 1) {  // the plan of one node of N, each stage's all-reduce simulated
+    plan_options.internode.nodes = world.nodes;
+    plan_options.internode.link.bytes_per_s = o.internode_gbps * 1e9 / 8;
+    plan_options.internode.link.latency_seconds = o.internode_latency_us * 1e-6;
+    // The runtime reduces a stage's buckets after its whole offload: one bucket in the simulation.
+    plan_options.internode.bucket_bytes = 0;
+  }
   absl::StatusOr<jobs::PlannedJob> planned =
       jobs::PlanJob(*spec, loaded->topology, facts, allowed, {}, plan_options);
   if (!planned.ok() && absl::IsFailedPrecondition(planned.status()) &&
@@ -185,6 +204,23 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
         << "\n";
   }
   planned = setup->planned;
+  if (world.nodes > 1) {
+    runtime::NodeGroup& g = setup->run.nodes;
+    setup->run.training.batch = global_batch;  // every node reads the global batch (its share)
+    g.count = world.nodes;
+    g.rank = world.node_rank;
+    g.rendezvous = absl::StrCat(world.rendezvous_host.find(':') != std::string::npos
+                                    ? absl::StrCat("[", world.rendezvous_host, "]")
+                                    : world.rendezvous_host,
+                                ":", world.rendezvous_port);
+    g.job_key = world.job_key.empty() ? "mobius-" + name : world.job_key;
+    g.timeout_seconds = o.node_timeout_seconds;
+    if (o.allreduce_bucket_mib > 0) g.bucket_bytes = static_cast<int64_t>(o.allreduce_bucket_mib * (1 << 20));
+    if (emulate) {  // the inter-node link emulated like the PCIe links, at the same scale
+      g.link_bytes_per_second = o.internode_gbps * 1e9 / 8 * o.link_scale;
+      g.link_latency_seconds = o.internode_latency_us * 1e-6 / o.link_scale;
+    }
+  }
   const runtime::RunConfig* run = &setup->run;
 
   runtime::LaunchOptions lo;
@@ -193,9 +229,28 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   lo.worker_binary = worker_binary;
   lo.host_bytes_needed = planned->report.plan.memory.host_bytes;
   double first_loss = NAN, last_loss = NAN;
+  std::ofstream report_file;
+  if (!o.report_file.empty()) {
+    report_file.open(o.report_file, std::ios::app);
+    if (!report_file) {
+      return Fail(err, absl::InvalidArgumentError(
+                           absl::StrCat("--report-file ", o.report_file, ": cannot open for writing")));
+    }
+  }
   lo.on_step = [&](const runtime::StepReport& r) {
     if (std::isnan(first_loss)) first_loss = r.loss;
     last_loss = r.loss;
+    if (report_file.is_open()) {
+      report_file << absl::StrFormat(
+                         "{\"step\": %d, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
+                         "\"step_seconds\": %.6f, \"tokens\": %d, \"h2d_bytes\": %d, "
+                         "\"d2h_bytes\": %d, \"internode_bytes\": %d%s}",
+                         r.step, r.loss, r.grad_norm, r.lr, r.step_seconds, r.tokens, r.h2d_bytes,
+                         r.d2h_bytes, r.internode_bytes,
+                         r.eval_loss ? absl::StrFormat(", \"eval_loss\": %.9g", *r.eval_loss) : "")
+                  << "\n"
+                  << std::flush;
+    }
     out << runtime::FormatStepReport(r) << "\n" << std::flush;
     if (!r.checkpoint.empty()) out << "checkpoint " << r.checkpoint << "\n" << std::flush;
   };
@@ -228,13 +283,34 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
             : "",
         machine->Describe());
   }
+  // Several nodes: node 0 hosts the rendezvous; every node stops when another fails.
+  std::unique_ptr<NodeRun> node_run;
+  std::atomic<bool> peer_failed{false};
+  std::mutex peer_mu;
+  std::string peer_failure;  // guarded by peer_mu
+  if (world.nodes > 1) {
+    absl::StatusOr<std::unique_ptr<NodeRun>> started = NodeRun::Start(
+        {.nodes = world.nodes, .node_rank = world.node_rank,
+         .rendezvous_host = world.rendezvous_host, .rendezvous_port = world.rendezvous_port,
+         .job_key = run->nodes.job_key, .timeout = absl::Seconds(o.node_timeout_seconds)},
+        [&](const std::string& why) {
+          std::lock_guard<std::mutex> lock(peer_mu);
+          peer_failure = why;
+          peer_failed = true;
+        });
+    if (!started.ok()) return Fail(err, started.status());
+    node_run = *std::move(started);
+  }
   absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
-  if (!launcher.ok()) return Fail(err, launcher.status());
+  if (!launcher.ok()) {
+    if (node_run) node_run->Finish(launcher.status());
+    return Fail(err, launcher.status());
+  }
 
   std::atomic<bool> done{false};
   std::thread watcher([&] {
     while (!done) {
-      if (g_stop) {
+      if (g_stop || peer_failed) {
         (*launcher)->Cancel();
         return;
       }
@@ -244,6 +320,14 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   runtime::LaunchResult result = (*launcher)->Wait();
   done = true;
   watcher.join();
+  if (node_run) {
+    node_run->Finish(result.status);
+    std::lock_guard<std::mutex> lock(peer_mu);
+    if (peer_failed && !result.status.ok()) {
+      err << "mobius run: node " << world.node_rank << " stopped: " << peer_failure << "\n";
+      return kExitJobFailed;
+    }
+  }
   if (!result.links.empty()) {
     out << "bytes per emulated link (h2d/d2h):";
     for (const auto& l : result.links) out << " " << l.name << " " << l.h2d_bytes << "/" << l.d2h_bytes;

@@ -38,6 +38,13 @@ struct RunCommandOptions {
   int nodes = 0;
   int node_rank = -1;
   std::string rendezvous;
+  double node_timeout_seconds = 300;  // NodeGroup::timeout_seconds
+  // The inter-node link the plan assumes (and, with emulated PCIe links, the emulated one, scaled
+  // by link_scale like them); gradients all-reduced in buckets of this many MiB (0: 25).
+  double internode_gbps = 25;
+  double internode_latency_us = 20;
+  double allreduce_bucket_mib = 0;
+  std::string report_file;  // non-empty: one JSON line per step (StepReportToJson)
 };
 
 int RunRunCommand(const RunCommandOptions& options, std::ostream& out, std::ostream& err);

@@ -21,6 +21,8 @@ PACKAGES=(
   libssl-dev openssl
   # hardware topology (library + lstopo to check the fixtures)
   libhwloc-dev hwloc
+  # several nodes: Gloo's collectives (the per-stage gradient all-reduce across nodes)
+  libgloo-dev
   # metrics, persistence, planning solver, BLAS
   prometheus-cpp-dev libsqlite3-dev sqlite3 coinor-libcbc-dev libopenblas-dev
   # oneDNN: only the CPU GEMM benchmark compares against it; its CMake package config requires

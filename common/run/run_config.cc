@@ -4,6 +4,7 @@
 #include <fstream>
 #include <utility>
 #include <sstream>
+#include <stdexcept>
 
 #include "absl/strings/str_cat.h"
 #include "common/errors.h"
@@ -109,6 +110,38 @@ absl::Status ValidateSchedule(const RunConfig& c, int64_t num_units) {
   return absl::OkStatus();
 }
 
+// Several nodes: the group itself, and what the runtime does not do across nodes.
+absl::Status ValidateNodeGroup(const RunConfig& c) {
+  const NodeGroup& n = c.nodes;
+  if (n.count < 1 || n.count > 1024) return Bad("nodes.count must be in 1..1024 (got ", n.count, ")");
+  if (n.rank < 0 || n.rank >= n.count) {
+    return Bad("nodes.rank ", n.rank, " is outside 0..", n.count - 1);
+  }
+  if (n.count == 1) return absl::OkStatus();
+  if (n.rendezvous.empty()) return Bad("nodes.rendezvous is empty (", n.count, " nodes)");
+  if (!(n.timeout_seconds > 0)) return Bad("nodes.timeout_seconds must be positive");
+  if (n.bucket_bytes < 4096) return Bad("nodes.bucket_bytes must be >= 4096 (got ", n.bucket_bytes, ")");
+  if (n.link_bytes_per_second < 0 || n.link_latency_seconds < 0) {
+    return Bad("nodes.link_bytes_per_second and nodes.link_latency_seconds must be >= 0");
+  }
+  const train::TrainerOptions& t = c.training;
+  const int64_t mb = t.microbatch > 0 ? t.microbatch : t.batch;
+  if (mb <= 0 || t.batch % (mb * n.count) != 0) {
+    return Bad("training.batch ", t.batch, " (the global batch) does not split into ", n.count,
+               " nodes of whole microbatches of ", mb);
+  }
+  if (Traits(c.schedule).weights_resident) {
+    return Bad("schedule resident keeps gradients and the optimizer on the GPUs; several nodes "
+               "all-reduce gradients in host memory: use mobius or roundrobin");
+  }
+  if (c.dispatch == "pool") {
+    return Bad("dispatch pool decides at run time which rank updates a stage, so the ranks of "
+               "different nodes would not meet in the same all-reduce: use dispatch static with "
+               "several nodes");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ValidateRunConfig(const RunConfig& c, int64_t num_units) {
@@ -147,7 +180,7 @@ absl::Status ValidateRunConfig(const RunConfig& c, int64_t num_units) {
   for (size_t r = 0; r < c.rank_device.size(); ++r) {
     if (c.rank_device[r] < 0) return bad("rank_device[", r, "] = ", c.rank_device[r], " < 0");
   }
-  return absl::OkStatus();
+  return ValidateNodeGroup(c);
 }
 
 std::string RunConfigToJson(const RunConfig& c) {
@@ -188,7 +221,13 @@ std::string RunConfigToJson(const RunConfig& c) {
             {"rank_links", c.rank_links}, {"link_scale", c.link_scale},
             {"rank_gpu", c.rank_gpu}, {"rank_cpus", c.rank_cpus},
             {"backend", c.backend}, {"rank_device", c.rank_device},
-            {"transport", c.transport}};
+            {"transport", c.transport},
+            {"nodes", {{"count", c.nodes.count}, {"rank", c.nodes.rank},
+                       {"rendezvous", c.nodes.rendezvous}, {"job_key", c.nodes.job_key},
+                       {"timeout_seconds", c.nodes.timeout_seconds},
+                       {"bucket_bytes", c.nodes.bucket_bytes},
+                       {"link_bytes_per_second", c.nodes.link_bytes_per_second},
+                       {"link_latency_seconds", c.nodes.link_latency_seconds}}}};
   return j.dump(2);
 }
 
@@ -226,6 +265,19 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(j, "transport", c.transport, "");
     get(j, "pass_rank", c.pass_rank, "");
     get(j, "dispatch", c.dispatch, "");
+    if (j.contains("nodes")) {
+      const json& n = j.at("nodes");
+      field = "nodes";
+      if (!n.is_object()) throw std::invalid_argument("not an object");
+      get(n, "count", c.nodes.count, "nodes.");
+      get(n, "rank", c.nodes.rank, "nodes.");
+      get(n, "rendezvous", c.nodes.rendezvous, "nodes.");
+      get(n, "job_key", c.nodes.job_key, "nodes.");
+      get(n, "timeout_seconds", c.nodes.timeout_seconds, "nodes.");
+      get(n, "bucket_bytes", c.nodes.bucket_bytes, "nodes.");
+      get(n, "link_bytes_per_second", c.nodes.link_bytes_per_second, "nodes.");
+      get(n, "link_latency_seconds", c.nodes.link_latency_seconds, "nodes.");
+    }
     for (auto [key, out] : {std::pair{"stages", &c.stages},
                             std::pair{"forward_stages", &c.forward_stages},
                             std::pair{"backward_stages", &c.backward_stages}}) {

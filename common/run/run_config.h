@@ -37,6 +37,12 @@
 //                transport without a GPU);
 //   links        emulated PCIe links (token buckets, link_emulator.h) and, per rank, the links a
 //                copy from that rank's "GPU" crosses; empty: no emulation (real links or none).
+//   nodes        several nodes (data parallel, docs/multinode.md): this node runs the same
+//                pipeline on its share of every global batch (training.batch is the global
+//                batch: each node reads it whole and takes rows [node*B/N, (node+1)*B/N)), and
+//                each backward stage's gradients are all-reduced across the nodes (Gloo, on the
+//                host store) before its optimizer step; rank k of every node forms one group.
+//                count 1: one node, nothing else is read.
 //
 // Value type; thread-compatible.
 #ifndef MOBIUS_COMMON_RUN_RUN_CONFIG_H_
@@ -61,6 +67,22 @@ struct StageRange {
 struct EmulatedLink {
   std::string name;                 // "gpu3", "switch0.uplink"
   double bytes_per_second = 0;      // per direction (PCIe is full duplex), after scaling
+};
+
+// Several nodes of one job (see `nodes` above). Every field but `rank` is identical on all nodes
+// (the rendezvous checks it: NodeGroupFingerprint, worker/runtime/node_collective.h).
+struct NodeGroup {
+  int count = 1;               // nodes in the job, 1..1024
+  int rank = 0;                // this node, 0..count-1; node 0 writes the checkpoints
+  std::string rendezvous;      // "HOST:PORT" of node 0's rendezvous store (common/run/rendezvous.h)
+  std::string job_key;         // the job's name in the rendezvous (keys are prefixed with it)
+  double timeout_seconds = 300;  // connecting, and each collective: a silent peer fails the step
+  int64_t bucket_bytes = 25 << 20;  // gradients are all-reduced in buckets of this size
+  // The emulated inter-node link (the CPU backend's stand-in for a NIC, like `links` for PCIe):
+  // each all-reduce of B bytes occupies this node's link for 2(N-1)/N * B / bytes_per_second +
+  // 2(N-1) * latency (a ring), FIFO over the node's ranks. 0: not emulated.
+  double link_bytes_per_second = 0;
+  double link_latency_seconds = 0;
 };
 
 struct RunConfig {
@@ -90,6 +112,7 @@ struct RunConfig {
   std::string backend = "auto";     // "auto" | "cpu" | "cuda"
   std::vector<int> rank_device;     // [rank] -> CUDA device ordinal; empty: rank_gpu
   std::string transport = "auto";   // "auto" | "host" | "nccl" | "emulated"
+  NodeGroup nodes;
 };
 
 // A directed channel of the boundary-gradient transport: rank `from` sends to rank `to`.

@@ -24,7 +24,7 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"optimizer_seconds", r.optimizer_seconds},
             {"h2d_bytes", r.h2d_bytes},
             {"d2h_bytes", r.d2h_bytes},
-            {"peer_bytes", r.peer_bytes},
+            {"peer_bytes", r.peer_bytes}, {"internode_bytes", r.internode_bytes},
             {"passes", r.passes},
             {"checkpoint", r.checkpoint},
             {"checkpoint_step", r.checkpoint_step}};
@@ -57,6 +57,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.h2d_bytes = j.value("h2d_bytes", uint64_t{0});
     r.d2h_bytes = j.value("d2h_bytes", uint64_t{0});
     r.peer_bytes = j.value("peer_bytes", uint64_t{0});
+    r.internode_bytes = j.value("internode_bytes", uint64_t{0});
     r.passes = j.value("passes", 0);
     r.checkpoint = j.value("checkpoint", std::string());
     r.checkpoint_step = j.value("checkpoint_step", int64_t{0});
@@ -87,6 +88,7 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     a.h2d_bytes += r.h2d_bytes;
     a.d2h_bytes += r.d2h_bytes;
     a.peer_bytes += r.peer_bytes;
+    a.internode_bytes += r.internode_bytes;
     if (!r.checkpoint.empty()) {
       a.checkpoint = r.checkpoint;
       a.checkpoint_step = r.checkpoint_step;
@@ -106,6 +108,9 @@ std::string FormatStepReport(const StepReport& r) {
       r.step, r.total_steps, r.loss, r.lr, r.grad_norm, r.tokens_per_second, r.step_seconds * 1e3,
       r.stall_seconds * 1e3, r.h2d_bytes / 1e6, r.d2h_bytes / 1e6);
   if (r.peer_bytes > 0) line += absl::StrFormat(" | peer %.1f MB", r.peer_bytes / 1e6);
+  if (r.internode_bytes > 0) {
+    line += absl::StrFormat(" | to other nodes %.1f MB", r.internode_bytes / 1e6);
+  }
   if (r.eval_loss) line += absl::StrFormat(" | eval loss %.4f", *r.eval_loss);
   if (r.emulated) line += " | emulated links";
   return line;

@@ -38,6 +38,7 @@ struct WorkerStepReport {
   double optimizer_seconds = 0;
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
   uint64_t peer_bytes = 0;     // activation gradients sent + received over the PeerTransport
+  uint64_t internode_bytes = 0;  // several nodes: gradient all-reduce bytes this rank sent
   int passes = 0;              // stage passes (forwards + backwards) this rank ran in the step
   // Rank 0: a checkpoint completed since its previous report, if any (checkpoints are written
   // while training goes on: the one of step k completes during a later step, the last one before
@@ -63,6 +64,7 @@ struct StepReport {
   double compute_seconds = 0, stall_seconds = 0, optimizer_seconds = 0;  // max over ranks
   uint64_t h2d_bytes = 0, d2h_bytes = 0;                                 // all ranks
   uint64_t peer_bytes = 0;       // all ranks (each transfer counted by sender and receiver)
+  uint64_t internode_bytes = 0;  // all ranks of this node: sent to other nodes (all-reduces)
   std::string checkpoint;        // completed since the previous report (WorkerStepReport)
   int64_t checkpoint_step = 0;
   bool emulated = false;         // link emulation was on

@@ -130,7 +130,8 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   l.num_backward_stages = static_cast<int>(BackwardStages(run).size());
   l.checkpoint_units = CheckpointUnits(run);
   l.num_workers = run.num_workers;
-  l.num_microbatches = static_cast<int>(t.batch / mb);
+  // With several nodes training.batch is the global batch; this node's store holds its share.
+  l.num_microbatches = static_cast<int>(t.batch / mb / std::max(1, run.nodes.count));
   l.boundary_elements = static_cast<uint64_t>(mb * t.seq * config.hidden_size);
   l.peer_channels = DgradChannels(run);
 
@@ -198,7 +199,8 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
     at += static_cast<uint64_t>(l.num_channels()) * l.channel_payload_stride;
   }
   l.link_words = at;
-  at += Align(32 * static_cast<uint64_t>(run.links.size()));
+  l.internode_link = static_cast<int>(run.links.size());
+  at += Align(32 * static_cast<uint64_t>(run.links.size() + 1));
   l.norm_partials = at;
   l.norm_partials_stride = Align(8 * static_cast<uint64_t>(l.num_chunks));
   at += 2 * l.norm_partials_stride;

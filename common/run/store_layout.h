@@ -103,7 +103,10 @@ struct StoreLayout {
   uint64_t weight_copy_stride = 0;            // bytes from copy 0 of the unit weights to copy 1
   uint64_t pool_ticket = 0;                   // offset of the uint64 pass ticket (pool dispatch)
   uint64_t norm_values = 0;                   // offset of 2 doubles: summed norms by step parity
-  uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h)
+  uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h),
+                                              // links.size() + 1 of them: the last is the emulated
+                                              // inter-node link (RunConfig::nodes)
+  int internode_link = 0;                     // = links.size(): that last link's index
   // Boundary-gradient channels between ranks (DgradChannels in run_config.h).
   std::vector<PeerChannel> peer_channels;
   uint64_t channel_ids = 0;      // offset of 128 bytes per channel

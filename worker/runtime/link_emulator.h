@@ -27,6 +27,14 @@
 
 namespace mobius::runtime {
 
+// One reservation of `seconds` on direction `dir` (0: H2D/send, 1: D2H/receive) of emulated link
+// `link` (an index into the store's link words: RunConfig::links, or StoreLayout::internode_link),
+// FIFO in virtual time with every other process of the job; counts `bytes` on it. Returns when the
+// reservation ends (CLOCK_MONOTONIC ns); the caller sleeps until then (SleepUntilNs).
+uint64_t ReserveLink(HostStore* store, const StoreLayout& layout, int link, int dir,
+                     double seconds, uint64_t bytes);
+void SleepUntilNs(uint64_t ns);
+
 class LinkEmulator final : public backend::LinkModel {
  public:
   // `store` must outlive the emulator.

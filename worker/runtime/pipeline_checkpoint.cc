@@ -150,7 +150,8 @@ void WriterLoop(State& s) {
 
 absl::Status StartCheckpointWriter(State& s) {
   const train::TrainerOptions& o = s.run.training;
-  if (o.checkpoint_dir.empty()) return absl::OkStatus();
+  // Several nodes: node 0 writes (every node holds the same state after each update).
+  if (o.checkpoint_dir.empty() || s.run.nodes.rank != 0) return absl::OkStatus();
   auto w = std::make_unique<CheckpointWriterState>();
   w->options = train::CheckpointSaveOptions(o, s.start.config_json);
   if (!s.lora) {  // LoRA: the adapters are written whole by rank 0 (FinishLora)
@@ -182,7 +183,9 @@ absl::Status AwaitCheckpoints(State& s) {
 
 absl::Status AwaitStageWritten(State& s, int b, uint32_t r) {
   const train::TrainerOptions& o = s.run.training;
-  if (o.checkpoint_dir.empty() || o.checkpoint_every <= 0) return absl::OkStatus();
+  if (o.checkpoint_dir.empty() || o.checkpoint_every <= 0 || s.checkpoints == nullptr) {
+    return absl::OkStatus();
+  }
   // The newest multiple of checkpoint_every before the update's (global) step, if in this run.
   const int64_t global = s.start.step + r;
   const int64_t newest = (global - 1) / o.checkpoint_every * o.checkpoint_every;

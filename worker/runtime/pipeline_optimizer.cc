@@ -49,6 +49,13 @@ absl::Status SumIfLast(State& s, uint32_t r);
 absl::Status Partials(State& s, const OptimizerTask& task) {
   const StageRange range = s.bwd(task.stage);
   MOBIUS_RETURN_IF_ERROR(s.backend->Synchronize(*task.slot->saved));
+  // Several nodes: the stage's gradients summed over the nodes (this node's share of the global
+  // batch is scaled by its share of the global batch's targets, so the sum is the global batch's
+  // gradient) before anything reads them.
+  if (s.nodes != nullptr) {
+    MOBIUS_RETURN_IF_ERROR(s.nodes->AllReduceSum(s.store->at<float>(s.layout.unit_grads[range.begin]),
+                                                 s.layout.stage_grad_bytes(range) / 4));
+  }
   s.store->Publish(s.layout.grads_ready_word(task.stage), task.r);
   const int64_t head = s.num_units() - 1;
   // A tied embedding's gradient is the embedding's plus the head's (in that order, as the

@@ -59,7 +59,9 @@ namespace {
 void SetDropout(State& s, uint32_t r, int m) {
   const bool drop = s.lora && s.lora->spec.dropout > 0;
   s.dropout_key = drop ? kernels::LoraDropoutStepKey(s.run.training.seed, s.start.step + r) : 0;
-  s.row_offset = static_cast<int64_t>(m) * s.mb * s.t;
+  // Rows of the global batch (several nodes: this node's microbatches come after the earlier
+  // nodes'), so the masks are those of one node running the whole batch.
+  s.row_offset = (s.first_microbatch + m) * s.mb * s.t;
 }
 
 bool WeightsReady(const State& s, const StageRange& range, uint32_t k) {

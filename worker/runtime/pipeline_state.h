@@ -42,6 +42,7 @@
 #include "worker/optim/adamw.h"
 #include "common/run/host_store.h"
 #include "worker/runtime/link_emulator.h"
+#include "worker/runtime/node_collective.h"
 #include "worker/runtime/peer_transport.h"
 #include "worker/runtime/pipeline_worker.h"
 #include "common/run/run_config.h"
@@ -191,6 +192,14 @@ struct PipelineWorker::State {
   std::unique_ptr<CheckpointWriterState> checkpoints;  // null without a checkpoint directory
 
   uint32_t eval_seq = 0;  // eval microbatches passed over the run (store_layout.h eval words)
+
+  // Several nodes (RunConfig::nodes): this rank's group with rank `rank` of every other node
+  // (null on one node). Its gradients channel is the optimizer thread's, its control channel the
+  // main thread's. This node runs microbatches [first_microbatch, + num_microbatches) of every
+  // global batch.
+  std::unique_ptr<NodeCollective> nodes;
+  int64_t first_microbatch = 0;
+  uint64_t internode_reported = 0;  // main thread: nodes->sent_bytes() at the last report
 
   // Per-step accounting (main thread). The byte counters run from one step report to the next, so
   // copies before step 1 (resident's one-time upload) count in step 1's.

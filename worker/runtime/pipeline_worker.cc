@@ -167,6 +167,15 @@ bool HasNextStep(const State& s, uint32_t r) {
   return s.start.step + static_cast<int64_t>(r) < s.run.training.steps;
 }
 
+// Several nodes: keeps rows [first_row, + rows) of the global batch, this node's microbatches.
+void TakeMicrobatches(data::Batch& batch, int64_t first_row, int64_t rows) {
+  const int64_t t = batch.t;
+  batch.tokens.assign(batch.tokens.begin() + first_row * t, batch.tokens.begin() + (first_row + rows) * t);
+  batch.targets.assign(batch.targets.begin() + first_row * t,
+                       batch.targets.begin() + (first_row + rows) * t);
+  batch.b = rows;
+}
+
 absl::Status RunPass(State& s, const Pass& pass, uint32_t r, const data::Batch& batch,
                      const std::vector<float>& shares, std::vector<float>& losses) {
   ++s.passes_run;
@@ -318,6 +327,7 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   }
   s->mb = o.microbatch;
   s->t = o.seq;
+  s->first_microbatch = static_cast<int64_t>(s->run.nodes.rank) * s->layout.num_microbatches;
   const int64_t num_units = static_cast<int64_t>(s->layout.units.size());
   s->head_forward = s->layout.num_forward_stages - 1;
   s->head_backward = s->layout.num_backward_stages - 1;
@@ -412,6 +422,15 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
   }
   // Every rank is here (the barrier above): agree on the gradient transport and set it up.
   MOBIUS_RETURN_IF_ERROR(SetUpTransport(s));
+  if (s.run.nodes.count > 1) {  // several nodes: meet rank `rank` of every other node
+    absl::StatusOr<std::unique_ptr<NodeCollective>> nodes =
+        NodeCollective::Connect(s.run, s.rank, s.start.step, s.store.get(), &s.layout);
+    if (!nodes.ok()) {
+      s.store->Abort(3);
+      return nodes.status();
+    }
+    s.nodes = *std::move(nodes);
+  }
   MOBIUS_RETURN_IF_ERROR(StartCheckpointWriter(s));
   std::thread optimizer([&s] { OptimizerLoop(s); });
   auto finish = [&](absl::Status st) {
@@ -457,18 +476,22 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     absl::StatusOr<data::Batch> batch = s.start.loader->NextTrainBatch();
     if (!batch.ok()) return finish(batch.status());
     // Each microbatch's share of the batch's counted targets (ResidentModel::Step's scaling).
+    // Several nodes: the batch is the global batch, every node counts all of it (so the shares
+    // are of the global batch) and runs its own microbatches (TakeMicrobatches).
     const int M = s.layout.num_microbatches;
     const int64_t rows = s.mb * s.t;
+    const int64_t global_m = batch->b / s.mb;
     std::vector<float> shares(M, 0.0f), losses(M, 0.0f);
-    std::vector<int64_t> counts(M, 0);
+    std::vector<int64_t> counts(global_m, 0);
     int64_t total = 0;
-    for (int m = 0; m < M; ++m) {
+    for (int64_t m = 0; m < global_m; ++m) {
       for (int64_t j = 0; j < rows; ++j) counts[m] += batch->targets[m * rows + j] != -100;
       total += counts[m];
     }
     for (int m = 0; m < M; ++m) {
-      shares[m] = total == 0 ? 0.0f : static_cast<float>(counts[m]) / total;
+      shares[m] = total == 0 ? 0.0f : static_cast<float>(counts[s.first_microbatch + m]) / total;
     }
+    if (s.nodes != nullptr) TakeMicrobatches(*batch, s.first_microbatch * s.mb, M * s.mb);
     absl::Status st = s.pool ? RunPoolPasses(s, r, *batch, shares, losses)
                              : RunPasses(s, r, *batch, shares, losses);
     if (st.ok() && s.resident != nullptr) st = ResidentUpdate(s, r);  // the device optimizer
@@ -477,9 +500,17 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     const bool last = global_step == o.steps;
     // Checkpoint and stop (pipeline_worker.h): rank 0 answers a request with the next step and
     // then marks step r decided; the others learn step r's fate once step r-1 is decided.
+    // Several nodes: a request on any node stops every node after the same step (rank 0 of every
+    // node takes the maximum each step, so the nodes' control sequences stay aligned).
     if (s.rank == 0) {
-      if (s.store->Load(StoreLayout::kStopAtWord) == 0 &&
-          s.store->Load(StoreLayout::kStopRequestWord) != 0) {
+      uint32_t request = s.store->Load(StoreLayout::kStopAtWord) == 0 &&
+                         s.store->Load(StoreLayout::kStopRequestWord) != 0;
+      if (s.nodes != nullptr) {
+        absl::StatusOr<uint32_t> any = s.nodes->MaxUint32(request);
+        if (!any.ok()) return finish(any.status());
+        request = *any;
+      }
+      if (request != 0 && s.store->Load(StoreLayout::kStopAtWord) == 0) {
         s.store->Publish(StoreLayout::kStopAtWord, r + 1);
       }
       s.store->Publish(s.layout.decided_word(), r);
@@ -499,7 +530,8 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
       }
     }
     std::optional<float> eval_loss;
-    if (o.eval_every > 0 && (global_step % o.eval_every == 0 || last)) {
+    // Several nodes: node 0 evaluates (every node holds the same weights).
+    if (o.eval_every > 0 && (global_step % o.eval_every == 0 || last) && s.run.nodes.rank == 0) {
       absl::StatusOr<std::optional<float>> eval = EvalPass(s, r);
       if (!eval.ok()) return finish(eval.status());
       eval_loss = *eval;
@@ -514,12 +546,17 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     if (s.ran_head) {
       double loss = 0;
       for (int m = 0; m < M; ++m) loss += double{shares[m]} * losses[m];
+      if (s.nodes != nullptr) {  // the other nodes' shares of the global batch's loss
+        absl::StatusOr<double> global = s.nodes->SumDouble(loss);
+        if (!global.ok()) return finish(global.status());
+        loss = *global;
+      }
       rep.loss = static_cast<float>(loss);
     }
     rep.compute_seconds = s.compute_wait;
     rep.stall_seconds = s.stall;
     rep.passes = s.passes_run;
-    if (!o.checkpoint_dir.empty() &&
+    if (s.checkpoints != nullptr &&
         ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
       // This rank's stages are updated: its writer streams them from the store while the next
       // steps run (pipeline_state.h has the consistency rule). Resident ranks first bring their
@@ -538,6 +575,9 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.h2d_bytes = std::exchange(s.h2d_bytes, 0);
     rep.d2h_bytes = std::exchange(s.d2h_bytes, 0);
     rep.peer_bytes = std::exchange(s.peer_bytes, 0);
+    if (s.nodes != nullptr) {  // sent by the optimizer thread since the last report
+      rep.internode_bytes = s.nodes->sent_bytes() - std::exchange(s.internode_reported, s.nodes->sent_bytes());
+    }
     s.reports.push_back({r, std::move(rep)});
     if (absl::Status sent = SendReports(s, r, /*wait=*/sync, on_step); !sent.ok()) {
       return finish(absl::OkStatus());  // the optimizer's error

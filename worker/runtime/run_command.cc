@@ -27,6 +27,7 @@ namespace {
 void RecordCompletion(const RunConfig& config) {
   const train::TrainerOptions& o = config.training;
   if (o.checkpoint_dir.empty()) return;  // nowhere to put it; nothing to resume from either
+  if (config.nodes.rank != 0) return;    // several nodes: node 0 writes the checkpoints
   CompletionRecord record;
   record.job_id = config.job_id;
   record.steps_done = o.steps;
@@ -61,8 +62,9 @@ int RunWorkerCommand(const std::vector<std::string>& args) {
     return 2;
   }
   // Rank 0 claims the checkpoint directory for this job before anything is written there
-  // (common/run/checkpoint_owner.h): another job's directory is refused.
-  if (rank == 0 && !config->training.checkpoint_dir.empty()) {
+  // (common/run/checkpoint_owner.h): another job's directory is refused. Several nodes: node 0's
+  // rank 0, the only writer.
+  if (rank == 0 && config->nodes.rank == 0 && !config->training.checkpoint_dir.empty()) {
     absl::Status claimed =
         checkpoint::ClaimCheckpointDir(config->training.checkpoint_dir, config->job_id,
                                        config->training.checkpoint_group);

@@ -143,6 +143,7 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   po.devices_in_host_memory = options.devices_in_host_memory;
   po.host_memory_bytes = options.host_memory_bytes;
   po.mip_time_limit_seconds = 2;
+  po.internode = options.internode;
   PlannedJob out;
   MOBIUS_ASSIGN_OR_RETURN(out.report, planner::MakePlan(desc, topology, facts, shape, po));
   const planner::MemoryEstimate& m = out.report.plan.memory;

@@ -69,6 +69,10 @@ struct PlanJobOptions {
   // common/inspect/inspection.h); null: PlanJob reads spec.model_dir's config.json itself (`mobius
   // run`, which runs as the user). Not owned; must outlive the call.
   const model::ModelConfig* model_config = nullptr;
+  // Several nodes (`mobius run` on a node of a multi-node job): internode.nodes > 1 plans this one
+  // node, spec.training.global_batch being its share, with each stage's gradient all-reduce
+  // across the nodes in the simulation (PlanOptions::internode).
+  planner::sim::InterNodeConfig internode;
 };
 
 // Plans `spec` (normalised: jobspec::Normalize) on `gpus` (empty: the first spec.resources.gpus of
