@@ -12,8 +12,8 @@
 // Output: readable text (default) or one JSON object (--json); --trace FILE also writes the
 // simulated step as a Chrome trace (open in Perfetto). With --nodes: the multi-node prediction
 // instead (per node count: the node's batch and step, the all-reduce's bytes, time and exposed
-// part, the step, tokens/s and scaling efficiency against one node), headed by a line saying that
-// the runtime does not run several nodes yet. Errors are one line on `err`; the return
+// part, the step, tokens/s and scaling efficiency against one node), headed by a line saying how
+// to run it (one `mobius run` per node). Errors are one line on `err`; the return
 // value is an exit code (client/exit_codes.h): 2 for bad input, including a job that does not fit
 // (the message has the numbers and what would make it fit), 3/4 when the daemon cannot be asked.
 #ifndef MOBIUS_CLIENT_PLAN_COMMAND_H_

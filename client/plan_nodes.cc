@@ -21,7 +21,7 @@ using planner::PlanReport;
 // --- Several nodes (--nodes) ---
 
 constexpr char kNodesPlannedOnly[] =
-    "planned only: the runtime does not run several nodes yet (one node per job today)";
+    "predicted; run it with one `mobius run` per node (docs/multinode.md)";
 
 absl::StatusOr<planner::NodesOptions> MakeNodesOptions(const PlanCommandOptions& o,
                                                        const planner::JobShape& job) {

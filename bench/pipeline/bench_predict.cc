@@ -136,6 +136,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   po.dispatch = o.dispatch;
   po.lora = o.lora;
   po.optimizer_after_backward = o.optimizer_after_backward;
+  po.internode = o.internode;
   po.simulated_steps = sim_schedule == planner::sim::Schedule::kResident ? 1 : o.steps;
   if (o.units_per_stage > 0) {
     pr.gpu_memory_cap_bytes = CapFor(problem, std::min(o.units_per_stage, problem.num_units()));
@@ -160,6 +161,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   sc.num_microbatches = plan.num_microbatches;
   sc.gpu_order = plan.mapping.gpu_order;
   sc.chunk_bytes = int64_t{4} << 20;  // the CPU backend's copy chunk under emulation
+  sc.internode = o.internode;
   if (sim_schedule != planner::sim::Schedule::kResident) {
     sc.steps = o.steps;
     sc.optimizer_staleness = o.optimizer_staleness;

@@ -68,6 +68,9 @@ struct PredictOptions {
   bool optimizer_after_backward = false;
   int steps = 3;
   planner::LoraOptions lora;  // enabled(): the job trains LoRA adapters (PlanOptions::lora)
+  // nodes > 1: one node of several, its stages' gradients all-reduced across the nodes on this
+  // (already scaled) link in both predictions (PlanOptions::internode, SimConfig::internode).
+  planner::sim::InterNodeConfig internode;
 };
 
 // The runtime-matched simulation's numbers.

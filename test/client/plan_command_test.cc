@@ -298,15 +298,15 @@ struct BadCase {
   const char* message;
 };
 
-// --nodes: the multi-node prediction, headed by the planned-only line; one row per node count.
-TEST(PlanCommand, NodesPredictsScalingAndSaysItIsPlannedOnly) {
+// --nodes: the multi-node prediction, headed by how to run it; one row per node count.
+TEST(PlanCommand, NodesPredictsScalingAndSaysHowToRunIt) {
   PlanCommandOptions o = Options("llama-2-7b.json", kPaper);
   o.batch = 16;
   o.nodes = "1,2,4";
   Result r = RunCommand(o);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_TRUE(r.err.empty());
-  for (const char* s : {"Several nodes: planned only: the runtime does not run several nodes yet",
+  for (const char* s : {"Several nodes: predicted; run it with one `mobius run` per node",
                         "Inter-node link: 25.0 Gb/s per direction per node (3.125 GB/s), latency "
                         "20.0 us", "One node, the whole batch:", "batch/node", "exposed s",
                         "tokens/s", "efficiency", "100.0%"}) {

@@ -250,7 +250,7 @@ absl::Status NodeCollective::AllReduceSum(float* data, size_t n) {
 
 absl::StatusOr<double> NodeCollective::SumDouble(double value) {
   Impl& m = *impl_;
-  MOBIUS_RETURN_IF_ERROR(Guard("a sum", m.node, [&] {
+  MOBIUS_RETURN_IF_ERROR(Guard("the step's loss sum", m.node, [&] {
     gloo::AllreduceOptions opts(m.control);
     opts.setOutput(&value, 1);
     opts.setReduceFunction(
@@ -263,7 +263,7 @@ absl::StatusOr<double> NodeCollective::SumDouble(double value) {
 
 absl::StatusOr<uint32_t> NodeCollective::MaxUint32(uint32_t value) {
   Impl& m = *impl_;
-  MOBIUS_RETURN_IF_ERROR(Guard("a maximum", m.node, [&] {
+  MOBIUS_RETURN_IF_ERROR(Guard("the stop decision", m.node, [&] {
     gloo::AllreduceOptions opts(m.control);
     opts.setOutput(&value, 1);
     opts.setReduceFunction(

@@ -142,7 +142,7 @@ struct PlanOptions {
   // (its default: the older reference model, one micro-step, two gathers).
   bool zero_as_deepspeed_runs_it = true;
   sim::ZeroConfig zero;
-  // Several nodes (planned: the runtime does not run them yet; docs/planner.md, "Several nodes"):
+  // Several nodes (docs/planner.md, "Several nodes"; the runtime: docs/multinode.md):
   // internode.nodes > 1 plans ONE node of that many identical ones, the job's global_batch being
   // that node's share; each stage's gradients are all-reduced across the nodes before its
   // optimizer step (sim/internode.h), in the simulation that chooses the stage count too.

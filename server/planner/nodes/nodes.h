@@ -1,6 +1,6 @@
 // Several nodes: a job's global batch split over N identical servers (data parallelism, issue 20),
-// planned and predicted. PLANNED ONLY: the runtime runs one node; nothing here is executed yet.
-// docs/planner.md, "Several nodes (planned, not yet run)".
+// planned and predicted (`mobius plan --nodes`); the runtime: docs/multinode.md. docs/planner.md,
+// "Several nodes".
 //
 //   global batch B, nodes N -> each node: MakePlan at B / N sequences with PlanOptions::internode
 //   (the same single-node planner and simulator; each stage's gradients all-reduced across the

@@ -1,6 +1,5 @@
-// Data parallelism across servers (issue 20), as the simulator models it. PLANNED ONLY: the runtime
-// runs one node; nothing here is executed by mobiusd or mobius-worker yet. docs/planner.md,
-// "Several nodes (planned, not yet run)".
+// Data parallelism across servers (issue 20), as the simulator models it; the runtime's side is
+// worker/runtime/node_collective.h (docs/multinode.md). docs/planner.md, "Several nodes".
 //
 // N identical nodes each run the same single-node plan on global_batch / N sequences. After a
 // stage's backward has offloaded its gradients to host memory (where the CPU optimizer reads them),

@@ -69,8 +69,8 @@
 // With staleness 0 and the optimizer after the backward, a second step cannot start before the
 // first one's updates, so one step already gives the steady state (the default).
 //
-// Several nodes (mobius, roundrobin; SimConfig::internode, sim/internode.h; planned, the runtime
-// does not run it yet): one node of N identical ones is simulated on its share of the batch; each
+// Several nodes (mobius, roundrobin; SimConfig::internode, sim/internode.h; the runtime:
+// docs/multinode.md): one node of N identical ones is simulated on its share of the batch; each
 // stage's gradients, once offloaded to host memory, are all-reduced across the nodes (ring
 // formula, per bucket) on the node's inter-node link, one all-reduce at a time in the order they
 // become ready; the stage's optimizer step (and, with paper_barrier, every optimizer step) waits
