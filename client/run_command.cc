@@ -87,6 +87,12 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
     }
     spec->training.global_batch = global_batch / world.nodes;
     spec->training.microbatch = mb;
+    const int64_t per_node = global_batch / mb / world.nodes;
+    err << absl::StrFormat(
+        "mobius run: node %d runs microbatches %d..%d of each global batch's %d (%d sequences "
+        "each); node 0 writes the checkpoints\n",
+        world.node_rank, world.node_rank * per_node, (world.node_rank + 1) * per_node - 1,
+        per_node * world.nodes, mb);
   }
 
   std::unique_ptr<topology::TopologySource> source =

@@ -6,11 +6,14 @@ if(MOBIUS_SERVICE)
   find_package(absl CONFIG REQUIRED)
   find_package(glog CONFIG REQUIRED)
   find_package(nlohmann_json 3 REQUIRED)
+  # Several nodes: the per-stage gradient all-reduce across nodes (worker/runtime/node_collective.h).
+  find_package(Gloo CONFIG REQUIRED)  # Debian: libgloo-dev
 else()
   find_package(nlohmann_json 3 QUIET)
   # The CUDA-only subset builds what it can without them (a GPU machine may lack both).
   find_package(absl CONFIG QUIET)
   find_package(glog CONFIG QUIET)
+  find_package(Gloo CONFIG QUIET)  # without it: no pipeline runtime (worker/CMakeLists.txt)
 endif()
 if(MOBIUS_TESTS)
   find_package(GTest CONFIG QUIET)

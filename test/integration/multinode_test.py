@@ -17,7 +17,10 @@ CPU backend.
      checkpoint: node 0 exits non-zero within 60 s naming node 1 or a lost peer;
   5. one node resumes from that checkpoint with the same global batch: steps 4..6 continue the
      curve (equal to the reference's within TOL);
-  6. a node whose spec differs (another lr) is refused with a clear error on both nodes.
+  6. a node whose spec differs (another lr) is refused with a clear error on both nodes;
+  7. the roundrobin schedule and a LoRA job with dropout (the masks keyed by the row in the global
+     batch) on 2 nodes against their own one-node runs, within the same tolerances;
+  8. a node alone (its peer never starts) fails within --node-timeout naming the missing node.
 
 Usage: multinode_test.py BIN_DIR SOURCE_DIR
 """
@@ -55,7 +58,7 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spec(name, lr="1e-3"):
+def spec(name, lr="1e-3", plan="{stages: 4}", extra=""):
     path = os.path.join(TMP, name + ".yaml")
     with open(path, "w") as f:
         f.write("""name: %s
@@ -63,9 +66,9 @@ model_dir: model
 dataset: {path: data.tok}
 training: {steps: %d, global_batch: 12, microbatch: 2, seq_len: 32, lr: %s, grad_clip: 1.0}
 resources: {gpus: 2}
-plan: {stages: 4}
+plan: %s
 checkpoint: {every_steps: 3, dir: %s}
-""" % (name, STEPS, lr, os.path.join(TMP, "ckpt-" + name)))
+%s""" % (name, STEPS, lr, plan, os.path.join(TMP, "ckpt-" + name), extra))
     return path
 
 
@@ -236,6 +239,38 @@ def main():
     if not any("run different jobs" in e for e in errs):
         fail("different specs: no clear error:\n" + errs[0][-2000:] + "\n" + errs[1][-2000:])
     ok("different specs on two nodes: refused (\"run different jobs\")")
+
+    # 7. roundrobin, and LoRA with dropout, on 2 nodes against one node each.
+    for label, kw in (("roundrobin", {"plan": "{schedule: roundrobin}"}),
+                      ("lora", {"extra": "adapter: {type: lora, rank: 4, alpha: 8, dropout: 0.1, "
+                                         "target_modules: [q_proj, v_proj, down_proj]}\n"})):
+        p, one = mobius_run(spec(label + "-one", **kw), os.path.join(TMP, label + "-one"))
+        finish([p], label + " on one node")
+        port = free_port()
+        path = spec(label + "-two", **kw)
+        started = [mobius_run(path, os.path.join(TMP, "%s-two-node%d" % (label, r)),
+                              env=slurm_env(2, r, port, job="70%d" % len(label)))
+                   for r in range(2)]
+        finish([s[0] for s in started], label + " on 2 nodes")
+        checked, worst = compare(reports(one), reports(started[0][1]), label + " on 2 nodes")
+        ok("%s on 2 nodes: %d steps within %s of one node (worst relative: %s)"
+           % (label, checked, TOL, worst))
+
+    # 8. node 0 alone: its peer never comes.
+    port = free_port()
+    t0 = time.time()
+    p, _ = mobius_run(spec("alone"), os.path.join(TMP, "alone-node0"), ["--node-timeout", "3"],
+                      env=slurm_env(2, 0, port, job="7100"))
+    try:
+        _, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        fail("node 0 alone: still running after 120 s")
+    if p.returncode == 0 or "node 1 did not join the rendezvous" not in err:
+        fail("node 0 alone: exit %d, no clear error:\n%s" % (p.returncode, err[-2000:]))
+    line = [l for l in err.splitlines() if "did not join" in l][0]
+    ok("node 0 alone: exit %d after %.1f s: ...%s" % (p.returncode, time.time() - t0,
+                                                     line[line.find("node 1 did not"):][:160]))
     print("PASS", flush=True)
 
 
