@@ -1,7 +1,9 @@
 #include "client/node_run.h"
 
 #include <atomic>
+#include <optional>
 #include <thread>
+#include <vector>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +18,7 @@ struct NodeRun::Impl {
   std::unique_ptr<runtime::RendezvousClient> client, watch;
   std::function<void(const std::string&)> on_peer_failure;
   std::atomic<bool> finishing{false};
+  std::atomic<bool> stopped{false};  // the destructor: the watcher thread ends
   std::thread watcher;
   bool finished = false;
 
@@ -23,19 +26,34 @@ struct NodeRun::Impl {
     return absl::StrCat(options.job_key, "/launch/", what);
   }
 
+  // Beats once a second until the NodeRun goes away (also while it finishes: a node deciding
+  // which peers went silent must not take this one for dead), and until this node finishes or a
+  // failure was reported, watches for another node's failure.
   void Watch() {
     const std::string failed = Key("failed");
-    while (!finishing) {
+    const std::string beat = Key(absl::StrCat("beat/", options.node_rank));
+    bool watching = true;
+    auto gone = [&](const absl::Status& why) {
+      if (watching && !finishing && !stopped) {
+        on_peer_failure(absl::StrCat("node 0 (the rendezvous host ", options.rendezvous_host, ":",
+                                     options.rendezvous_port, ") is gone: ", why.message()));
+      }
+      watching = false;
+    };
+    while (!stopped) {
+      if (absl::Status st = watch->Add(beat, 1).status(); !st.ok()) gone(st);
+      if (!watching || finishing) {
+        for (int i = 0; i < 10 && !stopped; ++i) absl::SleepFor(absl::Milliseconds(100));
+        continue;
+      }
       absl::StatusOr<std::string> v = watch->Get(failed, absl::Seconds(1));
-      if (finishing) return;
+      if (finishing || stopped) continue;
       if (v.ok()) {
         on_peer_failure(*v);
-        return;
+        watching = false;
+      } else if (!absl::IsDeadlineExceeded(v.status())) {
+        gone(v.status());
       }
-      if (absl::IsDeadlineExceeded(v.status())) continue;
-      on_peer_failure(absl::StrCat("node 0 (the rendezvous host ", options.rendezvous_host, ":",
-                                   options.rendezvous_port, ") is gone: ", v.status().message()));
-      return;
     }
   }
 };
@@ -66,6 +84,10 @@ absl::StatusOr<std::unique_ptr<NodeRun>> NodeRun::Start(
     }
     *c = *std::move(made);
   }
+  if (absl::Status st = impl->client->Set(impl->Key(absl::StrCat("beat/", options.node_rank)), "0");
+      !st.ok()) {
+    return st;
+  }
   Impl* raw = impl.get();
   impl->watcher = std::thread([raw] { raw->Watch(); });
   return std::unique_ptr<NodeRun>(new NodeRun(std::move(impl)));
@@ -75,18 +97,45 @@ NodeRun::NodeRun(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 int NodeRun::port() const { return impl_->server ? impl_->server->port() : 0; }
 
-void NodeRun::Finish(const absl::Status& outcome) {
+std::string NodeRun::Finish(const absl::Status& outcome) {
   Impl& m = *impl_;
-  if (m.finished) return;
+  if (m.finished) return "";
   m.finished = true;
   m.finishing = true;
   const NodeRunOptions& o = m.options;
+  std::string silent;
   if (!outcome.ok()) {
+    // Which other nodes went silent: no heartbeat over the window and no outcome published. A
+    // node whose run merely stopped because of another's failure publishes its outcome first.
+    auto beats = [&] {
+      std::vector<std::optional<std::string>> b(o.nodes);
+      for (int n = 0; n < o.nodes; ++n) {
+        if (n == o.node_rank) continue;
+        absl::StatusOr<std::optional<std::string>> v = m.client->TryGet(m.Key(absl::StrCat("beat/", n)));
+        if (v.ok()) b[n] = *v;
+      }
+      return b;
+    };
+    const std::vector<std::optional<std::string>> before = beats();
+    absl::SleepFor(kSilenceWindow);
+    const std::vector<std::optional<std::string>> after = beats();
+    for (int n = 0; n < o.nodes; ++n) {
+      if (n == o.node_rank || after[n] != before[n]) continue;
+      absl::StatusOr<std::optional<std::string>> done =
+          m.client->TryGet(m.Key(absl::StrCat("done/", n)));
+      if (done.ok() && done->has_value()) continue;
+      absl::StrAppend(&silent, silent.empty() ? "" : ", ", "node ", n);
+    }
+    if (!silent.empty()) {
+      absl::StrAppend(&silent, " stopped responding (no heartbeat for ",
+                      absl::FormatDuration(kSilenceWindow), " and no outcome): the likely cause");
+    }
     // The first failing node's error is the one every node reports.
     absl::StatusOr<int64_t> first = m.client->Add(m.Key("failures"), 1);
     if (first.ok() && *first == 1) {
-      m.client->Set(m.Key("failed"), absl::StrCat("node ", o.node_rank, " failed: ",
-                                                  outcome.message()))
+      m.client->Set(m.Key("failed"), absl::StrCat("node ", o.node_rank, " failed",
+                                                  silent.empty() ? "" : " (" + silent + ")",
+                                                  ": ", outcome.message()))
           .IgnoreError();
     }
   }
@@ -100,10 +149,12 @@ void NodeRun::Finish(const absl::Status& outcome) {
     m.client->Wait(done, outcome.ok() ? o.timeout : std::min(o.timeout, absl::Seconds(3)))
         .IgnoreError();
   }
+  return silent;
 }
 
 NodeRun::~NodeRun() {
   impl_->finishing = true;
+  impl_->stopped = true;
   impl_->watch->Shutdown();
   if (impl_->watcher.joinable()) impl_->watcher.join();
 }

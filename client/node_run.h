@@ -9,6 +9,8 @@
 //     failing node writes its error there) and for node 0's disappearance (the store's connection
 //     closes), and then stops its own workers: `on_peer_failure` is called once, from a watcher
 //     thread, with a message naming the node;
+//   - every node's watcher also beats once a second ("<job_key>/launch/beat/<node>"), so that a
+//     failing node can tell a node that died (silent, no outcome) from one that merely stopped;
 //   - Finish() publishes this node's outcome; node 0 keeps the store up until every node has
 //     published its own (or `timeout` passed), so that a node still finishing its last step does
 //     not see the store vanish.
@@ -46,8 +48,12 @@ class NodeRun {
       const NodeRunOptions& options, std::function<void(const std::string&)> on_peer_failure);
   ~NodeRun();
 
-  // This node's outcome (OK or its error). Node 0 then waits for every node's outcome.
-  void Finish(const absl::Status& outcome);
+  // This node's outcome (OK or its error). After an error it first looks for nodes that went
+  // silent (no heartbeat for kSilenceWindow and no outcome: a node that died) and names them in
+  // the published failure; returns that sentence ("" when none or on success). Node 0 then waits
+  // for every node's outcome.
+  std::string Finish(const absl::Status& outcome);
+  static constexpr absl::Duration kSilenceWindow = absl::Milliseconds(2500);
   // The port node 0's store listens on (0 on other nodes).
   int port() const;
 

@@ -327,7 +327,8 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   done = true;
   watcher.join();
   if (node_run) {
-    node_run->Finish(result.status);
+    const std::string silent = node_run->Finish(result.status);
+    if (!silent.empty()) err << "mobius run: " << silent << "\n";
     std::lock_guard<std::mutex> lock(peer_mu);
     if (peer_failed && !result.status.ok()) {
       err << "mobius run: node " << world.node_rank << " stopped: " << peer_failure << "\n";
