@@ -22,9 +22,8 @@ struct NodeRun::Impl {
   std::thread watcher;
   bool finished = false;
 
-  std::string Key(const std::string& what) const {
-    return absl::StrCat(options.job_key, "/launch/", what);
-  }
+  std::string prefix;  // RendezvousKeyPrefix(token, job_key)
+  std::string Key(const std::string& what) const { return absl::StrCat(prefix, "launch/", what); }
 
   // Beats once a second until the NodeRun goes away (also while it finishes: a node deciding
   // which peers went silent must not take this one for dead), and until this node finishes or a
@@ -62,6 +61,7 @@ absl::StatusOr<std::unique_ptr<NodeRun>> NodeRun::Start(
     const NodeRunOptions& options, std::function<void(const std::string&)> on_peer_failure) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  MOBIUS_ASSIGN_OR_RETURN(impl->prefix, runtime::RendezvousKeyPrefix(options.token, options.job_key));
   impl->on_peer_failure = std::move(on_peer_failure);
   if (options.node_rank == 0) {
     absl::StatusOr<std::unique_ptr<runtime::RendezvousServer>> server =

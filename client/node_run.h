@@ -37,6 +37,7 @@ struct NodeRunOptions {
   std::string rendezvous_host;  // node 0 listens on every interface at rendezvous_port
   int rendezvous_port = 0;
   std::string job_key;
+  std::string token;  // MOBIUS_RENDEZVOUS_TOKEN (common/run/rendezvous.h); empty: none
   absl::Duration timeout = absl::Seconds(300);  // connecting to node 0; node 0 waiting at the end
 };
 

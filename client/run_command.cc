@@ -18,6 +18,7 @@
 #include "client/exit_codes.h"
 #include "client/node_run.h"
 #include "client/node_world.h"
+#include "common/run/rendezvous.h"
 #include "common/host_memory.h"
 #include "common/jobspec/yaml.h"
 #include "server/jobs/scheduler/node_resources.h"
@@ -298,7 +299,11 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
     absl::StatusOr<std::unique_ptr<NodeRun>> started = NodeRun::Start(
         {.nodes = world.nodes, .node_rank = world.node_rank,
          .rendezvous_host = world.rendezvous_host, .rendezvous_port = world.rendezvous_port,
-         .job_key = run->nodes.job_key, .timeout = absl::Seconds(o.node_timeout_seconds)},
+         .job_key = run->nodes.job_key,
+         .token = getenv(runtime::kRendezvousTokenVariable) != nullptr
+                      ? getenv(runtime::kRendezvousTokenVariable)
+                      : "",
+         .timeout = absl::Seconds(o.node_timeout_seconds)},
         [&](const std::string& why) {
           std::lock_guard<std::mutex> lock(peer_mu);
           peer_failure = why;

@@ -39,6 +39,16 @@ struct Request;   // rendezvous_wire.h
 struct Response;  // rendezvous_wire.h
 }  // namespace rendezvous
 
+// MOBIUS_RENDEZVOUS_TOKEN: an optional secret shared by a multi-node job's processes through their
+// environment (never a file or the run config). Every key the job reads or writes lives under it
+// (RendezvousKeyPrefix), and the store has no way to list keys, so another user who can reach the
+// port but not the job's environment can neither read nor write the job's keys. 1..256 bytes of
+// [A-Za-z0-9._-]; empty or unset: no secret (anyone who can reach the port can).
+inline constexpr char kRendezvousTokenVariable[] = "MOBIUS_RENDEZVOUS_TOKEN";
+// "<token>/<job_key>/" (or "<job_key>/" without a token); INVALID_ARGUMENT naming the variable for
+// a token that is too long or has other characters.
+absl::StatusOr<std::string> RendezvousKeyPrefix(absl::string_view token, absl::string_view job_key);
+
 struct HostPort {
   std::string host;  // a name, an IPv4 address or an IPv6 address (without brackets)
   int port = 0;      // 1..65535

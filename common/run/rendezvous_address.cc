@@ -1,4 +1,5 @@
 // HOST:PORT text (rendezvous.h): MOBIUS_RENDEZVOUS and the addresses in messages.
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
@@ -47,6 +48,21 @@ absl::StatusOr<HostPort> ParseHostPort(absl::string_view text) {
 std::string FormatHostPort(absl::string_view host, int port) {
   if (absl::StrContains(host, ':')) return absl::StrCat("[", host, "]:", port);
   return absl::StrCat(host, ":", port);
+}
+
+absl::StatusOr<std::string> RendezvousKeyPrefix(absl::string_view token,
+                                                absl::string_view job_key) {
+  if (token.size() > 256) {
+    return absl::InvalidArgumentError(absl::StrCat(kRendezvousTokenVariable, " is ", token.size(),
+                                                   " bytes long (at most 256)"));
+  }
+  for (char c : token) {
+    if (!absl::ascii_isalnum(static_cast<unsigned char>(c)) && c != '.' && c != '_' && c != '-') {
+      return absl::InvalidArgumentError(absl::StrCat(
+          kRendezvousTokenVariable, " may hold only letters, digits, '.', '_' and '-'"));
+    }
+  }
+  return token.empty() ? absl::StrCat(job_key, "/") : absl::StrCat(token, "/", job_key, "/");
 }
 
 }  // namespace mobius::runtime

@@ -136,6 +136,7 @@ def check_allocation(nodes, extra_env=None, extra_args=(), port="29560"):
     for want in ("--ntasks-per-node=1", "--kill-on-bad-exit=1"):
         if want not in srun["opts"]:
             fail("srun lacks %s: %s" % (want, srun["opts"]))
+    tokens = set()
     for i, rec in enumerate(records(log, nodes)):
         want = ["run", spec, "--run-dir",
                 os.path.join(submit, "mobius-run-5151-node%d" % i)] + list(extra_args)
@@ -148,6 +149,12 @@ def check_allocation(nodes, extra_env=None, extra_args=(), port="29560"):
         if env.get("MOBIUS_RENDEZVOUS_PORT") != port:
             fail("node %d: MOBIUS_RENDEZVOUS_PORT=%r, expected %s" %
                  (i, env.get("MOBIUS_RENDEZVOUS_PORT"), port))
+        tokens.add(env.get("MOBIUS_RENDEZVOUS_TOKEN"))
+    # One secret for the whole job, random (32 hex digits) unless the caller gave one.
+    token = tokens.pop() if len(tokens) == 1 else None
+    given = (extra_env or {}).get("MOBIUS_RENDEZVOUS_TOKEN")
+    if token is None or (given and token != given) or (not given and not re.fullmatch(r"[0-9a-f]{32}", token)):
+        fail("the tasks' MOBIUS_RENDEZVOUS_TOKEN: %s (given %r)" % (sorted(map(str, tokens | {token})), given))
     ok("%d nodes: one `mobius run` per node, run dirs mobius-run-5151-node0..%d, rendezvous "
        "port %s%s" % (nodes, nodes - 1, port,
                       (", flags " + " ".join(extra_args)) if extra_args else ""))
@@ -157,7 +164,7 @@ def main():
     check_header()
     check_allocation(2)
     check_allocation(3, {"MOBIUS_RUN_ARGS": "--resume --backend cuda",
-                         "MOBIUS_RENDEZVOUS_PORT": "31000"},
+                         "MOBIUS_RENDEZVOUS_PORT": "31000", "MOBIUS_RENDEZVOUS_TOKEN": "my-secret"},
                      ("--resume", "--backend", "cuda"), port="31000")
     code, out, _, _, _ = run_batch("fails", 2, {"FAKE_FAIL_RANK": "1"})
     if code == 0:

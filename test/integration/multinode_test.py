@@ -83,7 +83,8 @@ def mobius_run(spec_path, run_dir, extra=(), env=None):
 def slurm_env(nodes, rank, port, job="4711"):
     env = dict(os.environ, SLURM_JOB_ID=job, SLURM_NTASKS=str(nodes), SLURM_NNODES=str(nodes),
                SLURM_PROCID=str(rank), SLURM_NODEID=str(rank), SLURM_LOCALID="0",
-               SLURM_JOB_NODELIST="localhost", MOBIUS_RENDEZVOUS="127.0.0.1:%d" % port)
+               SLURM_JOB_NODELIST="localhost", MOBIUS_RENDEZVOUS="127.0.0.1:%d" % port,
+               MOBIUS_RENDEZVOUS_TOKEN="secret-%s" % job)  # as the sbatch does
     for k in ("MOBIUS_NODES", "MOBIUS_NODE_RANK"):
         env.pop(k, None)
     return env

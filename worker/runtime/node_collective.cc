@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <filesystem>
@@ -166,7 +167,11 @@ absl::StatusOr<std::unique_ptr<NodeCollective>> NodeCollective::Connect(const Ru
   const absl::Duration timeout = absl::Seconds(g.timeout_seconds);
   MOBIUS_ASSIGN_OR_RETURN(const HostPort at, ParseHostPort(g.rendezvous));
   MOBIUS_ASSIGN_OR_RETURN(impl->client, RendezvousClient::Connect(at.host, at.port, timeout));
-  const std::string prefix = absl::StrCat(g.job_key, "/rank", rank, "/");
+  // The job's secret, if it has one, from this process's environment (rendezvous.h).
+  const char* token = std::getenv(kRendezvousTokenVariable);
+  MOBIUS_ASSIGN_OR_RETURN(const std::string job_prefix,
+                          RendezvousKeyPrefix(token != nullptr ? token : "", g.job_key));
+  const std::string prefix = absl::StrCat(job_prefix, "rank", rank, "/");
 
   // Every node's run config must be this one's (but for the node's own fields).
   // ... and the same data: the token file's size stands in for its content (cheap to get).

@@ -16,7 +16,7 @@
 //              decisions).
 //
 // Rendezvous: the addresses are exchanged through node 0's rendezvous store
-// (common/run/rendezvous.h) under "<job_key>/rank<k>/<channel>/"; before that every member
+// (common/run/rendezvous.h) under "[<MOBIUS_RENDEZVOUS_TOKEN>/]<job_key>/rank<k>/<channel>/"; before that every member
 // publishes a fingerprint of its run config (NodeGroupFingerprint) and refuses to start if any
 // other node's differs (FAILED_PRECONDITION naming both nodes): a different spec or plan on another
 // node would pair unrelated tensors.

@@ -182,6 +182,42 @@ TEST_F(NodeCollectiveTest, APeerThatGoesAwayFailsTheAllReduceQuickly) {
   EXPECT_THAT(st[0].message(), HasSubstr("node 0: the gradient all-reduce across nodes failed"));
 }
 
+// The job's secret (MOBIUS_RENDEZVOUS_TOKEN, from the environment) is a namespace nobody without
+// it can read or write: a process without the token, or with another, does not meet the job; the
+// job's keys are not where a reader without the token looks.
+TEST_F(NodeCollectiveTest, TheRendezvousTokenKeepsOthersOutOfTheJobsKeys) {
+  ASSERT_EQ(setenv(kRendezvousTokenVariable, "s3cret-token", 1), 0);
+  std::vector<absl::Status> st = OnNodes(
+      2, [&](int node) { return NodeConfig(2, node, port(), "tok"); },
+      [](NodeCollective& c, int node) -> absl::Status {
+        std::vector<float> v(8, 1.0f + node);
+        if (absl::Status s = c.AllReduceSum(v.data(), v.size()); !s.ok()) return s;
+        return v[7] == 3.0f ? absl::OkStatus() : absl::InternalError("wrong sum");
+      });
+  EXPECT_TRUE(st[0].ok()) << st[0];
+  EXPECT_TRUE(st[1].ok()) << st[1];
+  // Another user's view: the job's key without the token does not exist.
+  absl::StatusOr<std::unique_ptr<RendezvousClient>> other =
+      RendezvousClient::Connect("127.0.0.1", port(), absl::Seconds(2));
+  ASSERT_TRUE(other.ok());
+  absl::StatusOr<std::optional<std::string>> seen = (*other)->TryGet("tok/rank0/config/0");
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(seen->has_value());
+  seen = (*other)->TryGet("s3cret-token/tok/rank0/config/0");
+  EXPECT_TRUE(seen.ok() && seen->has_value());  // the token is the capability
+  // A node with another token waits in vain for its peer.
+  RunConfig c = NodeConfig(2, 0, port(), "tok2");
+  c.nodes.timeout_seconds = 1;
+  ASSERT_EQ(setenv(kRendezvousTokenVariable, "wrong", 1), 0);
+  absl::StatusOr<std::unique_ptr<NodeCollective>> alone = NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kDeadlineExceeded);
+  ASSERT_EQ(setenv(kRendezvousTokenVariable, "bad token!", 1), 0);
+  alone = NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
+  EXPECT_EQ(alone.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(alone.status().message(), HasSubstr("MOBIUS_RENDEZVOUS_TOKEN may hold only"));
+  unsetenv(kRendezvousTokenVariable);
+}
+
 TEST(NodeGroupFingerprintTest, IgnoresTheNodesOwnFieldsOnly) {
   RunConfig a = NodeConfig(2, 0, 1234, "k");
   RunConfig b = NodeConfig(2, 1, 1234, "k");
