@@ -3,8 +3,8 @@
 #include <atomic>
 #include <optional>
 #include <thread>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "common/run/rendezvous.h"
@@ -61,16 +61,18 @@ absl::StatusOr<std::unique_ptr<NodeRun>> NodeRun::Start(
     const NodeRunOptions& options, std::function<void(const std::string&)> on_peer_failure) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  MOBIUS_ASSIGN_OR_RETURN(impl->prefix, runtime::RendezvousKeyPrefix(options.token, options.job_key));
+  MOBIUS_ASSIGN_OR_RETURN(impl->prefix,
+                          runtime::RendezvousKeyPrefix(options.token, options.job_key));
   impl->on_peer_failure = std::move(on_peer_failure);
   if (options.node_rank == 0) {
     absl::StatusOr<std::unique_ptr<runtime::RendezvousServer>> server =
         runtime::RendezvousServer::Start("", options.rendezvous_port);
     if (!server.ok()) {
-      return absl::UnavailableError(absl::StrCat(
-          "node 0 cannot host the rendezvous on port ", options.rendezvous_port, ": ",
-          server.status().message(), " (another job on this port? set MOBIUS_RENDEZVOUS or "
-          "--rendezvous to another port on every node)"));
+      return absl::UnavailableError(
+          absl::StrCat("node 0 cannot host the rendezvous on port ", options.rendezvous_port, ": ",
+                       server.status().message(),
+                       " (another job on this port? set MOBIUS_RENDEZVOUS or "
+                       "--rendezvous to another port on every node)"));
     }
     impl->server = *std::move(server);
   }
@@ -111,7 +113,8 @@ std::string NodeRun::Finish(const absl::Status& outcome) {
       std::vector<std::optional<std::string>> b(o.nodes);
       for (int n = 0; n < o.nodes; ++n) {
         if (n == o.node_rank) continue;
-        absl::StatusOr<std::optional<std::string>> v = m.client->TryGet(m.Key(absl::StrCat("beat/", n)));
+        absl::StatusOr<std::optional<std::string>> v =
+            m.client->TryGet(m.Key(absl::StrCat("beat/", n)));
         if (v.ok()) b[n] = *v;
       }
       return b;
@@ -133,9 +136,10 @@ std::string NodeRun::Finish(const absl::Status& outcome) {
     // The first failing node's error is the one every node reports.
     absl::StatusOr<int64_t> first = m.client->Add(m.Key("failures"), 1);
     if (first.ok() && *first == 1) {
-      m.client->Set(m.Key("failed"), absl::StrCat("node ", o.node_rank, " failed",
-                                                  silent.empty() ? "" : " (" + silent + ")",
-                                                  ": ", outcome.message()))
+      m.client
+          ->Set(m.Key("failed"),
+                absl::StrCat("node ", o.node_rank, " failed",
+                             silent.empty() ? "" : " (" + silent + ")", ": ", outcome.message()))
           .IgnoreError();
     }
   }

@@ -64,7 +64,8 @@ struct Args {
 std::vector<int> Ints(const std::string& key, const std::string& v) {
   std::vector<int> out;
   for (absl::string_view p : absl::StrSplit(v, ',', absl::SkipEmpty())) {
-    out.push_back(static_cast<int>(std::min<int64_t>(BenchCount("nodes_bench", key, std::string(p)), 1024)));
+    out.push_back(
+        static_cast<int>(std::min<int64_t>(BenchCount("nodes_bench", key, std::string(p)), 1024)));
   }
   if (out.empty()) Usage(key + " is empty");
   return out;
@@ -76,8 +77,10 @@ Args Parse(int argc, char** argv) {
       std::string(MOBIUS_SOURCE_DIR) + "/test/data/topology/paper_testbed_2s_2sw_8x3090.xml";
   std::error_code ec;
   a.worker = std::filesystem::read_symlink("/proc/self/exe", ec).parent_path() / "mobius-worker";
-  std::map<std::string, int64_t*> ints = {{"--batch", &a.batch}, {"--microbatch", &a.microbatch},
-                                          {"--seq", &a.seq},     {"--steps", &a.steps},
+  std::map<std::string, int64_t*> ints = {{"--batch", &a.batch},
+                                          {"--microbatch", &a.microbatch},
+                                          {"--seq", &a.seq},
+                                          {"--steps", &a.steps},
                                           {"--warmup", &a.warmup}};
   std::map<std::string, int*> small = {{"--reps", &a.reps},
                                        {"--num_stages", &a.num_stages},
@@ -94,7 +97,8 @@ Args Parse(int argc, char** argv) {
     if (auto it = ints.find(key); it != ints.end()) {
       *it->second = BenchCount("nodes_bench", key, value);
     } else if (auto s = small.find(key); s != small.end()) {
-      *s->second = static_cast<int>(std::min<int64_t>(BenchCount("nodes_bench", key, value), 1 << 20));
+      *s->second =
+          static_cast<int>(std::min<int64_t>(BenchCount("nodes_bench", key, value), 1 << 20));
     } else if (auto r = reals.find(key); r != reals.end()) {
       *r->second = BenchReal("nodes_bench", key, value);
     } else if (key == "--nodes") {
@@ -188,9 +192,11 @@ absl::StatusOr<NodesRun> RunNodes(const Args& a, const BenchInputs& in,
       lo.run.training.batch = a.batch;  // the global batch; each node runs its share
       if (nodes > 1) {
         const planner::sim::InterNodeConfig link = InterNode(a, nodes);
-        lo.run.nodes = {.count = nodes, .rank = r,
+        lo.run.nodes = {.count = nodes,
+                        .rank = r,
                         .rendezvous = absl::StrCat("127.0.0.1:", (*server)->port()),
-                        .job_key = job, .timeout_seconds = 300,
+                        .job_key = job,
+                        .timeout_seconds = 300,
                         .link_bytes_per_second = link.link.bytes_per_s,
                         .link_latency_seconds = link.link.latency_seconds};
       }
@@ -208,8 +214,8 @@ absl::StatusOr<NodesRun> RunNodes(const Args& a, const BenchInputs& in,
   for (int r = 0; r < nodes; ++r) {
     if (!started[r].ok()) return started[r];
     if (!results[r].status.ok()) {
-      return absl::Status(results[r].status.code(), absl::StrCat(job, " node ", r, ": ",
-                                                                 results[r].status.message()));
+      return absl::Status(results[r].status.code(),
+                          absl::StrCat(job, " node ", r, ": ", results[r].status.message()));
     }
   }
   NodesRun out;
@@ -281,7 +287,8 @@ int Main(int argc, char** argv) {
     for (size_t i = 0; i < a.nodes.size(); ++i) {
       const int n = a.nodes[(i + rep) % a.nodes.size()];
       std::fprintf(stderr, "running %d node(s), rep %d...\n", n, rep + 1);
-      absl::StatusOr<NodesRun> r = RunNodes(a, *in, loaded->topology, facts, preds[n], n, rep, work);
+      absl::StatusOr<NodesRun> r =
+          RunNodes(a, *in, loaded->topology, facts, preds[n], n, rep, work);
       if (!r.ok()) return Fail(r.status());
       std::fprintf(stderr, "  %d node(s): %.3f s per step (plan %.3f, runtime-sim %.3f)\n", n,
                    r->measured_seconds, preds[n].report.plan.predicted_step_seconds,
@@ -298,17 +305,22 @@ int Main(int argc, char** argv) {
     return Median(v);
   };
   const int first = a.nodes.front();
-  std::printf("model %.2fM params, global batch %lld x %lld tokens, %zu GPUs per node (%s), %d "
-              "stages, PCIe and inter-node links x%g (inter-node %g Gb/s, %g us before scaling); "
-              "calibrated %.2f GFLOP/s; EMULATED\n\n",
-              in->parameters / 1e6, static_cast<long long>(a.batch), static_cast<long long>(a.seq),
-              a.gpus.size(), absl::StrJoin(a.gpus, ",").c_str(), a.num_stages, a.link_scale,
-              a.internode_gbps, a.internode_latency_us, cal->effective_flops_per_s / 1e9);
-  std::printf("| nodes | batch/node | plan s | runtime-sim s | measured s | measured / plan | "
-              "measured / runtime-sim | vs %d node(s) measured (plan) | sent to other nodes MB/step "
-              "| losses equal on every node |\n|---|---|---|---|---|---|---|---|---|---|\n", first);
-  nlohmann::json j = {{"link_scale", a.link_scale}, {"internode_gbps", a.internode_gbps},
-                      {"internode_latency_us", a.internode_latency_us}, {"batch", a.batch},
+  std::printf(
+      "model %.2fM params, global batch %lld x %lld tokens, %zu GPUs per node (%s), %d "
+      "stages, PCIe and inter-node links x%g (inter-node %g Gb/s, %g us before scaling); "
+      "calibrated %.2f GFLOP/s; EMULATED\n\n",
+      in->parameters / 1e6, static_cast<long long>(a.batch), static_cast<long long>(a.seq),
+      a.gpus.size(), absl::StrJoin(a.gpus, ",").c_str(), a.num_stages, a.link_scale,
+      a.internode_gbps, a.internode_latency_us, cal->effective_flops_per_s / 1e9);
+  std::printf(
+      "| nodes | batch/node | plan s | runtime-sim s | measured s | measured / plan | "
+      "measured / runtime-sim | vs %d node(s) measured (plan) | sent to other nodes MB/step "
+      "| losses equal on every node |\n|---|---|---|---|---|---|---|---|---|---|\n",
+      first);
+  nlohmann::json j = {{"link_scale", a.link_scale},
+                      {"internode_gbps", a.internode_gbps},
+                      {"internode_latency_us", a.internode_latency_us},
+                      {"batch", a.batch},
                       {"parameters", in->parameters},
                       {"effective_flops_per_s", cal->effective_flops_per_s}};
   for (int n : a.nodes) {
@@ -323,16 +335,20 @@ int Main(int argc, char** argv) {
       mb += r.internode_mb_per_step;
       ++count;
     }
-    std::printf("| %d | %lld | %.3f | %.3f | %.3f | %.2f | %.2f | %.2fx (%.2fx) | %.1f | %s |\n",
-                n, static_cast<long long>(a.batch / n), p.report.plan.predicted_step_seconds,
-                p.runtime_sim.step_seconds, m, m / p.report.plan.predicted_step_seconds,
-                m / p.runtime_sim.step_seconds, measured(first) / m,
-                preds[first].report.plan.predicted_step_seconds / p.report.plan.predicted_step_seconds,
-                mb / std::max(1, count), agree ? "yes" : "NO");
+    std::printf(
+        "| %d | %lld | %.3f | %.3f | %.3f | %.2f | %.2f | %.2fx (%.2fx) | %.1f | %s |\n", n,
+        static_cast<long long>(a.batch / n), p.report.plan.predicted_step_seconds,
+        p.runtime_sim.step_seconds, m, m / p.report.plan.predicted_step_seconds,
+        m / p.runtime_sim.step_seconds, measured(first) / m,
+        preds[first].report.plan.predicted_step_seconds / p.report.plan.predicted_step_seconds,
+        mb / std::max(1, count), agree ? "yes" : "NO");
     for (const NodesRun& r : runs) {
       if (r.nodes != n) continue;
-      j["runs"].push_back({{"nodes", n}, {"rep", r.rep}, {"measured_s", r.measured_seconds},
-                           {"step_seconds", r.step_seconds}, {"losses", r.losses},
+      j["runs"].push_back({{"nodes", n},
+                           {"rep", r.rep},
+                           {"measured_s", r.measured_seconds},
+                           {"step_seconds", r.step_seconds},
+                           {"losses", r.losses},
                            {"plan_s", p.report.plan.predicted_step_seconds},
                            {"runtime_sim_s", p.runtime_sim.step_seconds},
                            {"internode_mb_per_step", r.internode_mb_per_step},

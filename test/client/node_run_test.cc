@@ -34,8 +34,12 @@ int FreePort() {
 }
 
 NodeRunOptions Options(int nodes, int rank, int port, const std::string& key) {
-  return {.nodes = nodes, .node_rank = rank, .rendezvous_host = "127.0.0.1",
-          .rendezvous_port = port, .job_key = key, .timeout = absl::Seconds(5)};
+  return {.nodes = nodes,
+          .node_rank = rank,
+          .rendezvous_host = "127.0.0.1",
+          .rendezvous_port = port,
+          .job_key = key,
+          .timeout = absl::Seconds(5)};
 }
 
 // What a node's on_peer_failure saw.
@@ -62,11 +66,14 @@ struct Seen {
 TEST(NodeRun, AFailureIsBroadcastToTheOtherNodesAndNamesTheSilentOne) {
   const int port = FreePort();
   Seen s0, s1, s2;
-  absl::StatusOr<std::unique_ptr<NodeRun>> n0 = NodeRun::Start(Options(3, 0, port, "j"), s0.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n0 =
+      NodeRun::Start(Options(3, 0, port, "j"), s0.Callback());
   ASSERT_TRUE(n0.ok()) << n0.status();
   EXPECT_EQ((*n0)->port(), port);
-  absl::StatusOr<std::unique_ptr<NodeRun>> n1 = NodeRun::Start(Options(3, 1, port, "j"), s1.Callback());
-  absl::StatusOr<std::unique_ptr<NodeRun>> n2 = NodeRun::Start(Options(3, 2, port, "j"), s2.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n1 =
+      NodeRun::Start(Options(3, 1, port, "j"), s1.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n2 =
+      NodeRun::Start(Options(3, 2, port, "j"), s2.Callback());
   ASSERT_TRUE(n1.ok() && n2.ok());
   std::this_thread::sleep_for(std::chrono::milliseconds(1200));  // everyone has beaten
   n2->reset();  // node 2 "dies": no outcome, no more heartbeats
@@ -80,14 +87,17 @@ TEST(NodeRun, AFailureIsBroadcastToTheOtherNodesAndNamesTheSilentOne) {
     EXPECT_THAT(s0.why, HasSubstr("rank 0: the all-reduce failed"));
   }
   EXPECT_FALSE(s1.called);  // its own failure is not a peer's
-  EXPECT_EQ((*n0)->Finish(absl::CancelledError("stopped")), "node 2 stopped responding (no heartbeat for 2.5s and no outcome): the likely cause");
+  EXPECT_EQ((*n0)->Finish(absl::CancelledError("stopped")),
+            "node 2 stopped responding (no heartbeat for 2.5s and no outcome): the likely cause");
 }
 
 TEST(NodeRun, Node0GoingAwayStopsTheOthers) {
   const int port = FreePort();
   Seen s0, s1;
-  absl::StatusOr<std::unique_ptr<NodeRun>> n0 = NodeRun::Start(Options(2, 0, port, "k"), s0.Callback());
-  absl::StatusOr<std::unique_ptr<NodeRun>> n1 = NodeRun::Start(Options(2, 1, port, "k"), s1.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n0 =
+      NodeRun::Start(Options(2, 0, port, "k"), s0.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n1 =
+      NodeRun::Start(Options(2, 1, port, "k"), s1.Callback());
   ASSERT_TRUE(n0.ok() && n1.ok());
   n0->reset();  // node 0's process (and its store) is gone
   ASSERT_TRUE(s1.WaitFor(std::chrono::seconds(5)));
@@ -99,8 +109,10 @@ TEST(NodeRun, Node0GoingAwayStopsTheOthers) {
 TEST(NodeRun, SuccessEverywhereReportsNothing) {
   const int port = FreePort();
   Seen s0, s1;
-  absl::StatusOr<std::unique_ptr<NodeRun>> n0 = NodeRun::Start(Options(2, 0, port, "m"), s0.Callback());
-  absl::StatusOr<std::unique_ptr<NodeRun>> n1 = NodeRun::Start(Options(2, 1, port, "m"), s1.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n0 =
+      NodeRun::Start(Options(2, 0, port, "m"), s0.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n1 =
+      NodeRun::Start(Options(2, 1, port, "m"), s1.Callback());
   ASSERT_TRUE(n0.ok() && n1.ok());
   std::thread later([&] { EXPECT_EQ((*n1)->Finish(absl::OkStatus()), ""); });
   EXPECT_EQ((*n0)->Finish(absl::OkStatus()), "");  // waits for node 1's outcome
@@ -114,9 +126,11 @@ TEST(NodeRun, SuccessEverywhereReportsNothing) {
 TEST(NodeRun, ATakenPortAndAMissingNode0AreClearErrors) {
   const int port = FreePort();
   Seen s;
-  absl::StatusOr<std::unique_ptr<NodeRun>> n0 = NodeRun::Start(Options(2, 0, port, "p"), s.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> n0 =
+      NodeRun::Start(Options(2, 0, port, "p"), s.Callback());
   ASSERT_TRUE(n0.ok());
-  absl::StatusOr<std::unique_ptr<NodeRun>> again = NodeRun::Start(Options(2, 0, port, "p"), s.Callback());
+  absl::StatusOr<std::unique_ptr<NodeRun>> again =
+      NodeRun::Start(Options(2, 0, port, "p"), s.Callback());
   EXPECT_EQ(again.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_THAT(again.status().message(), HasSubstr("node 0 cannot host the rendezvous on port"));
   NodeRunOptions o = Options(2, 1, FreePort(), "q");

@@ -20,12 +20,12 @@
 #include "absl/time/time.h"
 #include "common/run/rendezvous.h"
 #include "common/status_macros.h"
+#include "glog/logging.h"
 #include "gloo/allreduce.h"
 #include "gloo/math.h"
 #include "gloo/rendezvous/context.h"
 #include "gloo/rendezvous/store.h"
 #include "gloo/transport/tcp/device.h"
-#include "glog/logging.h"
 #include "worker/runtime/link_emulator.h"
 
 namespace mobius::runtime {
@@ -84,9 +84,10 @@ absl::StatusOr<std::string> RouteAddressTo(const HostPort& to) {
     if (connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
         getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0) {
       char buf[INET6_ADDRSTRLEN] = {};
-      const void* in = local.ss_family == AF_INET
-                           ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
-                           : &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
+      const void* in =
+          local.ss_family == AF_INET
+              ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&local)->sin_addr)
+              : &reinterpret_cast<sockaddr_in6*>(&local)->sin6_addr;
       if (inet_ntop(local.ss_family, in, buf, sizeof(buf)) != nullptr) address = buf;
     }
     close(fd);
@@ -107,9 +108,10 @@ absl::Status Guard(const std::string& what, int node, F&& f) {
   } catch (const std::exception& e) {
     const std::string msg = e.what();
     const bool timeout = msg.find("imeout") != std::string::npos;
-    const std::string text = absl::StrCat(
-        "node ", node, ": ", what, " across nodes failed (a peer node died, hung or is "
-        "unreachable): ", msg);
+    const std::string text = absl::StrCat("node ", node, ": ", what,
+                                          " across nodes failed (a peer node died, hung or is "
+                                          "unreachable): ",
+                                          msg);
     return timeout ? absl::DeadlineExceededError(text) : absl::UnavailableError(text);
   }
 }
@@ -150,7 +152,8 @@ std::string NodeGroupFingerprint(const RunConfig& run) {
 }
 
 absl::StatusOr<std::unique_ptr<NodeCollective>> NodeCollective::Connect(const RunConfig& run,
-                                                                        int rank, int64_t start_step,
+                                                                        int rank,
+                                                                        int64_t start_step,
                                                                         HostStore* store,
                                                                         const StoreLayout* layout) {
   auto impl = std::make_unique<Impl>();
@@ -183,17 +186,19 @@ absl::StatusOr<std::unique_ptr<NodeCollective>> NodeCollective::Connect(const Ru
   MOBIUS_RETURN_IF_ERROR(impl->client->Set(absl::StrCat(prefix, "config/", g.rank), mine));
   for (int n = 0; n < g.count; ++n) {
     if (n == g.rank) continue;
-    absl::StatusOr<std::string> theirs = impl->client->Get(absl::StrCat(prefix, "config/", n), timeout);
+    absl::StatusOr<std::string> theirs =
+        impl->client->Get(absl::StrCat(prefix, "config/", n), timeout);
     if (!theirs.ok()) {
       return absl::DeadlineExceededError(absl::StrCat(
           "node ", g.rank, " rank ", rank, ": node ", n, " did not join the rendezvous at ",
           g.rendezvous, " within ", g.timeout_seconds, " s (", theirs.status().message(), ")"));
     }
     if (*theirs != mine) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "node ", g.rank, " and node ", n, " run different jobs (node ", g.rank, ": run config ",
-          mine, "; node ", n, ": ", *theirs, "): every node needs the same spec, model shape, data, "
-          "resume checkpoint and plan (the same GPU count and topology)"));
+      return absl::FailedPreconditionError(
+          absl::StrCat("node ", g.rank, " and node ", n, " run different jobs (node ", g.rank,
+                       ": run config ", mine, "; node ", n, ": ", *theirs,
+                       "): every node needs the same spec, model shape, data, "
+                       "resume checkpoint and plan (the same GPU count and topology)"));
     }
   }
 
@@ -202,8 +207,8 @@ absl::StatusOr<std::unique_ptr<NodeCollective>> NodeCollective::Connect(const Ru
     gloo::transport::tcp::attr attr;
     attr.hostname = address;
     impl->device = gloo::transport::tcp::CreateDevice(attr);
-    for (auto [name, ctx] : {std::pair{"gradients", &impl->gradients},
-                             std::pair{"control", &impl->control}}) {
+    for (auto [name, ctx] :
+         {std::pair{"gradients", &impl->gradients}, std::pair{"control", &impl->control}}) {
       *ctx = std::make_shared<gloo::rendezvous::Context>(g.rank, g.count);
       (*ctx)->setTimeout(impl->timeout);
       RendezvousGlooStore gs(impl->client.get(), absl::StrCat(prefix, name, "/"), timeout);

@@ -16,10 +16,10 @@
 //              decisions).
 //
 // Rendezvous: the addresses are exchanged through node 0's rendezvous store
-// (common/run/rendezvous.h) under "[<MOBIUS_RENDEZVOUS_TOKEN>/]<job_key>/rank<k>/<channel>/"; before that every member
-// publishes a fingerprint of its run config (NodeGroupFingerprint) and refuses to start if any
-// other node's differs (FAILED_PRECONDITION naming both nodes): a different spec or plan on another
-// node would pair unrelated tensors.
+// (common/run/rendezvous.h) under "[<MOBIUS_RENDEZVOUS_TOKEN>/]<job_key>/rank<k>/<channel>/";
+// before that every member publishes a fingerprint of its run config (NodeGroupFingerprint) and
+// refuses to start if any other node's differs (FAILED_PRECONDITION naming both nodes): a different
+// spec or plan on another node would pair unrelated tensors.
 //
 // Faults: a peer process that dies closes its sockets, so a pending or later collective fails at
 // once; a peer that hangs fails it after nodes.timeout_seconds. Either is UNAVAILABLE /

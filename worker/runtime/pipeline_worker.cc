@@ -170,7 +170,8 @@ bool HasNextStep(const State& s, uint32_t r) {
 // Several nodes: keeps rows [first_row, + rows) of the global batch, this node's microbatches.
 void TakeMicrobatches(data::Batch& batch, int64_t first_row, int64_t rows) {
   const int64_t t = batch.t;
-  batch.tokens.assign(batch.tokens.begin() + first_row * t, batch.tokens.begin() + (first_row + rows) * t);
+  batch.tokens.assign(batch.tokens.begin() + first_row * t,
+                      batch.tokens.begin() + (first_row + rows) * t);
   batch.targets.assign(batch.targets.begin() + first_row * t,
                        batch.targets.begin() + (first_row + rows) * t);
   batch.b = rows;
@@ -576,7 +577,8 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.d2h_bytes = std::exchange(s.d2h_bytes, 0);
     rep.peer_bytes = std::exchange(s.peer_bytes, 0);
     if (s.nodes != nullptr) {  // sent by the optimizer thread since the last report
-      rep.internode_bytes = s.nodes->sent_bytes() - std::exchange(s.internode_reported, s.nodes->sent_bytes());
+      const uint64_t sent = s.nodes->sent_bytes();
+      rep.internode_bytes = sent - std::exchange(s.internode_reported, sent);
     }
     s.reports.push_back({r, std::move(rep)});
     if (absl::Status sent = SendReports(s, r, /*wait=*/sync, on_step); !sent.ok()) {

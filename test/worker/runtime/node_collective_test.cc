@@ -146,9 +146,8 @@ TEST_F(NodeCollectiveTest, ADifferentRunConfigOnAnotherNodeIsRefusedNamingBothNo
       [](NodeCollective&, int) { return absl::OkStatus(); });
   for (int node = 0; node < 2; ++node) {
     EXPECT_EQ(st[node].code(), absl::StatusCode::kFailedPrecondition) << st[node];
-    EXPECT_THAT(st[node].message(),
-                HasSubstr(node == 0 ? "node 0 and node 1 run different jobs"
-                                    : "node 1 and node 0 run different jobs"));
+    EXPECT_THAT(st[node].message(), HasSubstr(node == 0 ? "node 0 and node 1 run different jobs"
+                                                        : "node 1 and node 0 run different jobs"));
   }
 }
 
@@ -156,7 +155,8 @@ TEST_F(NodeCollectiveTest, ANodeThatNeverComesIsADeadlineNamingIt) {
   RunConfig c = NodeConfig(2, 0, port(), "alone");
   c.nodes.timeout_seconds = 1;
   const auto t0 = std::chrono::steady_clock::now();
-  absl::StatusOr<std::unique_ptr<NodeCollective>> made = NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeCollective>> made =
+      NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
   EXPECT_EQ(made.status().code(), absl::StatusCode::kDeadlineExceeded) << made.status();
   EXPECT_THAT(made.status().message(), HasSubstr("node 1 did not join the rendezvous"));
   EXPECT_LT(std::chrono::steady_clock::now() - t0, std::chrono::seconds(5));
@@ -209,7 +209,8 @@ TEST_F(NodeCollectiveTest, TheRendezvousTokenKeepsOthersOutOfTheJobsKeys) {
   RunConfig c = NodeConfig(2, 0, port(), "tok2");
   c.nodes.timeout_seconds = 1;
   ASSERT_EQ(setenv(kRendezvousTokenVariable, "wrong", 1), 0);
-  absl::StatusOr<std::unique_ptr<NodeCollective>> alone = NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
+  absl::StatusOr<std::unique_ptr<NodeCollective>> alone =
+      NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
   EXPECT_EQ(alone.status().code(), absl::StatusCode::kDeadlineExceeded);
   ASSERT_EQ(setenv(kRendezvousTokenVariable, "bad token!", 1), 0);
   alone = NodeCollective::Connect(c, 0, 0, nullptr, nullptr);
