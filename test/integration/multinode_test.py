@@ -18,8 +18,9 @@ CPU backend.
   5. one node resumes from that checkpoint with the same global batch: steps 4..6 continue the
      curve (equal to the reference's within TOL);
   6. a node whose spec differs (another lr) is refused with a clear error on both nodes;
-  7. the roundrobin schedule and a LoRA job with dropout (the masks keyed by the row in the global
-     batch) on 2 nodes against their own one-node runs, within the same tolerances;
+  7. the roundrobin schedule, the asynchronous optimizer (optimizer_staleness 1) and a LoRA job
+     with dropout (the masks keyed by the row in the global batch) on 2 nodes against their own
+     one-node runs, within the same tolerances;
   8. a node alone (its peer never starts) fails within --node-timeout naming the missing node.
 
 Usage: multinode_test.py BIN_DIR SOURCE_DIR
@@ -58,17 +59,17 @@ def free_port():
         return s.getsockname()[1]
 
 
-def spec(name, lr="1e-3", plan="{stages: 4}", extra=""):
+def spec(name, lr="1e-3", plan="{stages: 4}", extra="", training=""):
     path = os.path.join(TMP, name + ".yaml")
     with open(path, "w") as f:
         f.write("""name: %s
 model_dir: model
 dataset: {path: data.tok}
-training: {steps: %d, global_batch: 12, microbatch: 2, seq_len: 32, lr: %s, grad_clip: 1.0}
+training: {steps: %d, global_batch: 12, microbatch: 2, seq_len: 32, lr: %s, grad_clip: 1.0%s}
 resources: {gpus: 2}
 plan: %s
 checkpoint: {every_steps: 3, dir: %s}
-%s""" % (name, STEPS, lr, plan, os.path.join(TMP, "ckpt-" + name), extra))
+%s""" % (name, STEPS, lr, training, plan, os.path.join(TMP, "ckpt-" + name), extra))
     return path
 
 
@@ -247,6 +248,7 @@ def main():
 
     # 7. roundrobin, and LoRA with dropout, on 2 nodes against one node each.
     for label, kw in (("roundrobin", {"plan": "{schedule: roundrobin}"}),
+                      ("async", {"training": ", optimizer_staleness: 1"}),
                       ("lora", {"extra": "adapter: {type: lora, rank: 4, alpha: 8, dropout: 0.1, "
                                          "target_modules: [q_proj, v_proj, down_proj]}\n"})):
         p, one = mobius_run(spec(label + "-one", **kw), os.path.join(TMP, label + "-one"))
