@@ -214,6 +214,11 @@ int main(int argc, char** argv) {
     o.emulated_gpus = absl::GetFlag(FLAGS_emulated_gpus);
     o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);
     o.link_scale = absl::GetFlag(FLAGS_link_scale);
+    // Several nodes: the spec's global batch over N nodes (what `mobius run` on N nodes runs).
+    o.nodes = absl::GetFlag(FLAGS_nodes);
+    o.internode_gbps = absl::GetFlag(FLAGS_internode_gbps);
+    o.internode_latency_us = absl::GetFlag(FLAGS_internode_latency_us);
+    o.allreduce_bucket_mib = absl::GetFlag(FLAGS_allreduce_bucket_mib);
     return mobius::cli::RunPlanSpec(args[2], o, std::cout, std::cerr);
   }
   if (args.size() >= 2 && args[1] == "run") {

@@ -5,6 +5,7 @@ MOBIUS_RENDEZVOUS on loopback), each node with its own run directory, store and 
 CPU backend.
 
   1. one node with the whole global batch (12 sequences = 6 microbatches of 2) is the reference;
+     `mobius plan SPEC --nodes 1,2,3` predicts the three;
   2. two nodes and 3. three nodes with the same global batch: step 1's loss and gradient norm are
      the reference's to all 9 printed digits, and every later step's within TOL (relative: 1e-4 for
      the loss, 2e-3 for the gradient norm): the gradients are the same sums, but a node adds its
@@ -145,6 +146,13 @@ def main():
     if len(ref) != STEPS:
         fail("one node: %d reports" % len(ref))
     ok("one node: loss %.4f -> %.4f" % (ref[0]["loss"], ref[-1]["loss"]))
+    # The prediction for the spec on 1-3 nodes, before running them.
+    plan = subprocess.run([BIN + "/mobius", "plan", spec("one"), "--topology-file", FIX,
+                           "--nodes", "1,2,3"], cwd=TMP, capture_output=True, text=True)
+    if plan.returncode != 0 or "batch/node" not in plan.stdout or "\n      3  " not in plan.stdout:
+        fail("mobius plan SPEC --nodes 1,2,3: exit %d\n%s%s" % (plan.returncode, plan.stdout,
+                                                                plan.stderr))
+    ok("mobius plan SPEC --nodes 1,2,3: a row per node count")
 
     # 2, 3. two and three nodes with the Slurm variables.
     for nodes in (2, 3):
