@@ -135,4 +135,22 @@ absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
   return c;
 }
 
+train::TrainerOptions BenchTrainingOptions(const BenchInputs& in, int64_t steps, int64_t batch,
+                                           int64_t microbatch, int64_t seq, int threads,
+                                           double grad_clip) {
+  train::TrainerOptions o;
+  o.model_dir = in.model_dir;
+  o.data_path = in.data_path;
+  o.steps = steps;
+  o.batch = batch;
+  o.microbatch = microbatch;
+  o.seq = seq;
+  o.lr = 3e-4;
+  o.schedule = "constant";
+  o.weight_decay = 0.1;
+  o.grad_clip = grad_clip;
+  o.threads = threads;
+  return o;
+}
+
 }  // namespace mobius::bench

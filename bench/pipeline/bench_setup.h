@@ -78,6 +78,12 @@ absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
 
 double Median(std::vector<double> v);  // 0 for an empty vector
 
+// The pipeline benchmarks' trainer options for `in`: constant lr 3e-4 (so that the standalone
+// calibration's losses are a prefix of a run's), weight decay 0.1, the given shape.
+train::TrainerOptions BenchTrainingOptions(const BenchInputs& in, int64_t steps, int64_t batch,
+                                           int64_t microbatch, int64_t seq, int threads,
+                                           double grad_clip);
+
 }  // namespace mobius::bench
 
 #endif  // MOBIUS_BENCH_PIPELINE_BENCH_SETUP_H_

@@ -133,18 +133,8 @@ Args Parse(int argc, char** argv) {
 }
 
 train::TrainerOptions Training(const Args& a, const BenchInputs& in) {
-  train::TrainerOptions o;
-  o.model_dir = in.model_dir;
-  o.data_path = in.data_path;
-  o.steps = a.steps;
-  o.batch = a.batch;
-  o.microbatch = a.microbatch;
-  o.seq = a.seq;
-  o.lr = 3e-4;
-  o.schedule = "constant";
-  o.weight_decay = 0.1;
-  o.threads = 1;
-  return o;
+  return BenchTrainingOptions(in, a.steps, a.batch, a.microbatch, a.seq, /*threads=*/1,
+                              /*grad_clip=*/0);
 }
 
 // The inter-node link as the emulation runs it (scaled like the PCIe links).

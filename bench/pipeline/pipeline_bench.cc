@@ -217,19 +217,7 @@ double LoadAverage() {
 }
 
 train::TrainerOptions Training(const Args& a, const BenchInputs& in) {
-  train::TrainerOptions o;
-  o.model_dir = in.model_dir;
-  o.data_path = in.data_path;
-  o.steps = a.steps;
-  o.batch = a.batch;
-  o.microbatch = a.microbatch;
-  o.seq = a.seq;
-  o.lr = 3e-4;
-  o.schedule = "constant";  // so the standalone calibration's losses are a prefix of a run's
-  o.weight_decay = 0.1;
-  o.grad_clip = a.grad_clip;
-  o.threads = a.threads;
-  return o;
+  return BenchTrainingOptions(in, a.steps, a.batch, a.microbatch, a.seq, a.threads, a.grad_clip);
 }
 
 absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
