@@ -296,13 +296,12 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   std::mutex peer_mu;
   std::string peer_failure;  // guarded by peer_mu
   if (world.nodes > 1) {
+    const char* token = getenv(runtime::kRendezvousTokenVariable);
     absl::StatusOr<std::unique_ptr<NodeRun>> started = NodeRun::Start(
         {.nodes = world.nodes, .node_rank = world.node_rank,
          .rendezvous_host = world.rendezvous_host, .rendezvous_port = world.rendezvous_port,
          .job_key = run->nodes.job_key,
-         .token = getenv(runtime::kRendezvousTokenVariable) != nullptr
-                      ? getenv(runtime::kRendezvousTokenVariable)
-                      : "",
+         .token = token != nullptr ? token : "",
          .timeout = absl::Seconds(o.node_timeout_seconds)},
         [&](const std::string& why) {
           std::lock_guard<std::mutex> lock(peer_mu);

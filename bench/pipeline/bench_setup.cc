@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <random>
 
+#include <stdlib.h>
+
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/model_init.h"
@@ -151,6 +153,27 @@ train::TrainerOptions BenchTrainingOptions(const BenchInputs& in, int64_t steps,
   o.grad_clip = grad_clip;
   o.threads = threads;
   return o;
+}
+
+absl::StatusOr<std::unique_ptr<BenchWorkDir>> BenchWorkDir::Make(const std::string& dir,
+                                                                const std::string& tool,
+                                                                bool keep) {
+  std::error_code ec;
+  if (!dir.empty()) {
+    std::filesystem::create_directories(dir, ec);
+    if (ec) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", ec.message()));
+    return std::unique_ptr<BenchWorkDir>(new BenchWorkDir(dir, /*remove=*/false));
+  }
+  std::string tmpl = (std::filesystem::temp_directory_path(ec) / (tool + ".XXXXXX")).string();
+  if (mkdtemp(tmpl.data()) == nullptr) {
+    return absl::InternalError(absl::StrCat("mkdtemp ", tmpl, " failed"));
+  }
+  return std::unique_ptr<BenchWorkDir>(new BenchWorkDir(tmpl, /*remove=*/!keep));
+}
+
+BenchWorkDir::~BenchWorkDir() {
+  std::error_code ec;
+  if (remove_) std::filesystem::remove_all(path_, ec);
 }
 
 }  // namespace mobius::bench

@@ -16,6 +16,7 @@
 #define MOBIUS_BENCH_PIPELINE_BENCH_SETUP_H_
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -77,6 +78,24 @@ absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
                                                 int reps);
 
 double Median(std::vector<double> v);  // 0 for an empty vector
+
+// A benchmark's work directory: `dir` when given (created; kept), else a fresh
+// $TMPDIR/<tool>.XXXXXX, removed with this object unless `keep`. Not copyable.
+class BenchWorkDir {
+ public:
+  // INTERNAL naming the path when it cannot be made.
+  static absl::StatusOr<std::unique_ptr<BenchWorkDir>> Make(const std::string& dir,
+                                                            const std::string& tool, bool keep);
+  ~BenchWorkDir();
+  BenchWorkDir(const BenchWorkDir&) = delete;
+  BenchWorkDir& operator=(const BenchWorkDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  BenchWorkDir(std::string path, bool remove) : path_(std::move(path)), remove_(remove) {}
+  std::string path_;
+  bool remove_;
+};
 
 // The pipeline benchmarks' trainer options for `in`: constant lr 3e-4 (so that the standalone
 // calibration's losses are a prefix of a run's), weight decay 0.1, the given shape.

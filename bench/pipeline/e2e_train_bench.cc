@@ -235,20 +235,10 @@ int Main(int argc, char** argv) {
   absl::StatusOr<model::ModelConfig> config = ModelFor(a.model, a.seq);
   if (!config.ok()) Usage(std::string(config.status().message()));
 
-  std::string work = a.work_dir;
-  if (work.empty()) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "e2e_train_bench.XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) Usage(absl::StrCat("mkdtemp ", tmpl, " failed"));
-    work = tmpl;
-  }
-  struct Cleanup {
-    std::string dir;
-    bool keep;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{work, !a.work_dir.empty()};
+  absl::StatusOr<std::unique_ptr<BenchWorkDir>> work_dir =
+      BenchWorkDir::Make(a.work_dir, "e2e_train_bench", /*keep=*/false);
+  if (!work_dir.ok()) Usage(std::string(work_dir.status().message()));
+  const std::string& work = (*work_dir)->path();
 
   absl::StatusOr<topology::LoadedTopology> loaded =
       topology::MakeHwlocXmlFileSource(a.topology)->Load();

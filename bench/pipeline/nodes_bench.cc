@@ -238,13 +238,10 @@ int Main(int argc, char** argv) {
       topology::MakeHwlocXmlFileSource(a.topology)->Load();
   if (!loaded.ok()) return Fail(loaded.status());
   const topology::TopologyFacts facts = topology::Analyze(loaded->topology);
-  std::string work = a.work_dir;
-  if (work.empty()) {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "nodes_bench.XXXXXX").string();
-    if (mkdtemp(tmpl.data()) == nullptr) Usage("mkdtemp failed");
-    work = tmpl;
-  }
-  std::filesystem::create_directories(work);
+  absl::StatusOr<std::unique_ptr<BenchWorkDir>> work_dir =
+      BenchWorkDir::Make(a.work_dir, "nodes_bench", a.keep);
+  if (!work_dir.ok()) return Fail(work_dir.status());
+  const std::string& work = (*work_dir)->path();
   const int64_t tokens = (a.steps + 2) * a.batch * (a.seq + 1) * 2 + 4096;
   absl::StatusOr<BenchInputs> in = WriteBenchInputs(work, a.shape, a.seq, tokens);
   if (!in.ok()) return Fail(in.status());
@@ -349,8 +346,6 @@ int Main(int argc, char** argv) {
     std::ofstream f(a.out);
     f << j.dump(1) << "\n";
   }
-  std::error_code ec;
-  if (!a.keep && a.work_dir.empty()) std::filesystem::remove_all(work, ec);
   return 0;
 }
 

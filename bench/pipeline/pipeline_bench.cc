@@ -275,16 +275,6 @@ std::string VariantName(const Args& a, const std::string& schedule, const std::s
   return a.schedules.size() > 1 ? schedule : mapper;
 }
 
-std::string MakeWorkDir(const Args& a) {
-  if (!a.work_dir.empty()) {
-    std::filesystem::create_directories(a.work_dir);
-    return a.work_dir;
-  }
-  std::string tmpl = (std::filesystem::temp_directory_path() / "pipeline_bench.XXXXXX").string();
-  if (mkdtemp(tmpl.data()) == nullptr) Usage(absl::StrCat("mkdtemp ", tmpl, " failed"));
-  return tmpl;
-}
-
 int Fail(const absl::Status& s) {
   std::fprintf(stderr, "pipeline_bench: %s\n", std::string(s.message()).c_str());
   return 1;
@@ -296,15 +286,10 @@ int Main(int argc, char** argv) {
       topology::MakeHwlocXmlFileSource(a.topology)->Load();
   if (!loaded.ok()) return Fail(loaded.status());
   const topology::TopologyFacts facts = topology::Analyze(loaded->topology);
-  const std::string work = MakeWorkDir(a);
-  struct Cleanup {
-    std::string dir;
-    bool keep;
-    ~Cleanup() {
-      std::error_code ec;
-      if (!keep) std::filesystem::remove_all(dir, ec);
-    }
-  } cleanup{work, a.keep || !a.work_dir.empty()};
+  absl::StatusOr<std::unique_ptr<BenchWorkDir>> work_dir =
+      BenchWorkDir::Make(a.work_dir, "pipeline_bench", a.keep);
+  if (!work_dir.ok()) return Fail(work_dir.status());
+  const std::string& work = (*work_dir)->path();
 
   // Enough tokens that no run wraps an epoch (the loader shuffles sequences within one).
   const int64_t tokens = (a.steps + 2) * a.batch * (a.seq + 1) * 2 + 4096;
