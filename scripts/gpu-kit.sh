@@ -41,15 +41,24 @@ done
 compgen -G "$BUILD/CMakeFiles/*/CMakeCUDACompiler.cmake" >/dev/null \
   || die "$BUILD was configured without CUDA (no nvcc): the kit needs CudaBackend"
 
-# The gpu-labelled tests, from ctest itself (so a new GPU test joins the kit by its label).
-mapfile -t TESTS < <(ctest --test-dir "$BUILD" -L gpu --show-only=json-v1 | python3 -c '
+# The gpu-labelled tests, from ctest itself (so a new GPU test joins the kit by its label). On a
+# build directory that is configured but not built, ctest knows the tests' names (each is its
+# target's name) but not yet their commands: build them by name, then ask again for the paths.
+gpu_tests() {
+  ctest --test-dir "$BUILD" -L gpu --show-only=json-v1 | python3 -c '
 import json, sys
 for t in json.load(sys.stdin)["tests"]:
-    print(t["command"][0])')
+    print(t["command"][0] if "command" in t else t["name"])' "$@"
+}
+mapfile -t TESTS < <(gpu_tests)
 [[ ${#TESTS[@]} -gt 0 ]] || die "ctest lists no test labelled gpu in $BUILD"
 BINS=(mobius-worker e2e_train_bench gpu_bench)
 say "building ${BINS[*]} and ${#TESTS[@]} GPU tests in $BUILD"
 cmake --build "$BUILD" --target "${BINS[@]}" $(for t in "${TESTS[@]}"; do basename "$t"; done)
+mapfile -t TESTS < <(gpu_tests)
+for t in "${TESTS[@]}"; do
+  [[ $t = /* && -x $t ]] || die "GPU test $t has no built executable in $BUILD"
+done
 
 rm -rf "$OUTDIR"
 mkdir -p "$OUTDIR"

@@ -419,6 +419,11 @@ def run(args, rec):
     if args.device == "cuda" and not torch.cuda.is_available():
         raise NotRun("no CUDA device")
     device = torch.device(args.device)
+    if device.type == "cuda" and device.index is None:
+        # set_per_process_memory_fraction and friends need an index (torch 2.11: "Expected a
+        # torch.device with a specified index"); the current device is the one CUDA_VISIBLE_DEVICES
+        # leaves first.
+        device = torch.device("cuda", torch.cuda.current_device())
     rec["torch"] = torch.__version__
     rec["transformers"] = transformers.__version__
     if device.type == "cuda":

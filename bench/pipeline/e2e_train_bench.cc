@@ -243,6 +243,11 @@ int Main(int argc, char** argv) {
   absl::StatusOr<topology::LoadedTopology> loaded =
       topology::MakeHwlocXmlFileSource(a.topology)->Load();
   if (!loaded.ok()) return fail("failed", loaded.status());
+  // The plan is for one GPU of --cap_gib: the cap replaces the fixture's card size, so that a
+  // cap above it (the resident row on a large GPU) is the memory planned for, not the 24 GB card.
+  for (topology::Gpu& g : loaded->topology.gpus) {
+    g.memory_bytes = static_cast<uint64_t>(a.cap_gib * (int64_t{1} << 30));
+  }
   const topology::TopologyFacts facts = topology::Analyze(loaded->topology);
 
   const int64_t tokens = (a.steps + 2) * a.batch * (a.seq + 1) + 4096;
@@ -301,7 +306,8 @@ int Main(int argc, char** argv) {
   t.weight_decay = 0.1;
   t.threads = a.threads;
   t.device_memory_bytes = static_cast<uint64_t>(cap);
-  t.checkpoint_dir = work + "/checkpoints";
+  // No checkpoint: the run's last step would include writing it (a 1.1B model's master weights
+  // and moments, seconds), and the median over few timed steps would take it in.
   launch::EmulationOptions em;
   em.enabled = false;
   absl::StatusOr<runtime::RunConfig> run = launch::BuildRunConfig(
