@@ -61,6 +61,9 @@ ABSL_FLAG(std::string, lora_targets, "",
           "plan: LoRA target modules, e.g. q_proj,v_proj (empty: the family's PEFT default).");
 ABSL_FLAG(std::string, gpus, "", "plan: granted GPU subset, e.g. 0,1,2 (default: all).");
 ABSL_FLAG(std::string, trace, "", "plan: write the simulated step as a Chrome trace (JSON).");
+ABSL_FLAG(bool, longest, true,
+          "plan: also find the longest sequence that plans on this hardware at the job's batch "
+          "and microbatch 1, for full fine-tuning and LoRA (--nolongest: skip the search).");
 ABSL_FLAG(double, gpu_memory_gib, 0, "plan: cap per-GPU memory at this many GiB (0: as reported).");
 ABSL_FLAG(double, host_memory_gib, 0,
           "plan: host RAM in GiB (0: the topology's NUMA nodes together).");

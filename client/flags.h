@@ -45,6 +45,7 @@ ABSL_DECLARE_FLAG(int64_t, lora_rank);
 ABSL_DECLARE_FLAG(std::string, lora_targets);
 ABSL_DECLARE_FLAG(std::string, gpus);
 ABSL_DECLARE_FLAG(std::string, trace);
+ABSL_DECLARE_FLAG(bool, longest);
 ABSL_DECLARE_FLAG(double, gpu_memory_gib);
 ABSL_DECLARE_FLAG(double, host_memory_gib);
 ABSL_DECLARE_FLAG(bool, emulated_gpus);

@@ -25,6 +25,7 @@
 #include "common/jobspec/yaml.h"
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
+#include "server/planner/api/longest_sequence.h"
 #include "server/planner/api/make_plan.h"
 #include "server/planner/measured_profile.h"
 #include "common/run/profile_cache.h"
@@ -465,6 +466,55 @@ absl::Status WriteTrace(const std::string& path, const std::string& json) {
 
 using namespace plan_internal;  // NOLINT: this file's own helpers
 
+// The longest sequences that plan at the job's batch, microbatch 1: full fine-tuning and LoRA
+// (the job's adapter, else PEFT's default rank 8 and targets; staleness 0, which LoRA needs).
+struct Longest {
+  std::optional<planner::LongestSequence> full, lora;
+  int64_t lora_rank = 0;
+};
+
+Longest FindLongest(const model::ModelDescription& m, const Server& server,
+                    const planner::JobShape& job, const planner::PlanOptions& options) {
+  Longest l;
+  planner::JobShape one = job;
+  one.microbatch = 1;
+  planner::PlanOptions full = options;
+  full.lora = {};
+  if (auto r = planner::FindLongestSequence(m, server.topology, server.facts, one, full); r.ok()) {
+    l.full = *r;
+  }
+  planner::PlanOptions lora = options;
+  if (!lora.lora.enabled()) lora.lora.rank = 8;
+  lora.optimizer_staleness = 0;
+  l.lora_rank = lora.lora.rank;
+  if (auto r = planner::FindLongestSequence(m, server.topology, server.facts, one, lora); r.ok()) {
+    l.lora = *r;
+  }
+  return l;
+}
+
+std::string LongestText(const planner::LongestSequence& s) {
+  if (s.seq_len == 0) return "none (not even 1,024 tokens)";
+  return absl::StrCat(s.seq_len, " tokens", s.seq_len >= s.limit ? " (the model's context)" : "");
+}
+
+std::string LongestLine(const Longest& l, const PlanCommandOptions& o) {
+  return absl::StrFormat(
+      "Longest sequence (microbatch 1, global batch %d, this hardware): full fine-tuning %s; "
+      "LoRA rank %d %s\n",
+      o.batch, l.full ? LongestText(*l.full) : "unknown", l.lora_rank,
+      l.lora ? LongestText(*l.lora) : "unknown");
+}
+
+nlohmann::ordered_json LongestJson(const Longest& l) {
+  auto one = [](const std::optional<planner::LongestSequence>& s) -> nlohmann::ordered_json {
+    if (!s) return nullptr;
+    return {{"seq_len", s->seq_len}, {"limit", s->limit}, {"refusal", s->refusal}};
+  };
+  return {{"microbatch", 1}, {"full", one(l.full)}, {"lora_rank", l.lora_rank},
+          {"lora", one(l.lora)}};
+}
+
 int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
   if (o.model.empty()) {
     err << "mobius plan: --model DIR|config.json is required\n";
@@ -503,9 +553,19 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
   if (!o.nodes.empty()) return RunPlanNodes(o, *model, *server, job, *options, *profile, out, err);
   auto report = planner::MakePlan(*model, server->topology, server->facts, job, *options);
   if (!report.ok()) {
-    err << "mobius plan: " << report.status().message() << "\n";
+    err << "mobius plan: " << report.status().message();
+    if (o.longest && absl::IsFailedPrecondition(report.status())) {  // does not fit: how long does
+      const Longest l = FindLongest(*model, *server, job, *options);
+      if (l.full && l.full->seq_len > 0) {
+        err << "; the longest sequence that plans here at microbatch 1: "
+            << LongestText(options->lora.enabled() && l.lora ? *l.lora : *l.full);
+      }
+    }
+    err << "\n";
     return PlanExitCode(report.status());
   }
+  std::optional<Longest> longest;
+  if (o.longest) longest = FindLongest(*model, *server, job, *options);
   if (!o.trace.empty()) {
     if (absl::Status s = WriteTrace(o.trace, report->chrome_trace_json); !s.ok()) {
       err << "mobius plan: " << s.message() << "\n";
@@ -513,9 +573,12 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
     }
   }
   if (o.json) {
-    out << ToJson(o, *model, *report, *profile).dump(2) << "\n";
+    nlohmann::ordered_json j = ToJson(o, *model, *report, *profile);
+    if (longest) j["longest_sequence"] = LongestJson(*longest);
+    out << j.dump(2) << "\n";
   } else {
     PrintText(o, *model, *report, *profile, out);
+    if (longest) out << "\n" << LongestLine(*longest, o);
     if (!o.trace.empty()) out << "\nTrace: " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
   return kExitOk;

@@ -77,6 +77,10 @@ struct PlanCommandOptions {
   double internode_latency_us = 20;
   double allreduce_bucket_mib = 0;
   bool json = false;
+  // Also search the longest sequence that plans (planner::FindLongestSequence) at `batch`,
+  // microbatch 1, for full fine-tuning and LoRA, and print it (and name it when the job itself
+  // does not fit).
+  bool longest = true;
   std::string trace;          // write the Chrome trace here (--nodes: the last node count's)
   // Profile source: "analytic" (FLOPs and the device spec), "measured" (the measured-profile
   // cache: runs `mobius-worker profile`, which answers from the cache or measures on its backend),

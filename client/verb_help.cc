@@ -62,7 +62,8 @@ const std::vector<Verb>& Table() {
        "--nodes N (or 1,2,4,8) predicts N identical servers splitting --batch, each stage's\n"
        "gradients all-reduced across them over --internode-gbps / --internode-latency-us:\n"
        "per-node step, all-reduce bytes and time, exposed time, tokens/s and scaling\n"
-       "efficiency against one node. Planned only: the runtime runs one node today.",
+       "efficiency against one node. The longest sequence that plans (full fine-tuning and\n"
+       "LoRA, microbatch 1) is searched and printed unless --nolongest.",
        true,
        {"model", "topology_file", "batch", "microbatch", "seq", "schedule", "partitioner",
         "mapper", "optimizer_staleness", "dispatch", "clip", "lora", "lora_rank", "lora_targets",
@@ -70,7 +71,7 @@ const std::vector<Verb>& Table() {
         "host_memory_gib", "emulated_gpus", "efficiency",
         "peak_tflops", "mip_time_limit_seconds", "link_scale", "nodes", "internode_gbps",
         "internode_latency_us", "allreduce_bucket_mib", "profile", "profile_cache_dir",
-        "worker_binary", "json", "trace"}},
+        "worker_binary", "json", "trace", "longest"}},
       {"health", "mobius health", "Checks that the daemon is serving (exit 0 when it is).", true,
        {}},
       {"submit", "mobius submit JOB.yaml [--wait] [--submission-id ID] [--json]",

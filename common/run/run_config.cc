@@ -197,7 +197,7 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"checkpoint_export", t.checkpoint_export}, {"tokenizer_dir", t.tokenizer_dir},
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
       {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction},
-      {"optimizer_staleness", t.optimizer_staleness},
+      {"optimizer_staleness", t.optimizer_staleness}, {"chunk_tokens", t.chunk_tokens},
       {"adapter",
        {{"type", t.adapter.type}, {"rank", t.adapter.rank}, {"alpha", t.adapter.alpha},
         {"dropout", t.adapter.dropout}, {"target_modules", t.adapter.target_modules},
@@ -323,6 +323,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "eval_every", o.eval_every, p);
     get(t, "eval_fraction", o.eval_fraction, p);
     get(t, "optimizer_staleness", o.optimizer_staleness, p);
+    get(t, "chunk_tokens", o.chunk_tokens, p);
     if (t.contains("adapter")) {
       const json& a = t.at("adapter");
       const std::string q = "training.adapter.";

@@ -81,6 +81,11 @@ struct TrainerOptions {
   // step computes with the newest weights. Both executors (the standalone trainer as the
   // reference, the pipeline) apply exactly this rule.
   int optimizer_staleness = 0;
+  // Token chunks of the LM head and the MLP (common/model/unit_workspace.h): 0 = sized from memory
+  // (the default: one chunk up to kMinChunkRows tokens per microbatch, so short sequences run the
+  // unchunked ops); > 0 = at most this many tokens per chunk; < 0 = unchunked. Both executors use
+  // the same rule, so their losses stay bitwise equal.
+  int64_t chunk_tokens = 0;
   AdapterOptions adapter;  // type "lora": the base frozen, only the adapters trained
 };
 

@@ -120,7 +120,23 @@ StageCost StageAccumulator::Cost(bool backward_upload) const {
   }
   s.memory_bytes = MemoryBytes();
   s.slot_bytes = s.memory_bytes / 2;
+  s.weight_bytes = weight_bytes_;
+  s.gradient_bytes = GradientBytes();
+  s.activation_bytes = ActivationBytes();
   return s;
+}
+
+int64_t RuntimeActivationBufferBytes(const Profile& profile) {
+  int64_t hidden = 0;
+  for (const UnitProfile& u : profile.units) hidden = std::max(hidden, u.boundary_bytes);
+  return 6 * hidden + 8 * profile.shape.tokens();
+}
+
+int64_t UnitStageMemoryBytes(const PartitionProblem& p, int unit) {
+  const UnitCost& c = p.units[unit];
+  const int64_t g = p.pass == Pass::kForward ? 0 : c.gradient_bytes;
+  if (p.memory_model == MemoryModel::kRuntime) return 2 * (c.weight_bytes + g) + c.activation_bytes;
+  return 2 * (c.weight_bytes + g + c.activation_bytes);
 }
 
 StageCost EvaluateStage(const PartitionProblem& p, int begin, int end, bool backward_upload) {
@@ -217,6 +233,8 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
   p.h2d_bytes_per_s = std::min(bw * kGiga, measured_h2d);
   p.d2h_bytes_per_s = std::min(bw * kGiga, measured_d2h);
   p.gpu_memory_bytes = memory;
+  const bool runtime = options.memory_model == MemoryModel::kRuntime;
+  p.memory_model = options.memory_model;
   p.reserved_bytes = options.memory_margin_bytes + profile.MaxWorkspaceBytes();
   p.forward_keeps_boundaries_only = options.forward_keeps_boundaries_only;
   p.stage_overhead_seconds = options.stage_overhead_seconds;
@@ -226,10 +244,12 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
     const UnitProfile& u = profile.units[i];
     p.boundary_bytes = std::max(p.boundary_bytes, u.boundary_bytes);
     p.units.push_back({u.forward_seconds, u.backward_seconds, u.parameter_bytes, u.gradient_bytes,
-                       u.boundary_bytes + u.saved_activation_bytes, u.boundary_bytes,
+                       runtime ? u.boundary_bytes : u.boundary_bytes + u.saved_activation_bytes,
+                       u.boundary_bytes,
                        profile.lora ? profile.lora->UnitParameters(static_cast<int64_t>(i))
                                     : u.parameter_bytes / 2});
   }
+  if (runtime) p.reserved_bytes += RuntimeActivationBufferBytes(profile);
   return p;
 }
 

@@ -38,12 +38,21 @@
 //   where the upload term is its largest: with G_R >= W_R (fp32 gradients) and h2d = d2h (the
 //   topology's rates) the gradient offload term is at least as large, so it binds only where H2D
 //   is the slower direction (a measured profile) and compute does not dominate.
-//   memory ("two-slot" model: each GPU holds two stage slots, the computing one and the prefetched
-//   one; each slot is sized for weights + gradients + one microbatch's recompute activations):
-//     slot(R) = W_R + G_R + sum over units (boundary + saved activation bytes)
-//   (a round-robin forward pass with forward_keeps_boundaries_only: W_R + sum of boundaries +
-//   the largest unit's saved bytes)
-//     feasible(R)  <=>  2 * slot(R) <= gpu_memory - margin - max unit workspace
+//   memory (PartitionProblem::memory_model), per GPU; h_u = unit u's input (boundary) bytes:
+//   kRuntime (the default: what worker/runtime allocates, pipeline_worker.cc): two weight slots
+//     (the computing and the prefetched stage) of W + G for its largest stage, the input of every
+//     unit of the stage being run (the backward recomputes them from the stage's checkpoint), and
+//     ONE unit's internals at a time in a shared workspace (common/model/unit_workspace.h: the
+//     head's logits and the MLP's intermediates by token chunks, so O(tokens x hidden)):
+//       stage(R) = 2 (W_R + G_R) + sum over units h_u       (a forward pass: 2 W_R + sum h_u)
+//       reserved = margin + max unit workspace + the fixed activation buffers (the stage's input
+//                  and output, two fp32 gradient buffers: 6 h; token ids and targets: 8 per token)
+//   kTwoSlot (the conservative rule, kept for the published systems' setups, api/published.h):
+//     each slot sized for weights + gradients + one microbatch's recompute activations:
+//       stage(R) = 2 slot(R), slot(R) = W_R + G_R + sum over units (h_u + saved activation bytes)
+//     (a round-robin forward pass with forward_keeps_boundaries_only: W_R + sum of boundaries +
+//     the largest unit's saved bytes); reserved = margin + max unit workspace
+//   feasible(R)  <=>  stage(R) <= gpu_memory - reserved
 //   All per-unit terms are non-negative and additive, so a sub-range of a feasible range is
 //   feasible and tau never decreases when a range grows (what the exact partitioner relies on).
 //
@@ -82,6 +91,7 @@ struct CostOptions {
   int64_t memory_margin_bytes = int64_t{1} << 30;  // CUDA context, allocator slack
   // PartitionProblem::forward_keeps_boundaries_only.
   bool forward_keeps_boundaries_only = false;
+  MemoryModel memory_model = MemoryModel::kRuntime;  // PartitionProblem::memory_model
 };
 
 // ---- Links
@@ -115,7 +125,9 @@ struct UnitCost {
   double backward_seconds = 0;   // with recompute
   int64_t weight_bytes = 0;      // W: uploaded once per pass
   int64_t gradient_bytes = 0;    // G: offloaded once per step
-  int64_t activation_bytes = 0;  // boundary + saved, resident during the stage's backward
+  // Resident during the stage's backward: kRuntime the unit's input (its internals are in the
+  // shared workspace, reserved); kTwoSlot its input + saved activations.
+  int64_t activation_bytes = 0;
   int64_t boundary_bytes = 0;    // the unit's input (part of activation_bytes)
   // What the CPU optimizer updates for the unit: its bf16 weights' parameters (weight_bytes / 2)
   // in full fine-tuning, its adapter parameters in LoRA mode (lora.h). The simulator splits the
@@ -155,6 +167,7 @@ struct PartitionProblem {
   // RoundPipe's forward stages (5-6 Llama-8B layers of 26K tokens) fit only so. false: the
   // conservative sum of every unit's activations, as for a backward.
   bool forward_keeps_boundaries_only = false;
+  MemoryModel memory_model = MemoryModel::kRuntime;
 
   int num_units() const { return static_cast<int>(units.size()); }
   int64_t stage_memory_budget_bytes() const { return gpu_memory_bytes - reserved_bytes; }
@@ -168,9 +181,22 @@ struct StageCost {
   double forward_seconds = 0;   // tau_F
   double backward_seconds = 0;  // tau_B (with or without the upload, as backward_upload says)
   double slot_seconds = 0;      // tau = tau_F + tau_B (kForward: tau_F; kBackward: tau_B)
-  int64_t slot_bytes = 0;       // W + G + activations (kForward: W + activations)
-  int64_t memory_bytes = 0;     // 2 * slot_bytes (compare with the stage budget)
+  // kTwoSlot: W + G + activations (kForward: W + activations); kRuntime: memory_bytes / 2.
+  int64_t slot_bytes = 0;
+  int64_t memory_bytes = 0;     // stage(R) of the header (compare with the stage budget)
+  int64_t weight_bytes = 0;     // W_R, G_R (0 for kForward), activations as counted
+  int64_t gradient_bytes = 0;
+  int64_t activation_bytes = 0;
 };
+
+// kRuntime's fixed activation buffers of a GPU (pipeline_worker.cc Allocate): the stage's input
+// and output hidden states, two fp32 gradient buffers (6 x the largest boundary) and the token ids
+// and targets (8 bytes per token of a microbatch).
+int64_t RuntimeActivationBufferBytes(const Profile& profile);
+
+// The additive memory of one unit in a stage (kForward with forward_keeps_boundaries_only under
+// kTwoSlot excepted, which is not additive): MemoryBytes() of a range is the sum over its units.
+int64_t UnitStageMemoryBytes(const PartitionProblem& p, int unit);
 
 // Running sums over a range that grows one unit at a time (the exact partitioner's inner loop);
 // EvaluateStage is Add() over [begin, end) then Cost(), so both give bit-identical numbers.
@@ -181,12 +207,18 @@ class StageAccumulator {
   void Add(int unit);
   StageCost Cost(bool backward_upload = true) const;
   int64_t MemoryBytes() const {
-    const bool forward = problem_->pass == Pass::kForward;
-    const int64_t g = forward ? 0 : gradient_bytes_;
-    const int64_t a = forward && problem_->forward_keeps_boundaries_only
-                          ? boundary_bytes_ + max_transient_bytes_
-                          : activation_bytes_;
-    return 2 * (weight_bytes_ + g + a);
+    const int64_t g = GradientBytes();
+    if (problem_->memory_model == MemoryModel::kRuntime) {
+      return 2 * (weight_bytes_ + g) + activation_bytes_;
+    }
+    return 2 * (weight_bytes_ + g + ActivationBytes());
+  }
+  int64_t GradientBytes() const { return problem_->pass == Pass::kForward ? 0 : gradient_bytes_; }
+  int64_t ActivationBytes() const {
+    if (problem_->memory_model == MemoryModel::kRuntime) return activation_bytes_;
+    return problem_->pass == Pass::kForward && problem_->forward_keeps_boundaries_only
+               ? boundary_bytes_ + max_transient_bytes_
+               : activation_bytes_;
   }
 
  private:

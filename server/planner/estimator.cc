@@ -63,18 +63,40 @@ int64_t LargestGemmConversion(const model::ModelDescription& model, int64_t begi
   return largest;
 }
 
-// reserved + 2 x the largest slot per GPU position (-1: no stage there); with devices in host
-// memory, their share of the host estimate too.
-void FillGpus(const PartitionProblem& problem, const std::vector<int64_t>& largest_slot,
+// What one GPU position's stages need at most: kTwoSlot the largest stage memory (2 x slot);
+// kRuntime, as the runtime sizes its buffers (pipeline_worker.cc), the two slots for the largest
+// weights and gradients and the buffers for the most unit inputs, each over all its stages.
+struct GpuNeed {
+  bool used = false;
+  int64_t memory = 0, weights = 0, gradients = 0, activations = 0;
+  void Add(const StageCost& c) {
+    used = true;
+    memory = std::max(memory, c.memory_bytes);
+    weights = std::max(weights, c.weight_bytes);
+    gradients = std::max(gradients, c.gradient_bytes);
+    activations = std::max(activations, c.activation_bytes);
+  }
+  int64_t Bytes(const PartitionProblem& p) const {
+    if (!used) return 0;
+    if (p.memory_model == MemoryModel::kRuntime) {
+      return p.reserved_bytes + 2 * (weights + gradients) + activations;
+    }
+    return p.reserved_bytes + memory;
+  }
+};
+
+// The reserved bytes + the stages' needs per GPU position; with devices in host memory, their
+// share of the host estimate too.
+void FillGpus(const PartitionProblem& problem, const std::vector<GpuNeed>& needs,
               const std::vector<int64_t>& largest_tensor, const EstimatorOptions& options,
               MemoryEstimate& e) {
   e.gpu_capacity_bytes = problem.gpu_memory_bytes;
-  for (size_t g = 0; g < largest_slot.size(); ++g) {
-    const int64_t slot = largest_slot[g];
-    const int64_t bytes = slot < 0 ? 0 : problem.reserved_bytes + 2 * slot;
+  for (size_t g = 0; g < needs.size(); ++g) {
+    const bool used = needs[g].used;
+    const int64_t bytes = needs[g].Bytes(problem);
     e.gpu_bytes.push_back(bytes);
     e.max_gpu_bytes = std::max(e.max_gpu_bytes, bytes);
-    if (options.devices_in_host_memory && slot >= 0) {
+    if (options.devices_in_host_memory && used) {
       e.host_emulated_device_bytes +=
           std::max<int64_t>(bytes - options.memory_margin_bytes, 0) + largest_tensor[g];
     }
@@ -89,10 +111,10 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
                               const EstimatorOptions& options) {
   MemoryEstimate e;
   const int n = static_cast<int>(mapping.gpu_order.size());
-  std::vector<int64_t> largest_slot(n, -1), largest_tensor(n, 0);
+  std::vector<GpuNeed> needs(n);
+  std::vector<int64_t> largest_tensor(n, 0);
   for (int s = 0; s < partition.num_stages(); ++s) {
-    int64_t& slot = largest_slot[s % n];
-    slot = std::max(slot, partition.costs[s].slot_bytes);
+    needs[s % n].Add(partition.costs[s]);
     const StageRange& range = partition.stages[s];
     largest_tensor[s % n] =
         std::max(largest_tensor[s % n], LargestGemmConversion(model, range.begin, range.end));
@@ -101,7 +123,7 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
     // The gradient crossing into this stage's input from the backward of the next (fp32).
     if (s > 0) e.host_activation_grad_bytes += num_microbatches * 2 * boundary;
   }
-  FillGpus(problem, largest_slot, largest_tensor, options, e);
+  FillGpus(problem, needs, largest_tensor, options, e);
   FillHost(model, profile, options, e);
   return e;
 }
@@ -111,12 +133,12 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
                                         const Plan& plan, const EstimatorOptions& options) {
   MemoryEstimate e;
   const int n = static_cast<int>(plan.mapping.gpu_order.size());
-  std::vector<int64_t> largest_slot(n, -1), largest_tensor(n, 0);
+  std::vector<GpuNeed> needs(n);
+  std::vector<int64_t> largest_tensor(n, 0);
   for (int j = 0; j < plan.num_passes(); ++j) {
     const PassRef pass = plan.PassAt(j);
     const Partition& part = pass.backward ? plan.round_robin->backward : plan.round_robin->forward;
-    int64_t& slot = largest_slot[j % n];
-    slot = std::max(slot, part.costs[pass.stage].slot_bytes);
+    needs[j % n].Add(part.costs[pass.stage]);
     const StageRange& range = part.stages[pass.stage];
     largest_tensor[j % n] =
         std::max(largest_tensor[j % n], LargestGemmConversion(model, range.begin, range.end));
@@ -131,7 +153,7 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
     e.host_activation_grad_bytes +=
         plan.num_microbatches * 2 * profile.units[backward.stages[b].begin].boundary_bytes;
   }
-  FillGpus(problem, largest_slot, largest_tensor, options, e);
+  FillGpus(problem, needs, largest_tensor, options, e);
   FillHost(model, profile, options, e);
   return e;
 }

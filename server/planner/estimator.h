@@ -1,8 +1,10 @@
 // Memory estimator: GPU memory per GPU, host RAM and pinned RAM for a job and its plan, before
 // anything runs (the daemon admits jobs by it; users see it in `mobius plan`).
 //
-//   GPU g:   reserved (margin + max unit workspace) + 2 x max over g's stages of slot bytes
-//            (the two-slot model of cost_model.h: the computing and the prefetched stage).
+//   GPU g:   reserved (margin + max unit workspace, + the fixed activation buffers under
+//            MemoryModel::kRuntime) + what g's stages need (cost_model.h "memory"): kRuntime
+//            2 x (the largest W + the largest G) + the largest sum of unit inputs over its stages,
+//            as the runtime sizes its two slots and buffers; kTwoSlot 2 x the largest slot.
 //   host:    what the job's processes use together, the sum of
 //            - the shared store: (weight + gradient + optimizer bytes per parameter) x
 //              TotalParameters: bf16 weights 2 + gradients in the profile's dtype

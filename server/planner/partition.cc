@@ -77,12 +77,21 @@ absl::Status CheckEveryUnitFits(const PartitionProblem& p) {
     const StageCost c = EvaluateStage(p, u, u + 1);
     if (c.memory_bytes <= budget) continue;
     const UnitCost& unit = p.units[u];
+    const std::string need =
+        p.memory_model == MemoryModel::kRuntime
+            ? absl::StrCat("2 stage slots x [weights ", GiB(unit.weight_bytes), " + gradients ",
+                           GiB(unit.gradient_bytes), "] + its input ",
+                           GiB(unit.activation_bytes), " + reserved ", GiB(p.reserved_bytes),
+                           " for margin, the largest unit's workspace and the activation "
+                           "buffers")
+            : absl::StrCat("2 stage slots x [weights ", GiB(unit.weight_bytes), " + gradients ",
+                           GiB(unit.gradient_bytes), " + activations ",
+                           GiB(unit.activation_bytes), "] + reserved ", GiB(p.reserved_bytes),
+                           " for margin and workspace");
     return absl::FailedPreconditionError(absl::StrCat(
         "layer unit ", u, " does not fit on a GPU even alone: it needs ",
-        GiB(c.memory_bytes + p.reserved_bytes), " (2 stage slots x [weights ",
-        GiB(unit.weight_bytes), " + gradients ", GiB(unit.gradient_bytes), " + activations ",
-        GiB(unit.activation_bytes), "] + reserved ", GiB(p.reserved_bytes),
-        " for margin and workspace) but the GPU has ", GiB(p.gpu_memory_bytes),
+        GiB(c.memory_bytes + p.reserved_bytes), " (", need, ") but the GPU has ",
+        GiB(p.gpu_memory_bytes),
         "; to make it fit: lower the microbatch size or sequence length (activations scale with "
         "both), or use GPUs with more memory"));
   }

@@ -5,6 +5,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/model/unit_workspace.h"
 
 namespace mobius::planner {
 namespace {
@@ -79,6 +80,26 @@ int64_t Profile::MaxWorkspaceBytes() const {
   return w;
 }
 
+int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit,
+                              const MicrobatchShape& shape, const LoraLayout* lora) {
+  const model::ModelConfig& c = model.config;
+  const model::WorkspaceLayout ws = model::MakeWorkspaceLayout(
+      c, model.units[unit].kind, shape.microbatch_size, shape.seq_len, /*chunk_tokens=*/0);
+  int64_t bytes = static_cast<int64_t>(ws.total);
+  if (lora == nullptr) return bytes;
+  const int64_t n = shape.tokens();
+  const std::vector<model::LoraModule>& modules = lora->unit_modules[unit];
+  int64_t widest = 0;  // the dropped-out input, should the job set a dropout
+  for (const model::LoraModule& m : modules) {
+    const bool mlp = m.path.find(".mlp.") != std::string::npos && ws.mlp_rows > 0;
+    widest = std::max(widest, (mlp ? ws.mlp_rows : n) * m.in);
+  }
+  if (!modules.empty()) {
+    bytes += 4 * n * lora->rank * static_cast<int64_t>(modules.size() + 1) + 4 * widest;
+  }
+  return bytes + 8 * std::max(c.hidden_size, c.head_dim);  // the frozen norms' gradient sink
+}
+
 absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
                                         const MicrobatchShape& shape, const DeviceSpec& device,
                                         const AnalyticOptions& options) {
@@ -146,9 +167,15 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
     }
     up.boundary_bytes = act.boundary_bytes_per_token * shape.tokens();
     up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();
-    const int64_t width =
-        std::max(widest * options.activations.activation_bytes, act.boundary_bytes_per_token);
-    up.workspace_bytes = options.library_workspace_bytes + 2 * shape.tokens() * width;
+    if (options.memory_model == MemoryModel::kRuntime) {
+      up.workspace_bytes = options.library_workspace_bytes +
+                           RuntimeWorkspaceBytes(model, u, shape, options.lora ? &*options.lora
+                                                                                : nullptr);
+    } else {
+      const int64_t width =
+          std::max(widest * options.activations.activation_bytes, act.boundary_bytes_per_token);
+      up.workspace_bytes = options.library_workspace_bytes + 2 * shape.tokens() * width;
+    }
     p.units.push_back(up);
   }
   return p;

@@ -145,6 +145,12 @@ struct Profile {
   int64_t MaxWorkspaceBytes() const;
 };
 
+// How a stage's device memory is counted (cost_model.h, "memory").
+enum class MemoryModel {
+  kRuntime,  // worker/runtime's allocations: 2 (W + G) + unit inputs; one workspace, reserved
+  kTwoSlot,  // 2 x (W + G + every unit's input and saved activations); the published systems
+};
+
 struct AnalyticOptions {
   model::ActivationOptions activations;  // bf16 activations, flash attention, fp32 logits
   bool recompute = true;  // backward re-runs the forward (Mobius keeps only checkpoints)
@@ -161,6 +167,10 @@ struct AnalyticOptions {
   bool use_kernel_model = true;
   // LoRA (lora.h: MakeLoraLayout): the base frozen, the adapters trained; unset: full fine-tuning.
   std::optional<LoraLayout> lora;
+  // kRuntime: workspace_bytes is the runtime's own (common/model/unit_workspace.h: the layout the
+  // unit runners use, token-chunked head and MLP, + the adapters' part); kTwoSlot: the older
+  // rule of thumb below (the published systems' setups).
+  MemoryModel memory_model = MemoryModel::kRuntime;
 };
 
 // The ANALYTIC profile. Per unit at B x T tokens, flat model (peak = the job's accumulation
@@ -172,7 +182,11 @@ struct AnalyticOptions {
 //   parameter bytes = UnitResidentParameterBytes (bf16); gradient bytes = the same elements x
 //                      gradient_bytes_per_parameter
 //   boundary / saved bytes   = UnitActivations(...) * B * T
-//   workspace = library workspace + 2 * B * T * max(C, I, boundary/token) * activation_bytes
+//   workspace = library workspace + (kRuntime) model::MakeWorkspaceLayout(...).total, the unit
+//               runners' own layout with the default token chunks, + with LoRA per adapted
+//               module h [N, r] fp32, one gh, the dropped-out input of the widest module (fp32)
+//               and the frozen norms' gradient sink (worker/model/unit_runner_internal.h);
+//               (kTwoSlot) 2 * B * T * max(C, I, boundary/token) * activation_bytes
 //               (gradient buffers for the widest intermediate; the logits gradient reuses the
 //               logits buffer counted in saved bytes)
 // With options.lora: FLOPs from LoraUnitFlops (flat) or the kernel model's frozen-base form,
@@ -181,6 +195,11 @@ struct AnalyticOptions {
 //   in full fine-tuning (an adapter's [T, r] intermediate is not counted: r / C of a hidden state).
 // INVALID_ARGUMENT for a non-positive shape, a device without peak FLOP/s, or a gradient size
 // other than 2 or 4 bytes.
+// The runtime's workspace of unit `unit` at `shape` (the kRuntime workspace above, without the
+// library workspace); `lora` may be null.
+int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit,
+                              const MicrobatchShape& shape, const LoraLayout* lora);
+
 absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
                                         const MicrobatchShape& shape, const DeviceSpec& device,
                                         const AnalyticOptions& options = {});

@@ -5,6 +5,7 @@
 // (a few ulps) times the scale: 1e-5; in bf16: kBf16Tol (one rounding).
 #include "worker/kernels/cuda/cross_entropy.cuh"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -99,6 +100,50 @@ TEST(CrossEntropyCuda, Fp32LogitsMatchReference) {
   MOBIUS_ASSERT_KERNEL_OK(
       cross_entropy_bwd(d_dz.get(), d_z.get(), d_lse.get(), d_t.get(), n, v, 1.0f, nullptr));
   ExpectClose(d_dz.ToHost(), ref.dlogits, 1e-5, "dlogits (fp32)");
+}
+
+// The LM head's token chunks (CrossEntropyRows): each chunk's logits alone in a buffer, the rows'
+// losses, lse and gradients bitwise the unchunked ones (one block per row either way), the last
+// chunk's mean bitwise the unchunked one (the same kernel over all rows), the backward's count
+// over the whole microbatch; a 128K vocabulary and a chunk that does not divide N.
+TEST(CrossEntropyCuda, ChunksOfRowsAreBitwiseTheWholeMicrobatch) {
+  MOBIUS_REQUIRE_GPU();
+  const int64_t n = 40, v = 128256;
+  const auto z = gpu_test::RandomFloats(n * v, -10, 10, 4);
+  const auto targets = Targets(n, v);
+  const float dloss = 0.5f;
+  DeviceArray<float> d_z(z), d_dz(n * v), d_losses(n), d_lse(n), d_mean(1);
+  DeviceArray<int32_t> d_t(targets);
+  MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(d_losses.get(), d_lse.get(), d_mean.get(), d_z.get(),
+                                            d_t.get(), n, v, nullptr, nullptr));
+  MOBIUS_ASSERT_KERNEL_OK(
+      cross_entropy_bwd(d_dz.get(), d_z.get(), d_lse.get(), d_t.get(), n, v, dloss, nullptr));
+  const auto losses = d_losses.ToHost(), lse = d_lse.ToHost(), mean = d_mean.ToHost();
+  const auto dz = d_dz.ToHost();
+  const Reference ref = Compute(z, targets, n, v, dloss);
+  ExpectClose(losses, ref.losses, 1e-5, "losses (V 128256)");
+  ExpectClose(dz, ref.dlogits, 1e-5, "dlogits (V 128256)");
+  for (int64_t chunk : {16, 40}) {
+    SCOPED_TRACE(testing::Message() << "chunk " << chunk);
+    DeviceArray<float> c_losses(n, NAN), c_lse(n, NAN), c_mean(1, NAN), part(chunk * v);
+    std::vector<float> c_dz(n * v, NAN);
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+      const int64_t rows = std::min(chunk, n - r0);
+      ASSERT_EQ(cudaMemcpy(part.get(), d_z.get() + r0 * v, 4 * rows * v, cudaMemcpyDeviceToDevice),
+                cudaSuccess);
+      MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(
+          c_losses.get() + r0, c_lse.get() + r0, r0 + rows == n ? c_mean.get() : nullptr,
+          part.get(), d_t.get() + r0, rows, v, nullptr, nullptr, r0, n));
+      MOBIUS_ASSERT_KERNEL_OK(cross_entropy_bwd(part.get(), part.get(), c_lse.get() + r0,
+                                                d_t.get() + r0, rows, v, dloss, nullptr, r0, n));
+      const auto host = part.ToHost();
+      std::copy(host.begin(), host.begin() + rows * v, c_dz.begin() + r0 * v);
+    }
+    EXPECT_EQ(c_losses.ToHost(), losses);
+    EXPECT_EQ(c_lse.ToHost(), lse);
+    EXPECT_EQ(c_mean.ToHost(), mean);
+    EXPECT_TRUE(c_dz == dz) << "chunked dlogits differ";
+  }
 }
 
 TEST(CrossEntropyCuda, AllIgnoredGivesZeroAndInvalidTargetsAreCounted) {

@@ -14,7 +14,7 @@ For every configuration it writes test/reference/golden/<name>/:
   grads.safetensors    d loss / d param for every parameter, named like the parameters
   final.safetensors    (when trained) parameters after 10 AdamW steps on the same batch
 
-Usage: /usr/bin/python3 test/reference/make_golden.py [output_dir]
+Usage: /usr/bin/python3 test/reference/make_golden.py [output_dir [case ...]]
 """
 import json
 import math
@@ -74,6 +74,16 @@ CASES = {
     "llama3_rope": (LLAMA3_ROPE, 4, False),
     "qwen2_linear_rope": (QWEN2_LINEAR, 5, False),
 }
+
+# Generated on demand only (too large to keep in the tree): `make_golden.py OUT_DIR NAME`.
+# llama_vocab128k: Llama 3's 128,256-token vocabulary, so that the LM head's token chunks are checked
+# at the width that makes them necessary (ctest units_vocab128k_test builds it at test time). Its
+# parameters are rounded to bf16 before anything is computed ("bf16_weights"), so PyTorch's loss and
+# gradients are those of exactly the weights our bf16 units run.
+EXTRA_CASES = {
+    "llama_vocab128k": (dict(LLAMA, vocab_size=128256), 6, False),
+}
+BF16_WEIGHTS = {"llama_vocab128k"}
 
 # ---------------------------------------------------------------------------------------------
 # Parameters.
@@ -314,6 +324,10 @@ def make_case(out_dir, name, cfg, seed, train):
         json.dump(cfg, f, indent=2)
         f.write("\n")
     P = init_params(cfg, seed)
+    if name in BF16_WEIGHTS:
+        with torch.no_grad():
+            for p in P.values():
+                p.copy_(p.bfloat16().float())
     write_safetensors(os.path.join(d, "model.safetensors"), P)
 
     tokens, targets = fixed_batch(cfg["vocab_size"], seed)
@@ -345,7 +359,13 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(1)  # deterministic reductions
     out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "golden")
-    for name, (cfg, seed, train) in CASES.items():
+    names = sys.argv[2:]  # none: every case of CASES (the tree's golden data)
+    cases = {**CASES, **EXTRA_CASES}
+    for name in names:
+        if name not in cases:
+            sys.exit(f"make_golden.py: unknown case {name!r} (known: {', '.join(cases)})")
+    for name in names or CASES:
+        cfg, seed, train = cases[name]
         make_case(out_dir, name, cfg, seed, train)
 
 

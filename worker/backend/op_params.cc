@@ -50,6 +50,18 @@ Check AttentionShape(absl::string_view op, const AttentionShapeParams& s) {
   return c;
 }
 
+// A chunk of a microbatch's rows (CrossEntropyRows).
+void CheckRows(Check& c, int64_t n, const CrossEntropyRows& rows) {
+  if (rows.total_rows == 0) {
+    c.Rule(rows.row0 == 0, absl::StrCat("rows.row0 = ", rows.row0, " without rows.total_rows"));
+    return;
+  }
+  c.AtLeast("rows.row0", rows.row0, 0).AtLeast("rows.total_rows", rows.total_rows, 0);
+  c.Rule(rows.row0 + n <= rows.total_rows,
+         absl::StrCat("rows [", rows.row0, ", ", rows.row0 + n, ") exceed rows.total_rows = ",
+                      rows.total_rows));
+}
+
 }  // namespace
 
 absl::Status ValidateZero(const ZeroParams& p) {
@@ -191,7 +203,8 @@ absl::Status ValidateCrossEntropy(const CrossEntropyParams& p) {
   Check c("cross_entropy");
   c.AtLeast("n", p.n, 0).AtLeast("v", p.v, 1);
   c.Ptr("logits", p.logits, used).Ptr("targets", p.targets, used);
-  c.Ptr("losses", p.losses, used).Ptr("lse", p.lse, used).Ptr("mean_loss", p.mean_loss);
+  c.Ptr("losses", p.losses, used).Ptr("lse", p.lse, used);
+  CheckRows(c, p.n, p.rows);
   return c.status();
 }
 
@@ -201,6 +214,7 @@ absl::Status ValidateCrossEntropyBackward(const CrossEntropyBackwardParams& p) {
   c.AtLeast("n", p.n, 0).AtLeast("v", p.v, 1);
   c.Ptr("logits", p.logits, used).Ptr("lse", p.lse, used).Ptr("targets", p.targets, used);
   c.Ptr("dlogits", p.dlogits, used);
+  CheckRows(c, p.n, p.rows);
   return c.status();
 }
 

@@ -185,9 +185,20 @@ struct AttentionBackwardParams {
   void* dv = nullptr;
 };
 
+// Which rows the mean and the backward's count cover. Unchunked (total_rows 0): the call's own N
+// rows. Chunked (the LM head a chunk of tokens at a time, so that logits exist for one chunk
+// only): the call computes rows [row0, row0 + N) of a microbatch of total_rows rows; its targets,
+// losses and lse point at row row0 of the microbatch's arrays, which are readable from
+// `targets - row0` for total_rows rows (losses too, for the mean).
+struct CrossEntropyRows {
+  int64_t row0 = 0;
+  int64_t total_rows = 0;  // 0: unchunked; else REQUIRES row0 + N <= total_rows
+};
+
 // Softmax cross-entropy, mean over non-ignored rows: logits [N, V] (logits_type), targets [N]
 // int32 in [0, V) or kIgnoreIndex; losses [N], lse [N] fp32 (saved); mean_loss [1] fp32 (0 when
-// every row is ignored).
+// every row is ignored) over the rows `rows` names, or nullptr (no mean: a chunk that is not the
+// last; the last chunk's mean reads every earlier chunk's losses).
 struct CrossEntropyParams {
   int64_t n = 0, v = 0;
   DType logits_type = DType::kFp32;
@@ -196,9 +207,10 @@ struct CrossEntropyParams {
   float* losses = nullptr;
   float* lse = nullptr;
   float* mean_loss = nullptr;
+  CrossEntropyRows rows;
 };
 // dlogits [N, V] (logits_type) = (softmax - onehot) * dloss / count, written (not accumulated);
-// may alias logits.
+// may alias logits. count: the non-ignored rows among those `rows` names.
 struct CrossEntropyBackwardParams {
   int64_t n = 0, v = 0;
   DType logits_type = DType::kFp32;
@@ -207,6 +219,7 @@ struct CrossEntropyBackwardParams {
   const int32_t* targets = nullptr;
   float dloss = 1.0f;
   void* dlogits = nullptr;
+  CrossEntropyRows rows;
 };
 
 // out [N] = a + b, bf16 (out may alias a or b).

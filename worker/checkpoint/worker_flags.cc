@@ -63,6 +63,9 @@ ABSL_FLAG(std::string, backend, "cpu",
 ABSL_FLAG(bool, recompute, false,
           "train: recompute activations in the backward even when memory holds them all (same "
           "gradients, less memory, one more forward per block).");
+ABSL_FLAG(int64_t, chunk_tokens, 0,
+          "train: tokens per chunk of the LM head and the MLP (0: sized from memory, the default; "
+          "< 0: unchunked; common/model/unit_workspace.h)");
 ABSL_FLAG(int32_t, optimizer_staleness, 0,
           "train: 1 = the asynchronous optimizer's reference: step k computes with the weights "
           "after update k-2 (after a checkpoint, eval or the first step: the newest); 0 = "

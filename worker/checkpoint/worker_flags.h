@@ -52,6 +52,7 @@ ABSL_DECLARE_FLAG(int32_t, threads);
 ABSL_DECLARE_FLAG(std::string, backend);
 ABSL_DECLARE_FLAG(bool, recompute);
 ABSL_DECLARE_FLAG(int32_t, optimizer_staleness);
+ABSL_DECLARE_FLAG(int64_t, chunk_tokens);
 ABSL_DECLARE_FLAG(int64_t, lora_rank);
 ABSL_DECLARE_FLAG(double, lora_alpha);
 ABSL_DECLARE_FLAG(double, lora_dropout);

@@ -14,11 +14,11 @@ using backend::DType;
 
 namespace {
 
-// The projections of one block read in both weight layouts. GPT-2's fused c_attn [C, Q + 2K] is
-// read as three column slices (q | k | v) of the same weight and bias: no copies.
-struct BlockWeights {
-  LinearWeight q, k, v, o, fc, proj, gate, up, down;
-};
+// A linear over rows [row0, ...) of its call: its adapter term's per-row state offset.
+LinearWeight Rows(LinearWeight w, int64_t row0) {
+  w.lora = LoraRows(w.lora, row0);
+  return w;
+}
 
 }  // namespace
 
@@ -106,19 +106,83 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
 
   MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm2_weight, ln.norm2_bias, c.at(ws.mid), c.at(ws.norm2),
                               c.f32(ws.norm2_mean), c.f32(ws.norm2_rstd), n));
-  if (cfg.mlp == model::MlpKind::kGeluTanh) {
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.fc, c.at(ws.norm2), c.at(ws.mlp_in), DType::kBf16, n, C, I));
-    MOBIUS_RETURN_IF_ERROR(be.GeluForward(q, {.n = n * I, .inp = c.at(ws.mlp_in), .out = c.at(ws.mlp_act)}));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.proj, c.at(ws.mlp_act), c.at(ws.mlp_out), DType::kBf16, n, I, C));
-  } else {
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.gate, c.at(ws.norm2), c.at(ws.mlp_in), DType::kBf16, n, C, I));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.up, c.at(ws.norm2), c.at(ws.mlp_up), DType::kBf16, n, C, I));
-    MOBIUS_RETURN_IF_ERROR(be.SwiGluForward(q, {.n = n * I, .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
-                                                .out = c.at(ws.mlp_act)}));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.down, c.at(ws.mlp_act), c.at(ws.mlp_out), DType::kBf16, n, I, C));
+  // Internals only (a backward's recompute) with several MLP chunks: the backward re-runs each
+  // chunk's MLP itself, so there is nothing to keep here.
+  if (out == nullptr && ws.mlp_rows < n) return absl::OkStatus();
+  for (int64_t r0 = 0; r0 < n; r0 += ws.mlp_rows) {
+    MOBIUS_RETURN_IF_ERROR(MlpChunkForward(c, w, r0, std::min(ws.mlp_rows, n - r0), true));
   }
   if (out == nullptr) return absl::OkStatus();  // recompute: internals only
   return be.ResidualAdd(q, {.n = n * C, .a = c.at(ws.mid), .b = c.at(ws.mlp_out), .out = out});
+}
+
+// Rows [row0, row0 + rows) of the MLP: from norm2's output to mlp_in / mlp_up / mlp_act (the
+// chunk's buffers) and, with `down`, the down projection into those rows of mlp_out.
+absl::Status UnitRunner::MlpChunkForward(const Ctx& c, const BlockWeights& w, int64_t row0,
+                                         int64_t rows, bool down) const {
+  const int64_t C = config_.hidden_size, I = config_.intermediate_size;
+  backend::Backend& be = *backend_;
+  backend::Queue& q = *c.queue;
+  const WorkspaceLayout& ws = c.ws;
+  const void* x = c.bf(ws.norm2) + row0 * C;
+  void* y = c.bf(ws.mlp_out) + row0 * C;
+  const int64_t e = rows * I;
+  if (config_.mlp == model::MlpKind::kGeluTanh) {
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.fc, row0), x, c.at(ws.mlp_in), DType::kBf16, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(be.GeluForward(q, {.n = e, .inp = c.at(ws.mlp_in), .out = c.at(ws.mlp_act)}));
+    if (!down) return absl::OkStatus();
+    return LinearForward(be, q, Rows(w.proj, row0), c.at(ws.mlp_act), y, DType::kBf16, rows, I, C);
+  }
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.gate, row0), x, c.at(ws.mlp_in), DType::kBf16, rows, C, I));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.up, row0), x, c.at(ws.mlp_up), DType::kBf16, rows, C, I));
+  MOBIUS_RETURN_IF_ERROR(be.SwiGluForward(q, {.n = e, .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
+                                              .out = c.at(ws.mlp_act)}));
+  if (!down) return absl::OkStatus();
+  return LinearForward(be, q, Rows(w.down, row0), c.at(ws.mlp_act), y, DType::kBf16, rows, I, C);
+}
+
+// The MLP's backward over rows [row0, row0 + rows): dout's rows flow through the down projection
+// and the activation to the up projections; their input gradient, rounded to bf16, lands in those
+// rows of d_norm (d_norm_f32 is the chunk's fp32 scratch). With several chunks the chunk's forward
+// is re-run first (the workspace holds one chunk's intermediates).
+absl::Status UnitRunner::MlpChunkBackward(const Ctx& c, const BlockWeights& w, int64_t row0,
+                                          int64_t rows, const float* dout) const {
+  const int64_t C = config_.hidden_size, I = config_.intermediate_size;
+  backend::Backend& be = *backend_;
+  backend::Queue& q = *c.queue;
+  const WorkspaceLayout& ws = c.ws;
+  const int64_t e = rows * I;
+  auto zero = [&](uint64_t offset, int64_t bf16_elements) {
+    return be.Zero(q, {.dst = c.at(offset), .bytes = 2 * static_cast<uint64_t>(bf16_elements)});
+  };
+  auto to_bf16 = [&](const void* src, void* dst, int64_t elements) {
+    return be.Cast(q, {.n = elements, .src_type = DType::kFp32, .dst_type = DType::kBf16,
+                       .src = src, .dst = dst});
+  };
+  if (ws.mlp_rows < c.n) MOBIUS_RETURN_IF_ERROR(MlpChunkForward(c, w, row0, rows, false));
+  const void* x = c.bf(ws.norm2) + row0 * C;
+  const bool gelu = config_.mlp == model::MlpKind::kGeluTanh;
+  const LinearWeight w_out = Rows(gelu ? w.proj : w.down, row0);
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w_out, c.at(ws.mlp_act), dout + row0 * C,
+                                        DType::kFp32, c.f32(ws.d_norm_f32), false, rows, I, C));
+  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_act), e));
+  MOBIUS_RETURN_IF_ERROR(zero(ws.d_in, e));
+  if (gelu) {
+    MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.n = e, .dout = c.at(ws.d_act),
+                                               .inp = c.at(ws.mlp_in), .dinp = c.at(ws.d_in)}));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.fc, row0), x, c.at(ws.d_in), DType::kBf16,
+                                          c.f32(ws.d_norm_f32), false, rows, C, I));
+  } else {
+    MOBIUS_RETURN_IF_ERROR(zero(ws.d_up, e));
+    MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.n = e, .dout = c.at(ws.d_act),
+                                                 .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
+                                                 .dgate = c.at(ws.d_in), .dup = c.at(ws.d_up)}));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.gate, row0), x, c.at(ws.d_in), DType::kBf16,
+                                          c.f32(ws.d_norm_f32), false, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.up, row0), x, c.at(ws.d_up), DType::kBf16,
+                                          c.f32(ws.d_norm_f32), true, rows, C, I));
+  }
+  return to_bf16(c.at(ws.d_norm_f32), c.bf(ws.d_norm) + row0 * C, rows * C);
 }
 
 absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* dinp) const {
@@ -138,29 +202,10 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
                        .src = src, .dst = dst});
   };
 
-  // MLP: dout flows to mlp_out and (residual) to mid.
-  const bool gelu = cfg.mlp == model::MlpKind::kGeluTanh;
-  const LinearWeight& w_out = gelu ? w.proj : w.down;
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w_out, c.at(ws.mlp_act), dout, DType::kFp32,
-                                        c.f32(ws.d_norm_f32), false, n, I, C));
-  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_act), n * I));
-  MOBIUS_RETURN_IF_ERROR(zero(ws.d_in, n * I));
-  if (gelu) {
-    MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.n = n * I, .dout = c.at(ws.d_act),
-                                               .inp = c.at(ws.mlp_in), .dinp = c.at(ws.d_in)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.fc, c.at(ws.norm2), c.at(ws.d_in), DType::kBf16,
-                                          c.f32(ws.d_norm_f32), false, n, C, I));
-  } else {
-    MOBIUS_RETURN_IF_ERROR(zero(ws.d_up, n * I));
-    MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.n = n * I, .dout = c.at(ws.d_act),
-                                                 .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
-                                                 .dgate = c.at(ws.d_in), .dup = c.at(ws.d_up)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.gate, c.at(ws.norm2), c.at(ws.d_in), DType::kBf16,
-                                          c.f32(ws.d_norm_f32), false, n, C, I));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.up, c.at(ws.norm2), c.at(ws.d_up), DType::kBf16,
-                                          c.f32(ws.d_norm_f32), true, n, C, I));
+  // MLP: dout flows to mlp_out and (residual) to mid; d_norm gets norm2's output gradient.
+  for (int64_t r0 = 0; r0 < n; r0 += ws.mlp_rows) {
+    MOBIUS_RETURN_IF_ERROR(MlpChunkBackward(c, w, r0, std::min(ws.mlp_rows, n - r0), dout));
   }
-  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_norm), n * C));
   // dinp holds d(mid) = dout + norm2'(d_norm).
   MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = n * C, .src_type = DType::kFp32,
                                      .dst_type = DType::kFp32, .src = dout, .dst = dinp}));

@@ -34,7 +34,7 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   m->adapters_.resize(units);
   for (int64_t u = 0; u < units; ++u) {
     MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<UnitRunner> runner,
-                            UnitRunner::Create(config, u, backend, lora));
+                            UnitRunner::Create(config, u, backend, lora, options.chunk_tokens));
     const UnitParamLayout& layout = runner->layout();
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer w,
                             backend->Allocate(layout.weight_bytes(), absl::StrCat("unit", u, ".weights")));

@@ -47,6 +47,7 @@ class ResidentModel {
     // fp32 parameters and gradients on the device; Grads() and ReadGrad() then give the
     // adapters' gradients by PEFT's tensor names (model/lora.h).
     std::optional<LoraSpec> lora;
+    int64_t chunk_tokens = 0;  // token chunks of the head and MLP (UnitRunner::Create)
   };
 
   // Allocates weights and gradients (zeroed). `backend` is not owned and must outlive the model.

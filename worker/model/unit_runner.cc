@@ -18,68 +18,6 @@ namespace mobius::units {
 using backend::DType;
 using model::UnitKind;
 
-namespace {
-
-class Slots {
- public:
-  uint64_t Add(uint64_t bytes) {
-    if (bytes == 0) return 0;
-    const uint64_t offset = (total_ + 63) / 64 * 64;
-    total_ = offset + bytes;
-    return offset;
-  }
-  uint64_t total() const { return total_; }
-
- private:
-  uint64_t total_ = 0;
-};
-
-}  // namespace
-
-WorkspaceLayout MakeWorkspaceLayout(const model::ModelConfig& cfg, UnitKind kind, int64_t b,
-                                    int64_t t) {
-  const uint64_t n = b * t, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
-  const uint64_t Q = cfg.num_heads * hd, K = cfg.num_kv_heads * hd;
-  const bool qk = cfg.qk_norm, rope = cfg.position == model::PositionKind::kRope;
-  const bool swiglu = cfg.mlp == model::MlpKind::kSwiGlu;
-  const bool layer = cfg.norm == model::NormKind::kLayerNorm;
-  Slots s;
-  WorkspaceLayout w;
-  auto bf = [&](uint64_t elements) { return s.Add(2 * elements); };
-  auto f32 = [&](uint64_t elements) { return s.Add(4 * elements); };
-  switch (kind) {
-    case UnitKind::kEmbedding:
-      w.d_norm = bf(n * C);
-      break;
-    case UnitKind::kHead:
-      w.norm1 = bf(n * C), w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
-      w.logits = f32(n * cfg.vocab_size), w.losses = f32(n), w.ce_lse = f32(n), w.loss = f32(1);
-      w.d_norm_f32 = f32(n * C), w.d_norm = bf(n * C);
-      break;
-    case UnitKind::kDecoderBlock:
-      w.norm1 = bf(n * C), w.q_proj = bf(n * Q), w.k_proj = bf(n * K);
-      w.q_normed = bf(qk ? n * Q : 0), w.k_normed = bf(qk ? n * K : 0);
-      w.q = bf(rope ? n * Q : 0), w.k = bf(rope ? n * K : 0), w.v = bf(n * K);
-      w.att = bf(n * Q), w.o = bf(n * C), w.mid = bf(n * C), w.norm2 = bf(n * C);
-      w.mlp_in = bf(n * I), w.mlp_up = bf(swiglu ? n * I : 0), w.mlp_act = bf(n * I);
-      w.mlp_out = bf(n * C);
-      w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
-      w.norm2_mean = f32(layer ? n : 0), w.norm2_rstd = f32(n);
-      w.qn_rstd = f32(qk ? n * cfg.num_heads : 0), w.kn_rstd = f32(qk ? n * cfg.num_kv_heads : 0);
-      w.lse = f32(b * cfg.num_heads * t);
-      w.inv_freq = f32(rope ? hd / 2 : 0), w.cos = f32(rope ? t * hd / 2 : 0);
-      w.sin = f32(rope ? t * hd / 2 : 0);
-      w.d_act = bf(n * I), w.d_in = bf(n * I), w.d_up = bf(swiglu ? n * I : 0);
-      w.d_att = bf(n * Q), w.dq = bf(n * Q), w.dk = bf(n * K), w.dv = bf(n * K);
-      w.dq_pre = bf(rope ? n * Q : 0), w.dk_pre = bf(rope ? n * K : 0);
-      w.dq_proj = bf(qk ? n * Q : 0), w.dk_proj = bf(qk ? n * K : 0);
-      w.d_norm_f32 = f32(n * std::max({C, I, Q})), w.d_norm = bf(n * C);
-      break;
-  }
-  w.total = s.total();
-  return w;
-}
-
 const void* UnitRunner::Ctx::W(const std::string& name, int64_t element_offset) const {
   if (name.empty()) return nullptr;
   const UnitParam* p = layout->Find(name);
@@ -139,7 +77,8 @@ float* UnitRunner::Ctx::G(const std::string& name, int64_t element_offset) const
 absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::ModelConfig& config,
                                                                int64_t unit_index,
                                                                backend::Backend* backend,
-                                                               const LoraSpec* lora) {
+                                                               const LoraSpec* lora,
+                                                               int64_t chunk_tokens) {
   if (backend == nullptr) return absl::InvalidArgumentError("UnitRunner: null backend");
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
@@ -147,6 +86,7 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
   const UnitKind kind = model.units[unit_index].kind;
   std::unique_ptr<UnitRunner> r(new UnitRunner(config, kind, std::move(layout),
                                                reference::ParameterNames(config), backend));
+  r->chunk_tokens_ = chunk_tokens;
   if (lora != nullptr) {
     if (lora->rank < 1) return absl::InvalidArgumentError("UnitRunner: LoRA rank must be >= 1");
     r->frozen_ = true;
@@ -166,11 +106,11 @@ UnitRunner::UnitRunner(const model::ModelConfig& config, UnitKind kind, UnitPara
 }
 
 LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdapter& adapter,
-                                bool frozen, uint64_t base_total, int64_t b, int64_t t) {
+                                bool frozen, const WorkspaceLayout& base, int64_t b, int64_t t) {
   LoraWorkspace w;
   const uint64_t n = b * t;
   const uint64_t h = (4 * n * adapter.rank + 63) / 64 * 64;
-  uint64_t at = (base_total + 63) / 64 * 64;
+  uint64_t at = (base.total + 63) / 64 * 64;
   if (!adapter.empty()) {
     w.h = at;
     w.h_stride = h;
@@ -178,10 +118,15 @@ LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdap
     w.gh = at;
     at += h;
     if (adapter.dropout > 0) {
-      int64_t in = 0;
-      for (const UnitAdapter::Module& m : adapter.modules) in = std::max(in, m.module.in);
+      // The MLP's modules see a chunk of rows at a time (unit_workspace.h), the others all N.
+      uint64_t elements = 0;
+      for (const UnitAdapter::Module& m : adapter.modules) {
+        const bool mlp = m.module.path.find(".mlp.") != std::string::npos && base.mlp_rows > 0;
+        const uint64_t rows = mlp ? static_cast<uint64_t>(base.mlp_rows) : n;
+        elements = std::max(elements, rows * static_cast<uint64_t>(m.module.in));
+      }
       w.xd = at;
-      at += (4 * n * static_cast<uint64_t>(in) + 63) / 64 * 64;
+      at += (4 * elements + 63) / 64 * 64;
     }
   }
   if (frozen) {
@@ -189,13 +134,21 @@ LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdap
     w.sink_elements = std::max(config.hidden_size, config.head_dim);
     at += 2 * 4 * static_cast<uint64_t>(w.sink_elements);
   }
-  w.total = frozen || !adapter.empty() ? at : base_total;
+  w.total = frozen || !adapter.empty() ? at : base.total;
   return w;
+}
+
+LoraTerm LoraRows(LoraTerm l, int64_t row0) {
+  if (l.a == nullptr || row0 == 0) return l;
+  l.h += row0 * l.rank;   // kept from forward to backward per row
+  l.gh += row0 * l.rank;  // xd stays: per-call scratch from its start, the call's rows only
+  l.row_offset += row0;
+  return l;
 }
 
 uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
   return MakeLoraWorkspace(config_, adapter_, frozen_,
-                           MakeWorkspaceLayout(config_, kind_, b, t).total, b, t)
+                           model::MakeWorkspaceLayout(config_, kind_, b, t, chunk_tokens_), b, t)
       .total;
 }
 
@@ -287,10 +240,10 @@ UnitRunner::Ctx UnitRunner::MakeCtx(backend::Queue& queue, const MicroBatch& mb,
                                     const backend::DeviceBuffer& workspace,
                                     const AdapterBuffers* adapter) const {
   Ctx c{&queue, mb, mb.b * mb.t, &weights, frozen_ ? nullptr : grads, &workspace,
-        MakeWorkspaceLayout(config_, kind_, mb.b, mb.t), &layout_};
+        model::MakeWorkspaceLayout(config_, kind_, mb.b, mb.t, chunk_tokens_), &layout_};
   c.adapter = &adapter_;
   c.adapter_buffers = adapter;
-  c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws.total, mb.b, mb.t);
+  c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws, mb.b, mb.t);
   c.frozen = frozen_;
   return c;
 }
@@ -341,9 +294,14 @@ absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
     case UnitKind::kDecoderBlock:
       if (recompute) MOBIUS_RETURN_IF_ERROR(BlockForward(c, nullptr));
       return BlockBackward(c, dout, dinp);
-    case UnitKind::kHead:
-      if (recompute) MOBIUS_RETURN_IF_ERROR(HeadForward(c, c.f32(c.ws.loss)));
-      return HeadBackward(c, dinp, loss_scale);
+    case UnitKind::kHead: {
+      // One chunk: the forward's logits are the backward's (recomputed here unless kept). Several:
+      // the backward recomputes each chunk's logits from the final norm's output.
+      const bool one_chunk = c.ws.head_rows >= c.n;
+      if (recompute && one_chunk) MOBIUS_RETURN_IF_ERROR(HeadForward(c, c.f32(c.ws.loss)));
+      if (recompute && !one_chunk) MOBIUS_RETURN_IF_ERROR(HeadNorm(c));
+      return HeadBackward(c, dinp, loss_scale, /*logits_ready=*/one_chunk);
+    }
   }
   return absl::InternalError("unknown unit kind");
 }
@@ -403,36 +361,67 @@ absl::Status UnitRunner::EmbeddingBackward(const Ctx& c, const float* dout) cons
 
 // ---- head: final norm, LM head (fp32 logits), cross-entropy ----
 
-absl::Status UnitRunner::HeadLogits(const Ctx& c, float* logits) const {
+absl::Status UnitRunner::HeadNorm(const Ctx& c) const {
+  return Norm(c, names_.final_norm_weight, names_.final_norm_bias, c.mb.input, c.at(c.ws.norm1),
+              c.f32(c.ws.norm1_mean), c.f32(c.ws.norm1_rstd), c.n);
+}
+
+absl::Status UnitRunner::HeadChunkLogits(const Ctx& c, int64_t row0, int64_t rows,
+                                         float* logits) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  MOBIUS_RETURN_IF_ERROR(Norm(c, names_.final_norm_weight, names_.final_norm_bias, c.mb.input,
-                              c.at(c.ws.norm1), c.f32(c.ws.norm1_mean), c.f32(c.ws.norm1_rstd),
-                              c.n));
   const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C};
-  return LinearForward(*backend_, *c.queue, head, c.at(c.ws.norm1), logits, DType::kFp32, c.n, C,
-                       V);
+  return LinearForward(*backend_, *c.queue, head, c.bf(c.ws.norm1) + row0 * C, logits,
+                       DType::kFp32, rows, C, V);
+}
+
+absl::Status UnitRunner::HeadLogits(const Ctx& c, float* logits) const {
+  MOBIUS_RETURN_IF_ERROR(HeadNorm(c));
+  return HeadChunkLogits(c, 0, c.n, logits);
+}
+
+absl::Status UnitRunner::HeadChunkLoss(const Ctx& c, int64_t row0, int64_t rows,
+                                       float* mean_loss) const {
+  MOBIUS_RETURN_IF_ERROR(HeadChunkLogits(c, row0, rows, c.f32(c.ws.logits)));
+  return backend_->CrossEntropyForward(
+      *c.queue, {.n = rows, .v = config_.vocab_size, .logits_type = DType::kFp32,
+                 .logits = c.at(c.ws.logits), .targets = c.mb.targets + row0,
+                 .losses = c.f32(c.ws.losses) + row0, .lse = c.f32(c.ws.ce_lse) + row0,
+                 .mean_loss = mean_loss, .rows = ChunkRowsOf(c, row0)});
+}
+
+backend::CrossEntropyRows UnitRunner::ChunkRowsOf(const Ctx& c, int64_t row0) const {
+  if (c.ws.head_rows >= c.n) return {};  // one chunk: the unchunked op
+  return {.row0 = row0, .total_rows = c.n};
 }
 
 absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
-  const int64_t V = config_.vocab_size;
-  MOBIUS_RETURN_IF_ERROR(HeadLogits(c, c.f32(c.ws.logits)));
-  return backend_->CrossEntropyForward(
-      *c.queue, {.n = c.n, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
-                 .targets = c.mb.targets, .losses = c.f32(c.ws.losses), .lse = c.f32(c.ws.ce_lse),
-                 .mean_loss = loss});
+  MOBIUS_RETURN_IF_ERROR(HeadNorm(c));
+  const int64_t step = c.ws.head_rows;
+  for (int64_t r0 = 0; r0 < c.n; r0 += step) {
+    const int64_t rows = std::min(step, c.n - r0);
+    MOBIUS_RETURN_IF_ERROR(HeadChunkLoss(c, r0, rows, r0 + rows == c.n ? loss : nullptr));
+  }
+  return absl::OkStatus();
 }
 
-absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale) const {
+absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale,
+                                      bool logits_ready) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  MOBIUS_RETURN_IF_ERROR(backend_->CrossEntropyBackward(
-      *c.queue, {.n = c.n, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
-                 .lse = c.f32(c.ws.ce_lse), .targets = c.mb.targets, .dloss = loss_scale,
-                 .dlogits = c.at(c.ws.logits)}));
   const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C,
                           .dw = c.G(names_.lm_head)};
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(*backend_, *c.queue, head, c.at(c.ws.norm1),
-                                        c.at(c.ws.logits), DType::kFp32, c.f32(c.ws.d_norm_f32),
-                                        false, c.n, C, V));
+  const int64_t step = c.ws.head_rows;
+  for (int64_t r0 = 0; r0 < c.n; r0 += step) {
+    const int64_t rows = std::min(step, c.n - r0);
+    if (!logits_ready) MOBIUS_RETURN_IF_ERROR(HeadChunkLoss(c, r0, rows, nullptr));
+    MOBIUS_RETURN_IF_ERROR(backend_->CrossEntropyBackward(
+        *c.queue, {.n = rows, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
+                   .lse = c.f32(c.ws.ce_lse) + r0, .targets = c.mb.targets + r0,
+                   .dloss = loss_scale, .dlogits = c.at(c.ws.logits),
+                   .rows = ChunkRowsOf(c, r0)}));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(*backend_, *c.queue, head, c.bf(c.ws.norm1) + r0 * C,
+                                          c.at(c.ws.logits), DType::kFp32,
+                                          c.f32(c.ws.d_norm_f32) + r0 * C, false, rows, C, V));
+  }
   MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * C, .src_type = DType::kFp32,
                                                    .dst_type = DType::kBf16,
                                                    .src = c.at(c.ws.d_norm_f32),

@@ -47,6 +47,8 @@
 
 namespace mobius::units {
 
+struct BlockWeights;  // unit_runner_internal.h
+
 // One decoder block's key/value cache for incremental decoding (worker/generate/): k, v
 // [B, capacity, KV, hd] bf16 device addresses, and (RoPE models) the rotary tables cos, sin
 // [capacity, hd / 2] fp32 of positions 0 .. capacity - 1 (Backend::RopeTables), shared by all
@@ -84,10 +86,13 @@ class UnitRunner {
   // `backend` is not owned and must outlive the runner. With `lora` (adapter.h) the unit's base
   // weights are frozen and its adapted modules (if any) carry LoRA terms: Backward then takes
   // no base gradient buffer and writes the adapters' gradients.
+  // `chunk_tokens`: the token chunks of the head and the MLP (common/model/unit_workspace.h:
+  // 0 = sized from memory, > 0 = at most that many rows, < 0 = unchunked).
   static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
                                                             int64_t unit_index,
                                                             backend::Backend* backend,
-                                                            const LoraSpec* lora = nullptr);
+                                                            const LoraSpec* lora = nullptr,
+                                                            int64_t chunk_tokens = 0);
 
   const UnitParamLayout& layout() const { return layout_; }
   const UnitAdapter& adapter() const { return adapter_; }  // empty without adapters
@@ -102,7 +107,8 @@ class UnitRunner {
                              const std::map<std::string, std::vector<uint16_t>>& bf16,
                              backend::DeviceBuffer& weights, absl::string_view what) const;
 
-  // Bytes of workspace one [b, t] microbatch needs (forward internals + backward scratch).
+  // Bytes of workspace one [b, t] microbatch needs (forward internals + backward scratch; the
+  // head's logits and the MLP's intermediates for one token chunk).
   uint64_t WorkspaceBytes(int64_t b, int64_t t) const;
   // Allocates WorkspaceBytes(b, t) on the backend (RESOURCE_EXHAUSTED past the device cap).
   absl::StatusOr<backend::DeviceBuffer> AllocateWorkspace(int64_t b, int64_t t) const;
@@ -146,11 +152,25 @@ class UnitRunner {
   // The three kinds (block_runner.cc holds the block's).
   absl::Status EmbeddingForward(const Ctx& c, void* out) const;
   absl::Status EmbeddingBackward(const Ctx& c, const float* dout) const;
+  // The head a chunk of rows at a time (common/model/unit_workspace.h): the final norm once, then
+  // per chunk [row0, row0 + rows) its logits (fp32, into `logits` or the workspace's chunk), its
+  // losses and lse, and in the backward its logits' gradient, the head's weight gradient (+=) and
+  // the norm output's gradient rows. With one chunk the ops are the unchunked ones.
+  absl::Status HeadNorm(const Ctx& c) const;
+  absl::Status HeadChunkLogits(const Ctx& c, int64_t row0, int64_t rows, float* logits) const;
+  absl::Status HeadChunkLoss(const Ctx& c, int64_t row0, int64_t rows, float* mean_loss) const;
+  backend::CrossEntropyRows ChunkRowsOf(const Ctx& c, int64_t row0) const;
   absl::Status HeadForward(const Ctx& c, float* loss) const;
-  absl::Status HeadLogits(const Ctx& c, float* logits) const;  // final norm + LM head
-  absl::Status HeadBackward(const Ctx& c, float* dinp, float loss_scale) const;
+  absl::Status HeadLogits(const Ctx& c, float* logits) const;  // final norm + LM head, all rows
+  // logits_ready: the workspace holds the (single) chunk's logits and lse of this microbatch.
+  absl::Status HeadBackward(const Ctx& c, float* dinp, float loss_scale, bool logits_ready) const;
   absl::Status BlockForward(const Ctx& c, void* out) const;  // out null: internals only
   absl::Status BlockBackward(const Ctx& c, const float* dout, float* dinp) const;
+  // The block's MLP a token chunk at a time (common/model/unit_workspace.h; block_runner.cc).
+  absl::Status MlpChunkForward(const Ctx& c, const BlockWeights& w, int64_t row0, int64_t rows,
+                               bool down) const;
+  absl::Status MlpChunkBackward(const Ctx& c, const BlockWeights& w, int64_t row0, int64_t rows,
+                                const float* dout) const;
   absl::Status Norm(const Ctx& c, const std::string& weight, const std::string& bias,
                     const void* inp, void* out, float* mean, float* rstd, int64_t n) const;
   absl::Status NormBackward(const Ctx& c, const std::string& weight, const std::string& bias,
@@ -164,6 +184,7 @@ class UnitRunner {
   backend::Backend* const backend_;
   UnitAdapter adapter_;
   bool frozen_ = false;
+  int64_t chunk_tokens_ = 0;
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
 };
 

@@ -7,37 +7,21 @@
 #include <string>
 
 #include "common/model/model_config.h"
+#include "common/model/unit_workspace.h"
 #include "worker/model/adapter.h"
 #include "worker/model/linear.h"
 #include "worker/model/unit_runner.h"
 
 namespace mobius::units {
 
-// Byte offsets into the workspace (64-byte aligned); fields a kind does not use stay 0-sized.
-// Names follow reference/activations.h. N = B * T, Q = H * hd, K = KV * hd, I intermediate.
-struct WorkspaceLayout {
-  uint64_t total = 0;
-  // block forward, bf16
-  uint64_t norm1 = 0, q_proj = 0, k_proj = 0, q_normed = 0, k_normed = 0, q = 0, k = 0, v = 0;
-  uint64_t att = 0, o = 0, mid = 0, norm2 = 0, mlp_in = 0, mlp_up = 0, mlp_act = 0, mlp_out = 0;
-  // block forward, fp32
-  uint64_t norm1_mean = 0, norm1_rstd = 0, qn_rstd = 0, kn_rstd = 0, lse = 0;
-  uint64_t norm2_mean = 0, norm2_rstd = 0, inv_freq = 0, cos = 0, sin = 0;
-  // block backward: bf16 [N, I] x3, [N, Q] / [N, K] x3 each; fp32 [N, max(C, I, Q)]; bf16 [N, C]
-  uint64_t d_act = 0, d_in = 0, d_up = 0, d_att = 0, dq = 0, dk = 0, dv = 0;
-  uint64_t dq_pre = 0, dk_pre = 0, dq_proj = 0, dk_proj = 0, d_norm_f32 = 0, d_norm = 0;
-  // head (norm out and stats reuse norm1*, d_norm*): fp32
-  uint64_t logits = 0, losses = 0, ce_lse = 0, loss = 0;
-  // embedding backward: the bf16 copy of dout reuses d_norm
-};
-
-WorkspaceLayout MakeWorkspaceLayout(const model::ModelConfig& config, model::UnitKind kind,
-                                    int64_t b, int64_t t);
+// The workspace layout (common/model/unit_workspace.h: shared with the planner's memory model).
+using model::WorkspaceLayout;
 
 // The adapters' share of the workspace, after the unit's own (64-byte aligned): per adapted
-// module h = x A^T [N, rank] fp32 (forward to backward), one gh [N, rank] fp32 scratch, and (a
-// frozen unit) a sink for the norm-parameter gradients its kernels always write, 2 x max(C, hd)
-// fp32, never read.
+// module h = x A^T [N, rank] fp32 (forward to backward), one gh [N, rank] fp32 scratch, with
+// dropout the dropped-out input xd [rows, in] fp32 of the widest module (rows: N, or the MLP's
+// chunk rows R for the MLP's modules), and (a frozen unit) a sink for the norm-parameter
+// gradients its kernels always write, 2 x max(C, hd) fp32, never read.
 struct LoraWorkspace {
   uint64_t h = 0;        // offset of module 0's h; module i's at h + i * h_stride
   uint64_t h_stride = 0;
@@ -48,7 +32,17 @@ struct LoraWorkspace {
   uint64_t total = 0;    // the whole workspace, the unit's part included
 };
 LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdapter& adapter,
-                                bool frozen, uint64_t base_total, int64_t b, int64_t t);
+                                bool frozen, const WorkspaceLayout& base, int64_t b, int64_t t);
+
+// The rows [row0, row0 + rows) of a linear's adapter term: h, gh (and xd's scratch) offset to
+// those rows, the dropout mask's row offset advanced.
+LoraTerm LoraRows(LoraTerm l, int64_t row0);
+
+// The projections of one block read in both weight layouts. GPT-2's fused c_attn [C, Q + 2K] is
+// read as three column slices (q | k | v) of the same weight and bias: no copies.
+struct BlockWeights {
+  LinearWeight q, k, v, o, fc, proj, gate, up, down;
+};
 
 struct UnitRunner::Ctx {
   backend::Queue* queue = nullptr;

@@ -359,7 +359,8 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
       if (s->runners[u] != nullptr) continue;
       MOBIUS_ASSIGN_OR_RETURN(s->runners[u],
                               units::UnitRunner::Create(s->start.config, u, s->backend.get(),
-                                                        s->lora ? &s->lora->spec : nullptr));
+                                                        s->lora ? &s->lora->spec : nullptr,
+                                                        s->run.training.chunk_tokens));
       MOBIUS_RETURN_IF_ERROR(CheckAdapterLayout(*s, u));
     }
   }

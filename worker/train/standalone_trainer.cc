@@ -79,7 +79,8 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   if (s.lora) lora = s.lora->spec;
   MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(
                                        s.config, s.backend.get(),
-                                       {.recompute = recompute, .lora = lora}));
+                                       {.recompute = recompute, .lora = lora,
+                                        .chunk_tokens = o.chunk_tokens}));
   for (auto& [name, t] : s.master.tensors) {
     for (int64_t begin = 0; begin < t.numel(); begin += kSlice) {
       const int64_t n = std::min(kSlice, t.numel() - begin);

@@ -69,6 +69,7 @@ TrainerOptions OptionsFromFlags() {
   o.backend = absl::GetFlag(FLAGS_backend);
   o.recompute = absl::GetFlag(FLAGS_recompute);
   o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
+  o.chunk_tokens = absl::GetFlag(FLAGS_chunk_tokens);
   o.adapter = AdapterFromFlags();
   return o;
 }

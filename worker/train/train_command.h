@@ -32,7 +32,7 @@ inline constexpr char kTrainUsage[] =
     "--steps N [--batch B] [--microbatch MB] [--seq T] [--lr LR] [--min_lr LR] [--warmup N] "
     "[--schedule cosine|constant] [--weight_decay WD] [--grad_clip C] [--seed S] "
     "[--eval_every K --eval_fraction F] [--checkpoint_dir D] [--checkpoint_every K] [--resume] "
-    "[--device_memory_bytes N] [--threads N] [--recompute] [--optimizer_staleness 0|1] "
+    "[--device_memory_bytes N] [--threads N] [--recompute] [--optimizer_staleness 0|1] [--chunk_tokens N] "
     "[--lora_rank R [--lora_alpha A] [--lora_dropout P] [--lora_targets M1,M2,...] "
     "[--lora_init DIR]]";
 

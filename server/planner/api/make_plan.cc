@@ -214,6 +214,7 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
     ao.use_kernel_model = options.use_kernel_model;
     ao.activations.logits_bytes = options.logits_bytes;
     ao.lora = lora;
+    ao.memory_model = options.cost.memory_model;
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }

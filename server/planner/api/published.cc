@@ -23,6 +23,8 @@ SystemSetup Common(const topology::Topology& topology) {
   s.options.gradient_bytes_per_parameter = 2;
   s.options.host = HostSpecForTopology(topology);
   s.options.compare = false;
+  // Other systems' memory, as calibrated: the conservative two-slot rule (cost_model.h).
+  s.options.cost.memory_model = MemoryModel::kTwoSlot;
   return s;
 }
 

@@ -35,7 +35,7 @@ struct Coefficients {
   std::vector<int64_t> slot;               // W_u + G_u + A_u
   double act_h2d = 0, act_d2h = 0;         // M h / h2d, M h / d2h (per stage, constant)
   double max_single_tau = 0;               // max_u tau({u})
-  int64_t slot_cap = 0;                    // floor(budget / 2)
+  int64_t slot_cap = 0;                    // the stage budget (slot: a unit's stage memory)
   int64_t total_slot = 0;
 };
 
@@ -51,11 +51,11 @@ Coefficients MakeCoefficients(const PartitionProblem& p) {
     c.bwd.push_back(m * unit.backward_seconds);
     c.h2d.push_back(static_cast<double>(unit.weight_bytes) / p.h2d_bytes_per_s);
     c.d2h.push_back(static_cast<double>(unit.gradient_bytes) / p.d2h_bytes_per_s);
-    c.slot.push_back(unit.weight_bytes + unit.gradient_bytes + unit.activation_bytes);
+    c.slot.push_back(UnitStageMemoryBytes(p, u));
     c.total_slot += c.slot.back();
     c.max_single_tau = std::max(c.max_single_tau, EvaluateStage(p, u, u + 1).slot_seconds);
   }
-  c.slot_cap = p.stage_memory_budget_bytes() / 2;
+  c.slot_cap = p.stage_memory_budget_bytes();
   return c;
 }
 

@@ -58,6 +58,7 @@ PartitionProblem TwoUnits() {
   p.boundary_bytes = 5;
   p.gpu_memory_bytes = 1000;
   p.reserved_bytes = 100;
+  p.memory_model = MemoryModel::kTwoSlot;  // the by-hand numbers below; kRuntime: StageMemory
   return p;
 }
 
@@ -130,6 +131,22 @@ TEST(Objective, AddsOverheadAndOptimizer) {
   EXPECT_DOUBLE_EQ(Objective(p, 2, 16), 1.5 * 17 + 5);  // S=2, N=2, M=2: K = 1.5
 }
 
+// kRuntime (the runtime's allocations): two slots of W + G, every unit's input once; the unit
+// internals are one workspace in reserved. TwoUnits: W = G = 100, activations 10 per unit.
+TEST(StageMemory, RuntimeModelByHand) {
+  PartitionProblem p = TwoUnits();
+  p.memory_model = MemoryModel::kRuntime;
+  const StageCost c = EvaluateStage(p, 0, 2);
+  EXPECT_EQ(c.memory_bytes, 2 * (200 + 200) + 20);
+  EXPECT_EQ(c.weight_bytes, 200);
+  EXPECT_EQ(c.gradient_bytes, 200);
+  EXPECT_EQ(c.activation_bytes, 20);
+  EXPECT_EQ(UnitStageMemoryBytes(p, 0) + UnitStageMemoryBytes(p, 1), c.memory_bytes);
+  PartitionProblem f = PassProblem(p, Pass::kForward);  // no gradients on a forward pass
+  EXPECT_EQ(EvaluateStage(f, 0, 2).memory_bytes, 2 * 200 + 20);
+  EXPECT_EQ(UnitStageMemoryBytes(f, 0), 2 * 100 + 10);
+}
+
 TEST(MakePartitionProblem, FromProfileAndTopology) {
   const model::ModelDescription m = TinyLlama();
   LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
@@ -143,9 +160,21 @@ TEST(MakePartitionProblem, FromProfileAndTopology) {
   EXPECT_NEAR(p->h2d_bytes_per_s, 6.3e9, 1e7);  // GPUs 0 and 1 share the socket-0 uplink
   EXPECT_EQ(p->gpu_memory_bytes, int64_t{24850752} * 1024);
   EXPECT_EQ(p->boundary_bytes, 128 * 16);
-  EXPECT_EQ(p->reserved_bytes, (int64_t{1} << 30) + prof->MaxWorkspaceBytes());
+  // kRuntime: reserved = margin + the largest workspace + the fixed activation buffers (6 hidden
+  // states + 8 bytes per token); a unit keeps its input.
+  EXPECT_EQ(p->memory_model, MemoryModel::kRuntime);
+  EXPECT_EQ(p->reserved_bytes,
+            (int64_t{1} << 30) + prof->MaxWorkspaceBytes() + 6 * 128 * 16 + 8 * 16);
+  EXPECT_EQ(RuntimeActivationBufferBytes(*prof), 6 * 128 * 16 + 8 * 16);
   EXPECT_NEAR(p->optimizer_seconds, 210240 * 0.3e-9, 1e-15);
-  EXPECT_EQ(p->units[1].activation_bytes,
+  EXPECT_EQ(p->units[1].activation_bytes, prof->units[1].boundary_bytes);
+  CostOptions two_slot;
+  two_slot.memory_model = MemoryModel::kTwoSlot;
+  absl::StatusOr<PartitionProblem> q =
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 1, 4}, 4, 0, two_slot);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->reserved_bytes, (int64_t{1} << 30) + prof->MaxWorkspaceBytes());
+  EXPECT_EQ(q->units[1].activation_bytes,
             prof->units[1].boundary_bytes + prof->units[1].saved_activation_bytes);
 
   EXPECT_EQ(MakePartitionProblem(*prof, m, f.topology, f.facts, {}, 4, 0).status().code(),
@@ -164,6 +193,7 @@ TEST(StageMemory, ForwardPassKeepsBoundariesOnly) {
   p.num_gpus = 1;
   p.units = {{1, 3, 10, 20, 100, 4}, {1, 3, 10, 20, 300, 8}, {1, 3, 10, 20, 200, 8}};
   p.gpu_memory_bytes = 1 << 20;
+  p.memory_model = MemoryModel::kTwoSlot;
   PartitionProblem f = PassProblem(p, Pass::kForward);
   EXPECT_EQ(EvaluateStage(f, 0, 3).slot_bytes, 30 + 600);  // weights + every activation
   f.forward_keeps_boundaries_only = true;

@@ -9,14 +9,28 @@ namespace {
 
 using ::testing::ElementsAre;
 
+// The GPU side under the conservative two-slot rule (MemoryModel::kTwoSlot, the published systems'
+// setups); the runtime's rule: RuntimeGpuBytesByHand below.
+AnalyticOptions TwoSlotProfile() {
+  AnalyticOptions o;
+  o.memory_model = MemoryModel::kTwoSlot;
+  return o;
+}
+CostOptions TwoSlotCost() {
+  CostOptions o;
+  o.memory_model = MemoryModel::kTwoSlot;
+  return o;
+}
+
 TEST(EstimateMemory, TinyLlamaByHand) {
   const model::ModelDescription m = TinyLlama();
   LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
-  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec());
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), TwoSlotProfile());
   ASSERT_TRUE(prof.ok());
   const int microbatches = 4;
-  absl::StatusOr<PartitionProblem> p =
-      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, microbatches, 0);
+  absl::StatusOr<PartitionProblem> p = MakePartitionProblem(*prof, m, f.topology, f.facts,
+                                                            {0, 4, 1}, microbatches, 0,
+                                                            TwoSlotCost());
   ASSERT_TRUE(p.ok());
   absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 2}, {2, 4}});
   ASSERT_TRUE(part.ok()) << part.status();
@@ -64,7 +78,7 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(ee.host_bytes, e.host_bytes + ee.host_emulated_device_bytes);
 
   // bf16 gradients (the paper's accounting): 16 bytes/parameter on the host, 4 pinned.
-  AnalyticOptions bf16;
+  AnalyticOptions bf16 = TwoSlotProfile();
   bf16.gradient_bytes_per_parameter = 2;
   absl::StatusOr<Profile> prof16 = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), bf16);
   ASSERT_TRUE(prof16.ok());
@@ -89,10 +103,40 @@ TEST(EstimateMemory, TinyLlamaByHand) {
   EXPECT_EQ(eb.pinned_bytes, 8 * 210240 + 2 * 8448);
 }
 
+// MemoryModel::kRuntime, what worker/runtime allocates per GPU (pipeline_worker.cc): reserved =
+// margin + the largest unit workspace (the runners' own layout) + the fixed activation buffers
+// (6 hidden states + 8 bytes per token), then two slots of W + G for the GPU's largest stage and
+// the inputs of its stage's units, each once.
+TEST(EstimateMemory, RuntimeGpuBytesByHand) {
+  const model::ModelDescription m = TinyLlama();
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec());
+  ASSERT_TRUE(prof.ok());
+  absl::StatusOr<PartitionProblem> p =
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, 4, 0);
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 2}, {2, 4}});
+  ASSERT_TRUE(part.ok()) << part.status();
+  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4, 1}, 2);
+  ASSERT_TRUE(map.ok());
+  const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, 4);
+  const int64_t reserved =
+      (int64_t{1} << 30) + prof->MaxWorkspaceBytes() + 6 * 128 * 16 + 8 * 16;
+  EXPECT_EQ(p->reserved_bytes, reserved);
+  // Stage 0: embedding + block 1 (inputs: token ids 4 x 16, hidden 128 x 16); stage 1: block 2 +
+  // head (two hidden inputs).
+  const int64_t stage0 = 2 * (6 * (64000 + 41088)) + 4 * 16 + 128 * 16;
+  const int64_t stage1 = 2 * (6 * (41088 + 64064)) + 2 * 128 * 16;
+  EXPECT_THAT(e.gpu_bytes, ElementsAre(reserved + stage0, reserved + stage1, 0));
+  // The host side does not depend on the GPU rule.
+  EXPECT_EQ(e.host_model_state_bytes, 18 * 210240);
+  EXPECT_EQ(e.host_activation_bytes, 256 + 8192);
+}
+
 TEST(EstimateMemory, LoraKeepsTheBaseOnceAndTheAdaptersState) {
   const model::ModelDescription m = TinyLlama();
   LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
-  AnalyticOptions o;
+  AnalyticOptions o = TwoSlotProfile();
   absl::StatusOr<LoraLayout> lora = MakeLoraLayout(m, {4, {}});  // q_proj, v_proj
   ASSERT_TRUE(lora.ok());
   o.lora = *lora;
@@ -100,7 +144,8 @@ TEST(EstimateMemory, LoraKeepsTheBaseOnceAndTheAdaptersState) {
   ASSERT_TRUE(prof.ok());
   const int microbatches = 4;
   absl::StatusOr<PartitionProblem> p =
-      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, microbatches, 0);
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, microbatches, 0,
+                           TwoSlotCost());
   ASSERT_TRUE(p.ok());
   absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 2}, {2, 4}});
   ASSERT_TRUE(part.ok());

@@ -2,6 +2,7 @@
 
 #include <optional>
 
+#include "common/model/unit_workspace.h"
 #include "gtest/gtest.h"
 #include "server/planner/host_spec.h"
 #include "test/server/planner/test_models.h"
@@ -42,8 +43,21 @@ TEST(AnalyticProfile, TinyLlamaByHand) {
   // Block saved bytes per token: bf16 {norm1 C, q, k, v, attn out, residual C, norm2 C} = 7*64,
   // SwiGLU 3*128, plus fp32 RMSNorm stats 2*4 and flash logsumexp 4*4 heads.
   EXPECT_EQ(p->units[1].saved_activation_bytes, ((7 * 64 + 3 * 128) * 2 + 8 + 16) * 16);
-  // Workspace: 64 MiB + 2 * tokens * max(C, I) * 2 bytes.
-  EXPECT_EQ(p->units[1].workspace_bytes, (int64_t{64} << 20) + 2 * 16 * 128 * 2);
+  // Workspace (MemoryModel::kRuntime, the default): 64 MiB + the unit runners' own layout
+  // (common/model/unit_workspace.h, checked by hand in unit_workspace_test).
+  for (int u = 0; u < 4; ++u) {
+    EXPECT_EQ(p->units[u].workspace_bytes,
+              (int64_t{64} << 20) +
+                  static_cast<int64_t>(
+                      model::MakeWorkspaceLayout(m.config, m.units[u].kind, 2, 8).total))
+        << "unit " << u;
+  }
+  // kTwoSlot (the published systems' rule): 64 MiB + 2 * tokens * max(C, I) * 2 bytes.
+  AnalyticOptions two_slot;
+  two_slot.memory_model = MemoryModel::kTwoSlot;
+  absl::StatusOr<Profile> q = AnalyticProfile(m, {2, 8}, TestDevice(), two_slot);
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->units[1].workspace_bytes, (int64_t{64} << 20) + 2 * 16 * 128 * 2);
   EXPECT_EQ(p->ParameterBytes(0, 4), 2 * 210240);
   EXPECT_DOUBLE_EQ(p->ForwardSeconds(1, 3), 2 * block);
 }

@@ -1,5 +1,6 @@
 // cross_entropy_* against reference ops_loss.h on the same logits (bf16-rounded, or fp32), with
 // ignored rows, all rows ignored, and in-place backward.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -81,6 +82,42 @@ TEST(CrossEntropyTest, MatchesReference) {
   CheckCrossEntropy(1, 33, 0);
   CheckCrossEntropy(37, 1000, 3);
   CheckCrossEntropy(8, 50257, 4);
+}
+
+// The LM head's token chunks (backend::CrossEntropyRows): rows computed a chunk at a time, each
+// chunk's logits alone, give every row's loss, lse and gradient bitwise the unchunked ones, and the
+// last chunk's mean bitwise the unchunked mean (the mean is formed over all rows in order); the
+// backward's count covers the whole microbatch. Chunks that do not divide N, of one row, of all.
+TEST(CrossEntropyTest, ChunksOfRowsAreBitwiseTheWholeMicrobatch) {
+  const int64_t n = 23, v = 1000;
+  std::mt19937 rng(23);
+  const auto logits = RandomBf16(n * v, 3.0f, rng);
+  const std::vector<float>& z = logits.f32;
+  const std::vector<int32_t> targets = Targets(n, v, 4, rng);  // rows 0, 4, 8, ... ignored
+  const float dloss = 0.6f;
+  std::vector<float> losses(n), lse(n), dz(n * v);
+  const float mean = cross_entropy_fwd(losses.data(), lse.data(), z.data(), targets.data(), n, v,
+                                       nullptr);
+  cross_entropy_bwd(dz.data(), z.data(), lse.data(), targets.data(), n, v, dloss, nullptr);
+  for (int64_t chunk : {1, 5, 7, 22, 23}) {
+    SCOPED_TRACE(::testing::Message() << "chunk " << chunk);
+    std::vector<float> c_losses(n, NAN), c_lse(n, NAN), c_dz(n * v, NAN);
+    float c_mean = NAN;
+    for (int64_t r0 = 0; r0 < n; r0 += chunk) {
+      const int64_t rows = std::min(chunk, n - r0);
+      // Each chunk's logits in a buffer of their own, as the head's workspace holds them.
+      std::vector<float> part(z.begin() + r0 * v, z.begin() + (r0 + rows) * v);
+      c_mean = cross_entropy_fwd(c_losses.data() + r0, c_lse.data() + r0, part.data(),
+                                 targets.data() + r0, rows, v, nullptr, r0, n);
+      cross_entropy_bwd(part.data(), part.data(), c_lse.data() + r0, targets.data() + r0, rows, v,
+                        dloss, nullptr, r0, n);
+      std::copy(part.begin(), part.end(), c_dz.begin() + r0 * v);
+    }
+    EXPECT_EQ(c_mean, mean);
+    ExpectBitwiseEqual("chunked losses", c_losses, losses);
+    ExpectBitwiseEqual("chunked lse", c_lse, lse);
+    ExpectBitwiseEqual("chunked dlogits", c_dz, dz);
+  }
 }
 
 TEST(CrossEntropyTest, AllRowsIgnoredGivesZeroLossAndZeroGradient) {

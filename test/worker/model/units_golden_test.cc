@@ -9,6 +9,11 @@
 //                           bf16-rounded dq/dk over every row and head (observed 0.99 of 3e-2)
 //   2 microbatches vs 1     max|diff| <= 1e-2 * max|one batch| + 1e-6 per tensor; loss 1e-3 rel
 //   recompute vs keep       bitwise (same ops, same order, deterministic kernels)
+//   token chunks vs none    loss bitwise (every row's loss is the same, the mean over all rows);
+//                           gradients max|diff| <= 1e-5 * max|unchunked| + 1e-7 (only the weight
+//                           gradients' sums over rows run per chunk), and against the reference
+//                           as above; keep vs recompute still bitwise
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <memory>
@@ -130,6 +135,54 @@ TEST_P(UnitsGoldenTest, TwoMicrobatchesMatchOneBatch) {
   for (const auto& [name, want] : *g_one) {
     const auto d = MaxDiff(g_two->at(name), want);
     EXPECT_LE(d.max_abs, 1e-2 * d.max_want + 1e-6) << name << " max|diff| " << d.max_abs;
+  }
+}
+
+// The head and the MLP a chunk of tokens at a time (common/model/unit_workspace.h): chunks of
+// 5, 7 and 13 of the 32 rows (none divides it) and one row, against the unchunked ops and the
+// reference.
+TEST_P(UnitsGoldenTest, TokenChunksMatchUnchunkedAndReference) {
+  auto ref = reference::ReferenceModel::Create(g_.config, g_.params);
+  ASSERT_TRUE(ref.ok()) << ref.status();
+  ASSERT_TRUE(ref->Forward(g_.tokens.data(), g_.targets.data(), g_.b, g_.t).ok());
+  ASSERT_TRUE(ref->Backward().ok());
+  auto make = [&](int64_t chunk, bool recompute) -> std::unique_ptr<ResidentModel> {
+    auto m = ResidentModel::Create(g_.config, backend_.get(),
+                                   {.recompute = recompute, .chunk_tokens = chunk});
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return nullptr;
+    EXPECT_TRUE((*m)->SetWeights(g_.bf16).ok());
+    return *std::move(m);
+  };
+  auto whole = make(-1, true);
+  ASSERT_NE(whole, nullptr);
+  auto base_loss = whole->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+  ASSERT_TRUE(base_loss.ok()) << base_loss.status();
+  auto base = whole->Grads();
+  ASSERT_TRUE(base.ok());
+  for (int64_t chunk : {1, 5, 7, 13}) {
+    SCOPED_TRACE(::testing::Message() << "chunk " << chunk);
+    for (bool recompute : {true, false}) {
+      auto model = make(chunk, recompute);
+      ASSERT_NE(model, nullptr);
+      auto loss = model->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+      ASSERT_TRUE(loss.ok()) << loss.status();
+      EXPECT_EQ(*loss, *base_loss);
+      auto grads = model->Grads();
+      ASSERT_TRUE(grads.ok());
+      double worst = 0;
+      for (const auto& [name, want] : *base) {
+        const auto d = MaxDiff(grads->at(name), want);
+        EXPECT_LE(d.max_abs, 1e-5 * d.max_want + 1e-7) << name;
+        worst = std::max(worst, d.max_abs / (d.max_want + 1e-30));
+        const auto r = MaxDiff(grads->at(name), ref->grads().at(name).data);
+        const bool qk_norm = name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight");
+        EXPECT_LE(r.max_abs, (qk_norm ? 6e-2 : 3e-2) * r.max_want + 1e-6) << name;
+      }
+      std::printf("  chunk %lld%s: loss %.7f (unchunked %.7f), worst gradient diff %.2e of max\n",
+                  static_cast<long long>(chunk), recompute ? "" : " (kept)", *loss, *base_loss,
+                  worst);
+    }
   }
 }
 

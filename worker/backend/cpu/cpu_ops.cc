@@ -235,10 +235,14 @@ absl::Status CpuBackend::CrossEntropyForward(Queue& queue, const CrossEntropyPar
   MOBIUS_VALIDATE(ValidateCrossEntropy(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
     if (absl::Status s = CheckIds("cross_entropy", p.targets, p.n, p.v, true); !s.ok()) return s;
-    *p.mean_loss =
+    const int64_t row0 = p.rows.row0, total = p.rows.total_rows;
+    const float mean =
         p.logits_type == DType::kFp32
-            ? k::cross_entropy_fwd(p.losses, p.lse, F32(p.logits), p.targets, p.n, p.v, pool)
-            : k::cross_entropy_fwd(p.losses, p.lse, Bf(p.logits), p.targets, p.n, p.v, pool);
+            ? k::cross_entropy_fwd(p.losses, p.lse, F32(p.logits), p.targets, p.n, p.v, pool,
+                                   row0, total)
+            : k::cross_entropy_fwd(p.losses, p.lse, Bf(p.logits), p.targets, p.n, p.v, pool,
+                                   row0, total);
+    if (p.mean_loss != nullptr) *p.mean_loss = mean;
     return absl::OkStatus();
   });
 }
@@ -251,10 +255,10 @@ absl::Status CpuBackend::CrossEntropyBackward(Queue& queue, const CrossEntropyBa
     }
     if (p.logits_type == DType::kFp32) {
       k::cross_entropy_bwd(F32(p.dlogits), F32(p.logits), p.lse, p.targets, p.n, p.v, p.dloss,
-                           pool);
+                           pool, p.rows.row0, p.rows.total_rows);
     } else {
       k::cross_entropy_bwd(Bf(p.dlogits), Bf(p.logits), p.lse, p.targets, p.n, p.v, p.dloss,
-                           pool);
+                           pool, p.rows.row0, p.rows.total_rows);
     }
     return absl::OkStatus();
   });

@@ -308,9 +308,9 @@ absl::Status CudaBackend::CrossEntropyForward(Queue& queue, const CrossEntropyPa
     int32_t* bad = q.counter(kBadTargets);
     return p.logits_type == DType::kFp32
                ? kc::cross_entropy_fwd(p.losses, p.lse, p.mean_loss, F32(p.logits), p.targets,
-                                       p.n, p.v, bad, q.stream())
+                                       p.n, p.v, bad, q.stream(), p.rows.row0, p.rows.total_rows)
                : kc::cross_entropy_fwd(p.losses, p.lse, p.mean_loss, Bf(p.logits), p.targets,
-                                       p.n, p.v, bad, q.stream());
+                                       p.n, p.v, bad, q.stream(), p.rows.row0, p.rows.total_rows);
   });
 }
 
@@ -319,9 +319,9 @@ absl::Status CudaBackend::CrossEntropyBackward(Queue& queue, const CrossEntropyB
   return Launch(queue, [&](CudaQueue& q) {
     return p.logits_type == DType::kFp32
                ? kc::cross_entropy_bwd(F32(p.dlogits), F32(p.logits), p.lse, p.targets, p.n,
-                                       p.v, p.dloss, q.stream())
+                                       p.v, p.dloss, q.stream(), p.rows.row0, p.rows.total_rows)
                : kc::cross_entropy_bwd(Bf(p.dlogits), Bf(p.logits), p.lse, p.targets, p.n, p.v,
-                                       p.dloss, q.stream());
+                                       p.dloss, q.stream(), p.rows.row0, p.rows.total_rows);
   });
 }
 

@@ -78,17 +78,8 @@ float RowLogSumExp(const T* z, int64_t v) {
   return max_z + static_cast<float>(std::log(sum));
 }
 
-template <typename T>
-float Forward(float* losses, float* lse, const T* logits, const int32_t* targets, int64_t n,
-              int64_t v, ThreadPool* pool) {
-  ParallelFor(pool, n, [&](int64_t row) {
-    losses[row] = 0.0f;
-    lse[row] = 0.0f;
-    if (targets[row] == kIgnoreIndex) return;
-    const T* z = logits + row * v;
-    lse[row] = RowLogSumExp(z, v);
-    losses[row] = lse[row] - Load(z, targets[row]);
-  });
+// The mean over the microbatch's rows (all of them when chunked), in row order.
+float Mean(const float* losses, const int32_t* targets, int64_t n) {
   double total = 0.0;
   int64_t count = 0;
   for (int64_t row = 0; row < n; ++row) {
@@ -100,10 +91,27 @@ float Forward(float* losses, float* lse, const T* logits, const int32_t* targets
 }
 
 template <typename T>
+float Forward(float* losses, float* lse, const T* logits, const int32_t* targets, int64_t n,
+              int64_t v, ThreadPool* pool, int64_t row0, int64_t total_rows) {
+  ParallelFor(pool, n, [&](int64_t row) {
+    losses[row] = 0.0f;
+    lse[row] = 0.0f;
+    if (targets[row] == kIgnoreIndex) return;
+    const T* z = logits + row * v;
+    lse[row] = RowLogSumExp(z, v);
+    losses[row] = lse[row] - Load(z, targets[row]);
+  });
+  if (total_rows == 0) return Mean(losses, targets, n);
+  return Mean(losses - row0, targets - row0, total_rows);
+}
+
+template <typename T>
 void Backward(T* dlogits, const T* logits, const float* lse, const int32_t* targets, int64_t n,
-              int64_t v, float dloss, ThreadPool* pool) {
+              int64_t v, float dloss, ThreadPool* pool, int64_t row0, int64_t total_rows) {
+  const int32_t* counted = total_rows == 0 ? targets : targets - row0;
+  const int64_t rows = total_rows == 0 ? n : total_rows;
   int64_t count = 0;
-  for (int64_t row = 0; row < n; ++row) count += targets[row] != kIgnoreIndex;
+  for (int64_t row = 0; row < rows; ++row) count += counted[row] != kIgnoreIndex;
   const float scale = count == 0 ? 0.0f : static_cast<float>(static_cast<double>(dloss) / count);
   ParallelFor(pool, n, [&](int64_t row) {
     T* dz = dlogits + row * v;
@@ -130,23 +138,25 @@ void Backward(T* dlogits, const T* logits, const float* lse, const int32_t* targ
 }  // namespace
 
 float cross_entropy_fwd(float* losses, float* lse, const uint16_t* logits, const int32_t* targets,
-                        int64_t n, int64_t v, ThreadPool* pool) {
-  return Forward(losses, lse, logits, targets, n, v, pool);
+                        int64_t n, int64_t v, ThreadPool* pool, int64_t row0,
+                        int64_t total_rows) {
+  return Forward(losses, lse, logits, targets, n, v, pool, row0, total_rows);
 }
 float cross_entropy_fwd(float* losses, float* lse, const float* logits, const int32_t* targets,
-                        int64_t n, int64_t v, ThreadPool* pool) {
-  return Forward(losses, lse, logits, targets, n, v, pool);
+                        int64_t n, int64_t v, ThreadPool* pool, int64_t row0,
+                        int64_t total_rows) {
+  return Forward(losses, lse, logits, targets, n, v, pool, row0, total_rows);
 }
 
 void cross_entropy_bwd(uint16_t* dlogits, const uint16_t* logits, const float* lse,
                        const int32_t* targets, int64_t n, int64_t v, float dloss,
-                       ThreadPool* pool) {
-  Backward(dlogits, logits, lse, targets, n, v, dloss, pool);
+                       ThreadPool* pool, int64_t row0, int64_t total_rows) {
+  Backward(dlogits, logits, lse, targets, n, v, dloss, pool, row0, total_rows);
 }
 void cross_entropy_bwd(float* dlogits, const float* logits, const float* lse,
                        const int32_t* targets, int64_t n, int64_t v, float dloss,
-                       ThreadPool* pool) {
-  Backward(dlogits, logits, lse, targets, n, v, dloss, pool);
+                       ThreadPool* pool, int64_t row0, int64_t total_rows) {
+  Backward(dlogits, logits, lse, targets, n, v, dloss, pool, row0, total_rows);
 }
 
 }  // namespace mobius::kernels::cpu

@@ -73,16 +73,18 @@ __global__ void cross_entropy_mean_kernel(float* mean_loss, const float* losses,
   }
 }
 
+// counted / counted_n: the rows the count covers (the call's, or the whole microbatch's when
+// chunked).
 template <typename T>
 __global__ void cross_entropy_bwd_kernel(T* dlogits, const T* logits, const float* lse,
-                                         const int32_t* targets, int64_t n, int64_t v,
-                                         float dloss) {
-  // Every block counts the rows itself (N int32 reads, from L2 after the first block): the op has
-  // no workspace for a separate count.
+                                         const int32_t* targets, const int32_t* counted,
+                                         int64_t counted_n, int64_t v, float dloss) {
+  // Every block counts the rows itself (counted_n int32 reads, from L2 after the first block):
+  // the op has no workspace for a separate count.
   int64_t count = 0;
-  for (int64_t r0 = 0; r0 < n; r0 += blockDim.x) {
+  for (int64_t r0 = 0; r0 < counted_n; r0 += blockDim.x) {
     const int64_t r = r0 + threadIdx.x;
-    count += __syncthreads_count(r < n && Counted(targets[r], v));
+    count += __syncthreads_count(r < counted_n && Counted(counted[r], v));
   }
   const float scale = count == 0 ? 0.0f : static_cast<float>(static_cast<double>(dloss) / count);
   const int64_t row = blockIdx.x;
@@ -104,22 +106,29 @@ __global__ void cross_entropy_bwd_kernel(T* dlogits, const T* logits, const floa
 template <typename T>
 KernelStatus Forward(float* losses, float* lse, float* mean_loss, const T* logits,
                      const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
-                     cudaStream_t stream) {
+                     cudaStream_t stream, int64_t row0, int64_t total_rows) {
   if (n > 0) {
     cross_entropy_fwd_kernel<T><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(
         losses, lse, logits, targets, v, invalid_count);
     MOBIUS_KERNEL_RETURN_IF_ERROR(MOBIUS_KERNEL_LAUNCH_STATUS("cross_entropy_fwd_kernel"));
   }
-  cross_entropy_mean_kernel<<<1, kMeanThreads, 0, stream>>>(mean_loss, losses, targets, n, v);
+  if (mean_loss == nullptr) return OkStatus();
+  const bool chunked = total_rows > 0;
+  cross_entropy_mean_kernel<<<1, kMeanThreads, 0, stream>>>(
+      mean_loss, chunked ? losses - row0 : losses, chunked ? targets - row0 : targets,
+      chunked ? total_rows : n, v);
   return MOBIUS_KERNEL_LAUNCH_STATUS("cross_entropy_mean_kernel");
 }
 
 template <typename T>
 KernelStatus Backward(T* dlogits, const T* logits, const float* lse, const int32_t* targets,
-                      int64_t n, int64_t v, float dloss, cudaStream_t stream) {
+                      int64_t n, int64_t v, float dloss, cudaStream_t stream, int64_t row0,
+                      int64_t total_rows) {
   if (n == 0) return OkStatus();
+  const bool chunked = total_rows > 0;
   cross_entropy_bwd_kernel<T><<<static_cast<unsigned int>(n), kThreads, 0, stream>>>(
-      dlogits, logits, lse, targets, n, v, dloss);
+      dlogits, logits, lse, targets, chunked ? targets - row0 : targets,
+      chunked ? total_rows : n, v, dloss);
   return MOBIUS_KERNEL_LAUNCH_STATUS("cross_entropy_bwd_kernel");
 }
 
@@ -127,24 +136,26 @@ KernelStatus Backward(T* dlogits, const T* logits, const float* lse, const int32
 
 KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, const uint16_t* logits,
                                const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
-                               cudaStream_t stream) {
-  return Forward(losses, lse, mean_loss, logits, targets, n, v, invalid_count, stream);
+                               cudaStream_t stream, int64_t row0, int64_t total_rows) {
+  return Forward(losses, lse, mean_loss, logits, targets, n, v, invalid_count, stream, row0,
+                 total_rows);
 }
 KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, const float* logits,
                                const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
-                               cudaStream_t stream) {
-  return Forward(losses, lse, mean_loss, logits, targets, n, v, invalid_count, stream);
+                               cudaStream_t stream, int64_t row0, int64_t total_rows) {
+  return Forward(losses, lse, mean_loss, logits, targets, n, v, invalid_count, stream, row0,
+                 total_rows);
 }
 
 KernelStatus cross_entropy_bwd(uint16_t* dlogits, const uint16_t* logits, const float* lse,
                                const int32_t* targets, int64_t n, int64_t v, float dloss,
-                               cudaStream_t stream) {
-  return Backward(dlogits, logits, lse, targets, n, v, dloss, stream);
+                               cudaStream_t stream, int64_t row0, int64_t total_rows) {
+  return Backward(dlogits, logits, lse, targets, n, v, dloss, stream, row0, total_rows);
 }
 KernelStatus cross_entropy_bwd(float* dlogits, const float* logits, const float* lse,
                                const int32_t* targets, int64_t n, int64_t v, float dloss,
-                               cudaStream_t stream) {
-  return Backward(dlogits, logits, lse, targets, n, v, dloss, stream);
+                               cudaStream_t stream, int64_t row0, int64_t total_rows) {
+  return Backward(dlogits, logits, lse, targets, n, v, dloss, stream, row0, total_rows);
 }
 
 }  // namespace mobius::kernels::cuda

@@ -98,6 +98,7 @@ TEST(MakePlanModes, MegatronResidentLayout) {
   o.schedule = "resident";
   o.megatron_resident = true;
   o.gradient_bytes_per_parameter = 2;
+  o.cost.memory_model = MemoryModel::kTwoSlot;  // another system's memory: the two-slot rule
   JobShape j = Job(256, 2, 2048);
   j.dtype = "fp16";
   j.fp16_accumulate = true;

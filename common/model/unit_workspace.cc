@@ -1,0 +1,81 @@
+#include "common/model/unit_workspace.h"
+
+#include <algorithm>
+
+namespace mobius::model {
+namespace {
+
+class Slots {
+ public:
+  uint64_t Add(uint64_t bytes) {
+    if (bytes == 0) return 0;
+    const uint64_t offset = (total_ + 63) / 64 * 64;
+    total_ = offset + bytes;
+    return offset;
+  }
+  uint64_t total() const { return total_; }
+
+ private:
+  uint64_t total_ = 0;
+};
+
+}  // namespace
+
+int64_t ChunkRows(int64_t n, int64_t hidden, int64_t width, int64_t chunk_tokens) {
+  if (n <= 0) return 1;
+  if (chunk_tokens < 0) return n;
+  if (chunk_tokens > 0) return std::min(n, chunk_tokens);
+  // [rows, width] no larger than [n, hidden]: rows = n * hidden / width, rounded up.
+  const int64_t fit = width <= 0 ? n : (n * hidden + width - 1) / width;
+  return std::min(n, std::max(fit, kMinChunkRows));
+}
+
+WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64_t b, int64_t t,
+                                    int64_t chunk_tokens) {
+  const uint64_t n = b * t, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
+  const uint64_t Q = cfg.num_heads * hd, K = cfg.num_kv_heads * hd;
+  const bool qk = cfg.qk_norm, rope = cfg.position == PositionKind::kRope;
+  const bool swiglu = cfg.mlp == MlpKind::kSwiGlu;
+  const bool layer = cfg.norm == NormKind::kLayerNorm;
+  Slots s;
+  WorkspaceLayout w;
+  auto bf = [&](uint64_t elements) { return s.Add(2 * elements); };
+  auto f32 = [&](uint64_t elements) { return s.Add(4 * elements); };
+  switch (kind) {
+    case UnitKind::kEmbedding:
+      w.d_norm = bf(n * C);
+      break;
+    case UnitKind::kHead: {
+      const uint64_t r = w.head_rows = HeadChunkRows(cfg, static_cast<int64_t>(n), chunk_tokens);
+      w.norm1 = bf(n * C), w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
+      w.logits = f32(r * cfg.vocab_size), w.losses = f32(n), w.ce_lse = f32(n), w.loss = f32(1);
+      w.d_norm_f32 = f32(n * C), w.d_norm = bf(n * C);
+      break;
+    }
+    case UnitKind::kDecoderBlock: {
+      const uint64_t r = w.mlp_rows = MlpChunkRows(cfg, static_cast<int64_t>(n), chunk_tokens);
+      w.norm1 = bf(n * C), w.q_proj = bf(n * Q), w.k_proj = bf(n * K);
+      w.q_normed = bf(qk ? n * Q : 0), w.k_normed = bf(qk ? n * K : 0);
+      w.q = bf(rope ? n * Q : 0), w.k = bf(rope ? n * K : 0), w.v = bf(n * K);
+      w.att = bf(n * Q), w.o = bf(n * C), w.mid = bf(n * C), w.norm2 = bf(n * C);
+      w.mlp_in = bf(r * I), w.mlp_up = bf(swiglu ? r * I : 0), w.mlp_act = bf(r * I);
+      w.mlp_out = bf(n * C);
+      w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
+      w.norm2_mean = f32(layer ? n : 0), w.norm2_rstd = f32(n);
+      w.qn_rstd = f32(qk ? n * cfg.num_heads : 0), w.kn_rstd = f32(qk ? n * cfg.num_kv_heads : 0);
+      w.lse = f32(b * cfg.num_heads * t);
+      w.inv_freq = f32(rope ? hd / 2 : 0), w.cos = f32(rope ? t * hd / 2 : 0);
+      w.sin = f32(rope ? t * hd / 2 : 0);
+      w.d_act = bf(r * I), w.d_in = bf(r * I), w.d_up = bf(swiglu ? r * I : 0);
+      w.d_att = bf(n * Q), w.dq = bf(n * Q), w.dk = bf(n * K), w.dv = bf(n * K);
+      w.dq_pre = bf(rope ? n * Q : 0), w.dk_pre = bf(rope ? n * K : 0);
+      w.dq_proj = bf(qk ? n * Q : 0), w.dk_proj = bf(qk ? n * K : 0);
+      w.d_norm_f32 = f32(std::max({n * C, n * Q, r * I})), w.d_norm = bf(n * C);
+      break;
+    }
+  }
+  w.total = s.total();
+  return w;
+}
+
+}  // namespace mobius::model
