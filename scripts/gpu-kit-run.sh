@@ -22,7 +22,8 @@
 # run here (glibc too old, a library missing, bad usage).
 # A second call can pick up what the deadline cut: MOBIUS_KIT_PARTS (default "tests ops train")
 # selects the parts, MOBIUS_KIT_ROWS (an extended regex over "IMPL MODE MODEL", default: all)
-# the training rows, e.g. MOBIUS_KIT_PARTS=train MOBIUS_KIT_ROWS='llama-1b'.
+# the training rows, e.g. MOBIUS_KIT_PARTS=train MOBIUS_KIT_ROWS='llama-1b'. The long-sequence
+# rows (llama-long, 32K tokens) come last, or first with MOBIUS_KIT_LONG_FIRST=1.
 set -uo pipefail
 KITDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CHECK_ONLY=0
@@ -262,6 +263,15 @@ G=(--seq=1024 --batch=16 --microbatch=8 --steps=5 --warmup=2)
 GT=(--seq 1024 --batch 16 --microbatch 8 --steps 3 --warmup 2)  # torch: --steps counts timed steps only
 L=(--seq=1024 --batch=8 --microbatch=4 --steps=4 --warmup=2)
 LT=(--seq 1024 --batch 8 --microbatch 4 --steps 2 --warmup 2)
+# Long sequences (issue 30): 32K tokens of a Llama-3-vocabulary model at a 24 GiB cap: the
+# token-chunked head and MLP on the device, against PyTorch (full logits) and RoundPipe.
+LL=(--seq=32768 --batch=1 --microbatch=1 --steps=3 --warmup=1)
+LLT=(--seq 32768 --batch 1 --microbatch 1 --steps 2 --warmup 1)
+if [[ " ${MOBIUS_KIT_LONG_FIRST:-0} " == " 1 " ]]; then
+  mobius_row llama-long mobius 24 "${LL[@]}"
+  torch_row llama-long resident 0 "${LLT[@]}"
+  torch_row llama-long roundpipe 24 "${LLT[@]}"
+fi
 mobius_row gpt2-124m mobius 24 "${G[@]}"
 torch_row gpt2-124m fsdp2-offload 24 "${GT[@]}" --act-ckpt
 torch_row gpt2-124m roundpipe 24 "${GT[@]}"
@@ -272,6 +282,11 @@ torch_row llama-1b fsdp2-offload 24 "${LT[@]}" --act-ckpt
 torch_row llama-1b roundpipe 24 "${LT[@]}"
 torch_row llama-1b resident 0 "${LT[@]}"
 mobius_row llama-1b resident "$GPU_GIB" "${L[@]}"
+if [[ " ${MOBIUS_KIT_LONG_FIRST:-0} " != " 1 " ]]; then
+  mobius_row llama-long mobius 24 "${LL[@]}"
+  torch_row llama-long resident 0 "${LLT[@]}"
+  torch_row llama-long roundpipe 24 "${LLT[@]}"
+fi
 op_round 2
 
 {

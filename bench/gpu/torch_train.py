@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """End-to-end training throughput of PyTorch (resident, FSDP2 CPU offload) and RoundPipe.
 
-    python3 torch_train.py --model gpt2-124m|llama-1b|tiny-gpt2|tiny-llama \
+    python3 torch_train.py --model gpt2-124m|llama-1b|llama-long|tiny-gpt2|tiny-llama \
         --mode resident|fsdp2-offload|roundpipe --seq 1024 --batch B --microbatch M \
         --steps N --warmup W [--cap-gib 24] [--seed 0] [--device cuda|cpu] --out FILE.jsonl
 
@@ -46,7 +46,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import train_flops  # noqa: E402
 
-MODELS = ("gpt2-124m", "llama-1b", "tiny-gpt2", "tiny-llama")
+MODELS = ("gpt2-124m", "llama-1b", "llama-long", "tiny-gpt2", "tiny-llama")
 MODES = ("resident", "fsdp2-offload", "roundpipe")
 LR, WEIGHT_DECAY, BETAS, EPS = 1e-4, 0.1, (0.9, 0.95), 1e-8
 
@@ -103,6 +103,14 @@ def model_config(name, seq):
             resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, tie_word_embeddings=True,
             bos_token_id=(50257 if big else 512) - 1, eos_token_id=(50257 if big else 512) - 1)
         layers, hidden = cfg.n_layer, cfg.n_embd
+    elif name == "llama-long":
+        # Long sequences (issue 30): 2 layers, C 1024, Llama 3's 128,256-token vocabulary with an
+        # untied head (293M parameters), as e2e_train_bench's llama-long.
+        cfg = transformers.LlamaConfig(
+            hidden_size=1024, num_hidden_layers=2, num_attention_heads=16, num_key_value_heads=4,
+            intermediate_size=4096, vocab_size=128256, max_position_embeddings=max(32768, seq),
+            rope_theta=10000.0, tie_word_embeddings=False, attention_dropout=0.0)
+        layers, hidden = cfg.num_hidden_layers, cfg.hidden_size
     else:
         big = name == "llama-1b"
         # ~1.1B parameters: a TinyLlama-1.1B-like shape with a 32000 vocabulary, untied LM head.
@@ -319,7 +327,7 @@ def setup_roundpipe(args, cfg, device, tokens):
 
     n_micro = args.batch // args.microbatch
     run_cfg = RoundPipeRunConfig(num_microbatch=n_micro, recompute_grain=args.rp_recompute)
-    if args.model in ("llama-1b", "tiny-llama"):
+    if args.model in ("llama-1b", "llama-long", "tiny-llama"):
         rp = wrap_model_to_roundpipe(model, optim_dtype=torch.float32,
                                      use_sequential_preset=True, model_run_config=run_cfg)
         notes.append("Llama sequential preset")

@@ -18,7 +18,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import train_flops  # noqa: E402
 
-MODEL_ORDER = ["tiny-gpt2", "tiny-llama", "gpt2-124m", "llama-1b"]
+MODEL_ORDER = ["tiny-gpt2", "tiny-llama", "gpt2-124m", "llama-1b", "llama-long"]
 IMPL_ORDER = ["mobius", "torch", "roundpipe"]
 
 

@@ -4,6 +4,9 @@
 //
 //   1. a seeded model of a named shape (gpt2-124m = GPT-2 small; llama-1b = a Llama-3.2-1B-like
 //      stack: 16 layers, C 2048, 32 heads, 8 KV heads, I 8192, vocab 32000, 1.1B parameters;
+//      llama-long = 2 layers, C 1024, 16/4 heads, I 4096, Llama 3's vocabulary 128256 (untied:
+//      293M parameters), for
+//      32K-token sequences (the token-chunked head and MLP, issue 30);
 //      tiny-gpt2 / tiny-llama for checks on the CPU) and a token file of random ids;
 //   2. a plan from the planner (server/planner/api/make_plan.h) for one GPU of --topology (default
 //      the 8x RTX 4090 fixture, GPU 0: a 24 GB consumer card) with every GPU's memory capped at
@@ -155,13 +158,24 @@ absl::StatusOr<model::ModelConfig> ModelFor(const std::string& name, int64_t seq
     o.max_positions = std::max<int64_t>(2048, seq);
     return checkpoint::PresetConfig(model::Family::kLlama, "small", o);
   }
+  if (name == "llama-long") {  // long sequences (issue 30): Llama 3's vocabulary, 2 short layers
+    o.layers = 2;
+    o.hidden = 1024;
+    o.heads = 16;
+    o.kv_heads = 4;
+    o.intermediate = 4096;
+    o.vocab = 128256;
+    o.max_positions = std::max<int64_t>(32768, seq);
+    return checkpoint::PresetConfig(model::Family::kLlama, "small", o);
+  }
   if (name == "tiny-gpt2" || name == "tiny-llama") {
     o.max_positions = std::max<int64_t>(256, seq);
     return checkpoint::PresetConfig(
         name == "tiny-gpt2" ? model::Family::kGpt2 : model::Family::kLlama, "tiny", o);
   }
   return absl::InvalidArgumentError(
-      absl::StrCat("--model: '", name, "' is not gpt2-124m, llama-1b, tiny-gpt2 or tiny-llama"));
+      absl::StrCat("--model: '", name,
+                   "' is not gpt2-124m, llama-1b, llama-long, tiny-gpt2 or tiny-llama"));
 }
 
 // `mobius-worker profile` of the written model on the bench's backend (its stdout, one line naming
