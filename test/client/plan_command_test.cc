@@ -350,6 +350,39 @@ TEST(PlanCommand, NodesPredictsScalingAndSaysHowToRunIt) {
   EXPECT_FALSE(two["stages"].empty());
 }
 
+// The longest sequence that plans (issue 30): printed after the plan, in the JSON, and named in the
+// error of a job too long for the GPUs; --nolongest skips it.
+TEST(PlanCommand, LongestSequenceIsPrintedAndNamedWhenTheJobIsTooLong) {
+  PlanCommandOptions o = Options("llama-3.1-8b-instruct.json", "rtx4090_2s_4sw_8gpu.xml");
+  o.batch = 8;
+  o.seq = 65536;
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Longest sequence (microbatch 1, global batch 8, this hardware): "
+                               "full fine-tuning "));
+  EXPECT_THAT(r.out, HasSubstr("LoRA rank 8 "));
+  o.json = true;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const int64_t full = j["longest_sequence"]["full"]["seq_len"].get<int64_t>();
+  EXPECT_GE(full, 65536);
+  EXPECT_GT(j["longest_sequence"]["lora"]["seq_len"].get<int64_t>(), full);
+  o.json = false;
+  o.seq = 131072;
+  r = RunCommand(o);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("does not fit on a GPU even alone"));
+  EXPECT_THAT(r.err, HasSubstr("the longest sequence that plans here at microbatch 1: " +
+                               std::to_string(full) + " tokens"));
+  EXPECT_EQ(Lines(r.err), 1);
+  o.seq = 4096;
+  o.longest = false;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, ::testing::Not(HasSubstr("Longest sequence")));
+}
+
 TEST(PlanCommand, BadInputExits2WithOneLine) {
   const BadCase cases[] = {
       {"no model", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.model.clear(); },
