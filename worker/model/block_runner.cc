@@ -117,7 +117,8 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
 }
 
 // Rows [row0, row0 + rows) of the MLP: from norm2's output to mlp_in / mlp_up / mlp_act (the
-// chunk's buffers) and, with `down`, the down projection into those rows of mlp_out.
+// chunk's buffers) and, with `down`, the down projection into those rows of mlp_out; without it,
+// the down projection's adapter input h alone (its backward reads it), when it has an adapter.
 absl::Status UnitRunner::MlpChunkForward(const Ctx& c, const BlockWeights& w, int64_t row0,
                                          int64_t rows, bool down) const {
   const int64_t C = config_.hidden_size, I = config_.intermediate_size;
@@ -130,14 +131,14 @@ absl::Status UnitRunner::MlpChunkForward(const Ctx& c, const BlockWeights& w, in
   if (config_.mlp == model::MlpKind::kGeluTanh) {
     MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.fc, row0), x, c.at(ws.mlp_in), DType::kBf16, rows, C, I));
     MOBIUS_RETURN_IF_ERROR(be.GeluForward(q, {.n = e, .inp = c.at(ws.mlp_in), .out = c.at(ws.mlp_act)}));
-    if (!down) return absl::OkStatus();
+    if (!down) return LoraProjectInput(be, q, Rows(w.proj, row0).lora, c.at(ws.mlp_act), rows, I);
     return LinearForward(be, q, Rows(w.proj, row0), c.at(ws.mlp_act), y, DType::kBf16, rows, I, C);
   }
   MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.gate, row0), x, c.at(ws.mlp_in), DType::kBf16, rows, C, I));
   MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.up, row0), x, c.at(ws.mlp_up), DType::kBf16, rows, C, I));
   MOBIUS_RETURN_IF_ERROR(be.SwiGluForward(q, {.n = e, .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
                                               .out = c.at(ws.mlp_act)}));
-  if (!down) return absl::OkStatus();
+  if (!down) return LoraProjectInput(be, q, Rows(w.down, row0).lora, c.at(ws.mlp_act), rows, I);
   return LinearForward(be, q, Rows(w.down, row0), c.at(ws.mlp_act), y, DType::kBf16, rows, I, C);
 }
 

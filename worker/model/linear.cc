@@ -19,6 +19,21 @@ absl::Status DropInput(backend::Backend& be, backend::Queue& q, const LoraTerm& 
 
 }  // namespace
 
+absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
+                              const void* x, int64_t n, int64_t in) {
+  if (l.a == nullptr) return absl::OkStatus();
+  GemmParams h;  // h [N, r] = x A^T (xd A^T with dropout)
+  h.m = n, h.n = l.rank, h.k = in;
+  h.a_type = DType::kBf16, h.a = x, h.lda = in;
+  if (l.dropout > 0) {
+    MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, n, in));
+    h.a_type = DType::kFp32, h.a = l.xd;
+  }
+  h.b_type = DType::kFp32, h.b = l.a, h.ldb = in, h.trans_b = true;
+  h.c_type = DType::kFp32, h.c = l.h, h.ldc = l.rank;
+  return be.Gemm(q, h);
+}
+
 absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                            const void* x, void* y, DType y_type, int64_t n, int64_t in,
                            int64_t out) {
@@ -37,18 +52,7 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
   }
   const LoraTerm& l = w.lora;
   if (l.a == nullptr) return absl::OkStatus();
-  if (l.first) {  // h [N, r] = x A^T (xd A^T with dropout)
-    GemmParams h;
-    h.m = n, h.n = l.rank, h.k = in;
-    h.a_type = DType::kBf16, h.a = x, h.lda = in;
-    if (l.dropout > 0) {
-      MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, n, in));
-      h.a_type = DType::kFp32, h.a = l.xd;
-    }
-    h.b_type = DType::kFp32, h.b = l.a, h.ldb = in, h.trans_b = true;
-    h.c_type = DType::kFp32, h.c = l.h, h.ldc = l.rank;
-    MOBIUS_RETURN_IF_ERROR(be.Gemm(q, h));
-  }
+  if (l.first) MOBIUS_RETURN_IF_ERROR(LoraProjectInput(be, q, l, x, n, in));
   GemmParams d;  // y += scale h B^T
   d.m = n, d.n = out, d.k = l.rank;
   d.alpha = l.scale, d.beta = 1.0f;

@@ -51,6 +51,12 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
                            const void* x, void* y, backend::DType y_type, int64_t n, int64_t in,
                            int64_t out);
 
+// The adapter's h [N, r] = x A^T (xd A^T with dropout) alone, as LinearForward computes it: what
+// the backward reads when a forward re-run for the backward skips the base GEMM itself (the MLP's
+// down projection under token chunks, unit_runner.h). No-op without an adapter.
+absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
+                              const void* x, int64_t n, int64_t in);
+
 // dx [N, in] fp32 (= when !accumulate_dx, += otherwise; dx may be null: skipped);
 // dW += x^T dy (in W's layout; skipped for a frozen W, dw null); dbias += column sums of dy;
 // the adapter's: dB += scale dy^T h, dA += gh^T x, dx += gh A (gh = scale dy B); with dropout x
