@@ -239,6 +239,20 @@ UnitFlopsPerToken UnitFlops(const ModelDescription& model, int64_t unit_index, i
   return out;
 }
 
+const ParamSpec* MlpOutputProjection(const ModelDescription& model, int64_t unit_index) {
+  const LayerUnit& unit = model.units.at(unit_index);
+  if (unit.kind != UnitKind::kDecoderBlock) return nullptr;
+  const TensorNames& names = FamilyOf(model.config.family).tensors;
+  const char* module = names.block.down != nullptr ? names.block.down : names.block.proj;
+  if (module == nullptr) return nullptr;
+  const std::string name =
+      std::string(names.layer_prefix) + std::to_string(unit.layer) + "." + module + ".weight";
+  for (const ParamSpec& p : unit.params) {
+    if (p.name == name) return &p;
+  }
+  return nullptr;
+}
+
 UnitFlopsPerToken ModelFlops(const ModelDescription& model, int64_t seq_len) {
   UnitFlopsPerToken total;
   for (int64_t i = 0; i < model.num_units(); ++i) {

@@ -146,6 +146,10 @@ double AttentionKeysPerQuery(int64_t seq_len, int64_t sliding_window);
 
 // REQUIRES: 0 <= unit_index < model.num_units(), seq_len >= 1.
 UnitFlopsPerToken UnitFlops(const ModelDescription& model, int64_t unit_index, int64_t seq_len);
+// The block's MLP output projection (down_proj; GPT-2's mlp.c_proj): a backward's recompute of the
+// block leaves it out, since nothing in the backward reads its output (worker/model). nullptr for
+// other units. Its forward FLOPs per token are 2 x its elements.
+const ParamSpec* MlpOutputProjection(const ModelDescription& model, int64_t unit_index);
 // The T-dependent attention part of a block's forward FLOPs per token (0 for other units).
 double UnitAttentionForwardFlopsPerToken(const ModelDescription& model, int64_t unit_index,
                                          int64_t seq_len);

@@ -13,7 +13,8 @@
 //
 // The chunk size follows from memory, not a constant: a chunk's widest intermediate ([rows, V] or
 // [rows, I] elements) is at most as large as the microbatch's hidden state [N, C], but never fewer
-// than kMinChunkRows rows (a GEMM of fewer rows wastes the device), and never more than N. At
+// than kMinChunkRows rows (smaller GEMMs waste the device; on the CPU backend 1024-row chunks cost
+// 13-22% at 4096-token microbatches, docs/benchmarks.md), and never more than N. At
 // N <= kMinChunkRows there is one chunk and the ops are exactly the unchunked ones.
 //
 // `chunk_tokens` (the trainer's setting, common/run/trainer_options.h): 0 = that rule; > 0 = at
@@ -28,7 +29,7 @@
 
 namespace mobius::model {
 
-inline constexpr int64_t kMinChunkRows = 1024;
+inline constexpr int64_t kMinChunkRows = 4096;
 
 // Rows per chunk of an intermediate `width` elements wide over n = B * T rows (1 <= result <= n).
 int64_t ChunkRows(int64_t n, int64_t hidden, int64_t width, int64_t chunk_tokens);

@@ -34,12 +34,14 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   std::vector<model::ParamSpec> gemms;
   AddGemms(u.params, &gemms);
   AddGemms(u.shared_params, &gemms);
+  const model::ParamSpec* mlp_output = model::MlpOutputProjection(model, unit);
   UnitSeconds s;
   for (const model::ParamSpec& g : gemms) {
     const double n = static_cast<double>(g.shape[0]);
     const double k = static_cast<double>(g.shape[1]);
     const double one = Roofline(2 * t * k * n, a * (t * k + k * n + t * n), gemm_rate, bw);
     s.forward += one;
+    if (mlp_output != nullptr && g.name == mlp_output->name) s.mlp_output += one;
     // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
     s.backward += (lora != nullptr ? 1 : 2) * one;
   }
@@ -52,6 +54,9 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
           Roofline(2 * t * r * out, a * (t * r + r * out + t * out), attention_rate, bw);
       s.forward += adapter;
       s.backward += 2 * adapter;
+      if (mlp_output != nullptr && m.weight == mlp_output->name) {
+        s.mlp_output += Roofline(2 * t * r * out, a * (t * r + r * out + t * out), attention_rate, bw);
+      }
     }
   }
   const double attention =

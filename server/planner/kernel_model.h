@@ -63,6 +63,9 @@ struct KernelDevice {
 struct UnitSeconds {
   double forward = 0;
   double backward = 0;  // without recompute (the caller adds the forward for recompute)
+  // The part of `forward` a backward's recompute leaves out in our runtime: the MLP output
+  // projection's GEMM (and its adapter's h B^T), whose output the backward never reads.
+  double mlp_output = 0;
 };
 
 // One unit, one microbatch of `tokens` tokens of sequences of `seq_len`.

@@ -71,6 +71,19 @@ model::UnitFlopsPerToken LoraUnitFlops(const model::ModelDescription& model, int
   return out;
 }
 
+double MlpOutputForwardFlops(const model::ModelDescription& model, int64_t unit,
+                             const LoraLayout* lora) {
+  const model::ParamSpec* out = model::MlpOutputProjection(model, unit);
+  if (out == nullptr) return 0;
+  double flops = 2.0 * static_cast<double>(out->num_elements);
+  if (lora != nullptr && unit < static_cast<int64_t>(lora->unit_modules.size())) {
+    for (const model::LoraModule& m : lora->unit_modules[unit]) {
+      if (m.weight == out->name) flops += 2.0 * static_cast<double>(lora->rank * m.out);
+    }
+  }
+  return flops;
+}
+
 int64_t LoraWeightBytes(int64_t base_parameter_bytes, int64_t adapter_parameters) {
   return base_parameter_bytes + 4 * adapter_parameters;
 }

@@ -73,6 +73,12 @@ absl::StatusOr<LoraLayout> MakeLoraLayout(const model::ModelDescription& model,
 model::UnitFlopsPerToken LoraUnitFlops(const model::ModelDescription& model, int64_t unit,
                                        int64_t seq_len, const LoraLayout& lora);
 
+// FLOPs per token of a block's MLP output projection in the forward (2 x its elements, + its
+// adapter's h B^T, 2 r out, when `lora` adapts it): what our runtime's recompute leaves out
+// (model::MlpOutputProjection). 0 for other units; `lora` may be null.
+double MlpOutputForwardFlops(const model::ModelDescription& model, int64_t unit,
+                             const LoraLayout* lora);
+
 // The adapters' bytes on a unit profile (profile.h) of a frozen base, per layer unit:
 //   W (uploaded per pass, resident in the slot) = bf16 base + 4 x adapter parameters
 //   G (the backward's gradient buffer and offload) = 4 x adapter parameters

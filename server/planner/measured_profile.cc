@@ -65,8 +65,10 @@ Profile LoraFromMeasuredProfile(Profile p, const model::ModelDescription& model,
     const model::UnitFlopsPerToken full = model::UnitFlops(model, u, seq);
     const model::UnitFlopsPerToken frozen = LoraUnitFlops(model, u, seq, lora);
     if (full.forward_flops > 0) {
-      up.backward_seconds *= (frozen.backward_flops + frozen.forward_flops) /
-                             (full.backward_flops + full.forward_flops);
+      // The measured backward is the runtime's: its recompute leaves out the MLP output projection.
+      up.backward_seconds *=
+          (frozen.backward_flops + frozen.forward_flops - MlpOutputForwardFlops(model, u, &lora)) /
+          (full.backward_flops + full.forward_flops - MlpOutputForwardFlops(model, u, nullptr));
       up.forward_seconds *= frozen.forward_flops / full.forward_flops;
     } else {
       up.backward_seconds = up.forward_seconds;

@@ -150,11 +150,19 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
           KernelUnitSeconds(model, u, shape.tokens(), shape.seq_len, kd, *device.kernels,
                             options.activations, options.lora ? &*options.lora : nullptr);
       up.forward_seconds = k.forward;
-      up.backward_seconds = k.backward + (options.recompute ? k.forward : 0.0);
+      up.backward_seconds =
+          k.backward + (options.recompute ? k.forward - (options.recompute_skips_mlp_output
+                                                             ? k.mlp_output
+                                                             : 0.0)
+                                          : 0.0);
     } else {
       up.forward_seconds = flops.forward_flops * tokens / rate;
+      const double skipped =
+          options.recompute_skips_mlp_output
+              ? MlpOutputForwardFlops(model, u, options.lora ? &*options.lora : nullptr)
+              : 0.0;
       const double backward_flops =
-          flops.backward_flops + (options.recompute ? flops.forward_flops : 0.0);
+          flops.backward_flops + (options.recompute ? flops.forward_flops - skipped : 0.0);
       up.backward_seconds = backward_flops * tokens / rate;
     }
     up.parameter_bytes = model::UnitResidentParameterBytes(unit);

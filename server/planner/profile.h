@@ -154,6 +154,10 @@ enum class MemoryModel {
 struct AnalyticOptions {
   model::ActivationOptions activations;  // bf16 activations, flash attention, fp32 logits
   bool recompute = true;  // backward re-runs the forward (Mobius keeps only checkpoints)
+  // Our runtime's recompute leaves out each block's MLP output projection (its output is never
+  // read by the backward; worker/model/block_runner.cc): the recompute is charged without it.
+  // false: the whole forward again (the published systems' setups, api/published.cc).
+  bool recompute_skips_mlp_output = true;
   // Gradient dtype on the GPU and over D2H: 4 = fp32, what worker/runtime does (fp32 gradient
   // buffers, one fp32 D2H copy per stage); 2 = bf16 gradients (the paper's accounting).
   int64_t gradient_bytes_per_parameter = 4;
@@ -177,6 +181,7 @@ struct AnalyticOptions {
 // precision's, DeviceSpec::gemm_peak_flops_per_s):
 //   forward  = forward_flops_per_token * B * T / (peak * efficiency)
 //   backward = (backward_flops_per_token + recompute ? forward : 0) * B * T / (peak * efficiency)
+//              (recompute_skips_mlp_output: the recompute's forward less the MLP output GEMM)
 // kernel model (device.has_kernel_model() and options.use_kernel_model): forward and backward of
 //   KernelUnitSeconds (kernel_model.h), backward + forward with recompute.
 //   parameter bytes = UnitResidentParameterBytes (bf16); gradient bytes = the same elements x

@@ -107,10 +107,12 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
   MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm2_weight, ln.norm2_bias, c.at(ws.mid), c.at(ws.norm2),
                               c.f32(ws.norm2_mean), c.f32(ws.norm2_rstd), n));
   // Internals only (a backward's recompute) with several MLP chunks: the backward re-runs each
-  // chunk's MLP itself, so there is nothing to keep here.
+  // chunk's MLP itself, so there is nothing to keep here. With one chunk the recompute leaves out
+  // the down projection: the backward reads its input (and its adapter's h), never its output.
   if (out == nullptr && ws.mlp_rows < n) return absl::OkStatus();
   for (int64_t r0 = 0; r0 < n; r0 += ws.mlp_rows) {
-    MOBIUS_RETURN_IF_ERROR(MlpChunkForward(c, w, r0, std::min(ws.mlp_rows, n - r0), true));
+    MOBIUS_RETURN_IF_ERROR(
+        MlpChunkForward(c, w, r0, std::min(ws.mlp_rows, n - r0), /*down=*/out != nullptr));
   }
   if (out == nullptr) return absl::OkStatus();  // recompute: internals only
   return be.ResidualAdd(q, {.n = n * C, .a = c.at(ws.mid), .b = c.at(ws.mlp_out), .out = out});

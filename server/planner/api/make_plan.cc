@@ -215,6 +215,9 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
     ao.activations.logits_bytes = options.logits_bytes;
     ao.lora = lora;
     ao.memory_model = options.cost.memory_model;
+    // Our runtime (MemoryModel::kRuntime) recomputes a block without its MLP output projection;
+    // the published systems' setups (kTwoSlot) model systems that recompute the whole forward.
+    ao.recompute_skips_mlp_output = options.cost.memory_model == MemoryModel::kRuntime;
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }

@@ -31,7 +31,9 @@ TEST(AnalyticProfile, TinyLlamaByHand) {
   const double block = (81920 + 1152) * tokens / rate;
   EXPECT_DOUBLE_EQ(p->units[0].forward_seconds, 0);
   EXPECT_DOUBLE_EQ(p->units[1].forward_seconds, block);
-  EXPECT_DOUBLE_EQ(p->units[1].backward_seconds, 3 * block);  // 2x backward + recompute
+  // 2x backward + the recompute, which leaves out the MLP output projection (down_proj [64, 128]:
+  // 2 x 8192 FLOPs per token) as the runtime does.
+  EXPECT_DOUBLE_EQ(p->units[1].backward_seconds, 3 * block - 2.0 * 8192 * tokens / rate);
   EXPECT_DOUBLE_EQ(p->units[3].forward_seconds, 2.0 * 1000 * 64 * tokens / rate);  // LM head
   EXPECT_EQ(p->units[0].parameter_bytes, 2 * 64000);
   EXPECT_EQ(p->units[1].parameter_bytes, 2 * 41088);
@@ -60,6 +62,16 @@ TEST(AnalyticProfile, TinyLlamaByHand) {
   EXPECT_EQ(q->units[1].workspace_bytes, (int64_t{64} << 20) + 2 * 16 * 128 * 2);
   EXPECT_EQ(p->ParameterBytes(0, 4), 2 * 210240);
   EXPECT_DOUBLE_EQ(p->ForwardSeconds(1, 3), 2 * block);
+}
+
+// The published systems' setups recompute the whole forward (recompute_skips_mlp_output false).
+TEST(AnalyticProfile, FullRecomputeIsThreeForwards) {
+  AnalyticOptions o;
+  o.recompute_skips_mlp_output = false;
+  absl::StatusOr<Profile> p = AnalyticProfile(TinyLlama(), {2, 8}, TestDevice(), o);
+  ASSERT_TRUE(p.ok());
+  EXPECT_DOUBLE_EQ(p->units[1].backward_seconds, 3 * p->units[1].forward_seconds);
+  EXPECT_DOUBLE_EQ(p->units[3].backward_seconds, 3 * p->units[3].forward_seconds);  // the head
 }
 
 TEST(AnalyticProfile, WithoutRecomputeBackwardIsTwiceForward) {
