@@ -40,15 +40,18 @@ ABSL_FLAG(int, eos_id, -1, "tokenize: end-of-document token id (default: from th
 ABSL_FLAG(int, threads, 0, "tokenize: threads (0: all cores).");
 ABSL_FLAG(std::string, model, "", "plan: model directory or config.json.");
 ABSL_FLAG(int64_t, batch, 8, "plan: global batch (sequences per optimizer step).");
-ABSL_FLAG(int64_t, microbatch, 1, "plan: sequences per microbatch (must divide --batch).");
+ABSL_FLAG(int64_t, microbatch, 0,
+          "plan: sequences per microbatch (must divide --batch); 0: chosen by simulation.");
 ABSL_FLAG(int64_t, seq, 1024, "plan: tokens per sequence.");
-ABSL_FLAG(std::string, schedule, "mobius", "plan: mobius | roundrobin | resident | zero.");
+ABSL_FLAG(std::string, schedule, "auto",
+          "plan: auto (the fastest the runtime executes, by simulation) | mobius | roundrobin | "
+          "resident | zero.");
 ABSL_FLAG(std::string, partitioner, "exact", "plan: exact | mip | uniform.");
 ABSL_FLAG(std::string, mapper, "cross", "plan: cross | sequential.");
-ABSL_FLAG(int, optimizer_staleness, 0,
+ABSL_FLAG(int, optimizer_staleness, -1,
           "plan: 0 | 1, the job's training.optimizer_staleness (1: the CPU optimizer of a step "
-          "overlaps the next step; steady state of 3 simulated steps).");
-ABSL_FLAG(std::string, dispatch, "static", "plan: roundrobin's dispatch, static | pool.");
+          "overlaps the next step; steady state of 3 simulated steps); -1: chosen by simulation.");
+ABSL_FLAG(std::string, dispatch, "auto", "plan: roundrobin's dispatch, auto | static | pool.");
 ABSL_FLAG(bool, clip, true,
           "plan: the job clips gradients (training.grad_clip > 0, the default), so the CPU "
           "optimizer waits for the whole backward's global norm.");

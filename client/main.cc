@@ -210,7 +210,7 @@ int main(int argc, char** argv) {
     o.gpus = absl::GetFlag(FLAGS_gpus);
     o.json = absl::GetFlag(FLAGS_json);
     o.trace = absl::GetFlag(FLAGS_trace);
-  o.longest = absl::GetFlag(FLAGS_longest);
+    o.longest = absl::GetFlag(FLAGS_longest);
     o.efficiency = absl::GetFlag(FLAGS_efficiency);
     o.peak_tflops = absl::GetFlag(FLAGS_peak_tflops);
     o.emulated_gpus = absl::GetFlag(FLAGS_emulated_gpus);

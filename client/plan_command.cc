@@ -25,6 +25,7 @@
 #include "common/jobspec/yaml.h"
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
+#include "server/planner/api/choose_config.h"
 #include "server/planner/api/longest_sequence.h"
 #include "server/planner/api/make_plan.h"
 #include "server/planner/measured_profile.h"
@@ -152,11 +153,12 @@ absl::StatusOr<ProfileChoice> ResolveProfile(const PlanCommandOptions& o,
 
 absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
   planner::PlanOptions p;
-  p.schedule = o.schedule;
+  // "auto" values (RunPlan chooses them by simulation) stand in as the fixed defaults here.
+  p.schedule = o.schedule == "auto" ? "mobius" : o.schedule;
   p.partitioner = o.partitioner;
   p.mapper = o.mapper;
-  p.optimizer_staleness = o.optimizer_staleness;
-  p.dispatch = o.dispatch;
+  p.optimizer_staleness = std::max(o.optimizer_staleness, 0);
+  p.dispatch = o.dispatch == "auto" ? "static" : o.dispatch;
   // The runtime's optimizer needs the global norm to clip: it starts after the whole backward.
   p.optimizer_after_backward = o.clip;
   if (o.lora_rank < 0) {
@@ -515,7 +517,61 @@ nlohmann::ordered_json LongestJson(const Longest& l) {
           {"lora", one(l.lora)}};
 }
 
-int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
+// What `mobius plan` leaves to the planner (issue 31): "auto" schedule and dispatch, staleness < 0,
+// microbatch 0. With --nodes, or a measured profile (one microbatch shape), the free dimensions
+// take the fixed defaults instead (mobius, static, 0; microbatch 1).
+struct Free {
+  bool schedule = false, dispatch = false, staleness = false, microbatch = false;
+  bool any() const { return schedule || dispatch || staleness || microbatch; }
+};
+
+Free ResolveFree(PlanCommandOptions& o) {
+  Free f{o.schedule == "auto", o.dispatch == "auto", o.optimizer_staleness < 0, o.microbatch == 0};
+  const bool fixed = !o.nodes.empty();
+  if (fixed || o.profile != "analytic") {
+    if (f.microbatch) o.microbatch = 1;
+    f.microbatch = false;
+  }
+  if (fixed) {
+    if (f.schedule) o.schedule = "mobius";
+    if (f.dispatch) o.dispatch = "static";
+    if (f.staleness) o.optimizer_staleness = 0;
+    f = Free{};
+  }
+  return f;
+}
+
+std::string ChoiceText(const planner::ConfigChoice& c) {
+  int planned = 0;
+  for (const planner::ConfigCandidate& k : c.candidates) planned += k.planned;
+  const planner::ConfigCandidate& best = c.candidates.front();
+  std::string s = absl::StrFormat(
+      "Configuration: chosen by simulation among %d that fit (%d do not): %s, %.0f tokens/s",
+      planned, static_cast<int>(c.candidates.size()) - planned, best.Label(),
+      best.tokens_per_second);
+  if (planned > 1) {
+    const planner::ConfigCandidate& next = c.candidates[1];
+    s += absl::StrFormat("; runner-up %s, %.0f tokens/s (%.3fx)", next.Label(),
+                         next.tokens_per_second,
+                         next.tokens_per_second / std::max(best.tokens_per_second, 1e-9));
+  }
+  return s + "; pin with --schedule, --dispatch, --optimizer-staleness, --microbatch\n";
+}
+
+nlohmann::ordered_json ChoiceJson(const planner::ConfigChoice& c) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const planner::ConfigCandidate& k : c.candidates) {
+    list.push_back({{"schedule", k.schedule}, {"dispatch", k.dispatch},
+                    {"optimizer_staleness", k.optimizer_staleness}, {"microbatch", k.microbatch},
+                    {"fits", k.planned}, {"tokens_per_second", k.tokens_per_second},
+                    {"step_seconds", k.step_seconds}, {"refusal", k.refusal}});
+  }
+  return {{"chosen", c.candidates.front().Label()}, {"candidates", std::move(list)}};
+}
+
+int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& err) {
+  PlanCommandOptions o = given;
+  const Free free = ResolveFree(o);
   if (o.model.empty()) {
     err << "mobius plan: --model DIR|config.json is required\n";
     return kExitUsage;
@@ -551,7 +607,32 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
   job.microbatch = o.microbatch;
   job.seq_len = o.seq;
   if (!o.nodes.empty()) return RunPlanNodes(o, *model, *server, job, *options, *profile, out, err);
-  auto report = planner::MakePlan(*model, server->topology, server->facts, job, *options);
+  std::optional<planner::ConfigChoice> choice;
+  absl::StatusOr<planner::PlanReport> report;
+  if (free.any()) {
+    planner::ConfigSpace space;
+    if (!free.schedule) space.schedules = {o.schedule};
+    if (!free.dispatch) space.dispatches = {o.dispatch};
+    if (!free.staleness) space.staleness = {o.optimizer_staleness};
+    if (!free.microbatch) space.microbatches = {o.microbatch};
+    absl::StatusOr<planner::ConfigChoice> c = planner::ChooseConfiguration(
+        *model, server->topology, server->facts, job, *options, space);
+    if (c.ok()) {
+      choice = *std::move(c);
+      job = choice->job;
+      *options = choice->options;
+      o.microbatch = job.microbatch;
+      o.schedule = options->schedule;
+      o.dispatch = options->dispatch;
+      o.optimizer_staleness = options->optimizer_staleness;
+      report = choice->report;
+    } else {
+      report = c.status();
+      if (free.microbatch) job.microbatch = 1;  // for the longest-sequence search below
+    }
+  } else {
+    report = planner::MakePlan(*model, server->topology, server->facts, job, *options);
+  }
   if (!report.ok()) {
     err << "mobius plan: " << report.status().message();
     if (o.longest && absl::IsFailedPrecondition(report.status())) {  // does not fit: how long does
@@ -574,9 +655,11 @@ int RunPlan(const PlanCommandOptions& o, std::ostream& out, std::ostream& err) {
   }
   if (o.json) {
     nlohmann::ordered_json j = ToJson(o, *model, *report, *profile);
+    if (choice) j["configuration"] = ChoiceJson(*choice);
     if (longest) j["longest_sequence"] = LongestJson(*longest);
     out << j.dump(2) << "\n";
   } else {
+    if (choice) out << ChoiceText(*choice) << "\n";
     PrintText(o, *model, *report, *profile, out);
     if (longest) out << "\n" << LongestLine(*longest, o);
     if (!o.trace.empty()) out << "\nTrace: " << o.trace << " (open in https://ui.perfetto.dev)\n";

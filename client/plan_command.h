@@ -42,13 +42,16 @@ struct PlanCommandOptions {
   DaemonEndpoint daemon;      // where to ask for the topology
   absl::Duration timeout = absl::Seconds(10);
   int64_t batch = 8;          // global batch, sequences per optimizer step
-  int64_t microbatch = 1;     // sequences per microbatch
+  // 0, "auto", < 0: chosen by simulation (planner::ChooseConfiguration: the fastest the runtime
+  // executes, printed with the runner-up); a value pins it. --nodes and measured profiles fix the
+  // free ones at microbatch 1, mobius, static, staleness 0.
+  int64_t microbatch = 0;     // sequences per microbatch
   int64_t seq = 1024;         // tokens per sequence
-  std::string schedule = "mobius";    // mobius | roundrobin | resident | zero
+  std::string schedule = "auto";      // auto | mobius | roundrobin | resident | zero
   std::string partitioner = "exact";  // exact | mip | uniform
   std::string mapper = "cross";       // cross | sequential
-  int optimizer_staleness = 0;        // 0 | 1 (a job's training.optimizer_staleness)
-  std::string dispatch = "static";    // roundrobin: static | pool (plan.dispatch)
+  int optimizer_staleness = -1;       // -1 auto | 0 | 1 (a job's training.optimizer_staleness)
+  std::string dispatch = "auto";      // roundrobin: auto | static | pool (plan.dispatch)
   bool clip = true;                   // training.grad_clip > 0: the optimizer after the backward
   // LoRA (planner::PlanOptions::lora): planned when `lora`, lora_rank > 0 or lora_targets is set;
   // rank lora_rank, or 8 (PEFT's default) when it is 0; lora_targets "q_proj,v_proj" (empty: the

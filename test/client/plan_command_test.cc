@@ -31,6 +31,9 @@ Result RunCommand(const PlanCommandOptions& o) {
   return {code, out.str(), err.str()};
 }
 
+// The fixed configuration the cases below were written for (the defaults before the planner chose
+// them): mobius, static, staleness 0, microbatch 1. ConfigurationIsChosenBySimulation leaves them
+// free.
 PlanCommandOptions Options(const std::string& model, const std::string& topology) {
   PlanCommandOptions o;
   o.model = mobius::testing::SourcePath("test/data/models/" + model);
@@ -38,6 +41,9 @@ PlanCommandOptions Options(const std::string& model, const std::string& topology
   o.batch = 4;
   o.microbatch = 1;
   o.seq = 512;
+  o.schedule = "mobius";
+  o.dispatch = "static";
+  o.optimizer_staleness = 0;
   o.mip_time_limit_seconds = 0.3;
   return o;
 }
@@ -381,6 +387,53 @@ TEST(PlanCommand, LongestSequenceIsPrintedAndNamedWhenTheJobIsTooLong) {
   r = RunCommand(o);
   ASSERT_EQ(r.code, kExitOk) << r.err;
   EXPECT_THAT(r.out, ::testing::Not(HasSubstr("Longest sequence")));
+}
+
+// Nothing pinned (the CLI's defaults): the schedule, dispatch, staleness and microbatch the
+// simulation finds fastest, said with the runner-up; the JSON lists every candidate; what is
+// pinned stays; the result is the plan of the chosen configuration.
+TEST(PlanCommand, ConfigurationIsChosenBySimulation) {
+  PlanCommandOptions o = Options("llama-3.1-8b-instruct.json", "rtx4090_2s_4sw_8gpu.xml");
+  o.batch = 32;
+  o.seq = 2048;
+  o.schedule = "auto";
+  o.dispatch = "auto";
+  o.optimizer_staleness = -1;
+  o.microbatch = 0;
+  o.longest = false;
+  o.json = true;
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  const nlohmann::json& c = j["configuration"];
+  ASSERT_GT(c["candidates"].size(), 4u);
+  const nlohmann::json& best = c["candidates"][0];
+  EXPECT_TRUE(best["fits"].get<bool>());
+  EXPECT_EQ(j["schedule"], best["schedule"]);
+  EXPECT_EQ(j["job"]["microbatch"], best["microbatch"]);
+  EXPECT_NEAR(j["predicted"]["tokens_per_second"].get<double>(),
+              best["tokens_per_second"].get<double>(), 1e-6);
+  for (const nlohmann::json& k : c["candidates"]) {
+    if (k["fits"].get<bool>()) {
+      EXPECT_LE(k["tokens_per_second"].get<double>(), best["tokens_per_second"].get<double>());
+    } else {
+      EXPECT_FALSE(k["refusal"].get<std::string>().empty());
+    }
+  }
+  // Pinning the schedule keeps it (and mobius has no dispatch to choose).
+  o.schedule = "mobius";
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["schedule"], "mobius");
+  for (const nlohmann::json& k : j["configuration"]["candidates"]) EXPECT_EQ(k["schedule"], "mobius");
+  // Text: the chosen one and the runner-up.
+  o.json = false;
+  o.schedule = "auto";
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Configuration: chosen by simulation among "));
+  EXPECT_THAT(r.out, HasSubstr("; runner-up "));
 }
 
 TEST(PlanCommand, BadInputExits2WithOneLine) {
