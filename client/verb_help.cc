@@ -54,6 +54,8 @@ const std::vector<Verb>& Table() {
       {"plan",
        "mobius plan --model DIR|config.json [flags]\n       mobius plan JOB.yaml [flags]",
        "Plans a fine-tuning job: stages, mapping, memory, predicted step time, alternatives.\n"
+       "What --schedule, --dispatch, --optimizer-staleness and --microbatch do not pin is\n"
+       "chosen by simulation: the fastest configuration the runtime executes (with the runner-up).\n"
        "With JOB.yaml the job's own training and plan settings are used (--model, --batch,\n"
        "--microbatch, --seq, --schedule, --partitioner, --mapper, --optimizer-staleness,\n"
        "--dispatch, --clip, --lora, --lora-rank, --lora-targets and --gpu-memory-gib apply to\n"
