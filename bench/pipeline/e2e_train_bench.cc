@@ -148,26 +148,16 @@ absl::StatusOr<model::ModelConfig> ModelFor(const std::string& name, int64_t seq
     o.max_positions = std::max<int64_t>(1024, seq);
     return checkpoint::PresetConfig(model::Family::kGpt2, "small", o);
   }
-  if (name == "llama-1b") {
-    o.layers = 16;
-    o.hidden = 2048;
-    o.heads = 32;
-    o.kv_heads = 8;
-    o.intermediate = 8192;
-    o.vocab = 32000;
-    o.max_positions = std::max<int64_t>(2048, seq);
+  // Llama shapes: layers, hidden, heads, KV heads, intermediate, vocabulary, positions at least.
+  auto llama = [&](int64_t layers, int64_t hidden, int64_t heads, int64_t kv, int64_t inter,
+                   int64_t vocab, int64_t positions) {
+    o.layers = layers, o.hidden = hidden, o.heads = heads, o.kv_heads = kv;
+    o.intermediate = inter, o.vocab = vocab, o.max_positions = std::max<int64_t>(positions, seq);
     return checkpoint::PresetConfig(model::Family::kLlama, "small", o);
-  }
-  if (name == "llama-long") {  // long sequences (issue 30): Llama 3's vocabulary, 2 short layers
-    o.layers = 2;
-    o.hidden = 1024;
-    o.heads = 16;
-    o.kv_heads = 4;
-    o.intermediate = 4096;
-    o.vocab = 128256;
-    o.max_positions = std::max<int64_t>(32768, seq);
-    return checkpoint::PresetConfig(model::Family::kLlama, "small", o);
-  }
+  };
+  if (name == "llama-1b") return llama(16, 2048, 32, 8, 8192, 32000, 2048);
+  // Long sequences (issue 30): Llama 3's vocabulary, 2 short layers.
+  if (name == "llama-long") return llama(2, 1024, 16, 4, 4096, 128256, 32768);
   if (name == "tiny-gpt2" || name == "tiny-llama") {
     o.max_positions = std::max<int64_t>(256, seq);
     return checkpoint::PresetConfig(

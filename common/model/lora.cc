@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model/family.h"
@@ -51,6 +52,8 @@ std::string LoraModule::a_name() const {
 std::string LoraModule::b_name() const {
   return absl::StrCat("base_model.model.", path, ".lora_B.weight");
 }
+
+bool LoraModule::in_mlp() const { return absl::StrContains(path, ".mlp."); }
 
 std::vector<std::string> LoraTargetNames(const ModelConfig& config) {
   std::vector<std::string> names;

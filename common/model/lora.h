@@ -37,6 +37,9 @@ struct LoraModule {
   bool in_out = false;     // base weight stored [in, out] (Conv1D)
   std::string a_name() const;  // PEFT's "base_model.model.<path>.lora_A.weight"
   std::string b_name() const;  // ... ".lora_B.weight"
+  // A module of the block's MLP (every family's MLP modules sit under ".mlp."): it sees the MLP's
+  // token chunks (unit_workspace.h) rather than all of a microbatch's rows.
+  bool in_mlp() const;
 };
 
 // The family's adaptable module names, in block order ("c_attn", "c_proj", "c_fc" for GPT-2;

@@ -91,7 +91,7 @@ int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit
   const std::vector<model::LoraModule>& modules = lora->unit_modules[unit];
   int64_t widest = 0;  // the dropped-out input, should the job set a dropout
   for (const model::LoraModule& m : modules) {
-    const bool mlp = m.path.find(".mlp.") != std::string::npos && ws.mlp_rows > 0;
+    const bool mlp = m.in_mlp() && ws.mlp_rows > 0;
     widest = std::max(widest, (mlp ? ws.mlp_rows : n) * m.in);
   }
   if (!modules.empty()) {

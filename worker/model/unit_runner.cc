@@ -121,7 +121,7 @@ LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdap
       // The MLP's modules see a chunk of rows at a time (unit_workspace.h), the others all N.
       uint64_t elements = 0;
       for (const UnitAdapter::Module& m : adapter.modules) {
-        const bool mlp = m.module.path.find(".mlp.") != std::string::npos && base.mlp_rows > 0;
+        const bool mlp = m.module.in_mlp() && base.mlp_rows > 0;
         const uint64_t rows = mlp ? static_cast<uint64_t>(base.mlp_rows) : n;
         elements = std::max(elements, rows * static_cast<uint64_t>(m.module.in));
       }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/model/layer_units.h"
+#include "common/model/model_config_parse.h"
 #include "gtest/gtest.h"
 #include "server/topology/analysis.h"
 #include "server/topology/hwloc_source.h"
@@ -52,6 +53,16 @@ inline LoadedFixture LoadFixture(const std::string& name) {
     f.facts = topology::Analyze(f.topology);
   }
   return f;
+}
+
+// A model of test/data/models (its config.json), described.
+inline model::ModelDescription LoadModelFile(const std::string& name) {
+  auto config = model::LoadModelConfig(testing::SourcePath("test/data/models/" + name));
+  EXPECT_TRUE(config.ok()) << config.status();
+  if (!config.ok()) return {};
+  auto m = model::DescribeModel(*config);
+  EXPECT_TRUE(m.ok()) << m.status();
+  return m.ok() ? *m : model::ModelDescription{};
 }
 
 }  // namespace mobius::planner

@@ -5,36 +5,17 @@
 
 #include <string>
 
-#include "common/model/model_config_parse.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "server/topology/hwloc_source.h"
-#include "test/testing/paths.h"
+#include "test/server/planner/test_models.h"
 
 namespace mobius::planner {
 namespace {
 
 using ::testing::HasSubstr;
 
-struct Fixture {
-  topology::Topology topology;
-  topology::TopologyFacts facts;
-};
-
-Fixture Rtx4090Box() {
-  auto loaded =
-      topology::MakeHwlocXmlFileSource(testing::TopologyFixture("rtx4090_2s_4sw_8gpu.xml"))->Load();
-  EXPECT_TRUE(loaded.ok()) << loaded.status();
-  return {loaded->topology, topology::Analyze(loaded->topology)};
-}
-
-model::ModelDescription Load(const std::string& name) {
-  auto config = model::LoadModelConfig(testing::SourcePath("test/data/models/" + name));
-  EXPECT_TRUE(config.ok()) << config.status();
-  auto m = model::DescribeModel(*config);
-  EXPECT_TRUE(m.ok()) << m.status();
-  return *m;
-}
+LoadedFixture Rtx4090Box() { return LoadFixture("rtx4090_2s_4sw_8gpu.xml"); }
+model::ModelDescription Load(const std::string& name) { return LoadModelFile(name); }
 
 JobShape Job(int64_t batch) {
   JobShape j;
@@ -46,7 +27,7 @@ JobShape Job(int64_t batch) {
 // Llama-3.1-8B full fine-tuning on 24 GB cards: 64K tokens plan (the unchunked head's logits
 // alone were 8 GiB at 16K), the longest is >= 64K, the next length is refused by a GPU's memory.
 TEST(LongestSequence, Llama8bFullFineTuningReaches64kOn24GbCards) {
-  const Fixture f = Rtx4090Box();
+  const LoadedFixture f = Rtx4090Box();
   const model::ModelDescription m = Load("llama-3.1-8b-instruct.json");
   PlanOptions o;
   o.compare = false;
@@ -77,7 +58,7 @@ TEST(LongestSequence, Llama8bFullFineTuningReaches64kOn24GbCards) {
 // Qwen3-32B: >= 32K tokens at a global batch of 4 (at 8, the host's 1 TB binds first: the
 // activation gradients of every microbatch at every backward boundary).
 TEST(LongestSequence, Qwen32bReaches32k) {
-  const Fixture f = Rtx4090Box();
+  const LoadedFixture f = Rtx4090Box();
   const model::ModelDescription m = Load("qwen3-32b.json");
   PlanOptions o;
   absl::StatusOr<LongestSequence> l = FindLongestSequence(m, f.topology, f.facts, Job(4), o);
@@ -92,7 +73,7 @@ TEST(LongestSequence, Qwen32bReaches32k) {
 // The model's context bounds the search (Mistral-7B: 32,768) and says so with no refusal; a
 // ceiling below it (max_seq) is taken as given; bad arguments are INVALID_ARGUMENT.
 TEST(LongestSequence, StopsAtTheContextAndRejectsBadArguments) {
-  const Fixture f = Rtx4090Box();
+  const LoadedFixture f = Rtx4090Box();
   const model::ModelDescription m = Load("mistral-7b-v0.1.json");
   PlanOptions o;
   absl::StatusOr<LongestSequence> l = FindLongestSequence(m, f.topology, f.facts, Job(8), o);
