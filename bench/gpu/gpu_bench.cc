@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "worker/kernels/cuda/adamw.cuh"
 #include "worker/kernels/cuda/attention.cuh"
 #include "worker/kernels/cuda/cross_entropy.cuh"
@@ -76,6 +77,14 @@ std::vector<Case> Cases(bool quick) {
   gemm(4096, 11008, 4096);             // 7B MLP up
   gemm(4096, 4096, 4096);              // 7B attention out
   if (!quick) gemm(8192, 50257, 768);  // GPT-2 LM head (odd N: unaligned rows)
+  // fp16 (training.precision fp16), with fp32 accumulation and with half_accumulate
+  // (CUBLAS_COMPUTE_16F: twice the fp32-accumulate tensor rate on GeForce GPUs; on datacenter
+  // GPUs the same rate), next to torch's fp16 matmul with and without allow_fp16_accumulation.
+  for (const char* op : {"gemm_fp16_nt", "gemm_fp16_nt_hacc"}) {
+    c.push_back({op, {{"m", 8192}, {"n", 3072}, {"k", 768}}});   // GPT-2 fc
+    c.push_back({op, {{"m", 8192}, {"n", 8192}, {"k", 2048}}});  // 1B MLP up
+    c.push_back({op, {{"m", 4096}, {"n", 4096}, {"k", 4096}}});  // 7B attention out
+  }
   auto attn = [&](int64_t b, int64_t t, int64_t h, int64_t kv, int64_t hd) {
     c.push_back({"attention_fwd", {{"b", b}, {"t", t}, {"h", h}, {"kv", kv}, {"hd", hd}}});
     c.push_back({"attention_fwd_bwd", {{"b", b}, {"t", t}, {"h", h}, {"kv", kv}, {"hd", hd}}});
@@ -112,22 +121,26 @@ class Arena {
     for (void* p : device_) cudaFree(p);
     for (void* p : host_) cudaFreeHost(p);
   }
-  // bytes of device memory filled with small random bf16 values (or fp32 when fp32 is set).
-  void* Device(size_t bytes, bool fp32 = false) {
+  // bytes of device memory filled with small random bf16 values (or fp32 when fp32 is set, fp16
+  // when f16 is).
+  void* Device(size_t bytes, bool fp32 = false, bool f16 = false) {
     void* p = nullptr;
     if (cudaMalloc(&p, bytes) != cudaSuccess) return nullptr;
     device_.push_back(p);
     // A 1 Mi-element random block, tiled: cheap to make, not all-zero (no data-dependent shortcut).
     const size_t block = size_t{1} << 20;
-    std::vector<uint16_t> b16(block);
+    std::vector<uint16_t> b16(block), h16(block);
     std::vector<float> b32(block);
     uint32_t x = 12345;
     for (size_t i = 0; i < block; ++i) {
       x = x * 1664525u + 1013904223u;
       b32[i] = (static_cast<float>(x >> 8) / 16777216.0f - 0.5f) * 2.0f;
       b16[i] = numeric::Fp32ToBf16(b32[i]);
+      h16[i] = numeric::Fp32ToF16(b32[i]);
     }
-    const void* src = fp32 ? static_cast<const void*>(b32.data()) : b16.data();
+    const void* src = fp32  ? static_cast<const void*>(b32.data())
+                      : f16 ? static_cast<const void*>(h16.data())
+                            : b16.data();
     const size_t src_bytes = block * (fp32 ? 4 : 2);
     for (size_t off = 0; off < bytes; off += src_bytes) {
       cudaMemcpy(static_cast<char*>(p) + off, src, std::min(src_bytes, bytes - off),
@@ -192,6 +205,7 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
                     Timing* t, Work* work) {
   Arena arena;
   namespace k = kernels::cuda;
+  constexpr k::HalfType kBf16 = k::HalfType::kBf16;  // the bf16 cases' storage
   const std::string op = c.op;
   if (op == "gemm_bf16_nt") {  // y [m, n] = x [m, k] W [n, k]^T, bf16 in and out, fp32 compute
     const int64_t m = c.Get("m"), n = c.Get("n"), kk = c.Get("k");
@@ -200,6 +214,19 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     g.a = arena.Device(m * kk * 2), g.lda = kk;
     g.b = arena.Device(n * kk * 2), g.ldb = kk;
     g.c = arena.Device(m * n * 2), g.ldc = n;
+    if (!g.a || !g.b || !g.c) return "out of device memory";
+    work->flops = 2.0 * m * n * kk;
+    return TimeIt([&] { return Status(gemm->Run(g, stream)); }, 20, stream, t);
+  }
+  if (op == "gemm_fp16_nt" || op == "gemm_fp16_nt_hacc") {  // as gemm_bf16_nt, fp16
+    const int64_t m = c.Get("m"), n = c.Get("n"), kk = c.Get("k");
+    k::GemmArgs g;
+    g.m = m, g.n = n, g.k = kk, g.trans_b = true;
+    g.a_type = g.b_type = g.c_type = k::GemmType::kF16;
+    g.half_accumulate = op == "gemm_fp16_nt_hacc";
+    g.a = arena.Device(m * kk * 2, false, true), g.lda = kk;
+    g.b = arena.Device(n * kk * 2, false, true), g.ldb = kk;
+    g.c = arena.Device(m * n * 2, false, true), g.ldc = n;
     if (!g.a || !g.b || !g.c) return "out of device memory";
     work->flops = 2.0 * m * n * kk;
     return TimeIt([&] { return Status(gemm->Run(g, stream)); }, 20, stream, t);
@@ -219,13 +246,14 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     const double fwd = 2.0 * 2.0 * s.b * s.heads * s.t * s.t * s.head_dim / 2.0;
     if (op == "attention_fwd") {
       work->flops = fwd;
-      return TimeIt([&] { return Status(k::attention_fwd(o, lse, q, kp, v, s, stream)); }, 3,
+      return TimeIt([&] { return Status(k::attention_fwd(kBf16, o, lse, q, kp, v, s, stream)); }, 3,
                     stream, t);
     }
     if (op == "attention_fwd_reference") {
       work->flops = fwd;
-      return TimeIt([&] { return Status(k::attention_fwd_reference(o, lse, q, kp, v, s, stream)); },
-                    2, stream, t);
+      return TimeIt(
+          [&] { return Status(k::attention_fwd_reference(kBf16, o, lse, q, kp, v, s, stream)); }, 2,
+          stream, t);
     }
     auto* dout = static_cast<uint16_t*>(arena.Device(nq));
     auto* dq = static_cast<uint16_t*>(arena.Device(nq));
@@ -235,9 +263,9 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     work->flops = fwd * 3.5;
     return TimeIt(
         [&] {
-          const std::string e = Status(k::attention_fwd(o, lse, q, kp, v, s, stream));
+          const std::string e = Status(k::attention_fwd(kBf16, o, lse, q, kp, v, s, stream));
           if (!e.empty()) return e;
-          return Status(k::attention_bwd(dq, dk, dv, dout, q, kp, v, o, lse, s, stream));
+          return Status(k::attention_bwd(kBf16, dq, dk, dv, dout, q, kp, v, o, lse, s, stream));
         },
         2, stream, t);
   }
@@ -253,11 +281,14 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     work->bytes = 2.0 * n * cc * 2;
     if (op == "layernorm_fwd") {
       return TimeIt(
-          [&] { return Status(k::layernorm_fwd(y, mean, rstd, x, w, b, n, cc, 1e-5f, stream)); },
+          [&] {
+            return Status(k::layernorm_fwd(kBf16, y, mean, rstd, x, w, b, n, cc, 1e-5f, stream));
+          },
           50, stream, t);
     }
-    return TimeIt([&] { return Status(k::rmsnorm_fwd(y, rstd, x, w, n, cc, 1e-5f, stream)); }, 50,
-                  stream, t);
+    return TimeIt(
+        [&] { return Status(k::rmsnorm_fwd(kBf16, y, rstd, x, w, n, cc, 1e-5f, stream)); }, 50,
+        stream, t);
   }
   if (op == "gelu_fwd" || op == "swiglu_fwd") {
     const int64_t n = c.Get("n");
@@ -267,10 +298,10 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     if (!a || !b || !y) return "out of device memory";
     if (op == "gelu_fwd") {
       work->bytes = 2.0 * n * 2;
-      return TimeIt([&] { return Status(k::gelu_fwd(y, a, n, stream)); }, 50, stream, t);
+      return TimeIt([&] { return Status(k::gelu_fwd(kBf16, y, a, n, stream)); }, 50, stream, t);
     }
     work->bytes = 3.0 * n * 2;
-    return TimeIt([&] { return Status(k::swiglu_fwd(y, a, b, n, stream)); }, 50, stream, t);
+    return TimeIt([&] { return Status(k::swiglu_fwd(kBf16, y, a, b, n, stream)); }, 50, stream, t);
   }
   if (op == "cross_entropy_fwd_bwd") {  // bf16 logits, gradient written in place
     const int64_t n = c.Get("n"), v = c.Get("v");
@@ -289,9 +320,9 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     return TimeIt(
         [&] {
           const std::string e =
-              Status(k::cross_entropy_fwd(losses, lse, mean, z, tg, n, v, nullptr, stream));
+              Status(k::cross_entropy_fwd(kBf16, losses, lse, mean, z, tg, n, v, nullptr, stream));
           if (!e.empty()) return e;
-          return Status(k::cross_entropy_bwd(z, z, lse, tg, n, v, 1.0f, stream));
+          return Status(k::cross_entropy_bwd(kBf16, z, z, lse, tg, n, v, 1.0f, stream));
         },
         5, stream, t);
   }
@@ -306,8 +337,8 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     BENCH_CUDA(cudaMemset(v, 0, n * 4));
     const auto s = k::MakeAdamWStepScalars(1e-4, 0.9, 0.999, 1e-8, 0.1, 10, 1.0f, true);
     work->bytes = n * (4.0 * 4 + 3 * 4 + 2);  // 4 fp32 reads, 3 fp32 writes, 1 bf16 write
-    return TimeIt([&] { return Status(k::adamw_step(s, p, m, v, g, out, n, stream)); }, 10, stream,
-                  t);
+    return TimeIt([&] { return Status(k::adamw_step(kBf16, s, p, m, v, g, out, n, stream)); }, 10,
+                  stream, t);
   }
   if (op == "copy_d2d") {
     const int64_t bytes = c.Get("bytes");

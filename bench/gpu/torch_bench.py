@@ -7,7 +7,13 @@ CASES.jsonl is `gpu_bench --list`. For each case: 3 warm-up calls, then 7 window
 timed with CUDA events; "ms" is the per-call median over the windows, ms_min/ms_max the spread. One
 JSON line per case, {"impl": "torch", "key": ..., "ms": ...} (an "error" field instead when the
 case cannot run). Eager PyTorch, no torch.compile: the baseline a user gets by default.
+
+The fp16 GEMM cases: gemm_fp16_nt is F.linear in fp16 with fp32 accumulation (no reduced-precision
+reductions), gemm_fp16_nt_hacc the same with torch.backends.cuda.matmul.allow_fp16_accumulation
+(PyTorch >= 2.7: cuBLAS accumulates in fp16, as our half_accumulate), set for that case only; an
+older torch reports the case as an error naming its version.
 """
+import contextlib
 import json
 import sys
 
@@ -15,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 ITERS = {  # calls per timed window, as gpu_bench.cc
-    "gemm_bf16_nt": 20, "attention_fwd": 3, "attention_fwd_reference": 3, "attention_fwd_bwd": 2,
+    "gemm_bf16_nt": 20, "gemm_fp16_nt": 20, "gemm_fp16_nt_hacc": 20, "attention_fwd": 3, "attention_fwd_reference": 3, "attention_fwd_bwd": 2,
     "layernorm_fwd": 50, "rmsnorm_fwd": 50, "gelu_fwd": 50, "swiglu_fwd": 50, "cross_entropy_fwd_bwd": 5,
     "adamw_step": 10, "copy_d2d": 10, "copy_h2d_pinned": 5, "copy_d2h_pinned": 5,
     "copy_duplex_pinned": 5,
@@ -44,10 +50,35 @@ def bf16(*shape):
     return (torch.rand(*shape, device="cuda") - 0.5).mul_(2).to(torch.bfloat16)
 
 
+def fp16(*shape):
+    return (torch.rand(*shape, device="cuda") - 0.5).mul_(2).to(torch.float16)
+
+
+@contextlib.contextmanager
+def fp16_accumulation(on):
+    """torch.backends.cuda.matmul.allow_fp16_accumulation = on for the block (torch >= 2.7)."""
+    matmul = torch.backends.cuda.matmul
+    if not on:
+        yield
+        return
+    if not hasattr(matmul, "allow_fp16_accumulation"):
+        raise RuntimeError(f"torch {torch.__version__} has no "
+                           "torch.backends.cuda.matmul.allow_fp16_accumulation (needs >= 2.7)")
+    before = matmul.allow_fp16_accumulation
+    matmul.allow_fp16_accumulation = True
+    try:
+        yield
+    finally:
+        matmul.allow_fp16_accumulation = before
+
+
 def make(op, p):
     """Returns the callable that does one call of the case."""
     if op == "gemm_bf16_nt":
         x, w = bf16(p["m"], p["k"]), bf16(p["n"], p["k"])
+        return lambda: F.linear(x, w)
+    if op in ("gemm_fp16_nt", "gemm_fp16_nt_hacc"):  # the accumulation: main's fp16_accumulation
+        x, w = fp16(p["m"], p["k"]), fp16(p["n"], p["k"])
         return lambda: F.linear(x, w)
     if op in ("attention_fwd", "attention_fwd_reference", "attention_fwd_bwd"):
         b, t, h, kv, hd = p["b"], p["t"], p["h"], p["kv"], p["hd"]
@@ -149,8 +180,10 @@ def main():
         sys.exit("usage: torch_bench.py CASES.jsonl")
     if not torch.cuda.is_available():
         sys.exit("torch_bench: torch sees no CUDA device")
-    # Same arithmetic as ours: fp32 accumulation, no reduced-precision split-K reductions, no TF32.
+    # Same arithmetic as ours: fp32 accumulation, no reduced-precision split-K reductions, no TF32
+    # (fp16 accumulation only where a case asks for it: gemm_fp16_nt_hacc).
     torch.backends.cuda.matmul.allow_bf16_reduced_precision_reduction = False
+    torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction = False
     torch.backends.cuda.matmul.allow_tf32 = False
     print(json.dumps({"impl": "torch", "torch": torch.__version__, "cuda": torch.version.cuda,
                       "device": torch.cuda.get_device_name(0)}), flush=True)
@@ -160,7 +193,8 @@ def main():
         rec = {"impl": "torch", "key": case["key"], "op": case["op"], "params": case["params"]}
         try:
             fn = make(case["op"], case["params"])
-            rec["ms"], rec["ms_min"], rec["ms_max"] = time_it(fn, ITERS[case["op"]])
+            with fp16_accumulation(case["op"].endswith("_hacc")):
+                rec["ms"], rec["ms_min"], rec["ms_max"] = time_it(fn, ITERS[case["op"]])
             if case["op"] in NOTES:
                 rec["note"] = NOTES[case["op"]]
         except Exception as e:  # one failing case must not lose the others

@@ -3,7 +3,7 @@
 // Tolerance: none. The kernel spells out every rounding with IEEE intrinsics and fuses exactly the
 // three multiply-adds that worker/optim's AVX2/AVX-512 kernels fuse (adamw_kernels.h,
 // AdamWElement<kFused = true>); the host reference below is that formula with std::fma, so master,
-// moments and the bf16 copy must be bitwise equal.
+// moments and the 16-bit copy (bf16 or fp16, one rounding of the master) must be bitwise equal.
 #include "worker/kernels/cuda/adamw.cuh"
 
 #include <cmath>
@@ -19,7 +19,7 @@ using gpu_test::DeviceArray;
 using gpu_test::RandomFloats;
 
 void ReferenceStep(const AdamWStepScalars& s, std::vector<float>& p, std::vector<float>& m,
-                   std::vector<float>& v, const std::vector<float>& grad,
+                   std::vector<float>& v, const std::vector<float>& grad, HalfType out_type,
                    std::vector<uint16_t>& out) {
   for (size_t i = 0; i < p.size(); ++i) {
     const float g = grad[i] * s.grad_scale;
@@ -31,7 +31,7 @@ void ReferenceStep(const AdamWStepScalars& s, std::vector<float>& p, std::vector
     v[i] = std::fma(sg, g, vb);
     const float denom = std::sqrt(v[i]) / s.bias_correction2_sqrt + s.eps;
     p[i] = std::fma(s.neg_step_size, m[i] / denom, pd);
-    out[i] = numeric::Fp32ToBf16(p[i]);
+    out[i] = gpu_test::ToHalf(out_type, p[i]);
   }
 }
 
@@ -49,7 +49,9 @@ TEST(AdamWCuda, TenStepsAreBitwiseTheCpuFormula) {
   MOBIUS_REQUIRE_GPU();
   const size_t n = 100003;
   for (bool decay : {true, false}) {
-    SCOPED_TRACE(decay ? "with weight decay" : "without weight decay");
+    // The fp16 copy with decay, the bf16 one without: both formats, both kinds of tensor.
+    const HalfType out_type = decay ? HalfType::kF16 : HalfType::kBf16;
+    SCOPED_TRACE(decay ? "with weight decay, fp16 copy" : "without weight decay, bf16 copy");
     auto p = RandomFloats(n, -1, 1, 1), m = RandomFloats(n, -1e-2f, 1e-2f, 2),
          v = RandomFloats(n, 0, 1e-4f, 3);
     std::vector<uint16_t> out(n);
@@ -61,14 +63,14 @@ TEST(AdamWCuda, TenStepsAreBitwiseTheCpuFormula) {
                 cudaSuccess);
       const AdamWStepScalars s =
           MakeAdamWStepScalars(1e-3, 0.9, 0.999, 1e-8, 0.1, step, 0.7f, decay);
-      MOBIUS_ASSERT_KERNEL_OK(adamw_step(s, d_p.get(), d_m.get(), d_v.get(), d_g.get(), d_out.get(),
-                                         static_cast<int64_t>(n), nullptr));
-      ReferenceStep(s, p, m, v, grad, out);
+      MOBIUS_ASSERT_KERNEL_OK(adamw_step(out_type, s, d_p.get(), d_m.get(), d_v.get(), d_g.get(),
+                                         d_out.get(), static_cast<int64_t>(n), nullptr));
+      ReferenceStep(s, p, m, v, grad, out_type, out);
     }
     ExpectBitwise(d_p.ToHost(), p, "master");
     ExpectBitwise(d_m.ToHost(), m, "m");
     ExpectBitwise(d_v.ToHost(), v, "v");
-    ExpectBitwise(d_out.ToHost(), out, "bf16 copy");
+    ExpectBitwise(d_out.ToHost(), out, "16-bit copy");
   }
 }
 

@@ -3,10 +3,12 @@
 // sliding window (also over more than one 64-row tile), head_dim 64 and 128 (the tiled tensor-core
 // forward), 36 (the reference kernels' scalar path) and 256, and T not a multiple of 32 or 64.
 //
-// Tolerances (relative to max|ref|): out, dq, dk, dv are bf16 computed in fp32 from the same bf16
-// inputs, so one output rounding plus a possible neighbour: kBf16Tol. The tiled forward also rounds
-// P to bf16 before P V (as FlashAttention does): 2^-9 relative per term, averaging out over the
-// keys, well inside the same tolerance. lse is fp32 (expf and fp32 sums over <= T terms): 1e-5.
+// Every shape runs in bf16 and in fp16. Tolerances (relative to max|ref|): out, dq, dk, dv are
+// 16-bit values computed in fp32 from the same 16-bit inputs, so one output rounding plus a
+// possible neighbour: HalfTol (two ulps: 8e-3 bf16, 2e-3 fp16). The tiled forward also rounds P to
+// the 16-bit type before P V (as FlashAttention does): 2^-9 (bf16) or 2^-12 (fp16) relative per
+// term, averaging out over the keys, well inside the same tolerance. lse is fp32 (expf and fp32
+// sums over <= T terms): 1e-5.
 #include "worker/kernels/cuda/attention.cuh"
 #include "worker/kernels/cuda/attention_cached.cuh"
 
@@ -21,15 +23,17 @@ namespace {
 
 using gpu_test::DeviceArray;
 using gpu_test::ExpectClose;
-using gpu_test::kBf16Tol;
-using gpu_test::RandomBf16;
+using gpu_test::HalfTol;
+using gpu_test::kHalfTypes;
+using gpu_test::RandomHalf;
 
 struct Grads {
   std::vector<float> out, lse, dq, dk, dv;
 };
 
-// out and the gradients (added to dq0/dk0/dv0) of causal GQA attention, in double.
-Grads Reference(const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
+// out and the gradients (added to dq0/dk0/dv0) of causal GQA attention, in double; the backward
+// reads out as the op returns it, rounded to ht.
+Grads Reference(HalfType ht, const AttentionShape& s, const std::vector<float>& q, const std::vector<float>& k,
                 const std::vector<float>& v, const std::vector<float>& dout,
                 const std::vector<float>& dq0, const std::vector<float>& dk0,
                 const std::vector<float>& dv0) {
@@ -65,10 +69,10 @@ Grads Reference(const AttentionShape& s, const std::vector<float>& q, const std:
           for (int64_t d = 0; d < hd; ++d) o[d] += p[j] * v[ki(b, j, kh) + d];
         }
         for (int64_t d = 0; d < hd; ++d) g.out[qi(b, t, h) + d] = static_cast<float>(o[d]);
-        // Backward of this query row. D = dO . O from the bf16 output the op is given.
+        // Backward of this query row. D = dO . O from the 16-bit output the op is given.
         double dsum = 0;
         for (int64_t d = 0; d < hd; ++d) {
-          dsum += dout[qi(b, t, h) + d] * double{gpu_test::RoundBf16(static_cast<float>(o[d]))};
+          dsum += dout[qi(b, t, h) + d] * double{gpu_test::RoundHalf(ht, static_cast<float>(o[d]))};
         }
         for (int64_t j = first; j <= t; ++j) {
           double dpj = 0;
@@ -90,51 +94,60 @@ Grads Reference(const AttentionShape& s, const std::vector<float>& q, const std:
   return g;
 }
 
-void CheckShape(const AttentionShape& s) {
-  SCOPED_TRACE(testing::Message() << "b=" << s.b << " t=" << s.t << " h=" << s.heads << " kv="
-                                  << s.kv_heads << " hd=" << s.head_dim << " window=" << s.window);
+void CheckShapeIn(HalfType ht, const AttentionShape& s) {
+  SCOPED_TRACE(testing::Message() << HalfTypeName(ht) << " b=" << s.b << " t=" << s.t
+                                  << " h=" << s.heads << " kv=" << s.kv_heads
+                                  << " hd=" << s.head_dim << " window=" << s.window);
+  const double tol = HalfTol(ht);
   const int64_t nq = s.b * s.t * s.heads * s.head_dim, nk = s.b * s.t * s.kv_heads * s.head_dim;
-  const auto q = RandomBf16(nq, 1.0f, 1), k = RandomBf16(nk, 1.0f, 2), v = RandomBf16(nk, 1.0f, 3);
-  const auto dout = RandomBf16(nq, 1.0f, 4);
-  const auto dq0 = RandomBf16(nq, 0.05f, 5), dk0 = RandomBf16(nk, 0.05f, 6),
-             dv0 = RandomBf16(nk, 0.05f, 7);
-  const Grads ref =
-      Reference(s, q.values, k.values, v.values, dout.values, dq0.values, dk0.values, dv0.values);
+  const auto q = RandomHalf(ht, nq, 1.0f, 1), k = RandomHalf(ht, nk, 1.0f, 2),
+             v = RandomHalf(ht, nk, 1.0f, 3);
+  const auto dout = RandomHalf(ht, nq, 1.0f, 4);
+  const auto dq0 = RandomHalf(ht, nq, 0.05f, 5), dk0 = RandomHalf(ht, nk, 0.05f, 6),
+             dv0 = RandomHalf(ht, nk, 0.05f, 7);
+  const Grads ref = Reference(ht, s, q.values, k.values, v.values, dout.values, dq0.values,
+                              dk0.values, dv0.values);
   DeviceArray<uint16_t> d_q(q.bits), d_k(k.bits), d_v(v.bits), d_out(nq), d_dout(dout.bits),
       d_dq(dq0.bits), d_dk(dk0.bits), d_dv(dv0.bits);
   DeviceArray<float> d_lse(s.b * s.heads * s.t);
   // The reference forward first, then attention_fwd (the tiled kernel where it applies), whose
   // out and lse the backward uses.
-  MOBIUS_ASSERT_KERNEL_OK(attention_fwd_reference(d_out.get(), d_lse.get(), d_q.get(), d_k.get(),
-                                                  d_v.get(), s, nullptr));
-  ExpectClose(d_out.ToHost(), ref.out, kBf16Tol, "attention out (reference)");
+  MOBIUS_ASSERT_KERNEL_OK(attention_fwd_reference(ht, d_out.get(), d_lse.get(), d_q.get(),
+                                                  d_k.get(), d_v.get(), s, nullptr));
+  ExpectClose(ht, d_out.ToHost(), ref.out, tol, "attention out (reference)");
   ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, "attention lse (reference)");
   const bool tiled = AttentionFlashFwdApplies(s, d_q.get(), d_k.get(), d_v.get());
   EXPECT_EQ(tiled, s.head_dim == 64 || s.head_dim == 128);
   MOBIUS_ASSERT_KERNEL_OK(
-      attention_fwd(d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr));
-  ExpectClose(d_out.ToHost(), ref.out, kBf16Tol, tiled ? "attention out (tiled)" : "attention out");
+      attention_fwd(ht, d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr));
+  ExpectClose(ht, d_out.ToHost(), ref.out, tol, tiled ? "attention out (tiled)" : "attention out");
   ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, tiled ? "attention lse (tiled)" : "attention lse");
-  MOBIUS_ASSERT_KERNEL_OK(attention_bwd(d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(), d_q.get(),
-                                        d_k.get(), d_v.get(), d_out.get(), d_lse.get(), s,
-                                        nullptr));
-  ExpectClose(d_dq.ToHost(), ref.dq, kBf16Tol, "attention dq");
-  ExpectClose(d_dk.ToHost(), ref.dk, kBf16Tol, "attention dk");
-  ExpectClose(d_dv.ToHost(), ref.dv, kBf16Tol, "attention dv");
+  MOBIUS_ASSERT_KERNEL_OK(attention_bwd(ht, d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(),
+                                        d_q.get(), d_k.get(), d_v.get(), d_out.get(), d_lse.get(),
+                                        s, nullptr));
+  ExpectClose(ht, d_dq.ToHost(), ref.dq, tol, "attention dq");
+  ExpectClose(ht, d_dk.ToHost(), ref.dk, tol, "attention dk");
+  ExpectClose(ht, d_dv.ToHost(), ref.dv, tol, "attention dv");
+}
+
+void CheckShape(const AttentionShape& s) {
+  for (HalfType ht : kHalfTypes) CheckShapeIn(ht, s);
 }
 
 // attention_cached.cuh: the keys and values in caches of a larger capacity (rows past the sequence
 // NaN: never read), the queries as a prefill of the first half, then one position at a time; out
-// and lse of every row against the same reference (kBf16Tol, 1e-5).
-void CheckCachedShape(const AttentionShape& s) {
-  SCOPED_TRACE(testing::Message() << "cached b=" << s.b << " t=" << s.t << " h=" << s.heads
-                                  << " kv=" << s.kv_heads << " hd=" << s.head_dim
-                                  << " window=" << s.window);
+// and lse of every row against the same reference (HalfTol, 1e-5), in bf16 and in fp16.
+void CheckCachedShapeIn(HalfType ht, const AttentionShape& s) {
+  SCOPED_TRACE(testing::Message() << HalfTypeName(ht) << " cached b=" << s.b << " t=" << s.t
+                                  << " h=" << s.heads << " kv=" << s.kv_heads
+                                  << " hd=" << s.head_dim << " window=" << s.window);
   const int64_t hd = s.head_dim, qrow = s.heads * hd, krow = s.kv_heads * hd;
   const int64_t capacity = s.t + 3, nq = s.b * s.t * qrow, nk = s.b * s.t * krow;
-  const auto q = RandomBf16(nq, 1.0f, 11), k = RandomBf16(nk, 1.0f, 12), v = RandomBf16(nk, 1.0f, 13);
+  const auto q = RandomHalf(ht, nq, 1.0f, 11), k = RandomHalf(ht, nk, 1.0f, 12),
+             v = RandomHalf(ht, nk, 1.0f, 13);
   const std::vector<float> none(nq, 0.0f), none_k(nk, 0.0f);
-  const Grads ref = Reference(s, q.values, k.values, v.values, none, none, none_k, none_k);
+  const Grads ref = Reference(ht, s, q.values, k.values, v.values, none, none, none_k, none_k);
+  // 0x7fc0: a NaN in both formats.
   std::vector<uint16_t> kc(s.b * capacity * krow, 0x7fc0), vc(kc.size(), 0x7fc0);
   for (int64_t b = 0; b < s.b; ++b) {
     std::copy_n(k.bits.begin() + b * s.t * krow, s.t * krow, kc.begin() + b * capacity * krow);
@@ -152,13 +165,14 @@ void CheckCachedShape(const AttentionShape& s) {
     }
     DeviceArray<uint16_t> d_q(qs), d_out(qs.size());
     DeviceArray<float> d_lse(s.b * s.heads * n);
-    MOBIUS_ASSERT_KERNEL_OK(attention_cached_fwd(d_out.get(), d_lse.get(), d_q.get(), d_k.get(),
-                                                 d_v.get(), step, start, capacity, nullptr));
+    MOBIUS_ASSERT_KERNEL_OK(attention_cached_fwd(ht, d_out.get(), d_lse.get(), d_q.get(),
+                                                 d_k.get(), d_v.get(), step, start, capacity,
+                                                 nullptr));
     const std::vector<uint16_t> o = d_out.ToHost();
     const std::vector<float> l = d_lse.ToHost();
     for (int64_t b = 0; b < s.b; ++b) {
       for (int64_t i = 0; i < n * qrow; ++i) {
-        out[(b * s.t + start) * qrow + i] = numeric::Bf16ToFp32(o[b * n * qrow + i]);
+        out[(b * s.t + start) * qrow + i] = gpu_test::FromHalf(ht, o[b * n * qrow + i]);
       }
       for (int64_t h = 0; h < s.heads; ++h) {
         std::copy_n(l.begin() + (b * s.heads + h) * n, n,
@@ -167,8 +181,12 @@ void CheckCachedShape(const AttentionShape& s) {
     }
     start += n;
   }
-  ExpectClose(out, ref.out, kBf16Tol, "cached attention out");
+  ExpectClose(out, ref.out, HalfTol(ht), "cached attention out");
   ExpectClose(lse, ref.lse, 1e-5, "cached attention lse");
+}
+
+void CheckCachedShape(const AttentionShape& s) {
+  for (HalfType ht : kHalfTypes) CheckCachedShapeIn(ht, s);
 }
 
 TEST(AttentionCuda, CachedForwardMatchesReference) {
@@ -178,7 +196,7 @@ TEST(AttentionCuda, CachedForwardMatchesReference) {
 }
 
 TEST(AttentionCuda, CachedForwardRefusesAPositionPastTheCapacity) {
-  EXPECT_EQ(attention_cached_fwd(nullptr, nullptr, nullptr, nullptr, nullptr,
+  EXPECT_EQ(attention_cached_fwd(HalfType::kBf16, nullptr, nullptr, nullptr, nullptr, nullptr,
                                  {.b = 1, .t = 2, .heads = 2, .kv_heads = 1, .head_dim = 8}, 3, 4,
                                  nullptr)
                 .code(),

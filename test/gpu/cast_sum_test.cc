@@ -1,10 +1,12 @@
-// fp32 <-> bf16 casts and the sum of squares (worker/kernels/cuda/cast.cuh, sum_squares.cuh)
-// against plain C++ references (label `gpu`).
+// fp32 <-> bf16 <-> fp16 casts and the sum of squares (worker/kernels/cuda/cast.cuh,
+// sum_squares.cuh) against plain C++ references (label `gpu`).
 //
-// Tolerances: the casts are bitwise (one rounding to nearest even, NaN kept quiet, as
-// common/numeric/bf16.h); the sum of squares accumulates in double in another order (and with
-// atomics across blocks): relative 1e-12.
+// Tolerances: the casts are bitwise (one rounding to nearest even, NaN kept quiet, fp16 overflow
+// to infinity and subnormals, as common/numeric/bf16.h and f16.h); the sum of squares accumulates
+// in double in another order (and with atomics across blocks): relative 1e-12.
+#include <algorithm>
 #include <cmath>
+#include <iterator>
 #include <limits>
 #include <vector>
 
@@ -16,7 +18,9 @@ namespace mobius::kernels::cuda {
 namespace {
 
 using gpu_test::DeviceArray;
+using gpu_test::FromHalf;
 using gpu_test::RandomFloats;
+using gpu_test::ToHalf;
 
 constexpr int64_t kN = 300007;
 
@@ -35,13 +39,72 @@ TEST(CastCuda, RoundTripIsBitwiseTheHostRounding) {
   }
   DeviceArray<float> d_x(x), d_back(kN);
   DeviceArray<uint16_t> d_h(kN);
-  MOBIUS_ASSERT_KERNEL_OK(cast_fp32_to_bf16(d_h.get(), d_x.get(), kN, nullptr));
+  MOBIUS_ASSERT_KERNEL_OK(cast_fp32_to_half(HalfType::kBf16, d_h.get(), d_x.get(), kN, nullptr));
   EXPECT_EQ(d_h.ToHost(), want);
-  MOBIUS_ASSERT_KERNEL_OK(cast_bf16_to_fp32(d_back.get(), d_h.get(), kN, nullptr));
+  MOBIUS_ASSERT_KERNEL_OK(cast_half_to_fp32(HalfType::kBf16, d_back.get(), d_h.get(), kN, nullptr));
   const std::vector<float> got = d_back.ToHost();
   for (int64_t i = 1; i < kN; ++i) ASSERT_EQ(got[i], back[i]) << i;
   EXPECT_TRUE(std::isnan(got[0]));
-  MOBIUS_ASSERT_KERNEL_OK(cast_fp32_to_bf16(d_h.get(), d_x.get(), 0, nullptr));  // n = 0: no-op
+  // n = 0: no-op.
+  MOBIUS_ASSERT_KERNEL_OK(cast_fp32_to_half(HalfType::kBf16, d_h.get(), d_x.get(), 0, nullptr));
+}
+
+// fp16: values over the whole range (subnormals below 2^-14, overflow from 65520), the special
+// values, a tie; the bits of numeric::Fp32ToF16 (NaN payload included), and back exactly.
+TEST(CastCuda, Fp16RoundTripIsBitwiseTheHostRounding) {
+  MOBIUS_REQUIRE_GPU();
+  std::vector<float> x = RandomFloats(kN, -1.0f, 1.0f, 4);
+  for (int64_t i = 0; i < kN; ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i % 45) - 28);
+  const float specials[] = {std::numeric_limits<float>::quiet_NaN(),
+                            -std::numeric_limits<float>::quiet_NaN(),
+                            std::numeric_limits<float>::infinity(),
+                            -0.0f,
+                            65504.0f,
+                            65519.99f,               // rounds down to 65504
+                            65520.0f,                // the tie: rounds to even, +inf
+                            -1e6f,                   // -inf
+                            1.00048828125f,          // 1 + 2^-11: half-way, rounds to even (1)
+                            std::ldexp(1.0f, -25),   // half the smallest subnormal: 0
+                            std::ldexp(3.0f, -26)};  // 0.75 of it: rounds up to 2^-24
+  std::copy(std::begin(specials), std::end(specials), x.begin());
+  std::vector<uint16_t> want(kN);
+  std::vector<float> back(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    want[i] = numeric::Fp32ToF16(x[i]);
+    back[i] = numeric::F16ToFp32(want[i]);
+  }
+  EXPECT_EQ(want[6], 0x7c00);
+  EXPECT_EQ(want[9], 0x0000);
+  EXPECT_EQ(want[10], 0x0001);
+  DeviceArray<float> d_x(x), d_back(kN);
+  DeviceArray<uint16_t> d_h(kN);
+  MOBIUS_ASSERT_KERNEL_OK(cast_fp32_to_half(HalfType::kF16, d_h.get(), d_x.get(), kN, nullptr));
+  EXPECT_EQ(d_h.ToHost(), want);
+  MOBIUS_ASSERT_KERNEL_OK(cast_half_to_fp32(HalfType::kF16, d_back.get(), d_h.get(), kN, nullptr));
+  const std::vector<float> got = d_back.ToHost();
+  for (int64_t i = 2; i < kN; ++i) ASSERT_EQ(got[i], back[i]) << i;
+  EXPECT_TRUE(std::isnan(got[0]) && std::isnan(got[1]));
+}
+
+// bf16 <-> fp16 through fp32: one rounding each way, bitwise the host's.
+TEST(CastCuda, Bf16AndFp16ConvertThroughFp32) {
+  MOBIUS_REQUIRE_GPU();
+  std::vector<float> x = RandomFloats(kN, -1.0f, 1.0f, 5);
+  for (int64_t i = 0; i < kN; ++i) x[i] *= std::ldexp(1.0f, static_cast<int>(i % 40) - 26);
+  std::vector<uint16_t> bf(kN), f16(kN), bf_to_f16(kN), f16_to_bf(kN);
+  for (int64_t i = 0; i < kN; ++i) {
+    bf[i] = ToHalf(HalfType::kBf16, x[i]);
+    f16[i] = ToHalf(HalfType::kF16, x[i]);
+    bf_to_f16[i] = ToHalf(HalfType::kF16, FromHalf(HalfType::kBf16, bf[i]));
+    f16_to_bf[i] = ToHalf(HalfType::kBf16, FromHalf(HalfType::kF16, f16[i]));
+  }
+  DeviceArray<uint16_t> d_bf(bf), d_f16(f16), d_out1(kN), d_out2(kN);
+  MOBIUS_ASSERT_KERNEL_OK(
+      cast_half_to_half(HalfType::kF16, HalfType::kBf16, d_out1.get(), d_bf.get(), kN, nullptr));
+  MOBIUS_ASSERT_KERNEL_OK(
+      cast_half_to_half(HalfType::kBf16, HalfType::kF16, d_out2.get(), d_f16.get(), kN, nullptr));
+  EXPECT_EQ(d_out1.ToHost(), bf_to_f16);
+  EXPECT_EQ(d_out2.ToHost(), f16_to_bf);
 }
 
 TEST(SumSquaresCuda, AccumulatesInDouble) {

@@ -2,7 +2,8 @@
 //
 // Tolerances (relative to max|ref|): losses, lse and the mean are fp32 log-sum-exps over V terms
 // (fp32 partial sums vs the double reference: ~1e-6 relative): 1e-5. dlogits in fp32: one expf
-// (a few ulps) times the scale: 1e-5; in bf16: kBf16Tol (one rounding).
+// (a few ulps) times the scale: 1e-5; in bf16 or fp16: HalfTol (one rounding, two ulps of the
+// format; fp16's small gradients are subnormal, 2^-24 absolute, far below that).
 #include "worker/kernels/cuda/cross_entropy.cuh"
 
 #include <algorithm>
@@ -16,8 +17,9 @@ namespace {
 
 using gpu_test::DeviceArray;
 using gpu_test::ExpectClose;
-using gpu_test::kBf16Tol;
-using gpu_test::RandomBf16;
+using gpu_test::HalfTol;
+using gpu_test::kHalfTypes;
+using gpu_test::RandomHalf;
 
 struct Reference {
   std::vector<float> losses, lse, dlogits;
@@ -58,29 +60,30 @@ std::vector<int32_t> Targets(int64_t n, int64_t v) {
   return t;
 }
 
-TEST(CrossEntropyCuda, Bf16LogitsMatchReference) {
+TEST(CrossEntropyCuda, HalfLogitsMatchReference) {
   MOBIUS_REQUIRE_GPU();
+  for (HalfType ht : kHalfTypes)
   for (const auto [n, v] : {std::pair<int64_t, int64_t>{37, 1000}, {6, 50257}}) {
-    SCOPED_TRACE(testing::Message() << "n=" << n << " v=" << v);
-    const auto z = RandomBf16(n * v, 8.0f, 1);
+    SCOPED_TRACE(testing::Message() << HalfTypeName(ht) << " n=" << n << " v=" << v);
+    const auto z = RandomHalf(ht, n * v, 8.0f, 1);
     const auto targets = Targets(n, v);
     const float dloss = 0.75f;
     const Reference ref = Compute(z.values, targets, n, v, dloss);
     DeviceArray<uint16_t> d_z(z.bits), d_dz(n * v);
     DeviceArray<int32_t> d_t(targets);
     DeviceArray<float> d_losses(n), d_lse(n), d_mean(1);
-    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(d_losses.get(), d_lse.get(), d_mean.get(), d_z.get(),
-                                              d_t.get(), n, v, nullptr, nullptr));
+    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(ht, d_losses.get(), d_lse.get(), d_mean.get(),
+                                              d_z.get(), d_t.get(), n, v, nullptr, nullptr));
     ExpectClose(d_losses.ToHost(), ref.losses, 1e-5, "losses");
     ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, "lse");
     ExpectClose(d_mean.ToHost(), {ref.mean}, 1e-5, "mean loss");
-    MOBIUS_ASSERT_KERNEL_OK(
-        cross_entropy_bwd(d_dz.get(), d_z.get(), d_lse.get(), d_t.get(), n, v, dloss, nullptr));
+    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_bwd(ht, d_dz.get(), d_z.get(), d_lse.get(), d_t.get(), n,
+                                              v, dloss, nullptr));
     const auto dz = d_dz.ToHost();
-    ExpectClose(dz, ref.dlogits, kBf16Tol, "dlogits (bf16)");
+    ExpectClose(ht, dz, ref.dlogits, HalfTol(ht), "dlogits");
     // In place: the same bits.
-    MOBIUS_ASSERT_KERNEL_OK(
-        cross_entropy_bwd(d_z.get(), d_z.get(), d_lse.get(), d_t.get(), n, v, dloss, nullptr));
+    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_bwd(ht, d_z.get(), d_z.get(), d_lse.get(), d_t.get(), n,
+                                              v, dloss, nullptr));
     EXPECT_EQ(d_z.ToHost(), dz);
   }
 }
@@ -149,27 +152,32 @@ TEST(CrossEntropyCuda, ChunksOfRowsAreBitwiseTheWholeMicrobatch) {
 TEST(CrossEntropyCuda, AllIgnoredGivesZeroAndInvalidTargetsAreCounted) {
   MOBIUS_REQUIRE_GPU();
   const int64_t n = 5, v = 100;
-  const auto z = RandomBf16(n * v, 4.0f, 3);
-  std::vector<int32_t> targets(n, kIgnoreIndex);
-  DeviceArray<uint16_t> d_z(z.bits), d_dz(n * v, 0x3f80);
-  DeviceArray<int32_t> d_t(targets), d_invalid(1, 0);
-  DeviceArray<float> d_losses(n, 1.0f), d_lse(n, 1.0f), d_mean(1, 1.0f);
-  MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(d_losses.get(), d_lse.get(), d_mean.get(), d_z.get(),
-                                            d_t.get(), n, v, d_invalid.get(), nullptr));
-  EXPECT_EQ(d_mean.ToHost()[0], 0.0f);
-  EXPECT_EQ(d_losses.ToHost(), std::vector<float>(n, 0.0f));
-  EXPECT_EQ(d_invalid.ToHost()[0], 0);
-  MOBIUS_ASSERT_KERNEL_OK(
-      cross_entropy_bwd(d_dz.get(), d_z.get(), d_lse.get(), d_t.get(), n, v, 1.0f, nullptr));
-  EXPECT_EQ(d_dz.ToHost(), std::vector<uint16_t>(n * v, 0));
+  for (HalfType ht : kHalfTypes) {
+    SCOPED_TRACE(HalfTypeName(ht));
+    const auto z = RandomHalf(ht, n * v, 4.0f, 3);
+    std::vector<int32_t> targets(n, kIgnoreIndex);
+    DeviceArray<uint16_t> d_z(z.bits), d_dz(n * v, 0x3f80);
+    DeviceArray<int32_t> d_t(targets), d_invalid(1, 0);
+    DeviceArray<float> d_losses(n, 1.0f), d_lse(n, 1.0f), d_mean(1, 1.0f);
+    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(ht, d_losses.get(), d_lse.get(), d_mean.get(),
+                                              d_z.get(), d_t.get(), n, v, d_invalid.get(),
+                                              nullptr));
+    EXPECT_EQ(d_mean.ToHost()[0], 0.0f);
+    EXPECT_EQ(d_losses.ToHost(), std::vector<float>(n, 0.0f));
+    EXPECT_EQ(d_invalid.ToHost()[0], 0);
+    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_bwd(ht, d_dz.get(), d_z.get(), d_lse.get(), d_t.get(), n,
+                                              v, 1.0f, nullptr));
+    EXPECT_EQ(d_dz.ToHost(), std::vector<uint16_t>(n * v, 0));
 
-  targets = {1, v, -1, kIgnoreIndex, 2};  // two invalid ids: skipped and counted
-  DeviceArray<int32_t> d_t2(targets);
-  MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(d_losses.get(), d_lse.get(), d_mean.get(), d_z.get(),
-                                            d_t2.get(), n, v, d_invalid.get(), nullptr));
-  EXPECT_EQ(d_invalid.ToHost()[0], 2);
-  const Reference ref = Compute(z.values, targets, n, v, 1.0f);
-  ExpectClose(d_mean.ToHost(), {ref.mean}, 1e-5, "mean over the valid rows");
+    targets = {1, v, -1, kIgnoreIndex, 2};  // two invalid ids: skipped and counted
+    DeviceArray<int32_t> d_t2(targets);
+    MOBIUS_ASSERT_KERNEL_OK(cross_entropy_fwd(ht, d_losses.get(), d_lse.get(), d_mean.get(),
+                                              d_z.get(), d_t2.get(), n, v, d_invalid.get(),
+                                              nullptr));
+    EXPECT_EQ(d_invalid.ToHost()[0], 2);
+    const Reference ref = Compute(z.values, targets, n, v, 1.0f);
+    ExpectClose(d_mean.ToHost(), {ref.mean}, 1e-5, "mean over the valid rows");
+  }
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // CudaBackend against CpuBackend (the oracle) through the Backend interface: every op on the same
-// seeded random inputs on both, outputs compared with the per-op tolerances of docs/gpu.md (rule:
-// worst |cuda - cpu| <= tol * max|cpu|; 0 = bitwise); plus the backend contract on a GPU: the
+// seeded random inputs on both, in bf16 and in fp16 (the ops' dtype fields), outputs compared with
+// the per-op tolerances of docs/gpu.md (rule: worst |cuda - cpu| <= tol * max|cpu|; 0 = bitwise;
+// a 16-bit output's tolerance is two ulps of its format, HalfTol: 8e-3 bf16, 2e-3 fp16); plus the backend contract on a GPU: the
 // memory cap and arena reuse, chunked copies, events ordering two queues, pinned registration,
 // data errors reported once by Synchronize, argument errors at enqueue. Label `gpu`: skipped
 // without a device. Full tree only (CpuBackend and CudaBackend need Abseil).
+#include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -22,10 +25,20 @@ namespace mobius::backend {
 namespace {
 
 using gpu_test::ExpectClose;
-using gpu_test::kBf16Tol;
+using kernels::cuda::HalfType;
 
 std::vector<uint16_t> Bf16Bits(size_t n, float scale, uint32_t seed) {
   return gpu_test::RandomBf16(n, scale, seed).bits;
+}
+
+// Helpers for the two 16-bit formats every op runs in.
+HalfType Ht(DType dt) { return dt == DType::kF16 ? HalfType::kF16 : HalfType::kBf16; }
+double Tol(DType dt) { return gpu_test::HalfTol(Ht(dt)); }
+std::vector<uint16_t> HalfBits(DType dt, size_t n, float scale, uint32_t seed) {
+  return gpu_test::RandomHalf(Ht(dt), n, scale, seed).bits;
+}
+std::string Name(const std::string& op, DType dt) {
+  return op + " " + std::string(DTypeName(dt));
 }
 
 // One backend with its queue and the buffers of one test.
@@ -69,6 +82,9 @@ class Side {
     return out;
   }
   std::vector<float> GetBf16(const void* p, size_t n) { return gpu_test::ToFloat(Get<uint16_t>(p, n)); }
+  std::vector<float> GetHalf(DType dt, const void* p, size_t n) {
+    return gpu_test::ToFloat(Ht(dt), Get<uint16_t>(p, n));
+  }
   absl::Status Sync() { return b_->Synchronize(*q_); }
 
  private:
@@ -78,6 +94,22 @@ class Side {
 };
 
 using Outputs = std::vector<std::vector<float>>;
+
+// Whether the oracle rounds to fp16: the CPU backend's fp16 support is written alongside these
+// fp16 cases. Until its Cast gives fp16's 1.0 (0x3c00), the fp16 cases are skipped (reported)
+// rather than compared with bf16 arithmetic, or with an fp32 C written into a 16-bit buffer.
+bool OracleHasFp16(Backend* cpu) {
+  Side s(cpu);
+  uint16_t* h = s.Zeros<uint16_t>(1);
+  const float* one = s.Put(std::vector<float>{1.0f});
+  if (!s.b().Cast(s.q(), {.n = 1, .src_type = DType::kFp32, .dst_type = DType::kF16, .src = one,
+                          .dst = h}).ok() ||
+      !s.Sync().ok()) {
+    return false;
+  }
+  return s.Get<uint16_t>(h, 1)[0] == 0x3c00;
+}
+constexpr char kNoOracleFp16[] = "the CPU backend has no fp16 yet (its Cast to fp16 is not fp16)";
 
 void Compare(const std::string& op, const Outputs& cpu, const Outputs& cuda,
              const std::vector<double>& tol) {
@@ -100,6 +132,7 @@ class CudaBackendTest : public ::testing::Test {
     auto cpu = CpuBackend::Create({.op_threads = 4});
     ASSERT_TRUE(cpu.ok()) << cpu.status();
     cpu_ = *std::move(cpu);
+    oracle_fp16_ = OracleHasFp16(cpu_.get());
     if (self_check_) {
       auto other = CpuBackend::Create(
           {.backend = {.capacity_bytes = uint64_t{1} << 30}, .op_threads = 2});
@@ -112,6 +145,13 @@ class CudaBackendTest : public ::testing::Test {
     cuda_ = *std::move(cuda);
   }
   bool self_check_ = false;
+  bool oracle_fp16_ = false;
+  // The 16-bit formats to run the ops in: bf16, and fp16 once the oracle has it.
+  std::vector<DType> HalfDTypes() const {
+    if (!oracle_fp16_) std::printf("  fp16 cases skipped: %s\n", kNoOracleFp16);
+    return oracle_fp16_ ? std::vector<DType>{DType::kBf16, DType::kF16}
+                        : std::vector<DType>{DType::kBf16};
+  }
   // Runs `op` on both backends and compares what it returns.
   template <typename F>
   void Both(const std::string& name, F op, const std::vector<double>& tol) {
@@ -136,94 +176,158 @@ TEST_F(CudaBackendTest, NameAndCapacity) {
   EXPECT_EQ(cuda_->capacity_bytes(), uint64_t{1} << 30);
 }
 
-TEST_F(CudaBackendTest, GemmBf16AndFp32) {
+TEST_F(CudaBackendTest, GemmHalfAndFp32) {
   const int64_t m = 96, n = 80, k = 200;
-  const auto a = Bf16Bits(m * k, 1.0f, 1), b = Bf16Bits(n * k, 1.0f, 2);
-  Both("gemm", [&](Side& s) -> Outputs {
-    float* c32 = s.Zeros<float>(m * n);
-    uint16_t* c16 = s.Zeros<uint16_t>(m * n);
-    GemmParams p{.m = m, .n = n, .k = k, .trans_b = true, .a_type = DType::kBf16, .a = s.Put(a),
-                 .lda = k, .b_type = DType::kBf16, .b = s.Put(b), .ldb = k,
-                 .c_type = DType::kFp32, .c = c32, .ldc = n};
-    EXPECT_OK(s.b().Gemm(s.q(), p));
-    p.c_type = DType::kBf16;
-    p.c = c16;
-    EXPECT_OK(s.b().Gemm(s.q(), p));
-    EXPECT_OK(s.Sync());
-    return {s.Get<float>(c32, m * n), s.GetBf16(c16, m * n)};
-  }, {1e-4, kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    const auto a = HalfBits(dt, m * k, 1.0f, 1), b = HalfBits(dt, n * k, 1.0f, 2);
+    Both(Name("gemm", dt), [&](Side& s) -> Outputs {
+      float* c32 = s.Zeros<float>(m * n);
+      uint16_t* c16 = s.Zeros<uint16_t>(m * n);
+      GemmParams p{.m = m, .n = n, .k = k, .trans_b = true, .a_type = dt, .a = s.Put(a),
+                   .lda = k, .b_type = dt, .b = s.Put(b), .ldb = k,
+                   .c_type = DType::kFp32, .c = c32, .ldc = n};
+      EXPECT_OK(s.b().Gemm(s.q(), p));
+      p.c_type = dt;
+      p.c = c16;
+      EXPECT_OK(s.b().Gemm(s.q(), p));
+      EXPECT_OK(s.Sync());
+      return {s.Get<float>(c32, m * n), s.GetHalf(dt, c16, m * n)};
+    }, {1e-4, Tol(dt)});
+  }
 }
 
-// The runtime's backward multiplies fp32 activation gradients with bf16 operands; CUDA rounds the
-// fp32 operand to bf16 first (cuda_ops.cc), so the tolerance is the bf16 rounding of one operand
-// summed over K terms of random sign: 8e-3 of max|C| is ample.
-TEST_F(CudaBackendTest, GemmMixedFp32TimesBf16) {
+// fp16 with half_accumulate: CUDA sums in fp16 (CUBLAS_COMPUTE_16F), the CPU backend in fp32 with
+// one rounding (gemm_params.h). K = 1024 products of values in [-1, 1]: the fp16 accumulation's
+// error stays under (2 + sqrt(K)) 2^-11 = 1.7e-2 of max|C| (the bound and its derivation:
+// test/gpu/gemm_test.cc), beta 1 adds C's own rounding.
+TEST_F(CudaBackendTest, GemmFp16HalfAccumulate) {
+  if (!oracle_fp16_) GTEST_SKIP() << kNoOracleFp16;
+  const int64_t m = 64, n = 96, k = 1024;
+  const auto a = HalfBits(DType::kF16, m * k, 1.0f, 60), b = HalfBits(DType::kF16, n * k, 1.0f, 61);
+  const auto c0 = HalfBits(DType::kF16, m * n, 1.0f, 62);
+  Both("gemm fp16 half_accumulate", [&](Side& s) -> Outputs {
+    uint16_t* c = s.Put(c0);
+    EXPECT_OK(s.b().Gemm(s.q(), {.m = m, .n = n, .k = k, .trans_b = true, .alpha = 0.5f,
+                                 .beta = 1.0f, .a_type = DType::kF16, .a = s.Put(a), .lda = k,
+                                 .b_type = DType::kF16, .b = s.Put(b), .ldb = k,
+                                 .c_type = DType::kF16, .c = c, .ldc = n,
+                                 .half_accumulate = true}));
+    EXPECT_OK(s.Sync());
+    return {s.GetHalf(DType::kF16, c, m * n)};
+  }, {(2.0 + 32.0) * std::ldexp(1.0, -11)});
+}
+
+// The runtime's backward multiplies fp32 activation gradients with 16-bit operands; CUDA rounds the
+// fp32 operand to the other operand's type first (cuda_ops.cc), so the tolerance is that rounding
+// of one operand summed over K terms of random sign: two ulps of the format (8e-3 bf16, 2e-3 fp16)
+// of max|C| is ample.
+TEST_F(CudaBackendTest, GemmMixedFp32TimesHalf) {
   const int64_t m = 64, n = 96, k = 130;
   const auto dy = gpu_test::RandomFloats(m * k, -1, 1, 30);
-  const auto w = Bf16Bits(k * n, 1.0f, 31);
-  Both("gemm mixed", [&](Side& s) -> Outputs {
-    float* c1 = s.Zeros<float>(m * n);
-    float* c2 = s.Zeros<float>(m * n);
-    // dx = dy * W (fp32 x bf16), then dW^T-like: W^T-shaped (bf16 x fp32) with beta = 1.
-    EXPECT_OK(s.b().Gemm(s.q(), {.m = m, .n = n, .k = k, .a_type = DType::kFp32,
-                                 .a = s.Put(dy), .lda = k, .b_type = DType::kBf16,
-                                 .b = s.Put(w), .ldb = n, .c_type = DType::kFp32, .c = c1,
-                                 .ldc = n}));
-    EXPECT_OK(s.b().Gemm(s.q(), {.m = n, .n = m, .k = k, .trans_a = true, .trans_b = true,
-                                 .beta = 1.0f, .a_type = DType::kBf16, .a = s.Put(w), .lda = n,
-                                 .b_type = DType::kFp32, .b = s.Put(dy), .ldb = k,
-                                 .c_type = DType::kFp32, .c = c2, .ldc = m}));
-    EXPECT_OK(s.Sync());
-    return {s.Get<float>(c1, m * n), s.Get<float>(c2, m * n)};
-  }, {kBf16Tol, kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    const auto w = HalfBits(dt, k * n, 1.0f, 31);
+    Both(Name("gemm mixed", dt), [&](Side& s) -> Outputs {
+      float* c1 = s.Zeros<float>(m * n);
+      float* c2 = s.Zeros<float>(m * n);
+      // dx = dy * W (fp32 x 16-bit), then dW^T-like: W^T-shaped (16-bit x fp32) with beta = 1.
+      EXPECT_OK(s.b().Gemm(s.q(), {.m = m, .n = n, .k = k, .a_type = DType::kFp32,
+                                   .a = s.Put(dy), .lda = k, .b_type = dt, .b = s.Put(w),
+                                   .ldb = n, .c_type = DType::kFp32, .c = c1, .ldc = n}));
+      EXPECT_OK(s.b().Gemm(s.q(), {.m = n, .n = m, .k = k, .trans_a = true, .trans_b = true,
+                                   .beta = 1.0f, .a_type = dt, .a = s.Put(w), .lda = n,
+                                   .b_type = DType::kFp32, .b = s.Put(dy), .ldb = k,
+                                   .c_type = DType::kFp32, .c = c2, .ldc = m}));
+      EXPECT_OK(s.Sync());
+      return {s.Get<float>(c1, m * n), s.Get<float>(c2, m * n)};
+    }, {Tol(dt), Tol(dt)});
+  }
 }
 
-// LoRA's output term (worker/model/linear.cc): y (bf16) += scale * h B^T with h and B fp32 and
+// LoRA's output term (worker/model/linear.cc): y (16-bit) += scale * h B^T with h and B fp32 and
 // beta 1, which cuBLASLt has no type set for: CUDA widens C into fp32 scratch, accumulates and
 // rounds once, as the CPU backend does; the fp32 operands are multiplied unrounded on both, so
-// the difference is the fp32 sum order (within one bf16 ulp of C).
-TEST_F(CudaBackendTest, GemmFp32IntoBf16WithBeta) {
+// the difference is the fp32 sum order (within one ulp of C).
+TEST_F(CudaBackendTest, GemmFp32IntoHalfWithBeta) {
   const int64_t m = 48, n = 72, k = 16;
   const auto h = gpu_test::RandomFloats(m * k, -1, 1, 40);
   const auto b = gpu_test::RandomFloats(n * k, -1, 1, 41);
-  const auto y = Bf16Bits(m * n, 1.0f, 42);
-  Both("gemm fp32 -> bf16", [&](Side& s) -> Outputs {
-    uint16_t* c = s.Put(y);
-    EXPECT_OK(s.b().Gemm(s.q(), {.m = m, .n = n, .k = k, .trans_b = true, .alpha = 2.0f,
-                                 .beta = 1.0f, .a_type = DType::kFp32, .a = s.Put(h), .lda = k,
-                                 .b_type = DType::kFp32, .b = s.Put(b), .ldb = k,
-                                 .c_type = DType::kBf16, .c = c, .ldc = n}));
-    EXPECT_OK(s.Sync());
-    return {s.GetBf16(c, m * n)};
-  }, {kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    const auto y = HalfBits(dt, m * n, 1.0f, 42);
+    Both(Name("gemm fp32 -> 16-bit", dt), [&](Side& s) -> Outputs {
+      uint16_t* c = s.Put(y);
+      EXPECT_OK(s.b().Gemm(s.q(), {.m = m, .n = n, .k = k, .trans_b = true, .alpha = 2.0f,
+                                   .beta = 1.0f, .a_type = DType::kFp32, .a = s.Put(h), .lda = k,
+                                   .b_type = DType::kFp32, .b = s.Put(b), .ldb = k,
+                                   .c_type = dt, .c = c, .ldc = n}));
+      EXPECT_OK(s.Sync());
+      return {s.GetHalf(dt, c, m * n)};
+    }, {Tol(dt)});
+  }
+}
+
+// Type sets cuBLASLt lacks are refused at enqueue, naming the types (the CPU backend computes them
+// all, so this is CUDA only).
+TEST_F(CudaBackendTest, GemmTypeSetsWithoutCublasLtAreUnimplemented) {
+  if (self_check_) GTEST_SKIP() << "CUDA only";
+  Side s(cuda_.get());
+  const auto a = HalfBits(DType::kBf16, 16, 1, 1), b = HalfBits(DType::kF16, 16, 1, 2);
+  uint16_t* c = s.Zeros<uint16_t>(16);
+  GemmParams p{.m = 4, .n = 4, .k = 4, .a_type = DType::kBf16, .a = s.Put(a), .lda = 4,
+               .b_type = DType::kF16, .b = s.Put(b), .ldb = 4, .c_type = DType::kFp32, .c = c,
+               .ldc = 4};
+  absl::Status st = s.b().Gemm(s.q(), p);  // bf16 x fp16
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
+  EXPECT_NE(st.message().find("a bf16, b fp16"), std::string::npos) << st;
+  p.b_type = DType::kBf16;
+  p.c_type = DType::kF16;  // bf16 inputs into an fp16 C
+  st = s.b().Gemm(s.q(), p);
+  EXPECT_EQ(st.code(), absl::StatusCode::kUnimplemented) << st;
+  p.a_type = p.b_type = p.c_type = DType::kF16;
+  p.half_accumulate = true;
+  p.alpha = 1e6f;  // not an fp16 scalar
+  EXPECT_EQ(s.b().Gemm(s.q(), p).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_OK(s.Sync());  // nothing was enqueued
 }
 
 TEST_F(CudaBackendTest, CastZeroResidualBiasAreBitwise) {
   const int64_t n = 64, c = 37;
   const auto f = gpu_test::RandomFloats(n * c, -3, 3, 3);
-  const auto x = Bf16Bits(n * c, 2, 4), y = Bf16Bits(n * c, 2, 5), bias = Bf16Bits(c, 1, 6);
-  Both("cast/residual/bias", [&](Side& s) -> Outputs {
-    uint16_t* h = s.Zeros<uint16_t>(n * c);
-    float* back = s.Zeros<float>(n * c);
-    uint16_t* sum = s.Zeros<uint16_t>(n * c);
-    uint16_t* biased = s.Zeros<uint16_t>(n * c);
-    float* zeroed = s.Put(f);
-    EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = DType::kFp32, .dst_type = DType::kBf16,
-                                 .src = s.Put(f), .dst = h}));
-    EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = DType::kBf16, .dst_type = DType::kFp32,
-                                 .src = h, .dst = back}));
-    EXPECT_OK(s.b().ResidualAdd(s.q(), {.n = n * c, .a = s.Put(x), .b = s.Put(y), .out = sum}));
-    EXPECT_OK(s.b().BiasAdd(s.q(), {.n = n, .c = c, .inp = s.Put(x), .bias = s.Put(bias),
-                                    .out = biased}));
-    EXPECT_OK(s.b().Zero(s.q(), {.dst = zeroed, .bytes = 4 * static_cast<uint64_t>(n * c)}));
-    EXPECT_OK(s.Sync());
-    return {s.GetBf16(h, n * c), s.Get<float>(back, n * c), s.GetBf16(sum, n * c),
-            s.GetBf16(biased, n * c), s.Get<float>(zeroed, n * c)};
-  }, {0, 0, 0, 0, 0});
+  for (DType dt : HalfDTypes()) {
+    const DType other = dt == DType::kBf16 ? DType::kF16 : DType::kBf16;
+    const auto x = HalfBits(dt, n * c, 2, 4), y = HalfBits(dt, n * c, 2, 5),
+               bias = HalfBits(dt, c, 1, 6);
+    Both(Name("cast/residual/bias", dt), [&](Side& s) -> Outputs {
+      uint16_t* h = s.Zeros<uint16_t>(n * c);
+      float* back = s.Zeros<float>(n * c);
+      uint16_t* converted = s.Zeros<uint16_t>(n * c);
+      uint16_t* sum = s.Zeros<uint16_t>(n * c);
+      uint16_t* biased = s.Zeros<uint16_t>(n * c);
+      float* zeroed = s.Put(f);
+      EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = DType::kFp32, .dst_type = dt,
+                                   .src = s.Put(f), .dst = h}));
+      EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = dt, .dst_type = DType::kFp32,
+                                   .src = h, .dst = back}));
+      if (oracle_fp16_) {  // bf16 <-> fp16
+        EXPECT_OK(s.b().Cast(s.q(), {.n = n * c, .src_type = dt, .dst_type = other, .src = h,
+                                     .dst = converted}));
+      }
+      EXPECT_OK(s.b().ResidualAdd(s.q(), {.dtype = dt, .n = n * c, .a = s.Put(x), .b = s.Put(y),
+                                          .out = sum}));
+      EXPECT_OK(s.b().BiasAdd(s.q(), {.dtype = dt, .n = n, .c = c, .inp = s.Put(x),
+                                      .bias = s.Put(bias), .out = biased}));
+      EXPECT_OK(s.b().Zero(s.q(), {.dst = zeroed, .bytes = 4 * static_cast<uint64_t>(n * c)}));
+      EXPECT_OK(s.Sync());
+      return {s.GetHalf(dt, h, n * c), s.Get<float>(back, n * c),
+              oracle_fp16_ ? s.GetHalf(other, converted, n * c) : std::vector<float>(n * c),
+              s.GetHalf(dt, sum, n * c), s.GetHalf(dt, biased, n * c),
+              s.Get<float>(zeroed, n * c)};
+    }, {0, 0, 0, 0, 0, 0});
+  }
 }
 
 // LoRA dropout: the counter-based mask (worker/kernels/dropout_mask.h) is the same on both
-// backends, element for element, forward (bf16 and fp32 input) and accumulating backward.
+// backends, element for element, forward (bf16 and fp32 input; fp16 below) and accumulating
+// backward.
 TEST_F(CudaBackendTest, DropoutIsBitwise) {
   const int64_t n = 130, c = 77;
   const auto x16 = Bf16Bits(n * c, 2, 50);
@@ -245,43 +349,62 @@ TEST_F(CudaBackendTest, DropoutIsBitwise) {
   }, {0, 0, 0});
 }
 
+TEST_F(CudaBackendTest, DropoutOfFp16IsBitwise) {
+  if (!oracle_fp16_) GTEST_SKIP() << kNoOracleFp16;
+  const int64_t n = 130, c = 77;
+  const auto x = HalfBits(DType::kF16, n * c, 2, 53);
+  Both("dropout fp16", [&](Side& s) -> Outputs {
+    float* out = s.Zeros<float>(n * c);
+    EXPECT_OK(s.b().Dropout(s.q(), {.n = n, .c = c, .inp_type = DType::kF16, .inp = s.Put(x),
+                                    .out = out, .p = 0.2f, .key = 777, .row_offset = 3}));
+    EXPECT_OK(s.Sync());
+    return {s.Get<float>(out, n * c)};
+  }, {0});
+}
+
 TEST_F(CudaBackendTest, BiasBackward) {
   const int64_t n = 300, c = 70;
-  const auto d16 = Bf16Bits(n * c, 1, 7);
   const auto d32 = gpu_test::RandomFloats(n * c, -1, 1, 8);
-  Both("bias_backward", [&](Side& s) -> Outputs {
-    float* a = s.Zeros<float>(c);
-    float* b = s.Zeros<float>(c);
-    EXPECT_OK(s.b().BiasBackward(s.q(), {.n = n, .c = c, .dout_type = DType::kBf16,
-                                         .dout = s.Put(d16), .dbias = a}));
-    EXPECT_OK(s.b().BiasBackward(s.q(), {.n = n, .c = c, .dout_type = DType::kFp32,
-                                         .dout = s.Put(d32), .dbias = b}));
-    EXPECT_OK(s.Sync());
-    return {s.Get<float>(a, c), s.Get<float>(b, c)};
-  }, {1e-5, 1e-5});
+  for (DType dt : HalfDTypes()) {
+    const auto d16 = HalfBits(dt, n * c, 1, 7);
+    Both(Name("bias_backward", dt), [&](Side& s) -> Outputs {
+      float* a = s.Zeros<float>(c);
+      float* b = s.Zeros<float>(c);
+      EXPECT_OK(s.b().BiasBackward(s.q(), {.n = n, .c = c, .dout_type = dt, .dout = s.Put(d16),
+                                           .dbias = a}));
+      EXPECT_OK(s.b().BiasBackward(s.q(), {.n = n, .c = c, .dout_type = DType::kFp32,
+                                           .dout = s.Put(d32), .dbias = b}));
+      EXPECT_OK(s.Sync());
+      return {s.Get<float>(a, c), s.Get<float>(b, c)};
+    }, {1e-5, 1e-5});
+  }
 }
 
 TEST_F(CudaBackendTest, EmbeddingForwardBackward) {
   const int64_t b = 2, t = 24, c = 48, vocab = 50, positions = 32;
   std::vector<int32_t> tokens(b * t);
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int32_t>((i * 7) % vocab);
-  const auto wte = Bf16Bits(vocab * c, 1, 9), wpe = Bf16Bits(positions * c, 1, 10);
-  const auto dout = Bf16Bits(b * t * c, 1, 11);
-  Both("embedding", [&](Side& s) -> Outputs {
-    uint16_t* out = s.Zeros<uint16_t>(b * t * c);
-    float* dwte = s.Zeros<float>(vocab * c);
-    float* dwpe = s.Zeros<float>(positions * c);
-    const int32_t* tok = s.Put(tokens);
-    EXPECT_OK(s.b().EmbeddingForward(s.q(), {.b = b, .t = t, .c = c, .vocab = vocab,
-                                             .positions = positions, .tokens = tok,
-                                             .wte = s.Put(wte), .wpe = s.Put(wpe), .out = out}));
-    EXPECT_OK(s.b().EmbeddingBackward(s.q(), {.b = b, .t = t, .c = c, .vocab = vocab,
-                                              .positions = positions, .tokens = tok,
-                                              .dout = s.Put(dout), .dwte = dwte, .dwpe = dwpe}));
-    EXPECT_OK(s.Sync());
-    return {s.GetBf16(out, b * t * c), s.Get<float>(dwte, vocab * c),
-            s.Get<float>(dwpe, positions * c)};
-  }, {0, 1e-5, 1e-5});
+  for (DType dt : HalfDTypes()) {
+    const auto wte = HalfBits(dt, vocab * c, 1, 9), wpe = HalfBits(dt, positions * c, 1, 10);
+    const auto dout = HalfBits(dt, b * t * c, 1, 11);
+    Both(Name("embedding", dt), [&](Side& s) -> Outputs {
+      uint16_t* out = s.Zeros<uint16_t>(b * t * c);
+      float* dwte = s.Zeros<float>(vocab * c);
+      float* dwpe = s.Zeros<float>(positions * c);
+      const int32_t* tok = s.Put(tokens);
+      EXPECT_OK(s.b().EmbeddingForward(s.q(), {.dtype = dt, .b = b, .t = t, .c = c,
+                                               .vocab = vocab, .positions = positions,
+                                               .tokens = tok, .wte = s.Put(wte),
+                                               .wpe = s.Put(wpe), .out = out}));
+      EXPECT_OK(s.b().EmbeddingBackward(s.q(), {.dtype = dt, .b = b, .t = t, .c = c,
+                                                .vocab = vocab, .positions = positions,
+                                                .tokens = tok, .dout = s.Put(dout),
+                                                .dwte = dwte, .dwpe = dwpe}));
+      EXPECT_OK(s.Sync());
+      return {s.GetHalf(dt, out, b * t * c), s.Get<float>(dwte, vocab * c),
+              s.Get<float>(dwpe, positions * c)};
+    }, {0, 1e-5, 1e-5});
+  }
 }
 
 TEST_F(CudaBackendTest, BadTokenIdIsReportedOnceBySynchronize) {
@@ -304,106 +427,127 @@ TEST_F(CudaBackendTest, BadTokenIdIsReportedOnceBySynchronize) {
 }
 
 TEST_F(CudaBackendTest, NormsForwardBackward) {
-  for (NormOp op : {NormOp::kLayerNorm, NormOp::kRmsNorm}) {
-    const bool ln = op == NormOp::kLayerNorm;
-    const int64_t n = 40, c = 200;
-    const auto x = Bf16Bits(n * c, 2, 12), w = Bf16Bits(c, 1, 13), bias = Bf16Bits(c, 1, 14);
-    const auto dout = Bf16Bits(n * c, 1, 15);
-    Both(ln ? "layernorm" : "rmsnorm", [&](Side& s) -> Outputs {
-      uint16_t* out = s.Zeros<uint16_t>(n * c);
-      float* mean = s.Zeros<float>(n);
-      float* rstd = s.Zeros<float>(n);
-      const uint16_t* inp = s.Put(x);
-      const uint16_t* weight = s.Put(w);
-      EXPECT_OK(s.b().NormForward(s.q(), {.op = op, .n = n, .c = c, .eps = 1e-5f, .inp = inp,
-                                          .weight = weight,
-                                          .bias = ln ? s.Put(bias) : nullptr, .out = out,
-                                          .mean = ln ? mean : nullptr, .rstd = rstd}));
-      float* dinp = s.Zeros<float>(n * c);
-      float* dw = s.Zeros<float>(c);
-      float* db = s.Zeros<float>(c);
-      EXPECT_OK(s.b().NormBackward(s.q(), {.op = op, .n = n, .c = c, .dout = s.Put(dout),
-                                           .inp = inp, .weight = weight,
-                                           .mean = ln ? mean : nullptr, .rstd = rstd,
-                                           .dinp_type = DType::kFp32, .dinp = dinp,
-                                           .dweight = dw, .dbias = ln ? db : nullptr}));
-      EXPECT_OK(s.Sync());
-      return {s.GetBf16(out, n * c), s.Get<float>(rstd, n), s.Get<float>(dinp, n * c),
-              s.Get<float>(dw, c), s.Get<float>(db, c)};
-    }, {kBf16Tol, 1e-4, 1e-4, 1e-4, 1e-4});
+  for (DType dt : HalfDTypes()) {
+    for (NormOp op : {NormOp::kLayerNorm, NormOp::kRmsNorm}) {
+      const bool ln = op == NormOp::kLayerNorm;
+      const int64_t n = 40, c = 200;
+      const auto x = HalfBits(dt, n * c, 2, 12), w = HalfBits(dt, c, 1, 13),
+                 bias = HalfBits(dt, c, 1, 14);
+      const auto dout = HalfBits(dt, n * c, 1, 15);
+      Both(Name(ln ? "layernorm" : "rmsnorm", dt), [&](Side& s) -> Outputs {
+        uint16_t* out = s.Zeros<uint16_t>(n * c);
+        float* mean = s.Zeros<float>(n);
+        float* rstd = s.Zeros<float>(n);
+        const uint16_t* inp = s.Put(x);
+        const uint16_t* weight = s.Put(w);
+        EXPECT_OK(s.b().NormForward(s.q(), {.dtype = dt, .op = op, .n = n, .c = c, .eps = 1e-5f,
+                                            .inp = inp, .weight = weight,
+                                            .bias = ln ? s.Put(bias) : nullptr, .out = out,
+                                            .mean = ln ? mean : nullptr, .rstd = rstd}));
+        float* dinp = s.Zeros<float>(n * c);
+        uint16_t* dinp16 = s.Zeros<uint16_t>(n * c);
+        float* dw = s.Zeros<float>(c);
+        float* db = s.Zeros<float>(c);
+        NormBackwardParams bp{.dtype = dt, .op = op, .n = n, .c = c, .dout = s.Put(dout),
+                              .inp = inp, .weight = weight, .mean = ln ? mean : nullptr,
+                              .rstd = rstd, .dinp_type = DType::kFp32, .dinp = dinp,
+                              .dweight = dw, .dbias = ln ? db : nullptr};
+        EXPECT_OK(s.b().NormBackward(s.q(), bp));
+        // dinp in the op's own 16-bit type (the weights' gradients accumulate a second time).
+        bp.dinp_type = dt;
+        bp.dinp = dinp16;
+        EXPECT_OK(s.b().NormBackward(s.q(), bp));
+        EXPECT_OK(s.Sync());
+        return {s.GetHalf(dt, out, n * c), s.Get<float>(rstd, n), s.Get<float>(dinp, n * c),
+                s.GetHalf(dt, dinp16, n * c), s.Get<float>(dw, c), s.Get<float>(db, c)};
+      }, {Tol(dt), 1e-4, 1e-4, Tol(dt), 1e-4, 1e-4});
+    }
   }
 }
 
 TEST_F(CudaBackendTest, GeluSwiGlu) {
   const int64_t n = 5000;
-  const auto x = Bf16Bits(n, 4, 16), g = Bf16Bits(n, 4, 17), dout = Bf16Bits(n, 1, 18);
-  Both("gelu/swiglu", [&](Side& s) -> Outputs {
-    uint16_t* y = s.Zeros<uint16_t>(n);
-    uint16_t* dx = s.Zeros<uint16_t>(n);
-    uint16_t* sw = s.Zeros<uint16_t>(n);
-    uint16_t* dgate = s.Zeros<uint16_t>(n);
-    uint16_t* dup = s.Zeros<uint16_t>(n);
-    const uint16_t* xi = s.Put(x);
-    const uint16_t* gi = s.Put(g);
-    const uint16_t* di = s.Put(dout);
-    EXPECT_OK(s.b().GeluForward(s.q(), {.n = n, .inp = xi, .out = y}));
-    EXPECT_OK(s.b().GeluBackward(s.q(), {.n = n, .dout = di, .inp = xi, .dinp = dx}));
-    EXPECT_OK(s.b().SwiGluForward(s.q(), {.n = n, .gate = gi, .up = xi, .out = sw}));
-    EXPECT_OK(s.b().SwiGluBackward(s.q(), {.n = n, .dout = di, .gate = gi, .up = xi,
-                                           .dgate = dgate, .dup = dup}));
-    EXPECT_OK(s.Sync());
-    return {s.GetBf16(y, n), s.GetBf16(dx, n), s.GetBf16(sw, n), s.GetBf16(dgate, n),
-            s.GetBf16(dup, n)};
-  }, {kBf16Tol, kBf16Tol, kBf16Tol, kBf16Tol, kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    const auto x = HalfBits(dt, n, 4, 16), g = HalfBits(dt, n, 4, 17),
+               dout = HalfBits(dt, n, 1, 18);
+    Both(Name("gelu/swiglu", dt), [&](Side& s) -> Outputs {
+      uint16_t* y = s.Zeros<uint16_t>(n);
+      uint16_t* dx = s.Zeros<uint16_t>(n);
+      uint16_t* sw = s.Zeros<uint16_t>(n);
+      uint16_t* dgate = s.Zeros<uint16_t>(n);
+      uint16_t* dup = s.Zeros<uint16_t>(n);
+      const uint16_t* xi = s.Put(x);
+      const uint16_t* gi = s.Put(g);
+      const uint16_t* di = s.Put(dout);
+      EXPECT_OK(s.b().GeluForward(s.q(), {.dtype = dt, .n = n, .inp = xi, .out = y}));
+      EXPECT_OK(
+          s.b().GeluBackward(s.q(), {.dtype = dt, .n = n, .dout = di, .inp = xi, .dinp = dx}));
+      EXPECT_OK(s.b().SwiGluForward(s.q(), {.dtype = dt, .n = n, .gate = gi, .up = xi,
+                                            .out = sw}));
+      EXPECT_OK(s.b().SwiGluBackward(s.q(), {.dtype = dt, .n = n, .dout = di, .gate = gi,
+                                             .up = xi, .dgate = dgate, .dup = dup}));
+      EXPECT_OK(s.Sync());
+      return {s.GetHalf(dt, y, n), s.GetHalf(dt, dx, n), s.GetHalf(dt, sw, n),
+              s.GetHalf(dt, dgate, n), s.GetHalf(dt, dup, n)};
+    }, {Tol(dt), Tol(dt), Tol(dt), Tol(dt), Tol(dt)});
+  }
 }
 
 TEST_F(CudaBackendTest, Rope) {
   const int64_t b = 2, t = 16, nh = 3, hd = 32, half = hd / 2;
   std::vector<float> inv_freq(half);
   for (int64_t i = 0; i < half; ++i) inv_freq[i] = std::pow(10000.0f, -2.0f * i / hd);
-  const auto x = Bf16Bits(b * t * nh * hd, 2, 19), dout = Bf16Bits(b * t * nh * hd, 1, 20);
-  Both("rope", [&](Side& s) -> Outputs {
-    float* cos = s.Zeros<float>(t * half);
-    float* sin = s.Zeros<float>(t * half);
-    uint16_t* y = s.Zeros<uint16_t>(b * t * nh * hd);
-    uint16_t* dx = s.Zeros<uint16_t>(b * t * nh * hd);
-    EXPECT_OK(s.b().RopeTables(s.q(), {.t = t, .half = half, .inv_freq = s.Put(inv_freq),
-                                       .cos = cos, .sin = sin}));
-    EXPECT_OK(s.b().RopeForward(s.q(), {.b = b, .t = t, .nh = nh, .head_dim = hd, .cos = cos,
-                                        .sin = sin, .inp = s.Put(x), .out = y}));
-    EXPECT_OK(s.b().RopeBackward(s.q(), {.b = b, .t = t, .nh = nh, .head_dim = hd, .cos = cos,
-                                         .sin = sin, .dout = s.Put(dout), .dinp = dx}));
-    EXPECT_OK(s.Sync());
-    return {s.Get<float>(cos, t * half), s.Get<float>(sin, t * half),
-            s.GetBf16(y, b * t * nh * hd), s.GetBf16(dx, b * t * nh * hd)};
-  }, {3e-7, 3e-7, kBf16Tol, kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    const auto x = HalfBits(dt, b * t * nh * hd, 2, 19), dout = HalfBits(dt, b * t * nh * hd, 1, 20);
+    Both(Name("rope", dt), [&](Side& s) -> Outputs {
+      float* cos = s.Zeros<float>(t * half);
+      float* sin = s.Zeros<float>(t * half);
+      uint16_t* y = s.Zeros<uint16_t>(b * t * nh * hd);
+      uint16_t* dx = s.Zeros<uint16_t>(b * t * nh * hd);
+      EXPECT_OK(s.b().RopeTables(s.q(), {.t = t, .half = half, .inv_freq = s.Put(inv_freq),
+                                         .cos = cos, .sin = sin}));
+      EXPECT_OK(s.b().RopeForward(s.q(), {.dtype = dt, .b = b, .t = t, .nh = nh, .head_dim = hd,
+                                          .cos = cos, .sin = sin, .inp = s.Put(x), .out = y}));
+      EXPECT_OK(s.b().RopeBackward(s.q(), {.dtype = dt, .b = b, .t = t, .nh = nh,
+                                           .head_dim = hd, .cos = cos, .sin = sin,
+                                           .dout = s.Put(dout), .dinp = dx}));
+      EXPECT_OK(s.Sync());
+      return {s.Get<float>(cos, t * half), s.Get<float>(sin, t * half),
+              s.GetHalf(dt, y, b * t * nh * hd), s.GetHalf(dt, dx, b * t * nh * hd)};
+    }, {3e-7, 3e-7, Tol(dt), Tol(dt)});
+  }
 }
 
 TEST_F(CudaBackendTest, AttentionForwardBackward) {
-  for (int64_t hd : {64, 48}) {  // 64: the tiled kernel; 48: the reference path
-    const int64_t b = 2, t = 40, h = 4, kv = 2;
-    const AttentionShapeParams shape{.b = b, .t = t, .heads = h, .kv_heads = kv, .head_dim = hd};
-    const auto q = Bf16Bits(b * t * h * hd, 1, 21), k = Bf16Bits(b * t * kv * hd, 1, 22),
-               v = Bf16Bits(b * t * kv * hd, 1, 23), dout = Bf16Bits(b * t * h * hd, 1, 24);
-    Both("attention hd" + std::to_string(hd), [&](Side& s) -> Outputs {
-      uint16_t* out = s.Zeros<uint16_t>(b * t * h * hd);
-      float* lse = s.Zeros<float>(b * h * t);
-      const uint16_t* qi = s.Put(q);
-      const uint16_t* ki = s.Put(k);
-      const uint16_t* vi = s.Put(v);
-      EXPECT_OK(s.b().AttentionForward(s.q(), {.shape = shape, .q = qi, .k = ki, .v = vi,
-                                               .out = out, .lse = lse}));
-      uint16_t* dq = s.Zeros<uint16_t>(b * t * h * hd);
-      uint16_t* dk = s.Zeros<uint16_t>(b * t * kv * hd);
-      uint16_t* dv = s.Zeros<uint16_t>(b * t * kv * hd);
-      EXPECT_OK(s.b().AttentionBackward(s.q(), {.shape = shape, .dout = s.Put(dout), .q = qi,
-                                                .k = ki, .v = vi, .out = out, .lse = lse,
-                                                .dq = dq, .dk = dk, .dv = dv}));
-      EXPECT_OK(s.Sync());
-      return {s.GetBf16(out, b * t * h * hd), s.Get<float>(lse, b * h * t),
-              s.GetBf16(dq, b * t * h * hd), s.GetBf16(dk, b * t * kv * hd),
-              s.GetBf16(dv, b * t * kv * hd)};
-    }, {kBf16Tol, 1e-5, kBf16Tol, kBf16Tol, kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    for (int64_t hd : {64, 48}) {  // 64: the tiled kernel; 48: the reference path
+      const int64_t b = 2, t = 40, h = 4, kv = 2;
+      const AttentionShapeParams shape{.b = b, .t = t, .heads = h, .kv_heads = kv,
+                                       .head_dim = hd};
+      const auto q = HalfBits(dt, b * t * h * hd, 1, 21), k = HalfBits(dt, b * t * kv * hd, 1, 22),
+                 v = HalfBits(dt, b * t * kv * hd, 1, 23),
+                 dout = HalfBits(dt, b * t * h * hd, 1, 24);
+      Both(Name("attention hd" + std::to_string(hd), dt), [&](Side& s) -> Outputs {
+        uint16_t* out = s.Zeros<uint16_t>(b * t * h * hd);
+        float* lse = s.Zeros<float>(b * h * t);
+        const uint16_t* qi = s.Put(q);
+        const uint16_t* ki = s.Put(k);
+        const uint16_t* vi = s.Put(v);
+        EXPECT_OK(s.b().AttentionForward(s.q(), {.dtype = dt, .shape = shape, .q = qi, .k = ki,
+                                                 .v = vi, .out = out, .lse = lse}));
+        uint16_t* dq = s.Zeros<uint16_t>(b * t * h * hd);
+        uint16_t* dk = s.Zeros<uint16_t>(b * t * kv * hd);
+        uint16_t* dv = s.Zeros<uint16_t>(b * t * kv * hd);
+        EXPECT_OK(s.b().AttentionBackward(s.q(), {.dtype = dt, .shape = shape,
+                                                  .dout = s.Put(dout), .q = qi, .k = ki, .v = vi,
+                                                  .out = out, .lse = lse, .dq = dq, .dk = dk,
+                                                  .dv = dv}));
+        EXPECT_OK(s.Sync());
+        return {s.GetHalf(dt, out, b * t * h * hd), s.Get<float>(lse, b * h * t),
+                s.GetHalf(dt, dq, b * t * h * hd), s.GetHalf(dt, dk, b * t * kv * hd),
+                s.GetHalf(dt, dv, b * t * kv * hd)};
+      }, {Tol(dt), 1e-5, Tol(dt), Tol(dt), Tol(dt)});
+    }
   }
 }
 
@@ -411,41 +555,45 @@ TEST_F(CudaBackendTest, AttentionForwardBackward) {
 TEST_F(CudaBackendTest, CachedAttentionForward) {
   const int64_t b = 2, cap = 24, start = 18, t = 3, h = 4, kv = 2, hd = 64;
   const AttentionShapeParams shape{.b = b, .t = t, .heads = h, .kv_heads = kv, .head_dim = hd};
-  const auto q = Bf16Bits(b * t * h * hd, 1, 41), k = Bf16Bits(b * cap * kv * hd, 1, 42),
-             v = Bf16Bits(b * cap * kv * hd, 1, 43);
-  Both("cached attention", [&](Side& s) -> Outputs {
-    uint16_t* out = s.Zeros<uint16_t>(b * t * h * hd);
-    float* lse = s.Zeros<float>(b * h * t);
-    EXPECT_OK(s.b().CachedAttentionForward(
-        s.q(), {.shape = shape, .start = start, .capacity = cap, .q = s.Put(q), .k = s.Put(k),
-                .v = s.Put(v), .out = out, .lse = lse}));
-    EXPECT_OK(s.Sync());
-    return {s.GetBf16(out, b * t * h * hd), s.Get<float>(lse, b * h * t)};
-  }, {kBf16Tol, 1e-5});
+  for (DType dt : HalfDTypes()) {
+    const auto q = HalfBits(dt, b * t * h * hd, 1, 41), k = HalfBits(dt, b * cap * kv * hd, 1, 42),
+               v = HalfBits(dt, b * cap * kv * hd, 1, 43);
+    Both(Name("cached attention", dt), [&](Side& s) -> Outputs {
+      uint16_t* out = s.Zeros<uint16_t>(b * t * h * hd);
+      float* lse = s.Zeros<float>(b * h * t);
+      EXPECT_OK(s.b().CachedAttentionForward(
+          s.q(), {.dtype = dt, .shape = shape, .start = start, .capacity = cap, .q = s.Put(q),
+                  .k = s.Put(k), .v = s.Put(v), .out = out, .lse = lse}));
+      EXPECT_OK(s.Sync());
+      return {s.GetHalf(dt, out, b * t * h * hd), s.Get<float>(lse, b * h * t)};
+    }, {Tol(dt), 1e-5});
+  }
 }
 
 TEST_F(CudaBackendTest, CrossEntropy) {
   const int64_t n = 48, v = 1000;
-  const auto logits = Bf16Bits(n * v, 4, 25);
   std::vector<int32_t> targets(n);
   for (int64_t i = 0; i < n; ++i) targets[i] = i % 5 == 0 ? kIgnoreIndex : (i * 37) % v;
-  Both("cross_entropy", [&](Side& s) -> Outputs {
-    float* losses = s.Zeros<float>(n);
-    float* lse = s.Zeros<float>(n);
-    float* mean = s.Zeros<float>(1);
-    uint16_t* dlogits = s.Zeros<uint16_t>(n * v);
-    const uint16_t* li = s.Put(logits);
-    const int32_t* ti = s.Put(targets);
-    EXPECT_OK(s.b().CrossEntropyForward(s.q(), {.n = n, .v = v, .logits_type = DType::kBf16,
-                                                .logits = li, .targets = ti, .losses = losses,
-                                                .lse = lse, .mean_loss = mean}));
-    EXPECT_OK(s.b().CrossEntropyBackward(s.q(), {.n = n, .v = v, .logits_type = DType::kBf16,
-                                                 .logits = li, .lse = lse, .targets = ti,
-                                                 .dloss = 1.0f, .dlogits = dlogits}));
-    EXPECT_OK(s.Sync());
-    return {s.Get<float>(losses, n), s.Get<float>(lse, n), s.Get<float>(mean, 1),
-            s.GetBf16(dlogits, n * v)};
-  }, {1e-5, 1e-5, 1e-5, kBf16Tol});
+  for (DType dt : HalfDTypes()) {
+    const auto logits = HalfBits(dt, n * v, 4, 25);
+    Both(Name("cross_entropy", dt), [&](Side& s) -> Outputs {
+      float* losses = s.Zeros<float>(n);
+      float* lse = s.Zeros<float>(n);
+      float* mean = s.Zeros<float>(1);
+      uint16_t* dlogits = s.Zeros<uint16_t>(n * v);
+      const uint16_t* li = s.Put(logits);
+      const int32_t* ti = s.Put(targets);
+      EXPECT_OK(s.b().CrossEntropyForward(s.q(), {.n = n, .v = v, .logits_type = dt,
+                                                  .logits = li, .targets = ti, .losses = losses,
+                                                  .lse = lse, .mean_loss = mean}));
+      EXPECT_OK(s.b().CrossEntropyBackward(s.q(), {.n = n, .v = v, .logits_type = dt,
+                                                   .logits = li, .lse = lse, .targets = ti,
+                                                   .dloss = 1.0f, .dlogits = dlogits}));
+      EXPECT_OK(s.Sync());
+      return {s.Get<float>(losses, n), s.Get<float>(lse, n), s.Get<float>(mean, 1),
+              s.GetHalf(dt, dlogits, n * v)};
+    }, {1e-5, 1e-5, 1e-5, Tol(dt)});
+  }
 }
 
 TEST_F(CudaBackendTest, AdamWIsBitwiseAndSumSquaresClose) {
@@ -454,18 +602,21 @@ TEST_F(CudaBackendTest, AdamWIsBitwiseAndSumSquaresClose) {
   const auto m = gpu_test::RandomFloats(n, -0.01f, 0.01f, 27);
   const auto v = gpu_test::RandomFloats(n, 0, 1e-4f, 28);
   const auto g = gpu_test::RandomFloats(n, -0.5f, 0.5f, 29);
-  Both("adamw", [&](Side& s) -> Outputs {
-    float* pm = s.Put(master);
-    float* pmm = s.Put(m);
-    float* pv = s.Put(v);
-    uint16_t* out = s.Zeros<uint16_t>(n);
-    EXPECT_OK(s.b().AdamW(s.q(), {.n = n, .step = 5, .lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95,
-                                  .eps = 1e-8, .weight_decay = 0.1, .grad_scale = 0.7f,
-                                  .master = pm, .m = pmm, .v = pv, .grad = s.Put(g),
-                                  .bf16_out = out}));
-    EXPECT_OK(s.Sync());
-    return {s.Get<float>(pm, n), s.Get<float>(pmm, n), s.Get<float>(pv, n), s.GetBf16(out, n)};
-  }, {0, 0, 0, 0});
+  for (DType dt : HalfDTypes()) {
+    Both(Name("adamw", dt), [&](Side& s) -> Outputs {
+      float* pm = s.Put(master);
+      float* pmm = s.Put(m);
+      float* pv = s.Put(v);
+      uint16_t* out = s.Zeros<uint16_t>(n);
+      EXPECT_OK(s.b().AdamW(s.q(), {.n = n, .step = 5, .lr = 3e-3, .beta1 = 0.9, .beta2 = 0.95,
+                                    .eps = 1e-8, .weight_decay = 0.1, .grad_scale = 0.7f,
+                                    .master = pm, .m = pmm, .v = pv, .grad = s.Put(g),
+                                    .bf16_out = out, .out_type = dt}));
+      EXPECT_OK(s.Sync());
+      return {s.Get<float>(pm, n), s.Get<float>(pmm, n), s.Get<float>(pv, n),
+              s.GetHalf(dt, out, n)};
+    }, {0, 0, 0, 0});
+  }
   double got[2] = {0, 0};
   int i = 0;
   for (Backend* b : {static_cast<Backend*>(cpu_.get()), cuda_.get()}) {

@@ -1,4 +1,4 @@
-// worker/kernels/cuda/embedding.cuh against a plain C++ reference (label `gpu`).
+// worker/kernels/cuda/embedding.cuh against a plain C++ reference (label `gpu`), bf16 and fp16.
 #include "worker/kernels/cuda/embedding.cuh"
 
 #include <vector>
@@ -10,8 +10,10 @@ namespace {
 
 using gpu_test::DeviceArray;
 using gpu_test::ExpectClose;
-using gpu_test::RandomBf16;
+using gpu_test::kHalfTypes;
 using gpu_test::RandomFloats;
+using gpu_test::RandomHalf;
+using gpu_test::ToHalf;
 
 constexpr int64_t kB = 3, kT = 17, kC = 96, kV = 50, kP = 20;
 
@@ -26,19 +28,22 @@ std::vector<int32_t> Tokens() {
 TEST(EmbeddingCuda, ForwardIsBitwiseTheReference) {
   MOBIUS_REQUIRE_GPU();
   const auto tokens = Tokens();
-  const auto wte = RandomBf16(kV * kC, 1.0f, 1), wpe = RandomBf16(kP * kC, 1.0f, 2);
   DeviceArray<int32_t> d_tokens(tokens);
-  DeviceArray<uint16_t> d_wte(wte.bits), d_wpe(wpe.bits), d_out(kB * kT * kC, 0xffff);
-  for (bool with_pos : {true, false}) {
-    MOBIUS_ASSERT_KERNEL_OK(embedding_fwd(d_out.get(), d_tokens.get(), d_wte.get(),
-                                          with_pos ? d_wpe.get() : nullptr, kB, kT, kC, kV, nullptr,
-                                          nullptr));
-    const auto out = d_out.ToHost();
-    for (int64_t bt = 0; bt < kB * kT; ++bt) {
-      for (int64_t c = 0; c < kC; ++c) {
-        float want = wte.values[tokens[bt] * kC + c];
-        if (with_pos) want += wpe.values[(bt % kT) * kC + c];
-        ASSERT_EQ(out[bt * kC + c], numeric::Fp32ToBf16(want)) << "row " << bt << " col " << c;
+  for (HalfType ht : kHalfTypes) {
+    SCOPED_TRACE(HalfTypeName(ht));
+    const auto wte = RandomHalf(ht, kV * kC, 1.0f, 1), wpe = RandomHalf(ht, kP * kC, 1.0f, 2);
+    DeviceArray<uint16_t> d_wte(wte.bits), d_wpe(wpe.bits), d_out(kB * kT * kC, 0xffff);
+    for (bool with_pos : {true, false}) {
+      MOBIUS_ASSERT_KERNEL_OK(embedding_fwd(ht, d_out.get(), d_tokens.get(), d_wte.get(),
+                                            with_pos ? d_wpe.get() : nullptr, kB, kT, kC, kV,
+                                            nullptr, nullptr));
+      const auto out = d_out.ToHost();
+      for (int64_t bt = 0; bt < kB * kT; ++bt) {
+        for (int64_t c = 0; c < kC; ++c) {
+          float want = wte.values[tokens[bt] * kC + c];
+          if (with_pos) want += wpe.values[(bt % kT) * kC + c];
+          ASSERT_EQ(out[bt * kC + c], ToHalf(ht, want)) << "row " << bt << " col " << c;
+        }
       }
     }
   }
@@ -49,21 +54,24 @@ TEST(EmbeddingCuda, ForwardIsBitwiseTheReference) {
 TEST(EmbeddingCuda, BackwardAccumulatesIntoTables) {
   MOBIUS_REQUIRE_GPU();
   const auto tokens = Tokens();
-  const auto dout = RandomBf16(kB * kT * kC, 1.0f, 3);
-  auto dwte = RandomFloats(kV * kC, -1, 1, 4), dwpe = RandomFloats(kP * kC, -1, 1, 5);
   DeviceArray<int32_t> d_tokens(tokens);
-  DeviceArray<uint16_t> d_dout(dout.bits);
-  DeviceArray<float> d_dwte(dwte), d_dwpe(dwpe);
-  MOBIUS_ASSERT_KERNEL_OK(embedding_bwd(d_dwte.get(), d_dwpe.get(), d_dout.get(), d_tokens.get(),
-                                        kB, kT, kC, kV, nullptr, nullptr));
-  for (int64_t bt = 0; bt < kB * kT; ++bt) {
-    for (int64_t c = 0; c < kC; ++c) {
-      dwte[tokens[bt] * kC + c] += dout.values[bt * kC + c];
-      dwpe[(bt % kT) * kC + c] += dout.values[bt * kC + c];
+  for (HalfType ht : kHalfTypes) {
+    SCOPED_TRACE(HalfTypeName(ht));
+    const auto dout = RandomHalf(ht, kB * kT * kC, 1.0f, 3);
+    auto dwte = RandomFloats(kV * kC, -1, 1, 4), dwpe = RandomFloats(kP * kC, -1, 1, 5);
+    DeviceArray<uint16_t> d_dout(dout.bits);
+    DeviceArray<float> d_dwte(dwte), d_dwpe(dwpe);
+    MOBIUS_ASSERT_KERNEL_OK(embedding_bwd(ht, d_dwte.get(), d_dwpe.get(), d_dout.get(),
+                                          d_tokens.get(), kB, kT, kC, kV, nullptr, nullptr));
+    for (int64_t bt = 0; bt < kB * kT; ++bt) {
+      for (int64_t c = 0; c < kC; ++c) {
+        dwte[tokens[bt] * kC + c] += dout.values[bt * kC + c];
+        dwpe[(bt % kT) * kC + c] += dout.values[bt * kC + c];
+      }
     }
+    ExpectClose(d_dwte.ToHost(), dwte, 1e-5, "dwte");
+    ExpectClose(d_dwpe.ToHost(), dwpe, 1e-5, "dwpe");
   }
-  ExpectClose(d_dwte.ToHost(), dwte, 1e-5, "dwte");
-  ExpectClose(d_dwpe.ToHost(), dwpe, 1e-5, "dwpe");
 }
 
 TEST(EmbeddingCuda, OutOfRangeTokensAreCountedNotRead) {
@@ -71,21 +79,24 @@ TEST(EmbeddingCuda, OutOfRangeTokensAreCountedNotRead) {
   auto tokens = Tokens();
   tokens[5] = kV;
   tokens[9] = -1;
-  const auto wte = RandomBf16(kV * kC, 1.0f, 6);
-  DeviceArray<int32_t> d_tokens(tokens), d_invalid(1, 0);
-  DeviceArray<uint16_t> d_wte(wte.bits), d_out(kB * kT * kC, 0xffff);
-  DeviceArray<float> d_dwte(kV * kC, 0.0f);
-  MOBIUS_ASSERT_KERNEL_OK(embedding_fwd(d_out.get(), d_tokens.get(), d_wte.get(), nullptr, kB, kT,
-                                        kC, kV, d_invalid.get(), nullptr));
-  const auto out = d_out.ToHost();
-  for (int64_t c = 0; c < kC; ++c) {
-    EXPECT_EQ(out[5 * kC + c], 0);
-    EXPECT_EQ(out[9 * kC + c], 0);
+  for (HalfType ht : kHalfTypes) {
+    SCOPED_TRACE(HalfTypeName(ht));
+    const auto wte = RandomHalf(ht, kV * kC, 1.0f, 6);
+    DeviceArray<int32_t> d_tokens(tokens), d_invalid(1, 0);
+    DeviceArray<uint16_t> d_wte(wte.bits), d_out(kB * kT * kC, 0xffff);
+    DeviceArray<float> d_dwte(kV * kC, 0.0f);
+    MOBIUS_ASSERT_KERNEL_OK(embedding_fwd(ht, d_out.get(), d_tokens.get(), d_wte.get(), nullptr, kB,
+                                          kT, kC, kV, d_invalid.get(), nullptr));
+    const auto out = d_out.ToHost();
+    for (int64_t c = 0; c < kC; ++c) {
+      EXPECT_EQ(out[5 * kC + c], 0);
+      EXPECT_EQ(out[9 * kC + c], 0);
+    }
+    EXPECT_EQ(d_invalid.ToHost()[0], 2);
+    MOBIUS_ASSERT_KERNEL_OK(embedding_bwd(ht, d_dwte.get(), nullptr, d_out.get(), d_tokens.get(),
+                                          kB, kT, kC, kV, d_invalid.get(), nullptr));
+    EXPECT_EQ(d_invalid.ToHost()[0], 4);
   }
-  EXPECT_EQ(d_invalid.ToHost()[0], 2);
-  MOBIUS_ASSERT_KERNEL_OK(embedding_bwd(d_dwte.get(), nullptr, d_out.get(), d_tokens.get(), kB, kT,
-                                        kC, kV, d_invalid.get(), nullptr));
-  EXPECT_EQ(d_invalid.ToHost()[0], 4);
 }
 
 }  // namespace

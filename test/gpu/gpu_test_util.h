@@ -1,10 +1,10 @@
 // Helpers for the GPU op tests (label `gpu`): device check with a clean skip, device buffers,
-// seeded random bf16 inputs, and the comparison every op test uses.
+// seeded random bf16 or fp16 inputs, and the comparison every op test uses.
 //
 // Comparison rule (as llm.c's tests): for each output tensor, the worst |got - ref| over all
 // elements must be <= tol * max|ref|, and the worst difference is printed with its index, so a
 // failing run on the GPU machine says how far off it is, not just that it is. The references are
-// plain fp32 C++ in each test, fed the same bf16-rounded inputs the kernel reads.
+// plain fp32 C++ in each test, fed the same bf16- or fp16-rounded inputs the kernel reads.
 //
 // Standard library, CUDA runtime, GoogleTest and common/numeric only: part of the CUDA-only subset.
 #ifndef MOBIUS_TEST_GPU_GPU_TEST_UTIL_H_
@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "gtest/gtest.h"
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::gpu_test {
@@ -31,6 +33,21 @@ namespace mobius::gpu_test {
 // one bf16 ulp (2^-8, ~3.9e-3) apart. Hence the usual tolerance for a bf16 output computed from the
 // same inputs in a different fp32 order: two bf16 ulps at the largest magnitude.
 inline constexpr double kBf16Tol = 8e-3;
+// fp16 has 11 significand bits: the same rule, two fp16 ulps (2 x 2^-10) at the largest magnitude.
+inline constexpr double kF16Tol = 2e-3;
+
+using kernels::cuda::HalfType;
+// Both 16-bit formats, for tests that run each op in each (SCOPED_TRACE(HalfTypeName(t))).
+inline constexpr HalfType kHalfTypes[] = {HalfType::kBf16, HalfType::kF16};
+inline double HalfTol(HalfType t) { return t == HalfType::kF16 ? kF16Tol : kBf16Tol; }
+inline uint16_t ToHalf(HalfType t, float x) {
+  return t == HalfType::kF16 ? numeric::Fp32ToF16(x) : numeric::Fp32ToBf16(x);
+}
+inline float FromHalf(HalfType t, uint16_t bits) {
+  return t == HalfType::kF16 ? numeric::F16ToFp32(bits) : numeric::Bf16ToFp32(bits);
+}
+// fp32 -> 16-bit -> fp32, the rounding every 16-bit output goes through.
+inline float RoundHalf(HalfType t, float x) { return FromHalf(t, ToHalf(t, x)); }
 
 // Empty when a device is usable, else why not (the runtime's error name and text).
 inline std::string NoDeviceReason() {
@@ -124,6 +141,20 @@ inline Bf16Data RandomBf16(size_t n, float scale, uint32_t seed) {
   return d;
 }
 
+// The same in either 16-bit format (fp16: the same uniform values, rounded to fp16).
+inline Bf16Data RandomHalf(HalfType t, size_t n, float scale, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  Bf16Data d;
+  d.bits.resize(n);
+  d.values.resize(n);
+  for (size_t i = 0; i < n; ++i) {
+    d.bits[i] = ToHalf(t, dist(rng));
+    d.values[i] = FromHalf(t, d.bits[i]);
+  }
+  return d;
+}
+
 inline std::vector<float> RandomFloats(size_t n, float lo, float hi, uint32_t seed) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> dist(lo, hi);
@@ -135,6 +166,11 @@ inline std::vector<float> RandomFloats(size_t n, float lo, float hi, uint32_t se
 inline std::vector<float> ToFloat(const std::vector<uint16_t>& bits) {
   std::vector<float> v(bits.size());
   for (size_t i = 0; i < bits.size(); ++i) v[i] = numeric::Bf16ToFp32(bits[i]);
+  return v;
+}
+inline std::vector<float> ToFloat(HalfType t, const std::vector<uint16_t>& bits) {
+  std::vector<float> v(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i) v[i] = FromHalf(t, bits[i]);
   return v;
 }
 
@@ -165,6 +201,11 @@ inline void ExpectClose(const std::vector<float>& got, const std::vector<float>&
 inline void ExpectClose(const std::vector<uint16_t>& got_bf16, const std::vector<float>& ref,
                         double tol, const std::string& what) {
   ExpectClose(ToFloat(got_bf16), ref, tol, what);
+}
+// 16-bit results of format t; `what` gets the format's name.
+inline void ExpectClose(HalfType t, const std::vector<uint16_t>& got, const std::vector<float>& ref,
+                        double tol, const std::string& what) {
+  ExpectClose(ToFloat(t, got), ref, tol, what + " (" + kernels::cuda::HalfTypeName(t) + ")");
 }
 
 // fp32 -> bf16 -> fp32, the rounding every bf16 output goes through.

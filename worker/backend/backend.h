@@ -89,6 +89,10 @@ class Backend {
   Backend& operator=(const Backend&) = delete;
 
   virtual std::string name() const = 0;  // "cpu", "cuda:0"
+  // Whether fp16 GEMMs summing in fp16 (GemmParams::half_accumulate) run faster here than with
+  // fp32 sums: GeForce tensor cores (twice the rate); not datacenter GPUs (the same rate) nor the
+  // CPU backend (which sums in fp32 anyway). An fp16 run asks for fp16 sums only where this holds.
+  virtual bool half_accumulate_faster() const { return false; }
 
   // ---- device memory ----
   // `tag` names the use in errors and logs ("stage3.weights"). bytes == 0 yields an empty buffer.

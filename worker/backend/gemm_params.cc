@@ -4,7 +4,14 @@
 
 namespace mobius::backend {
 
-absl::string_view DTypeName(DType dtype) { return dtype == DType::kFp32 ? "fp32" : "bf16"; }
+absl::string_view DTypeName(DType dtype) {
+  switch (dtype) {
+    case DType::kFp32: return "fp32";
+    case DType::kBf16: return "bf16";
+    case DType::kF16: return "fp16";
+  }
+  return "?";
+}
 
 namespace {
 
@@ -36,6 +43,12 @@ absl::Status ValidateGemm(const GemmParams& p) {
   if (p.stride_b < 0) return Invalid("stride_b", p.stride_b, ">= 0");
   if (p.batch > 1 && p.m > 0 && p.n > 0 && p.stride_c < p.m * p.ldc) {
     return Invalid("stride_c", p.stride_c, absl::StrCat(">= m * ldc = ", p.m * p.ldc, " (batches of C must not overlap)"));
+  }
+  if (p.half_accumulate &&
+      (p.a_type != DType::kF16 || p.b_type != DType::kF16 || p.c_type != DType::kF16)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "gemm: half_accumulate needs fp16 a, b and c (a ", DTypeName(p.a_type), ", b ",
+        DTypeName(p.b_type), ", c ", DTypeName(p.c_type), ")"));
   }
   return absl::OkStatus();
 }

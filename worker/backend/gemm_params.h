@@ -7,9 +7,13 @@
 //   B is stored [k, n] (ldb >= n) or, transposed, [n, k] (ldb >= k)  -- nn.Linear's weight [out, in]
 //     with trans_b gives y = x W^T;
 //   C is stored [m, n] (ldc >= n).
-// Leading dimensions and batch strides count elements, not bytes. A and B are fp32 or bf16 (raw
-// bits in uint16_t, common/numeric/bf16.h), independently; accumulation is always fp32. C is fp32 or
-// bf16: a bf16 C is read (when beta != 0), combined and rounded to nearest even once at the end.
+// Leading dimensions and batch strides count elements, not bytes. A and B are fp32, bf16 or fp16
+// (raw bits in uint16_t, common/numeric/bf16.h, f16.h), independently. C is fp32, bf16 or fp16: a
+// 16-bit C is read (when beta != 0), combined and rounded to nearest even once at the end.
+// Accumulation is fp32, except with `half_accumulate` (A, B and C all fp16): the products are summed
+// in fp16 where the device has that mode (cuBLAS CUBLAS_COMPUTE_16F, twice the fp32-accumulate rate
+// on GeForce tensor cores); the CPU backend sums in fp32 and rounds the result once (documented
+// difference, within the fp16 tolerance of the tests).
 // beta == 0 means C is not read (NaNs in it do not propagate), as in BLAS.
 // Batched: X_b starts stride_x elements after X_{b-1}; stride 0 broadcasts one matrix (a shared
 // weight). The C batches must not overlap.
@@ -25,9 +29,12 @@
 
 namespace mobius::backend {
 
-enum class DType { kFp32, kBf16 };
-absl::string_view DTypeName(DType dtype);  // "fp32", "bf16"
+// kF16: IEEE binary16. The 16-bit types are the "half" formats of the activations and weights
+// (a job's training.precision); everything else (statistics, losses, gradients) stays fp32.
+enum class DType { kFp32, kBf16, kF16 };
+absl::string_view DTypeName(DType dtype);  // "fp32", "bf16", "fp16"
 inline int DTypeBytes(DType dtype) { return dtype == DType::kFp32 ? 4 : 2; }
+inline bool IsHalf(DType dtype) { return dtype != DType::kFp32; }
 
 struct GemmParams {
   int64_t m = 0, n = 0, k = 0;
@@ -50,11 +57,14 @@ struct GemmParams {
   int64_t stride_c = 0;
 
   int64_t batch = 1;
+
+  bool half_accumulate = false;  // REQUIRES a, b and c fp16 (see above)
 };
 
 // INVALID_ARGUMENT (naming the field) unless: m, n, k >= 0, batch >= 1, non-null pointers for
 // non-empty operands, leading dimensions as above, stride_c >= m*ldc when batch > 1 (the strides
-// of A and B may be 0). m, n or k == 0 is valid (with k == 0, C = beta * C).
+// of A and B may be 0), half_accumulate only with fp16 A, B and C. m, n or k == 0 is valid (with
+// k == 0, C = beta * C).
 absl::Status ValidateGemm(const GemmParams& params);
 
 }  // namespace mobius::backend

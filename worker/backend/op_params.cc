@@ -27,6 +27,10 @@ class Check {
     }
     return *this;
   }
+  // A 16-bit tensor format: bf16 or fp16.
+  Check& Half(absl::string_view field, DType dtype) {
+    return Rule(IsHalf(dtype), absl::StrCat(field, " must be bf16 or fp16, not ", DTypeName(dtype)));
+  }
   Check& Rule(bool ok, absl::string_view what) {
     if (status_.ok() && !ok) status_ = absl::InvalidArgumentError(absl::StrCat(op_, ": ", what));
     return *this;
@@ -79,6 +83,7 @@ absl::Status ValidateEmbedding(const EmbeddingParams& p) {
   c.Ptr("tokens", p.tokens, used).Ptr("wte", p.wte, used).Ptr("out", p.out, used);
   c.Rule(p.wpe == nullptr || p.t <= p.positions,
          absl::StrCat("t = ", p.t, " exceeds positions = ", p.positions));
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -89,6 +94,7 @@ absl::Status ValidateEmbeddingBackward(const EmbeddingBackwardParams& p) {
   c.Ptr("tokens", p.tokens, used).Ptr("dout", p.dout, used).Ptr("dwte", p.dwte, used);
   c.Rule(p.dwpe == nullptr || p.t <= p.positions,
          absl::StrCat("t = ", p.t, " exceeds positions = ", p.positions));
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -99,6 +105,7 @@ absl::Status ValidateNorm(const NormParams& p) {
   c.Ptr("inp", p.inp, used).Ptr("weight", p.weight, used).Ptr("out", p.out, used);
   c.Ptr("rstd", p.rstd, used).Ptr("mean", p.mean, used && p.op == NormOp::kLayerNorm);
   c.Rule(p.op == NormOp::kLayerNorm || p.bias == nullptr, "rmsnorm takes no bias");
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -110,11 +117,14 @@ absl::Status ValidateNormBackward(const NormBackwardParams& p) {
   c.Ptr("rstd", p.rstd, used).Ptr("mean", p.mean, used && p.op == NormOp::kLayerNorm);
   c.Ptr("dinp", p.dinp, used).Ptr("dweight", p.dweight, used);
   c.Rule(p.op == NormOp::kLayerNorm || p.dbias == nullptr, "rmsnorm takes no bias");
+  c.Half("dtype", p.dtype);
+  c.Rule(p.dinp_type == DType::kFp32 || p.dinp_type == p.dtype,
+         "dinp_type must be fp32 or dtype");
   return c.status();
 }
 
 absl::Status ValidateGelu(const GeluParams& p) {
-  return Elementwise("gelu", p.n).Ptr("inp", p.inp, p.n > 0).Ptr("out", p.out, p.n > 0).status();
+  return Elementwise("gelu", p.n).Ptr("inp", p.inp, p.n > 0).Ptr("out", p.out, p.n > 0).Half("dtype", p.dtype).status();
 }
 
 absl::Status ValidateGeluBackward(const GeluBackwardParams& p) {
@@ -122,14 +132,14 @@ absl::Status ValidateGeluBackward(const GeluBackwardParams& p) {
   return Elementwise("gelu_backward", p.n)
       .Ptr("dout", p.dout, used).Ptr("inp", p.inp, used).Ptr("dinp", p.dinp, used)
       .Rule(p.dinp != p.dout && p.dinp != p.inp, "dinp aliases an input")
-      .status();
+      .Half("dtype", p.dtype).status();
 }
 
 absl::Status ValidateSwiGlu(const SwiGluParams& p) {
   const bool used = p.n > 0;
   return Elementwise("swiglu", p.n)
       .Ptr("gate", p.gate, used).Ptr("up", p.up, used).Ptr("out", p.out, used)
-      .status();
+      .Half("dtype", p.dtype).status();
 }
 
 absl::Status ValidateSwiGluBackward(const SwiGluBackwardParams& p) {
@@ -138,7 +148,7 @@ absl::Status ValidateSwiGluBackward(const SwiGluBackwardParams& p) {
       .Ptr("dout", p.dout, used).Ptr("gate", p.gate, used).Ptr("up", p.up, used)
       .Ptr("dgate", p.dgate, used).Ptr("dup", p.dup, used)
       .Rule(!used || p.dgate != p.dup, "dgate aliases dup")
-      .status();
+      .Half("dtype", p.dtype).status();
 }
 
 absl::Status ValidateRopeTables(const RopeTablesParams& p) {
@@ -155,6 +165,7 @@ absl::Status ValidateRope(const RopeParams& p) {
   c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("nh", p.nh, 0);
   c.AtLeast("head_dim", p.head_dim, 2).Rule(p.head_dim % 2 == 0, "head_dim is odd");
   c.Ptr("cos", p.cos, used).Ptr("sin", p.sin, used).Ptr("inp", p.inp, used).Ptr("out", p.out, used);
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -166,6 +177,7 @@ absl::Status ValidateRopeBackward(const RopeBackwardParams& p) {
   c.Ptr("cos", p.cos, used).Ptr("sin", p.sin, used);
   c.Ptr("dout", p.dout, used).Ptr("dinp", p.dinp, used);
   c.Rule(!used || p.dinp != p.dout, "dinp aliases dout");
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -175,6 +187,7 @@ absl::Status ValidateAttention(const AttentionParams& p) {
   c.Ptr("q", p.q, used).Ptr("k", p.k, used).Ptr("v", p.v, used);
   c.Ptr("out", p.out, used).Ptr("lse", p.lse, used);
   c.Rule(!used || (p.out != p.q && p.out != p.k && p.out != p.v), "out aliases an input");
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -186,6 +199,7 @@ absl::Status ValidateCachedAttention(const CachedAttentionParams& p) {
          absl::StrCat("start + t = ", p.start + p.shape.t, " exceeds capacity = ", p.capacity));
   c.Ptr("q", p.q, used).Ptr("k", p.k, used).Ptr("v", p.v, used).Ptr("out", p.out, used);
   c.Rule(!used || (p.out != p.q && p.out != p.k && p.out != p.v), "out aliases an input");
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -195,6 +209,7 @@ absl::Status ValidateAttentionBackward(const AttentionBackwardParams& p) {
   c.Ptr("dout", p.dout, used).Ptr("q", p.q, used).Ptr("k", p.k, used).Ptr("v", p.v, used);
   c.Ptr("out", p.out, used).Ptr("lse", p.lse, used);
   c.Ptr("dq", p.dq, used).Ptr("dk", p.dk, used).Ptr("dv", p.dv, used);
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -222,7 +237,7 @@ absl::Status ValidateResidual(const ResidualParams& p) {
   const bool used = p.n > 0;
   return Elementwise("residual", p.n)
       .Ptr("a", p.a, used).Ptr("b", p.b, used).Ptr("out", p.out, used)
-      .status();
+      .Half("dtype", p.dtype).status();
 }
 
 absl::Status ValidateBiasAdd(const BiasAddParams& p) {
@@ -230,6 +245,7 @@ absl::Status ValidateBiasAdd(const BiasAddParams& p) {
   Check c("bias_add");
   c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 1);
   c.Ptr("inp", p.inp, used).Ptr("bias", p.bias, used).Ptr("out", p.out, used);
+  c.Half("dtype", p.dtype);
   return c.status();
 }
 
@@ -254,6 +270,7 @@ absl::Status ValidateAdamW(const AdamWParams& p) {
   c.Rule(std::isfinite(p.grad_scale), absl::StrCat("grad_scale = ", p.grad_scale, ", want finite"));
   c.Ptr("master", p.master, used).Ptr("m", p.m, used).Ptr("v", p.v, used);
   c.Ptr("grad", p.grad, used);
+  c.Half("out_type", p.out_type);
   return c.status();
 }
 
@@ -269,7 +286,6 @@ absl::Status ValidateDropout(const DropoutParams& p) {
   c.AtLeast("n", p.n, 0).AtLeast("c", p.c, 0).AtLeast("row_offset", p.row_offset, 0);
   c.Ptr("inp", p.inp, used).Ptr("out", p.out, used);
   c.Rule(p.p >= 0.0f && p.p < 1.0f, "p must be in [0, 1)");
-  c.Rule(p.inp_type == DType::kFp32 || p.inp_type == DType::kBf16, "inp_type must be bf16 or fp32");
   c.Rule(!p.accumulate || p.inp_type == DType::kFp32, "the backward (accumulate) takes fp32 inp");
   return c.status();
 }

@@ -3,8 +3,12 @@
 //
 // Conventions (those of worker/kernels/cpu/, which the CPU backend runs):
 //   - Pointers are device addresses (DeviceBuffer::at(offset)) that stay valid until the op ran.
-//   - Activations and weights are bf16 (raw bits, common/numeric/bf16.h), typed `void*` here so that
-//     no numeric header leaks into backend.h; statistics, lse, losses and parameter gradients fp32.
+//   - Activations and weights are 16-bit, bf16 unless the op's `dtype` says fp16 (raw bits,
+//     common/numeric/bf16.h, f16.h; a job's training.precision), typed `void*` here so that no
+//     numeric header leaks into backend.h; statistics, lse, losses and parameter gradients fp32.
+//     "bf16" below means "the op's `dtype`" (kBf16 or kF16; anything else is INVALID_ARGUMENT).
+//     Arithmetic is fp32 in both; each 16-bit output is rounded once (nearest even; fp16 values
+//     beyond 65504 become +-inf, which the loss scaler of a fp16 job detects).
 //   - "+=" marks an output that is accumulated into: the caller zeroes it first (ZeroParams).
 //   - Shapes are row-major; N is a row count (B * T for token rows).
 // Data-dependent preconditions (token and target ids in range) cannot be checked when enqueueing;
@@ -27,7 +31,8 @@ struct ZeroParams {
   uint64_t bytes = 0;
 };
 
-// dst[i] = src[i] converted (fp32 -> bf16 rounds to nearest even); src and dst must not overlap.
+// dst[i] = src[i] converted (to a 16-bit type: rounded to nearest even; bf16 <-> fp16 through
+// fp32); src and dst must not overlap.
 struct CastParams {
   int64_t n = 0;
   DType src_type = DType::kFp32, dst_type = DType::kBf16;
@@ -38,6 +43,7 @@ struct CastParams {
 // out [B, T, C] bf16 = wte[tokens] (+ wpe[t]); tokens [B, T] int32 in [0, vocab); wte [vocab, C];
 // wpe [positions, C] or nullptr (RoPE models), REQUIRES t <= positions when set.
 struct EmbeddingParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t b = 0, t = 0, c = 0, vocab = 0, positions = 0;
   const int32_t* tokens = nullptr;
   const void* wte = nullptr;
@@ -48,6 +54,7 @@ struct EmbeddingParams {
 // dwte [vocab, C] fp32 += scatter of dout [B, T, C] bf16 by tokens; dwpe [positions, C] fp32 +=
 // (nullptr: none).
 struct EmbeddingBackwardParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t b = 0, t = 0, c = 0, vocab = 0, positions = 0;
   const int32_t* tokens = nullptr;
   const void* dout = nullptr;
@@ -60,6 +67,7 @@ enum class NormOp { kLayerNorm, kRmsNorm };
 // out, inp [N, C] bf16; weight, bias [C] bf16 (bias: LayerNorm only, may be null);
 // mean [N] fp32 (LayerNorm only), rstd [N] fp32, saved for the backward. out may alias inp.
 struct NormParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   NormOp op = NormOp::kLayerNorm;
   int64_t n = 0, c = 0;
   float eps = 1e-5f;
@@ -71,8 +79,9 @@ struct NormParams {
   float* rstd = nullptr;
 };
 
-// dinp [N, C] (dinp_type: bf16 or fp32) +=; dweight, dbias [C] fp32 += (dbias may be null).
+// dinp [N, C] (dinp_type: fp32 or `dtype`) +=; dweight, dbias [C] fp32 += (dbias may be null).
 struct NormBackwardParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   NormOp op = NormOp::kLayerNorm;
   int64_t n = 0, c = 0;
   const void* dout = nullptr;  // [N, C] bf16
@@ -88,12 +97,14 @@ struct NormBackwardParams {
 
 // GELU (tanh): out [N] = gelu(inp [N]), bf16; out may alias inp.
 struct GeluParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0;
   const void* inp = nullptr;
   void* out = nullptr;
 };
 // dinp [N] bf16 += gelu'(inp) * dout.
 struct GeluBackwardParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0;
   const void* dout = nullptr;
   const void* inp = nullptr;
@@ -102,6 +113,7 @@ struct GeluBackwardParams {
 
 // out [N] = silu(gate) * up, bf16.
 struct SwiGluParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0;
   const void* gate = nullptr;
   const void* up = nullptr;
@@ -109,6 +121,7 @@ struct SwiGluParams {
 };
 // dgate, dup [N] bf16 +=.
 struct SwiGluBackwardParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0;
   const void* dout = nullptr;
   const void* gate = nullptr;
@@ -127,6 +140,7 @@ struct RopeTablesParams {
 
 // out, inp [B, T, NH, head_dim] bf16 (out may alias inp); cos, sin [T, head_dim / 2] fp32.
 struct RopeParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t b = 0, t = 0, nh = 0, head_dim = 0;
   const float* cos = nullptr;
   const float* sin = nullptr;
@@ -135,6 +149,7 @@ struct RopeParams {
 };
 // dinp [B, T, NH, head_dim] bf16 += R^T dout.
 struct RopeBackwardParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t b = 0, t = 0, nh = 0, head_dim = 0;
   const float* cos = nullptr;
   const float* sin = nullptr;
@@ -148,6 +163,7 @@ struct AttentionShapeParams {
   int64_t b = 0, t = 0, heads = 0, kv_heads = 0, head_dim = 0, window = 0;
 };
 struct AttentionParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   AttentionShapeParams shape;
   const void* q = nullptr;
   const void* k = nullptr;
@@ -163,6 +179,7 @@ struct AttentionParams {
 // the row AttentionForward gives for the same position over the same keys (window 0; with a
 // window the key tiles start elsewhere). REQUIRES: start + T <= capacity; out aliases no input.
 struct CachedAttentionParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   AttentionShapeParams shape;  // t: the new queries
   int64_t start = 0, capacity = 0;
   const void* q = nullptr;
@@ -173,6 +190,7 @@ struct CachedAttentionParams {
 };
 // dq, dk, dv bf16 += from dout, given the forward's inputs, out and lse.
 struct AttentionBackwardParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   AttentionShapeParams shape;
   const void* dout = nullptr;
   const void* q = nullptr;
@@ -195,7 +213,8 @@ struct CrossEntropyRows {
   int64_t total_rows = 0;  // 0: unchunked; else REQUIRES row0 + N <= total_rows
 };
 
-// Softmax cross-entropy, mean over non-ignored rows: logits [N, V] (logits_type), targets [N]
+// Softmax cross-entropy, mean over non-ignored rows: logits [N, V] (logits_type: fp32, bf16 or
+// fp16), targets [N]
 // int32 in [0, V) or kIgnoreIndex; losses [N], lse [N] fp32 (saved); mean_loss [1] fp32 (0 when
 // every row is ignored) over the rows `rows` names, or nullptr (no mean: a chunk that is not the
 // last; the last chunk's mean reads every earlier chunk's losses).
@@ -224,6 +243,7 @@ struct CrossEntropyBackwardParams {
 
 // out [N] = a + b, bf16 (out may alias a or b).
 struct ResidualParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0;
   const void* a = nullptr;
   const void* b = nullptr;
@@ -232,12 +252,13 @@ struct ResidualParams {
 
 // out [N, C] = inp + bias [C], bf16 (out may alias inp).
 struct BiasAddParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0, c = 0;
   const void* inp = nullptr;
   const void* bias = nullptr;
   void* out = nullptr;
 };
-// dbias [C] fp32 += column sums of dout [N, C] (dout_type).
+// dbias [C] fp32 += column sums of dout [N, C] (dout_type: fp32, bf16 or fp16).
 struct BiasBackwardParams {
   int64_t n = 0, c = 0;
   DType dout_type = DType::kBf16;
@@ -251,7 +272,8 @@ struct BiasBackwardParams {
 // AdamW over one tensor of n elements, step `step` (1-based), with worker/optim/adamw.h's
 // semantics (PyTorch's torch.optim.AdamW): g = grad * grad_scale; p *= 1 - lr * weight_decay
 // (`decay` false: no decay); m, v updated; p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 -
-// beta2^t) + eps); bf16_out = bf16(p) unless null. The per-step scalars are computed on the host
+// beta2^t) + eps); bf16_out = p rounded to out_type (bf16 or fp16; the name is historical) unless
+// null. The per-step scalars are computed on the host
 // in double and rounded to float once, as worker/optim does, so every backend gives the CPU
 // optimizer's fused result bit for bit. master, m, v fp32 read and written; grad fp32; buffers must
 // not overlap.
@@ -266,6 +288,7 @@ struct AdamWParams {
   float* v = nullptr;
   const float* grad = nullptr;
   void* bf16_out = nullptr;
+  DType out_type = DType::kBf16;
 };
 
 // Sums of squares of x fp32 [n] in double, for the global gradient norm. chunk == 0: *out (one
@@ -283,7 +306,7 @@ struct SumSquaresParams {
 
 // LoRA dropout on [N, C] rows (worker/kernels/dropout_mask.h): element (row, col) is kept iff
 // DropoutKeep(key, row_offset + row, col, p), and a kept one is scaled by 1 / (1 - p).
-//   accumulate false (forward):  out [N, C] fp32 = kept ? inp * scale : 0; inp bf16 or fp32
+//   accumulate false (forward):  out [N, C] fp32 = kept ? inp * scale : 0; inp bf16, fp16, fp32
 //   accumulate true (backward):  out [N, C] fp32 += kept ? inp * scale : 0 (the input gradient
 //                                through the same mask); inp fp32
 // REQUIRES 0 <= p < 1; inp and out do not overlap.

@@ -59,6 +59,10 @@ AdamWScalars ScalarsFor(const AdamWConfig& c, int64_t step, float grad_scale, bo
   return s;
 }
 
+internal::HalfOut OutFormat(const ParamBuffers& b) {
+  return b.out_fp16 ? internal::HalfOut::kF16 : internal::HalfOut::kBf16;
+}
+
 absl::Status ValidateStepArgs(int64_t step, float grad_scale, const ParamBuffers& b,
                               size_t index) {
   if (step < 1) return absl::InvalidArgumentError(absl::StrCat("AdamW step ", step, " < 1"));
@@ -126,7 +130,8 @@ absl::Status AdamWStep(const AdamWConfig& config, int64_t step, float grad_scale
   if (absl::Status s = ValidateStepArgs(step, grad_scale, b, 0); !s.ok()) return s;
   if (absl::Status s = CheckKernel(kernel); !s.ok()) return s;
   const AdamWScalars scalars = ScalarsFor(config, step, grad_scale, b.decay);
-  AdamWKernelFor(ResolveKernel(kernel))(scalars, b.master, b.m, b.v, b.grad, b.bf16_out, b.n);
+  AdamWKernelFor(ResolveKernel(kernel))(scalars, b.master, b.m, b.v, b.grad, b.bf16_out,
+                                        OutFormat(b), b.n);
   return absl::OkStatus();
 }
 
@@ -210,7 +215,8 @@ absl::Status CpuAdamW::Step(int64_t step, float grad_scale, std::span<const Para
     const ParamBuffers& b = params[chunk.tensor];
     const size_t at = chunk.begin;
     kernel(b.decay ? with_decay : without_decay, b.master + at, b.m + at, b.v + at, b.grad + at,
-           b.bf16_out != nullptr ? b.bf16_out + at : nullptr, chunk.end - chunk.begin);
+           b.bf16_out != nullptr ? b.bf16_out + at : nullptr, OutFormat(b),
+           chunk.end - chunk.begin);
   });
   return absl::OkStatus();
 }

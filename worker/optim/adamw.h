@@ -1,8 +1,9 @@
 // Host-side AdamW: the optimizer step over fp32 master weights that live in host DRAM.
 //
 // One fused pass per tensor reads the fp32 gradient, master weight and both moments, updates them in
-// place and writes the bf16 copy that is uploaded to the GPUs: 4 fp32 reads + 3 fp32 writes + 1 bf16
-// write = 30 bytes per parameter, so the step is memory-bandwidth bound (mobius.md section 3).
+// place and writes the 16-bit copy that is uploaded to the GPUs (bf16, or fp16 for
+// training.precision fp16): 4 fp32 reads + 3 fp32 writes + 1 16-bit write = 30 bytes per parameter,
+// so the step is memory-bandwidth bound (mobius.md section 3).
 //
 // Semantics are PyTorch's torch.optim.AdamW (1.13, foreach or not), per element, step t (1-based):
 //   g  = grad * grad_scale                       (grad_scale: clipping factor, 1 for none)
@@ -10,7 +11,7 @@
 //   m  = beta1 * m + (1 - beta1) * g
 //   v  = beta2 * v + (1 - beta2) * g * g
 //   p  = p - (lr / (1 - beta1^t)) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)      (eps outside sqrt)
-//   bf16_out = round_to_nearest_even_bf16(p)
+//   bf16_out = round_to_nearest_even_bf16(p)    (out_fp16: round_to_nearest_even_fp16(p))
 // The per-step scalars (bias corrections, step size, decay factor) are computed in double and rounded
 // to float once, as PyTorch does with its Python-float hyperparameters.
 //
@@ -21,7 +22,9 @@
 // bound it per tensor by |a - b| <= 1e-6 * |b| + 2^-21 * max|b| (the absolute term covers
 // cancellation where m or p pass near 0) and check that the SIMD kernels are bit-identical to the
 // scalar formula written with std::fma at those three places (test/worker/optim/adamw_kernel_test.cc).
-// The bf16 copy is always exactly Fp32ToBf16(new master) (common/numeric/bf16.h).
+// The 16-bit copy is always exactly Fp32ToBf16(new master) (common/numeric/bf16.h), or with
+// out_fp16 exactly Fp32ToF16(new master) (common/numeric/f16.h: values from 65520 up become +-inf),
+// written in the same pass by every kernel.
 //
 // Thread-safety: AdamWStep, SumOfSquares, ClipScale and the kernel queries are pure functions of
 // their arguments; concurrent calls on disjoint buffers are safe. A CpuAdamW object runs one call at a
@@ -77,6 +80,7 @@ struct ParamBuffers {
   uint16_t* bf16_out = nullptr;   // [n] bf16 bits of the new master; nullptr: not written
   size_t n = 0;
   bool decay = true;              // false: no weight decay (biases, norms)
+  bool out_fp16 = false;          // bf16_out receives fp16 bits instead of bf16
 };
 
 // One fused AdamW step over one tensor on the calling thread.

@@ -22,10 +22,46 @@ inline __m128i ToBf16x8(__m256 x) {
   return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
 }
 
-}  // namespace
+// Round-to-nearest-even fp16 of 8 floats, packed into 8 uint16: RoundToF16 (adamw_kernels.h)
+// lane-wise, its branches as blends (F16C's vcvtps2ph is not implied by the AVX2 + FMA check).
+inline __m128i ToF16x8(__m256 x) {
+  const __m256i bits = _mm256_castps_si256(x);
+  const __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(0x8000));
+  const __m256i magnitude = _mm256_and_si256(bits, _mm256_set1_epi32(0x7fffffff));
+  const __m256i payload =
+      _mm256_and_si256(_mm256_srli_epi32(magnitude, 13), _mm256_set1_epi32(0x3ff));
+  const __m256i nan = _mm256_or_si256(payload, _mm256_set1_epi32(0x7e00));
+  const __m256i inf = _mm256_set1_epi32(0x7c00);
+  // Below 2^-14: the FPU rounds magnitude + 0.5f to units of 2^-24 in the low bits.
+  const __m256 shifted = _mm256_add_ps(_mm256_castsi256_ps(magnitude), _mm256_set1_ps(0.5f));
+  const __m256i subnormal =
+      _mm256_sub_epi32(_mm256_castps_si256(shifted), _mm256_set1_epi32(126 << 23));
+  // Normal: rebias the exponent ((15 - 127) << 23, mod 2^32) and round to nearest even.
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(magnitude, 13), _mm256_set1_epi32(1));
+  const __m256i rebias = _mm256_set1_epi32(static_cast<int>(0xc8000fffu));
+  const __m256i normal =
+      _mm256_srli_epi32(_mm256_add_epi32(_mm256_add_epi32(magnitude, rebias), odd), 13);
+  // magnitude < 2^31, so the signed compares are exact.
+  __m256i result = normal;
+  result = _mm256_blendv_epi8(result, subnormal,
+                              _mm256_cmpgt_epi32(_mm256_set1_epi32(0x38800000), magnitude));
+  result = _mm256_blendv_epi8(result, inf,
+                              _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x477fffff)));
+  result = _mm256_blendv_epi8(result, nan,
+                              _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f800000)));
+  result = _mm256_or_si256(result, sign);
+  const __m256i packed = _mm256_packus_epi32(result, result);  // as ToBf16x8
+  return _mm256_castsi256_si128(_mm256_permute4x64_epi64(packed, 0x08));
+}
 
-void AdamWAvx2Kernel(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
-                     uint16_t* bf16_out, size_t n) {
+template <HalfOut kFormat>
+inline __m128i ToHalfx8(__m256 x) {
+  return kFormat == HalfOut::kF16 ? ToF16x8(x) : ToBf16x8(x);
+}
+
+template <HalfOut kFormat>
+void Avx2Loop(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
+              uint16_t* out, size_t n) {
   const __m256 grad_scale = _mm256_set1_ps(s.grad_scale);
   const __m256 decay = _mm256_set1_ps(s.decay);
   const __m256 beta1 = _mm256_set1_ps(s.beta1);
@@ -49,11 +85,22 @@ void AdamWAvx2Kernel(const AdamWScalars& s, float* master, float* m, float* v, c
     _mm256_storeu_ps(m + i, mn);
     _mm256_storeu_ps(v + i, vn);
     _mm256_storeu_ps(master + i, pn);
-    if (bf16_out != nullptr) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(bf16_out + i), ToBf16x8(pn));
+    if (out != nullptr) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + i), ToHalfx8<kFormat>(pn));
     }
   }
-  AdamWElements<true>(s, master, m, v, grad, bf16_out, i, n);
+  AdamWElements<true, kFormat>(s, master, m, v, grad, out, i, n);
+}
+
+}  // namespace
+
+void AdamWAvx2Kernel(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
+                     uint16_t* out, HalfOut format, size_t n) {
+  if (format == HalfOut::kF16) {
+    Avx2Loop<HalfOut::kF16>(s, master, m, v, grad, out, n);
+  } else {
+    Avx2Loop<HalfOut::kBf16>(s, master, m, v, grad, out, n);
+  }
 }
 
 double SumSquaresAvx2(const float* x, size_t n) {

@@ -19,10 +19,21 @@ inline __m256i ToBf16x16(__m512 x) {
   return _mm512_cvtepi32_epi16(_mm512_mask_mov_epi32(rounded, is_nan, quiet_nan));
 }
 
-}  // namespace
+// fp16 of 16 floats: AVX-512F's vcvtps2ph, round to nearest even (no MXCSR dependence), which
+// gives RoundToF16's bits (subnormals, +-inf from 65520 up; a NaN keeps its sign and top payload
+// bits and is made quiet); adamw_kernel_test.cc checks it against numeric::Fp32ToF16.
+inline __m256i ToF16x16(__m512 x) {
+  return _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+}
 
-void AdamWAvx512Kernel(const AdamWScalars& s, float* master, float* m, float* v,
-                       const float* grad, uint16_t* bf16_out, size_t n) {
+template <HalfOut kFormat>
+inline __m256i ToHalfx16(__m512 x) {
+  return kFormat == HalfOut::kF16 ? ToF16x16(x) : ToBf16x16(x);
+}
+
+template <HalfOut kFormat>
+void Avx512Loop(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
+                uint16_t* out, size_t n) {
   const __m512 grad_scale = _mm512_set1_ps(s.grad_scale);
   const __m512 decay = _mm512_set1_ps(s.decay);
   const __m512 beta1 = _mm512_set1_ps(s.beta1);
@@ -46,11 +57,22 @@ void AdamWAvx512Kernel(const AdamWScalars& s, float* master, float* m, float* v,
     _mm512_storeu_ps(m + i, mn);
     _mm512_storeu_ps(v + i, vn);
     _mm512_storeu_ps(master + i, pn);
-    if (bf16_out != nullptr) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bf16_out + i), ToBf16x16(pn));
+    if (out != nullptr) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), ToHalfx16<kFormat>(pn));
     }
   }
-  AdamWElements<true>(s, master, m, v, grad, bf16_out, i, n);
+  AdamWElements<true, kFormat>(s, master, m, v, grad, out, i, n);
+}
+
+}  // namespace
+
+void AdamWAvx512Kernel(const AdamWScalars& s, float* master, float* m, float* v,
+                       const float* grad, uint16_t* out, HalfOut format, size_t n) {
+  if (format == HalfOut::kF16) {
+    Avx512Loop<HalfOut::kF16>(s, master, m, v, grad, out, n);
+  } else {
+    Avx512Loop<HalfOut::kBf16>(s, master, m, v, grad, out, n);
+  }
 }
 
 double SumSquaresAvx512(const float* x, size_t n) {

@@ -28,17 +28,21 @@ struct AdamWScalars {
   float eps;
 };
 
-// Kernel signature: updates master/m/v in place over [0, n), writes bf16_out unless it is null.
+// The format of the 16-bit copy of the new master weights.
+enum class HalfOut { kBf16, kF16 };
+
+// Kernel signature: updates master/m/v in place over [0, n), writes `out` (16-bit bits in
+// `format`) unless it is null. Each kernel picks its loop for the format once per call.
 using AdamWKernelFn = void (*)(const AdamWScalars& s, float* master, float* m, float* v,
-                               const float* grad, uint16_t* bf16_out, size_t n);
+                               const float* grad, uint16_t* out, HalfOut format, size_t n);
 using SumSquaresFn = double (*)(const float* x, size_t n);
 
 void AdamWScalarKernel(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
-                       uint16_t* bf16_out, size_t n);
+                       uint16_t* out, HalfOut format, size_t n);
 void AdamWAvx2Kernel(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
-                     uint16_t* bf16_out, size_t n);
+                     uint16_t* out, HalfOut format, size_t n);
 void AdamWAvx512Kernel(const AdamWScalars& s, float* master, float* m, float* v,
-                       const float* grad, uint16_t* bf16_out, size_t n);
+                       const float* grad, uint16_t* out, HalfOut format, size_t n);
 
 double SumSquaresScalar(const float* x, size_t n);
 double SumSquaresAvx2(const float* x, size_t n);
@@ -53,6 +57,37 @@ inline uint16_t RoundToBf16(float value) {
   if ((bits & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((bits >> 16) | 0x0040u);
   bits += 0x7fffu + ((bits >> 16) & 1u);
   return static_cast<uint16_t>(bits >> 16);
+}
+
+// Same rule as numeric::Fp32ToF16 (tests check they agree; F. Giesen's float_to_half_fast3_rtne),
+// private copy for the same reason: nearest even, subnormals by the FPU's own rounding, +-inf from
+// 65520 up, NaN -> quiet NaN with the top payload bits.
+inline uint16_t RoundToF16(float value) {
+  uint32_t bits;
+  std::memcpy(&bits, &value, sizeof(bits));
+  const uint16_t sign = static_cast<uint16_t>((bits >> 16) & 0x8000u);
+  uint32_t magnitude = bits & 0x7fffffffu;
+  if (magnitude > 0x7f800000u) {
+    return static_cast<uint16_t>(sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu));
+  }
+  if (magnitude >= 0x47800000u) return static_cast<uint16_t>(sign | 0x7c00u);
+  if (magnitude < 0x38800000u) {
+    constexpr uint32_t kHalf = 126u << 23;  // 0.5f
+    float tiny;
+    std::memcpy(&tiny, &magnitude, sizeof(tiny));
+    const float shifted = tiny + 0.5f;
+    uint32_t shifted_bits;
+    std::memcpy(&shifted_bits, &shifted, sizeof(shifted_bits));
+    return static_cast<uint16_t>(sign | (shifted_bits - kHalf));
+  }
+  const uint32_t odd = (magnitude >> 13) & 1u;
+  magnitude += (static_cast<uint32_t>(15 - 127) << 23) + 0xfffu + odd;
+  return static_cast<uint16_t>(sign | (magnitude >> 13));
+}
+
+template <HalfOut kFormat>
+inline uint16_t RoundToHalf(float value) {
+  return kFormat == HalfOut::kF16 ? RoundToF16(value) : RoundToBf16(value);
 }
 
 // One element, in the documented order. kFused: the three multiply-adds as std::fma, exactly what
@@ -81,12 +116,12 @@ inline void AdamWElement(const AdamWScalars& s, float& p, float& m, float& v, fl
   }
 }
 
-template <bool kFused>
+template <bool kFused, HalfOut kFormat>
 inline void AdamWElements(const AdamWScalars& s, float* master, float* m, float* v,
-                          const float* grad, uint16_t* bf16_out, size_t begin, size_t end) {
+                          const float* grad, uint16_t* out, size_t begin, size_t end) {
   for (size_t i = begin; i < end; ++i) {
     AdamWElement<kFused>(s, master[i], m[i], v[i], grad[i]);
-    if (bf16_out != nullptr) bf16_out[i] = RoundToBf16(master[i]);
+    if (out != nullptr) out[i] = RoundToHalf<kFormat>(master[i]);
   }
 }
 

@@ -4,8 +4,12 @@
 namespace mobius::optim::internal {
 
 void AdamWScalarKernel(const AdamWScalars& s, float* master, float* m, float* v, const float* grad,
-                       uint16_t* bf16_out, size_t n) {
-  AdamWElements<false>(s, master, m, v, grad, bf16_out, 0, n);
+                       uint16_t* out, HalfOut format, size_t n) {
+  if (format == HalfOut::kF16) {
+    AdamWElements<false, HalfOut::kF16>(s, master, m, v, grad, out, 0, n);
+  } else {
+    AdamWElements<false, HalfOut::kBf16>(s, master, m, v, grad, out, 0, n);
+  }
 }
 
 double SumSquaresScalar(const float* x, size_t n) {

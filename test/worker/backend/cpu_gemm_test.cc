@@ -1,16 +1,20 @@
-// CpuBackend::Gemm against a naive reference on the same bf16-rounded inputs.
+// CpuBackend::Gemm against a naive reference on the same bf16- or fp16-rounded inputs.
 //
-// Tolerance: both sides accumulate the same products (exact in fp32/double for bf16 inputs), so
+// Tolerance: both sides accumulate the same products (exact in fp32/double for 16-bit inputs), so
 // only the summation order and the final rounding differ. The reference sums in double; the fp32
 // result may differ by the standard bound gamma_k = k * 2^-24 (times 2 for safety) of
 // |alpha| * sum|a||b| + |beta * c0|. A bf16 C adds one rounding: 2^-8 of |result| (half a bf16 ulp is
-// 2^-9 relative).
+// 2^-9 relative). An fp16 C likewise 2^-11 of |result| (half an fp16 ulp is at most 2^-11
+// relative) plus 2^-25 absolute (half the subnormal spacing, where fp16 rounds in absolute steps).
+// The CPU backend accumulates in fp32 with or without half_accumulate (cpu_gemm.h), so the same
+// bound holds there, and the bits are those of the product without it.
 #include <cmath>
 #include <cstring>
 #include <random>
 #include <vector>
 
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "worker/backend/cpu/cpu_backend.h"
@@ -20,7 +24,9 @@ namespace mobius::backend {
 namespace {
 
 using numeric::Bf16ToFp32;
+using numeric::F16ToFp32;
 using numeric::Fp32ToBf16;
+using numeric::Fp32ToF16;
 
 struct Case {
   int64_t m, n, k;
@@ -71,6 +77,10 @@ class CpuGemmTest : public ::testing::Test {
         uint16_t bits = Fp32ToBf16(v);
         static_cast<uint16_t*>(op.buffer.data())[i] = bits;
         op.values[i] = Bf16ToFp32(bits);
+      } else if (type == DType::kF16) {
+        uint16_t bits = Fp32ToF16(v);
+        static_cast<uint16_t*>(op.buffer.data())[i] = bits;
+        op.values[i] = F16ToFp32(bits);
       } else {
         static_cast<float*>(op.buffer.data())[i] = v;
         op.values[i] = v;
@@ -80,11 +90,16 @@ class CpuGemmTest : public ::testing::Test {
   }
 
   float Read(const Operand& op, int64_t index) const {
-    return op.type == DType::kBf16 ? Bf16ToFp32(static_cast<const uint16_t*>(op.buffer.data())[index])
-                                   : static_cast<const float*>(op.buffer.data())[index];
+    const uint16_t bits = static_cast<const uint16_t*>(op.buffer.data())[index];
+    switch (op.type) {
+      case DType::kBf16: return Bf16ToFp32(bits);
+      case DType::kF16: return F16ToFp32(bits);
+      case DType::kFp32: break;
+    }
+    return static_cast<const float*>(op.buffer.data())[index];
   }
 
-  void Check(const Case& c, bool nan_c = false) {
+  void Check(const Case& c, bool nan_c = false, bool half_accumulate = false) {
     SCOPED_TRACE(testing::Message() << "m=" << c.m << " n=" << c.n << " k=" << c.k << " ta=" << c.ta
                                     << " tb=" << c.tb << " a=" << DTypeName(c.at) << " b="
                                     << DTypeName(c.bt) << " c=" << DTypeName(c.ct) << " beta="
@@ -99,6 +114,7 @@ class CpuGemmTest : public ::testing::Test {
     p.a_type = c.at, p.a = a.buffer.data(), p.lda = a.ld, p.stride_a = a.stride;
     p.b_type = c.bt, p.b = b.buffer.data(), p.ldb = b.ld, p.stride_b = c.broadcast_b ? 0 : b.stride;
     p.c_type = c.ct, p.c = out.buffer.data(), p.ldc = out.ld, p.stride_c = out.stride;
+    p.half_accumulate = half_accumulate;
     ASSERT_TRUE(backend_->Gemm(*queue_, p).ok());
     ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
     double worst = 0;
@@ -118,6 +134,7 @@ class CpuGemmTest : public ::testing::Test {
           double tol = 2.0 * (c.k + 2) * std::ldexp(1.0, -24) *
                        (std::fabs(c.alpha) * abs_sum + std::fabs(c.beta * c0));
           if (c.ct == DType::kBf16) tol += std::ldexp(std::fabs(ref), -8);
+          if (c.ct == DType::kF16) tol += std::ldexp(std::fabs(ref), -11) + 0x1p-25;
           const double got = Read(out, bt * out.stride + i * out.ld + j);
           ASSERT_NEAR(got, ref, tol + 1e-30) << "at batch " << bt << " [" << i << "," << j << "]";
           worst = std::max(worst, std::fabs(got - ref));
@@ -176,6 +193,84 @@ TEST_F(CpuGemmTest, Bf16Output) {
   for (bool tb : {false, true}) {
     Check({33, 33, 64, false, tb, DType::kBf16, DType::kBf16, DType::kBf16});
     Check({7, 1, 33, true, tb, DType::kBf16, DType::kBf16, DType::kBf16, 1.0f, 1.0f});
+  }
+}
+
+// fp16 operands and C (training.precision fp16), alone and mixed with bf16 / fp32, with beta.
+TEST_F(CpuGemmTest, F16InputsAndOutputs) {
+  constexpr DType kF16 = DType::kF16, kBf16 = DType::kBf16, kFp32 = DType::kFp32;
+  for (bool ta : {false, true}) {
+    for (bool tb : {false, true}) {
+      Check({33, 7, 65, ta, tb, kF16, kF16, kF16});
+      Check({7, 33, 17, ta, tb, kF16, kF16, kFp32});
+      Check({7, 33, 17, ta, tb, kF16, kFp32, kF16, 0.5f, 1.0f});
+      Check({33, 7, 17, ta, tb, kFp32, kF16, kBf16, -2.0f, 0.25f});
+      Check({7, 33, 33, ta, tb, kBf16, kF16, kF16, 1.0f, 0.5f});
+    }
+  }
+  Check({7, 33, 33, false, true, kF16, kF16, kF16}, /*nan_c=*/true);  // beta 0: C unread
+  Check({600, 96, 300, false, true, kF16, kF16, kF16, 1.0f, 0.5f});   // cut into pieces
+  Case batched{7, 33, 17, false, true, kF16, kF16, kF16, 1.0f, 0.5f, 3};
+  batched.broadcast_b = true;
+  Check(batched);
+}
+
+// half_accumulate (fp16 A, B, C) is accepted; the CPU backend sums in fp32 and rounds once, so
+// the result is within the same tolerance and bit for bit the product without the flag.
+TEST_F(CpuGemmTest, HalfAccumulateIsFp32AccumulationRoundedOnce) {
+  constexpr DType kF16 = DType::kF16;
+  for (bool tb : {false, true}) {
+    Check({33, 7, 65, false, tb, kF16, kF16, kF16, 1.0f, 0.5f}, false, /*half_accumulate=*/true);
+  }
+  const int64_t m = 40, n = 24, k = 300;
+  Operand a = Make(kF16, 1, m, k, 0, false), b = Make(kF16, 1, n, k, 0, false);
+  Operand c0 = Make(kF16, 1, m, n, 0, false);
+  std::vector<std::vector<uint16_t>> outs;
+  for (bool half_accumulate : {false, true}) {
+    const auto* bits = static_cast<const uint16_t*>(c0.buffer.data());
+    std::vector<uint16_t> out(bits, bits + m * n);
+    GemmParams p;
+    p.m = m, p.n = n, p.k = k, p.trans_b = true, p.beta = 0.5f;
+    p.a_type = p.b_type = p.c_type = kF16;
+    p.a = a.buffer.data(), p.lda = k;
+    p.b = b.buffer.data(), p.ldb = k;
+    p.c = out.data(), p.ldc = n;  // CPU backend: host memory is device memory
+    p.half_accumulate = half_accumulate;
+    ASSERT_TRUE(backend_->Gemm(*queue_, p).ok());
+    ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+    outs.push_back(std::move(out));
+  }
+  EXPECT_EQ(outs[0], outs[1]);
+  // Refused unless A, B and C are all fp16 (gemm_params.h).
+  GemmParams bad;
+  bad.m = bad.n = bad.k = 4;
+  bad.a_type = bad.b_type = kF16;
+  bad.c_type = DType::kFp32;
+  bad.a = bad.b = a.buffer.data(), bad.lda = bad.ldb = 4;
+  bad.c = c0.buffer.data(), bad.ldc = 4;
+  bad.half_accumulate = true;
+  EXPECT_EQ(backend_->Gemm(*queue_, bad).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// An fp16 C beyond 65504 is +-inf (the loss scaler of an fp16 job looks for it); fp32 C is not.
+TEST_F(CpuGemmTest, F16OutputOverflowsToInf) {
+  const int64_t m = 2, n = 3, k = 256;
+  std::vector<uint16_t> a(m * k, Fp32ToF16(1.0f)), b(k * n, Fp32ToF16(300.0f));  // sums 76800
+  for (int64_t l = 0; l < k; ++l) a[k + l] = Fp32ToF16(-0.5f);                   // row 1: -38400
+  std::vector<uint16_t> c(m * n, 0);
+  std::vector<float> c32(m * n, 0.0f);
+  GemmParams p;
+  p.m = m, p.n = n, p.k = k;
+  p.a_type = p.b_type = p.c_type = DType::kF16;
+  p.a = a.data(), p.lda = k, p.b = b.data(), p.ldb = n, p.c = c.data(), p.ldc = n;
+  ASSERT_TRUE(backend_->Gemm(*queue_, p).ok());
+  p.c_type = DType::kFp32, p.c = c32.data();
+  ASSERT_TRUE(backend_->Gemm(*queue_, p).ok());
+  ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_EQ(F16ToFp32(c[j]), INFINITY) << j;
+    EXPECT_EQ(F16ToFp32(c[n + j]), -38400.0f) << j;  // in range: 38400 is an fp16 value
+    EXPECT_EQ(c32[j], 76800.0f) << j;
   }
 }
 
@@ -268,29 +363,34 @@ TEST_F(CpuGemmTest, SameBitsForOneTwoAndThreeThreads) {
   }
 }
 
-// A bf16 operand whose fp32 copy would exceed 16 MB is converted piece by piece (cpu_gemm.cc):
+// A 16-bit operand whose fp32 copy would exceed 16 MB is converted piece by piece (cpu_gemm.cc):
 // the bits of C are those of the same product with that operand given in fp32 (converted whole,
-// no cutting), for a weight as B (both layouts) and as A, batched with strides, bf16 C with beta.
+// no cutting), for a weight as B (both layouts) and as A, batched with strides, 16-bit C with beta;
+// bf16 and fp16 weights.
 TEST_F(CpuGemmTest, LargeBf16OperandIsConvertedInPiecesWithTheSameBits) {
   struct Shape {
     int64_t m, n, k;
     bool ta, tb, big_b;
     int64_t batch;
     DType ct;
+    DType big_type = DType::kBf16;  // the format of the large operand
   };
   for (const Shape& sh : {Shape{40, 9000, 1024, false, true, true, 1, DType::kFp32},
                           Shape{40, 9000, 1024, false, false, true, 2, DType::kBf16},
                           Shape{9000, 24, 1024, true, false, false, 1, DType::kFp32},
-                          Shape{9000, 24, 1024, false, true, false, 1, DType::kBf16}}) {
+                          Shape{9000, 24, 1024, false, true, false, 1, DType::kBf16},
+                          Shape{40, 9000, 1024, false, true, true, 1, DType::kF16, DType::kF16},
+                          Shape{9000, 24, 1024, true, false, false, 1, DType::kF16,
+                                DType::kF16}}) {
     SCOPED_TRACE(testing::Message() << "m=" << sh.m << " n=" << sh.n << " ta=" << sh.ta
                                     << " tb=" << sh.tb << " batch=" << sh.batch);
     const int64_t br = sh.tb ? sh.n : sh.k, bc = sh.tb ? sh.k : sh.n;
     const int64_t ar = sh.ta ? sh.k : sh.m, ac = sh.ta ? sh.m : sh.k;
-    Operand a = Make(sh.big_b ? DType::kFp32 : DType::kBf16, sh.batch, ar, ac, 1, false);
-    Operand b = Make(sh.big_b ? DType::kBf16 : DType::kFp32, sh.batch, br, bc, 1, false);
+    Operand a = Make(sh.big_b ? DType::kFp32 : sh.big_type, sh.batch, ar, ac, 1, false);
+    Operand b = Make(sh.big_b ? sh.big_type : DType::kFp32, sh.batch, br, bc, 1, false);
     const Operand& big = sh.big_b ? b : a;
     ASSERT_GT(4 * (sh.big_b ? sh.n : sh.m) * sh.k, int64_t{16} << 20);
-    std::vector<float> big32(big.values);  // the bf16 values, exactly, as fp32
+    std::vector<float> big32(big.values);  // the 16-bit values, exactly, as fp32
     Operand c0 = Make(sh.ct, sh.batch, sh.m, sh.n, 0, false);
     const size_t c_bytes = c0.values.size() * DTypeBytes(sh.ct);
     std::vector<std::vector<char>> outs;
@@ -299,7 +399,7 @@ TEST_F(CpuGemmTest, LargeBf16OperandIsConvertedInPiecesWithTheSameBits) {
                             static_cast<const char*>(c0.buffer.data()) + c_bytes);
       GemmParams p;
       p.m = sh.m, p.n = sh.n, p.k = sh.k, p.trans_a = sh.ta, p.trans_b = sh.tb;
-      p.beta = sh.ct == DType::kBf16 ? 0.5f : 0.0f, p.batch = sh.batch;
+      p.beta = IsHalf(sh.ct) ? 0.5f : 0.0f, p.batch = sh.batch;
       p.a_type = a.type, p.a = a.buffer.data(), p.lda = a.ld, p.stride_a = a.stride;
       p.b_type = b.type, p.b = b.buffer.data(), p.ldb = b.ld, p.stride_b = b.stride;
       if (as_fp32) {

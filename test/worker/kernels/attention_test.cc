@@ -1,6 +1,6 @@
 // attention_* (flash-style, logsumexp only) against reference ops_attention.h (full probability
-// matrix) on the same bf16-rounded inputs: GQA 4/2 and 8/1, head_dim 16 and 64, T not a multiple
-// of the tiles, T = 1, with and without a sliding window.
+// matrix) on the same 16-bit-rounded inputs, in bf16 and fp16: GQA 4/2 and 8/1, head_dim 16 and
+// 64, T not a multiple of the tiles, T = 1, with and without a sliding window.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -14,47 +14,54 @@
 namespace mobius::kernels::cpu {
 namespace {
 
-using testing::Bf16Tensor;
 using testing::ExpectBitwiseEqual;
 using testing::ExpectClose;
-using testing::kBf16Rtol;
+using testing::Format;
+using testing::HalfTensor;
 using testing::kFp32Rtol;
 using testing::MaxAbs;
-using testing::RandomBf16;
+using testing::RandomHalf;
 using testing::ToFloats;
 
+template <typename T>
 struct AttnResult {
-  std::vector<uint16_t> out, dq, dk, dv;
+  std::vector<T> out, dq, dk, dv;
   std::vector<float> lse;
+};
+
+// The inputs of one shape in one format (the same draws for every format).
+template <typename T>
+struct AttnInputs {
+  explicit AttnInputs(const AttentionShape& s) {
+    std::mt19937 rng(static_cast<uint32_t>(s.t * 131 + s.heads * 17 + s.head_dim + s.window));
+    const int64_t nq = s.b * s.t * s.heads * s.head_dim, nkv = s.b * s.t * s.kv_heads * s.head_dim;
+    q = RandomHalf<T>(nq, 1.0f, rng);
+    k = RandomHalf<T>(nkv, 1.0f, rng);
+    v = RandomHalf<T>(nkv, 1.0f, rng);
+    dout = RandomHalf<T>(nq, 1.0f, rng);
+    dq0 = RandomHalf<T>(nq, 0.01f, rng);  // gradients accumulate: start from non-zero values
+    dk0 = RandomHalf<T>(nkv, 0.01f, rng);
+    dv0 = RandomHalf<T>(nkv, 0.01f, rng);
+  }
+  HalfTensor<T> q, k, v, dout, dq0, dk0, dv0;
 };
 
 class AttentionTest : public ::testing::TestWithParam<AttentionShape> {
  protected:
-  void SetUp() override {
+  template <typename T>
+  AttnResult<T> Run(const AttnInputs<T>& in, ThreadPool* pool) const {
     const AttentionShape& s = GetParam();
-    std::mt19937 rng(static_cast<uint32_t>(s.t * 131 + s.heads * 17 + s.head_dim + s.window));
-    const int64_t nq = s.b * s.t * s.heads * s.head_dim, nkv = s.b * s.t * s.kv_heads * s.head_dim;
-    q_ = RandomBf16(nq, 1.0f, rng);
-    k_ = RandomBf16(nkv, 1.0f, rng);
-    v_ = RandomBf16(nkv, 1.0f, rng);
-    dout_ = RandomBf16(nq, 1.0f, rng);
-    dq0_ = RandomBf16(nq, 0.01f, rng);  // gradients accumulate: start from non-zero values
-    dk0_ = RandomBf16(nkv, 0.01f, rng);
-    dv0_ = RandomBf16(nkv, 0.01f, rng);
-  }
-
-  AttnResult Run(ThreadPool* pool) const {
-    const AttentionShape& s = GetParam();
-    AttnResult r{std::vector<uint16_t>(q_.bits.size()), dq0_.bits, dk0_.bits, dv0_.bits,
-                 std::vector<float>(s.b * s.heads * s.t)};
-    attention_fwd(r.out.data(), r.lse.data(), q_.data(), k_.data(), v_.data(), s, pool);
-    attention_bwd(r.dq.data(), r.dk.data(), r.dv.data(), dout_.data(), q_.data(), k_.data(),
-                  v_.data(), r.out.data(), r.lse.data(), s, pool);
+    AttnResult<T> r{std::vector<T>(in.q.bits.size()), in.dq0.bits, in.dk0.bits, in.dv0.bits,
+                    std::vector<float>(s.b * s.heads * s.t)};
+    attention_fwd(r.out.data(), r.lse.data(), in.q.data(), in.k.data(), in.v.data(), s, pool);
+    attention_bwd(r.dq.data(), r.dk.data(), r.dv.data(), in.dout.data(), in.q.data(), in.k.data(),
+                  in.v.data(), r.out.data(), r.lse.data(), s, pool);
     return r;
   }
 
   // log sum exp of the scaled scores of each (b, h, t), in double.
-  std::vector<float> ReferenceLse() const {
+  template <typename T>
+  std::vector<float> ReferenceLse(const AttnInputs<T>& in) const {
     const AttentionShape& s = GetParam();
     const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
     std::vector<float> lse(s.b * s.heads * s.t);
@@ -66,8 +73,8 @@ class AttentionTest : public ::testing::TestWithParam<AttentionShape> {
           for (int64_t t2 = first; t2 <= t; ++t2) {
             double dot = 0.0;
             for (int64_t d = 0; d < hd; ++d) {
-              dot += static_cast<double>(q_.f32[((b * s.t + t) * s.heads + h) * hd + d]) *
-                     k_.f32[((b * s.t + t2) * s.kv_heads + h / group) * hd + d];
+              dot += static_cast<double>(in.q.f32[((b * s.t + t) * s.heads + h) * hd + d]) *
+                     in.k.f32[((b * s.t + t2) * s.kv_heads + h / group) * hd + d];
             }
             scores.push_back(dot / std::sqrt(static_cast<double>(hd)));
           }
@@ -81,44 +88,64 @@ class AttentionTest : public ::testing::TestWithParam<AttentionShape> {
     return lse;
   }
 
-  Bf16Tensor q_, k_, v_, dout_, dq0_, dk0_, dv0_;
+  template <typename T>
+  void CheckReference() const {
+    using F = Format<T>;
+    SCOPED_TRACE(F::kName);
+    const AttentionShape& s = GetParam();
+    const AttnInputs<T> in(s);
+    const AttnResult<T> r = Run(in, nullptr);
+    const reference::AttentionShape rs{s.b, s.t, s.heads, s.kv_heads, s.head_dim, s.window};
+    std::vector<float> out(in.q.f32.size()), att(s.b * s.heads * s.t * s.t);
+    reference::AttentionForward(out.data(), att.data(), in.q.f32.data(), in.k.f32.data(),
+                                in.v.f32.data(), rs);
+    // out is a convex combination of v rows: fp32 vs double leaves ~1e-6 of max|v| absolute.
+    ExpectClose("attention out", ToFloats(r.out), out, F::kRtol,
+                1e-5 * MaxAbs(in.v.f32) + F::kAtol);
+    ExpectClose("attention lse", r.lse, ReferenceLse(in), kFp32Rtol, 1e-5);
+
+    std::vector<float> dq = in.dq0.f32, dk = in.dk0.f32, dv = in.dv0.f32;
+    reference::AttentionBackward(dq.data(), dk.data(), dv.data(), in.dout.f32.data(),
+                                 in.q.f32.data(), in.k.f32.data(), in.v.f32.data(), att.data(), rs);
+    // dv = P^T dO is formed from fp32 P: one output rounding plus fp32 noise.
+    ExpectClose("attention dv", ToFloats(r.dv), dv, F::kRtol, 1e-5 * MaxAbs(dv) + F::kAtol);
+    // dq, dk go through D = rowsum(dO * O) with O as stored in 16 bits (FlashAttention's choice):
+    // each O element is off by up to half an ulp (bf16 2^-8, fp16 2^-11 relative), which shifts
+    // every dS of a row by the same absolute amount; that error is on the scale of the largest
+    // gradient, not of each element: 2 ulps (bf16 1/64, fp16 1/512) of it.
+    const double ds_atol_share = 2 * F::kRtol;
+    ExpectClose("attention dq", ToFloats(r.dq), dq, F::kRtol, ds_atol_share * MaxAbs(dq));
+    ExpectClose("attention dk", ToFloats(r.dk), dk, F::kRtol, ds_atol_share * MaxAbs(dk));
+  }
+
+  template <typename T>
+  void CheckThreads() const {
+    SCOPED_TRACE(Format<T>::kName);
+    const AttnInputs<T> in(GetParam());
+    const AttnResult<T> one = Run(in, nullptr);
+    for (int threads : {2, 3}) {
+      ThreadPool pool(threads);
+      const AttnResult<T> r = Run(in, &pool);
+      ExpectBitwiseEqual("attention out", r.out, one.out);
+      ExpectBitwiseEqual("attention lse", r.lse, one.lse);
+      ExpectBitwiseEqual("attention dq", r.dq, one.dq);
+      ExpectBitwiseEqual("attention dk", r.dk, one.dk);
+      ExpectBitwiseEqual("attention dv", r.dv, one.dv);
+    }
+  }
+
+  template <typename T>
+  void CheckCached() const;
 };
 
 TEST_P(AttentionTest, MatchesReference) {
-  const AttentionShape& s = GetParam();
-  const AttnResult r = Run(nullptr);
-  const reference::AttentionShape rs{s.b, s.t, s.heads, s.kv_heads, s.head_dim, s.window};
-  std::vector<float> out(q_.f32.size()), att(s.b * s.heads * s.t * s.t);
-  reference::AttentionForward(out.data(), att.data(), q_.f32.data(), k_.f32.data(), v_.f32.data(),
-                              rs);
-  // out is a convex combination of v rows: fp32 vs double leaves ~1e-6 of max|v| absolute.
-  ExpectClose("attention out", ToFloats(r.out), out, kBf16Rtol, 1e-5 * MaxAbs(v_.f32));
-  ExpectClose("attention lse", r.lse, ReferenceLse(), kFp32Rtol, 1e-5);
-
-  std::vector<float> dq = dq0_.f32, dk = dk0_.f32, dv = dv0_.f32;
-  reference::AttentionBackward(dq.data(), dk.data(), dv.data(), dout_.f32.data(), q_.f32.data(),
-                               k_.f32.data(), v_.f32.data(), att.data(), rs);
-  // dv = P^T dO is formed from fp32 P: one output rounding plus fp32 noise.
-  ExpectClose("attention dv", ToFloats(r.dv), dv, kBf16Rtol, 1e-5 * MaxAbs(dv));
-  // dq, dk go through D = rowsum(dO * O) with O as stored in bf16 (FlashAttention's choice): each
-  // O element is off by up to 2^-8 relative, which shifts every dS of a row by the same absolute
-  // amount; that error is on the scale of the largest gradient, not of each element.
-  const double kDsAtolShare = 1.0 / 64;
-  ExpectClose("attention dq", ToFloats(r.dq), dq, kBf16Rtol, kDsAtolShare * MaxAbs(dq));
-  ExpectClose("attention dk", ToFloats(r.dk), dk, kBf16Rtol, kDsAtolShare * MaxAbs(dk));
+  CheckReference<uint16_t>();
+  CheckReference<F16>();
 }
 
 TEST_P(AttentionTest, SameBitsForOneTwoAndThreeThreads) {
-  const AttnResult one = Run(nullptr);
-  for (int threads : {2, 3}) {
-    ThreadPool pool(threads);
-    const AttnResult r = Run(&pool);
-    ExpectBitwiseEqual("attention out", r.out, one.out);
-    ExpectBitwiseEqual("attention lse", r.lse, one.lse);
-    ExpectBitwiseEqual("attention dq", r.dq, one.dq);
-    ExpectBitwiseEqual("attention dk", r.dk, one.dk);
-    ExpectBitwiseEqual("attention dv", r.dv, one.dv);
-  }
+  CheckThreads<uint16_t>();
+  CheckThreads<F16>();
 }
 
 // The KV-cache forward (incremental decoding): the keys and values copied into caches of a larger
@@ -127,18 +154,23 @@ TEST_P(AttentionTest, SameBitsForOneTwoAndThreeThreads) {
 // every out and lse row equals the full forward's bit for bit (the same key tiles; masked keys add
 // exact zeros); with one the key tiles start at each call's first position, so the online softmax
 // is split differently: within the reference tolerances of MatchesReference.
-TEST_P(AttentionTest, CachedForwardMatchesFullForward) {
+template <typename T>
+void AttentionTest::CheckCached() const {
+  using F = Format<T>;
+  SCOPED_TRACE(F::kName);
   const AttentionShape& s = GetParam();
-  const AttnResult full = Run(nullptr);
+  const AttnInputs<T> in(s);
+  const AttnResult<T> full = Run(in, nullptr);
   const int64_t hd = s.head_dim, capacity = s.t + 5, prefill = s.t / 2 + 1;
-  std::vector<uint16_t> kc(s.b * capacity * s.kv_heads * hd, 0x7fc0);  // NaN: must stay unread
-  std::vector<uint16_t> vc(kc.size(), 0x7fc0);
+  // NaN in both formats (bf16 0x7fc0; fp16 0x7fc0 is a NaN too): must stay unread.
+  std::vector<T> kc(s.b * capacity * s.kv_heads * hd, T{0x7fc0});
+  std::vector<T> vc(kc.size(), T{0x7fc0});
   const int64_t row = s.kv_heads * hd;
   for (int64_t b = 0; b < s.b; ++b) {
-    std::copy_n(k_.data() + b * s.t * row, s.t * row, kc.data() + b * capacity * row);
-    std::copy_n(v_.data() + b * s.t * row, s.t * row, vc.data() + b * capacity * row);
+    std::copy_n(in.k.data() + b * s.t * row, s.t * row, kc.data() + b * capacity * row);
+    std::copy_n(in.v.data() + b * s.t * row, s.t * row, vc.data() + b * capacity * row);
   }
-  std::vector<uint16_t> out(full.out.size());
+  std::vector<T> out(full.out.size());
   std::vector<float> lse(full.lse.size());
   ThreadPool pool(2);
   const int64_t qrow = s.heads * hd;
@@ -146,10 +178,10 @@ TEST_P(AttentionTest, CachedForwardMatchesFullForward) {
     const int64_t n = start == 0 ? std::min(prefill, s.t) : 1;
     AttentionShape step = s;
     step.t = n;
-    std::vector<uint16_t> q(s.b * n * qrow), o(q.size());
+    std::vector<T> q(s.b * n * qrow), o(q.size());
     std::vector<float> l(s.b * s.heads * n);
     for (int64_t b = 0; b < s.b; ++b) {
-      std::copy_n(q_.data() + (b * s.t + start) * qrow, n * qrow, q.data() + b * n * qrow);
+      std::copy_n(in.q.data() + (b * s.t + start) * qrow, n * qrow, q.data() + b * n * qrow);
     }
     attention_cached_fwd(o.data(), l.data(), q.data(), kc.data(), vc.data(), step, start,
                          capacity, &pool);
@@ -166,10 +198,15 @@ TEST_P(AttentionTest, CachedForwardMatchesFullForward) {
     ExpectBitwiseEqual("cached attention out", out, full.out);
     ExpectBitwiseEqual("cached attention lse", lse, full.lse);
   } else {
-    ExpectClose("cached attention out", ToFloats(out), ToFloats(full.out), kBf16Rtol,
-                1e-5 * MaxAbs(v_.f32));
+    ExpectClose("cached attention out", ToFloats(out), ToFloats(full.out), F::kRtol,
+                1e-5 * MaxAbs(in.v.f32) + F::kAtol);
     ExpectClose("cached attention lse", lse, full.lse, kFp32Rtol, 1e-5);
   }
+}
+
+TEST_P(AttentionTest, CachedForwardMatchesFullForward) {
+  CheckCached<uint16_t>();
+  CheckCached<F16>();
 }
 
 // {b, t, heads, kv_heads, head_dim, window}; tiles are 32 queries x 64 keys.

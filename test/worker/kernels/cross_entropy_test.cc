@@ -1,5 +1,5 @@
-// cross_entropy_* against reference ops_loss.h on the same logits (bf16-rounded, or fp32), with
-// ignored rows, all rows ignored, and in-place backward.
+// cross_entropy_* against reference ops_loss.h on the same logits (bf16- or fp16-rounded, or fp32),
+// with ignored rows, all rows ignored, and in-place backward.
 #include <algorithm>
 #include <cmath>
 #include <random>
@@ -15,10 +15,12 @@ namespace {
 
 using testing::ExpectBitwiseEqual;
 using testing::ExpectClose;
-using testing::kBf16Rtol;
+using testing::Format;
+using testing::FormatNames;
+using testing::HalfFormats;
 using testing::kFp32Rtol;
-using testing::MaxAbs;
 using testing::RandomBf16;
+using testing::RandomHalf;
 using testing::ToFloats;
 
 std::vector<int32_t> Targets(int64_t n, int64_t v, int ignore_every, std::mt19937& rng) {
@@ -31,11 +33,14 @@ std::vector<int32_t> Targets(int64_t n, int64_t v, int ignore_every, std::mt1993
 }
 
 // dlogits tolerance: softmax entries are <= 1 and scaled by dloss / count; fp32 exp vs double.
+// T: the 16-bit logits' format (the fp32 path runs on the same, rounded, values).
+template <typename T>
 void CheckCrossEntropy(int64_t n, int64_t v, int ignore_every) {
-  SCOPED_TRACE(::testing::Message() << "N " << n << " V " << v << " ignore every "
+  using F = Format<T>;
+  SCOPED_TRACE(::testing::Message() << F::kName << " N " << n << " V " << v << " ignore every "
                                     << ignore_every);
   std::mt19937 rng(static_cast<uint32_t>(n * v + ignore_every));
-  const auto logits = RandomBf16(n * v, 3.0f, rng);
+  const auto logits = RandomHalf<T>(n * v, 3.0f, rng);
   const std::vector<int32_t> targets = Targets(n, v, ignore_every, rng);
   const float dloss = 1.7f;
 
@@ -45,16 +50,16 @@ void CheckCrossEntropy(int64_t n, int64_t v, int ignore_every) {
   reference::CrossEntropyBackward(ref_dlogits.data(), probs.data(), targets.data(), n, v, dloss);
   const double d_atol = 1e-6 * dloss;
 
-  // bf16 logits, bf16 dlogits written in place over a copy of the logits.
+  // 16-bit logits, 16-bit dlogits written in place over a copy of the logits.
   std::vector<float> losses(n), lse(n);
   const float mean = cross_entropy_fwd(losses.data(), lse.data(), logits.data(), targets.data(), n,
                                        v, nullptr);
   EXPECT_NEAR(mean, ref_mean, kFp32Rtol * std::fabs(ref_mean) + 1e-6);
-  ExpectClose("ce losses (bf16 logits)", losses, ref_losses, kFp32Rtol, 1e-5);
-  std::vector<uint16_t> dlogits = logits.bits;
+  ExpectClose("ce losses (16-bit logits)", losses, ref_losses, kFp32Rtol, 1e-5);
+  std::vector<T> dlogits = logits.bits;
   cross_entropy_bwd(dlogits.data(), dlogits.data(), lse.data(), targets.data(), n, v, dloss,
                     nullptr);
-  ExpectClose("ce dlogits (bf16)", ToFloats(dlogits), ref_dlogits, kBf16Rtol, d_atol);
+  ExpectClose("ce dlogits (16-bit)", ToFloats(dlogits), ref_dlogits, F::kRtol, d_atol + F::kAtol);
 
   // fp32 logits and dlogits.
   std::vector<float> losses32(n), lse32(n), dlogits32(n * v, NAN);
@@ -72,23 +77,27 @@ void CheckCrossEntropy(int64_t n, int64_t v, int ignore_every) {
   EXPECT_EQ(mean2, mean);
   ExpectBitwiseEqual("ce losses, 2 threads", losses2, losses);
   ExpectBitwiseEqual("ce lse, 2 threads", lse2, lse);
-  std::vector<uint16_t> dlogits2(n * v);
+  std::vector<T> dlogits2(n * v);
   cross_entropy_bwd(dlogits2.data(), logits.data(), lse2.data(), targets.data(), n, v, dloss,
                     &pool);
   ExpectBitwiseEqual("ce dlogits, 2 threads", dlogits2, dlogits);
 }
 
-TEST(CrossEntropyTest, MatchesReference) {
-  CheckCrossEntropy(1, 33, 0);
-  CheckCrossEntropy(37, 1000, 3);
-  CheckCrossEntropy(8, 50257, 4);
+template <typename T>
+class CrossEntropyTest : public ::testing::Test {};
+TYPED_TEST_SUITE(CrossEntropyTest, HalfFormats, FormatNames);
+
+TYPED_TEST(CrossEntropyTest, MatchesReference) {
+  CheckCrossEntropy<TypeParam>(1, 33, 0);
+  CheckCrossEntropy<TypeParam>(37, 1000, 3);
+  CheckCrossEntropy<TypeParam>(8, 50257, 4);
 }
 
 // The LM head's token chunks (backend::CrossEntropyRows): rows computed a chunk at a time, each
 // chunk's logits alone, give every row's loss, lse and gradient bitwise the unchunked ones, and the
 // last chunk's mean bitwise the unchunked mean (the mean is formed over all rows in order); the
 // backward's count covers the whole microbatch. Chunks that do not divide N, of one row, of all.
-TEST(CrossEntropyTest, ChunksOfRowsAreBitwiseTheWholeMicrobatch) {
+TEST(CrossEntropyChunkTest, ChunksOfRowsAreBitwiseTheWholeMicrobatch) {
   const int64_t n = 23, v = 1000;
   std::mt19937 rng(23);
   const auto logits = RandomBf16(n * v, 3.0f, rng);
@@ -120,20 +129,21 @@ TEST(CrossEntropyTest, ChunksOfRowsAreBitwiseTheWholeMicrobatch) {
   }
 }
 
-TEST(CrossEntropyTest, AllRowsIgnoredGivesZeroLossAndZeroGradient) {
+TYPED_TEST(CrossEntropyTest, AllRowsIgnoredGivesZeroLossAndZeroGradient) {
+  using T = TypeParam;
   const int64_t n = 5, v = 33;
   std::mt19937 rng(5);
-  const auto logits = RandomBf16(n * v, 3.0f, rng);
+  const auto logits = RandomHalf<T>(n * v, 3.0f, rng);
   const std::vector<int32_t> targets(n, kIgnoreIndex);
   std::vector<float> losses(n, NAN), lse(n, NAN);
   EXPECT_EQ(cross_entropy_fwd(losses.data(), lse.data(), logits.data(), targets.data(), n, v,
                               nullptr),
             0.0f);
   for (float x : losses) EXPECT_EQ(x, 0.0f);
-  std::vector<uint16_t> dlogits(n * v, 0x7fc0);  // NaN: every entry must be written
+  std::vector<T> dlogits(n * v, T{0x7fc0});  // NaN (both formats): every entry must be written
   cross_entropy_bwd(dlogits.data(), logits.data(), lse.data(), targets.data(), n, v, 1.0f,
                     nullptr);
-  for (uint16_t x : dlogits) EXPECT_EQ(x, 0u);
+  for (T x : dlogits) EXPECT_TRUE(x == T{0});
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// rope_* against reference ops_rope.h, with inverse frequencies from
+// rope_* against reference ops_rope.h, in bf16 and fp16, with inverse frequencies from
 // reference::RopeInverseFrequencies (plain, linear and llama3 scaling).
 #include <random>
 #include <vector>
@@ -14,9 +14,11 @@ namespace {
 
 using testing::ExpectBitwiseEqual;
 using testing::ExpectClose;
-using testing::kBf16Rtol;
+using testing::Format;
+using testing::FormatNames;
+using testing::HalfFormats;
 using testing::MaxAbs;
-using testing::RandomBf16;
+using testing::RandomHalf;
 using testing::ToFloats;
 
 model::RopeScaling Scaling(model::RopeScaling::Type type) {
@@ -29,9 +31,11 @@ model::RopeScaling Scaling(model::RopeScaling::Type type) {
   return s;
 }
 
+template <typename T>
 void CheckRope(int64_t b, int64_t t, int64_t nh, int64_t hd, model::RopeScaling::Type type) {
-  SCOPED_TRACE(::testing::Message() << "B " << b << " T " << t << " NH " << nh << " hd " << hd
-                                    << " scaling " << static_cast<int>(type));
+  using F = Format<T>;
+  SCOPED_TRACE(::testing::Message() << F::kName << " B " << b << " T " << t << " NH " << nh
+                                    << " hd " << hd << " scaling " << static_cast<int>(type));
   const std::vector<float> inv_freq =
       reference::RopeInverseFrequencies(hd, 10000.0, Scaling(type));
   std::vector<float> ref_cos, ref_sin;
@@ -43,9 +47,9 @@ void CheckRope(int64_t b, int64_t t, int64_t nh, int64_t hd, model::RopeScaling:
 
   const int64_t n = b * t * nh * hd;
   std::mt19937 rng(static_cast<uint32_t>(n + hd));
-  const auto x = RandomBf16(n, 1.0f, rng), dy = RandomBf16(n, 1.0f, rng);
-  const auto dx0 = RandomBf16(n, 0.1f, rng);
-  std::vector<uint16_t> out(n), dx = dx0.bits;
+  const auto x = RandomHalf<T>(n, 1.0f, rng), dy = RandomHalf<T>(n, 1.0f, rng);
+  const auto dx0 = RandomHalf<T>(n, 0.1f, rng);
+  std::vector<T> out(n), dx = dx0.bits;
   rope_fwd(out.data(), x.data(), cos.data(), sin.data(), b, t, nh, hd, nullptr);
   rope_bwd(dx.data(), dy.data(), cos.data(), sin.data(), b, t, nh, hd, nullptr);
   std::vector<float> ref_out(n), ref_dx = dx0.f32;
@@ -54,22 +58,26 @@ void CheckRope(int64_t b, int64_t t, int64_t nh, int64_t hd, model::RopeScaling:
   reference::RopeBackward(ref_dx.data(), dy.f32.data(), ref_cos.data(), ref_sin.data(), b, t, nh,
                           hd);
   // Two-term sums that may cancel: atol 1e-6 of the scale covers fp32 vs double.
-  ExpectClose("rope out", ToFloats(out), ref_out, kBf16Rtol, 1e-6 * MaxAbs(ref_out));
-  ExpectClose("rope dinp", ToFloats(dx), ref_dx, kBf16Rtol, 1e-6 * MaxAbs(ref_dx));
+  ExpectClose("rope out", ToFloats(out), ref_out, F::kRtol, 1e-6 * MaxAbs(ref_out) + F::kAtol);
+  ExpectClose("rope dinp", ToFloats(dx), ref_dx, F::kRtol, 1e-6 * MaxAbs(ref_dx) + F::kAtol);
 
   ThreadPool pool(2);
-  std::vector<uint16_t> out2 = x.bits, dx2 = dx0.bits;
+  std::vector<T> out2 = x.bits, dx2 = dx0.bits;
   rope_fwd(out2.data(), out2.data(), cos.data(), sin.data(), b, t, nh, hd, &pool);  // in place
   rope_bwd(dx2.data(), dy.data(), cos.data(), sin.data(), b, t, nh, hd, &pool);
   ExpectBitwiseEqual("rope out, 2 threads in place", out2, out);
   ExpectBitwiseEqual("rope dinp, 2 threads", dx2, dx);
 }
 
-TEST(RopeTest, MatchesReference) {
-  CheckRope(2, 37, 4, 16, model::RopeScaling::Type::kNone);
-  CheckRope(1, 1, 2, 64, model::RopeScaling::Type::kNone);
-  CheckRope(2, 300, 3, 64, model::RopeScaling::Type::kLinear);
-  CheckRope(1, 500, 2, 128, model::RopeScaling::Type::kLlama3);
+template <typename T>
+class RopeTest : public ::testing::Test {};
+TYPED_TEST_SUITE(RopeTest, HalfFormats, FormatNames);
+
+TYPED_TEST(RopeTest, MatchesReference) {
+  CheckRope<TypeParam>(2, 37, 4, 16, model::RopeScaling::Type::kNone);
+  CheckRope<TypeParam>(1, 1, 2, 64, model::RopeScaling::Type::kNone);
+  CheckRope<TypeParam>(2, 300, 3, 64, model::RopeScaling::Type::kLinear);
+  CheckRope<TypeParam>(1, 500, 2, 128, model::RopeScaling::Type::kLlama3);
 }
 
 }  // namespace

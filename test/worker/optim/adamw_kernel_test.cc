@@ -3,9 +3,11 @@
 #include <bit>
 #include <cmath>
 #include <cstdint>
+#include <random>
 #include <vector>
 
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "gtest/gtest.h"
 #include "test/worker/optim/adamw_test_util.h"
 #include "worker/optim/adamw.h"
@@ -20,9 +22,10 @@ using testing::TensorState;
 constexpr size_t kSizes[] = {0, 1, 7, 17, 1000003};
 constexpr double kAtolScale = 1.0 / (1 << 21);
 
-// The adamw.h formula, element by element; `fused` puts std::fma at the three documented places.
+// The adamw.h formula, element by element; `fused` puts std::fma at the three documented places;
+// the 16-bit copy in bf16, or fp16 with `out_fp16`.
 void FormulaStep(const AdamWConfig& c, int64_t step, float grad_scale, bool decay, bool fused,
-                 TensorState& s) {
+                 bool out_fp16, TensorState& s) {
   const float decay_f = decay ? static_cast<float>(1.0 - c.lr * c.weight_decay) : 1.0f;
   const float b1 = static_cast<float>(c.beta1), omb1 = static_cast<float>(1.0 - c.beta1);
   const float b2 = static_cast<float>(c.beta2), omb2 = static_cast<float>(1.0 - c.beta2);
@@ -37,7 +40,8 @@ void FormulaStep(const AdamWConfig& c, int64_t step, float grad_scale, bool deca
     s.v[i] = fused ? std::fma(sg, g, vb) : vb + sg * g;
     const float q = s.m[i] / (std::sqrt(s.v[i]) / bc2_sqrt + eps);
     s.master[i] = fused ? std::fma(neg_step, q, pd) : pd + neg_step * q;
-    s.bf16[i] = numeric::Fp32ToBf16(s.master[i]);
+    s.bf16[i] =
+        out_fp16 ? numeric::Fp32ToF16(s.master[i]) : numeric::Fp32ToBf16(s.master[i]);
   }
 }
 
@@ -89,26 +93,75 @@ TEST_P(AdamWKernelTest, MatchesScalarReferenceWithinTolerance) {
 }
 
 // Stronger: the scalar kernel is bit-identical to the unfused formula and the SIMD kernels to the
-// fused one (bodies and tails alike).
+// fused one (bodies and tails alike), with a bf16 or an fp16 copy.
 TEST_P(AdamWKernelTest, BitIdenticalToDocumentedFormula) {
   const Kernel kernel = GetParam();
   MOBIUS_SKIP_IF_UNAVAILABLE(kernel);
   const bool fused = kernel != Kernel::kScalar;
   const AdamWConfig config{.lr = 3e-3, .beta1 = 0.85, .beta2 = 0.98, .eps = 1e-6,
                            .weight_decay = 0.05};
-  for (size_t n : kSizes) {
-    TensorState ours = TensorState::Random(n, 7 + static_cast<uint32_t>(n));
-    TensorState formula = ours;
-    for (int64_t step = 1; step <= 3; ++step) {
-      const bool decay = step != 2;
-      ASSERT_TRUE(AdamWStep(config, step, 0.5f, ours.Buffers(decay), kernel).ok());
-      FormulaStep(config, step, 0.5f, decay, fused, formula);
-      ASSERT_TRUE(BitEqual(ours.master, formula.master)) << "n=" << n << " step=" << step;
-      ASSERT_TRUE(BitEqual(ours.m, formula.m)) << "n=" << n << " step=" << step;
-      ASSERT_TRUE(BitEqual(ours.v, formula.v)) << "n=" << n << " step=" << step;
-      ASSERT_EQ(ours.bf16, formula.bf16) << "n=" << n << " step=" << step;
+  for (bool out_fp16 : {false, true}) {
+    for (size_t n : kSizes) {
+      TensorState ours = TensorState::Random(n, 7 + static_cast<uint32_t>(n));
+      TensorState formula = ours;
+      for (int64_t step = 1; step <= 3; ++step) {
+        SCOPED_TRACE(::testing::Message() << "n=" << n << " step=" << step
+                                          << (out_fp16 ? " fp16" : " bf16"));
+        const bool decay = step != 2;
+        ASSERT_TRUE(AdamWStep(config, step, 0.5f, ours.Buffers(decay, out_fp16), kernel).ok());
+        FormulaStep(config, step, 0.5f, decay, fused, out_fp16, formula);
+        ASSERT_TRUE(BitEqual(ours.master, formula.master));
+        ASSERT_TRUE(BitEqual(ours.m, formula.m));
+        ASSERT_TRUE(BitEqual(ours.v, formula.v));
+        ASSERT_EQ(ours.bf16, formula.bf16);
+      }
     }
   }
+}
+
+// The fp16 copy is Fp32ToF16 of the new master for every kind of value, in the vector bodies and
+// the tails: with lr 0 the masters pass through the step unchanged, so they can be chosen: every
+// finite fp16 value and the floats at, just below and just above each rounding tie (subnormal
+// ties, and 65520, the tie that overflows to inf), fp32 subnormals, huge values, infinities, NaNs
+// with assorted payloads, and random bit patterns.
+TEST_P(AdamWKernelTest, F16OutIsRoundedMasterForEveryKindOfValue) {
+  const Kernel kernel = GetParam();
+  MOBIUS_SKIP_IF_UNAVAILABLE(kernel);
+  std::vector<float> masters;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float lo = numeric::F16ToFp32(static_cast<uint16_t>(h));
+    const float next = numeric::F16ToFp32(static_cast<uint16_t>(h + 1));
+    const float tie = lo + (h == 0x7bff ? 16.0f : (next - lo) / 2);
+    for (float x : {lo, tie, std::nextafter(tie, 0.0f), std::nextafter(tie, INFINITY)}) {
+      masters.push_back(x);
+      masters.push_back(-x);
+    }
+  }
+  for (uint32_t bits : {0x00000001u, 0x007fffffu, 0x33000000u, 0x33000001u, 0x7f7fffffu,
+                        0x7f800000u, 0x7fc00000u, 0x7fc00001u, 0x7fffe000u, 0x7fffffffu,
+                        0xffc02000u}) {
+    masters.push_back(std::bit_cast<float>(bits));
+  }
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100000; ++i) {
+    masters.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
+  }
+  masters.resize(masters.size() - 5);  // a tail after the last whole vector
+  TensorState s = TensorState::Random(masters.size(), 13);
+  s.master = masters;
+  ASSERT_TRUE(AdamWStep({.lr = 0.0, .weight_decay = 0.1}, 1, 1.0f, s.Buffers(true, true), kernel)
+                  .ok());
+  size_t infinities = 0;
+  for (size_t i = 0; i < masters.size(); ++i) {
+    ASSERT_EQ(s.bf16[i], numeric::Fp32ToF16(s.master[i]))
+        << i << ": master bits " << std::hex << std::bit_cast<uint32_t>(s.master[i]);
+    infinities += (s.bf16[i] & 0x7fffu) == 0x7c00u;
+    // The master passed through as chosen (a NaN may come out quieted, a zero with either sign).
+    if (!std::isnan(masters[i]) && masters[i] != 0.0f) {
+      ASSERT_EQ(std::bit_cast<uint32_t>(s.master[i]), std::bit_cast<uint32_t>(masters[i])) << i;
+    }
+  }
+  EXPECT_GT(infinities, 1000u);
 }
 
 TEST_P(AdamWKernelTest, Bf16OutIsRoundedMasterAndOptional) {

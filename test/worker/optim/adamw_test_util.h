@@ -18,7 +18,7 @@ namespace mobius::optim::testing {
 // One tensor's optimizer state, owned.
 struct TensorState {
   std::vector<float> master, m, v, grad;
-  std::vector<uint16_t> bf16;
+  std::vector<uint16_t> bf16;  // the 16-bit copy: bf16 bits, or fp16 bits with out_fp16
 
   // Random state as after a few steps: master ~ N(0,1), m ~ N(0,0.1), v = |N(0,0.01)|, grad ~ N(0,1)
   // with every 13th gradient exactly 0.
@@ -40,9 +40,9 @@ struct TensorState {
     return s;
   }
 
-  ParamBuffers Buffers(bool decay = true) {
+  ParamBuffers Buffers(bool decay = true, bool out_fp16 = false) {
     return ParamBuffers{master.data(), m.data(), v.data(), grad.data(), bf16.data(), master.size(),
-                        decay};
+                        decay, out_fp16};
   }
 };
 

@@ -5,6 +5,7 @@
 #include <span>
 #include <vector>
 
+#include "common/numeric/f16.h"
 #include "gtest/gtest.h"
 #include "test/worker/optim/adamw_test_util.h"
 #include "worker/optim/adamw.h"
@@ -66,6 +67,30 @@ TEST(CpuAdamWTest, MatchesSingleTensorStepForAnyThreadCount) {
       EXPECT_EQ(tensors[i].m, expected[i].m) << "tensor " << i;
       EXPECT_EQ(tensors[i].v, expected[i].v) << "tensor " << i;
       EXPECT_EQ(tensors[i].bf16, expected[i].bf16) << "tensor " << i;
+    }
+  }
+}
+
+// out_fp16 per tensor (mixed in one Step): the copies are fp16 bits, Fp32ToF16 of the new master,
+// and everything else is what the bf16 run computes.
+TEST(CpuAdamWTest, Fp16CopiesPerTensor) {
+  std::vector<TensorState> bf16 = MakeTensors(), fp16 = MakeTensors();
+  std::vector<ParamBuffers> bf16_buffers = BuffersOf(bf16), fp16_buffers = BuffersOf(fp16);
+  for (size_t i = 0; i < fp16_buffers.size(); i += 2) fp16_buffers[i].out_fp16 = true;
+  auto opt = MakeOptimizer(3);
+  for (int64_t step = 1; step <= 2; ++step) {
+    ASSERT_TRUE(opt->Step(step, 0.8f, bf16_buffers).ok());
+    ASSERT_TRUE(opt->Step(step, 0.8f, fp16_buffers).ok());
+  }
+  for (size_t i = 0; i < fp16.size(); ++i) {
+    SCOPED_TRACE(::testing::Message() << "tensor " << i);
+    EXPECT_EQ(fp16[i].master, bf16[i].master);
+    if (!fp16_buffers[i].out_fp16) {
+      EXPECT_EQ(fp16[i].bf16, bf16[i].bf16);
+      continue;
+    }
+    for (size_t j = 0; j < fp16[i].master.size(); ++j) {
+      ASSERT_EQ(fp16[i].bf16[j], numeric::Fp32ToF16(fp16[i].master[j])) << j;
     }
   }
 }

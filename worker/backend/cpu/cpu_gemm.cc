@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "common/numeric/bf16.h"
 #include "worker/kernels/cpu/convert.h"
 #include "worker/kernels/cpu/parallel.h"
 
@@ -30,8 +29,20 @@ int64_t RowGrain(int64_t cols) {
   return std::max<int64_t>(1, kernels::cpu::kElementwiseGrain / std::max<int64_t>(cols, 1));
 }
 
+// dst [n] fp32 = src [n] of 16-bit `type` (bf16 or fp16), exactly.
+void WidenRow(DType type, float* dst, const uint16_t* src, int64_t n) {
+  type == DType::kF16 ? kernels::cpu::F16RowToFp32(dst, src, n)
+                      : kernels::cpu::Bf16RowToFp32(dst, src, n);
+}
+
+// dst [n] of 16-bit `type` = src [n] fp32, rounded once to nearest even.
+void NarrowRow(DType type, uint16_t* dst, const float* src, int64_t n) {
+  type == DType::kF16 ? kernels::cpu::Fp32RowToF16(dst, src, n)
+                      : kernels::cpu::Fp32RowToBf16(dst, src, n);
+}
+
 // A rows x cols matrix (leading dimension ld) as fp32: the input itself, or a packed fp32 copy of
-// a bf16 one in `scratch` (leading dimension cols).
+// a bf16 or fp16 one in `scratch` (leading dimension cols).
 const float* AsFp32(DType type, const void* ptr, int64_t rows, int64_t cols, int64_t ld,
                     std::vector<float>& scratch, int64_t* out_ld, optim::ThreadPool* pool) {
   if (type == DType::kFp32) {
@@ -43,7 +54,7 @@ const float* AsFp32(DType type, const void* ptr, int64_t rows, int64_t cols, int
   float* dst = scratch.data();
   ParallelForRange(pool, rows, RowGrain(cols), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      kernels::cpu::Bf16RowToFp32(dst + r * cols, src + r * ld, cols);
+      WidenRow(type, dst + r * cols, src + r * ld, cols);
     }
   });
   *out_ld = std::max<int64_t>(cols, 1);
@@ -151,15 +162,15 @@ GemmParams Chunk(const GemmParams& p, int64_t batch, bool by_columns, int64_t be
 absl::Status RunCpuGemm(const GemmParams& p, optim::ThreadPool* pool) {
   if (p.m == 0 || p.n == 0) return absl::OkStatus();
   if (absl::Status s = CheckBlasInt(p); !s.ok()) return s;
-  // A bf16 weight is converted to fp32 before sgemm; a whole one would cost 4 bytes per element
+  // A 16-bit weight is converted to fp32 before sgemm; a whole one would cost 4 bytes per element
   // of host memory per queue thread (262 MB for a 32000 x 2048 head), kept for reuse. Above
   // kMaxConvertedBytes the product is cut along the weight's non-K dimension so that each piece
   // converts at most about that much. Every element of C is still one sgemm over the whole K, so
   // the results do not change.
   constexpr int64_t kMaxConvertedBytes = int64_t{16} << 20;
   const int64_t k = std::max<int64_t>(p.k, 1);
-  const bool big_b = p.b_type == DType::kBf16 && 4 * p.n * k > kMaxConvertedBytes;
-  const bool big_a = !big_b && p.a_type == DType::kBf16 && 4 * p.m * k > kMaxConvertedBytes;
+  const bool big_b = IsHalf(p.b_type) && 4 * p.n * k > kMaxConvertedBytes;
+  const bool big_a = !big_b && IsHalf(p.a_type) && 4 * p.m * k > kMaxConvertedBytes;
   if (p.k > 0 && (big_a || big_b)) {
     const int64_t dim = big_b ? p.n : p.m;
     // At least 64 rows or columns per piece (a 128k-vocabulary head's K: 33 MB); the planner's
@@ -186,7 +197,7 @@ absl::Status RunWhole(const GemmParams& p, optim::ThreadPool* pool) {
   const float* b32 = nullptr;
   int64_t lda = 0, ldb = 0;
   for (int64_t batch = 0; batch < p.batch; ++batch) {
-    // A broadcast bf16 operand (stride 0) is converted once for the whole batch.
+    // A broadcast 16-bit operand (stride 0) is converted once for the whole batch.
     if (p.k > 0 && (batch == 0 || p.stride_a != 0)) {
       a32 = AsFp32(p.a_type, Offset(p.a, p.a_type, batch * p.stride_a), a_rows, a_cols, p.lda,
                    scratch.a, &lda, pool);
@@ -198,15 +209,16 @@ absl::Status RunWhole(const GemmParams& p, optim::ThreadPool* pool) {
     void* c_ptr = static_cast<char*>(p.c) + batch * p.stride_c * DTypeBytes(p.c_type);
     float* c32 = static_cast<float*>(c_ptr);
     int64_t ldc = p.ldc;
-    auto* c_bf16 = static_cast<uint16_t*>(c_ptr);
-    if (p.c_type == DType::kBf16) {  // compute in fp32, round once
+    auto* c16 = static_cast<uint16_t*>(c_ptr);
+    // A 16-bit C (half_accumulate or not) is computed in fp32 and rounded once.
+    if (IsHalf(p.c_type)) {
       scratch.c.resize(static_cast<size_t>(p.m * p.n));
       c32 = scratch.c.data();
       ldc = p.n;
       if (p.beta != 0.0f) {
         ParallelForRange(pool, p.m, RowGrain(p.n), [&](int64_t i0, int64_t i1) {
           for (int64_t i = i0; i < i1; ++i) {
-            kernels::cpu::Bf16RowToFp32(c32 + i * p.n, c_bf16 + i * p.ldc, p.n);
+            WidenRow(p.c_type, c32 + i * p.n, c16 + i * p.ldc, p.n);
           }
         });
       }  // beta == 0: sgemm does not read C
@@ -216,10 +228,10 @@ absl::Status RunWhole(const GemmParams& p, optim::ThreadPool* pool) {
     } else {
       PiecewiseSgemm(p, a32, lda, b32, ldb, c32, ldc, pool);
     }
-    if (p.c_type == DType::kBf16) {
+    if (IsHalf(p.c_type)) {
       ParallelForRange(pool, p.m, RowGrain(p.n), [&](int64_t i0, int64_t i1) {
         for (int64_t i = i0; i < i1; ++i) {
-          kernels::cpu::Fp32RowToBf16(c_bf16 + i * p.ldc, c32 + i * p.n, p.n);
+          NarrowRow(p.c_type, c16 + i * p.ldc, c32 + i * p.n, p.n);
         }
       });
     }

@@ -1,4 +1,4 @@
-// The CPU backend's GEMM: convert bf16 operands to fp32 scratch, then OpenBLAS cblas_sgemm.
+// The CPU backend's GEMM: convert bf16 / fp16 operands to fp32 scratch, then OpenBLAS cblas_sgemm.
 //
 // Why this path (measured by bench/gemm, numbers in docs/benchmarks.md "CPU GEMM"): Debian's
 // OpenBLAS 0.3.21 declares cblas_sbgemm in cblas.h but is built without BUILD_BFLOAT16, so the
@@ -6,9 +6,14 @@
 // CPUs and its f32 matmul (after the same conversion) was within run-to-run noise of OpenBLAS
 // sgemm, so OpenBLAS (already a dependency, no OpenMP runtime next to our queue threads) is kept.
 // No run-time dispatch: with Debian's libraries there is one usable path on every x86-64 CPU.
-// Accumulation is fp32 (sgemm); a bf16 C is computed in fp32 and rounded once (nearest even).
+// Accumulation is fp32 (sgemm); a bf16 or fp16 C is computed in fp32 and rounded once (nearest
+// even; fp16 values from 65520 up become +-inf). fp16 is emulated as a storage format, not as an
+// arithmetic: GemmParams::half_accumulate (fp16 A, B and C) is accepted and computed exactly like
+// the same product without it, fp32 accumulation and one rounding at the end. A device that sums
+// in fp16 rounds every partial sum, so its results differ from these by the fp16 accumulation
+// error (within the fp16 tolerances of the tests).
 //
-// Threads: the work runs on the calling thread plus `pool` (the backend's op pool): the bf16
+// Threads: the work runs on the calling thread plus `pool` (the backend's op pool): the 16-bit
 // conversions by rows, and the product cut into pieces along the longer of C's two dimensions,
 // each piece one single-threaded sgemm call. The cut depends on the shape only (never on the pool
 // size), and a piece's elements are the same sgemm arithmetic as in one whole call, so results are
@@ -16,7 +21,7 @@
 // CpuBackend::Create does): they would spin (sched_yield) on the cores our op threads need between
 // GEMMs (measured: ~20% of training samples in the kernel's scheduler; docs/benchmarks.md).
 //
-// Scratch: fp32 copies of bf16 operands live in thread-local buffers of the calling thread that
+// Scratch: fp32 copies of 16-bit operands live in thread-local buffers of the calling thread that
 // are reused across calls (one set per queue thread); they are workspace, not counted against the
 // device memory cap.
 //

@@ -1,13 +1,15 @@
 // CpuBackend's transformer ops: validate, then enqueue the worker/kernels/cpu function on the queue
 // thread with the backend's op pool. Data-dependent checks (token and target ids) run inside the
-// task and become the queue's error, so a bad id never reads out of bounds.
+// task and become the queue's error, so a bad id never reads out of bounds. The 16-bit format of an
+// op (its `dtype`, or a type field) picks the kernel overload once per call (storage.h: bf16 is
+// uint16_t, fp16 is F16); validation has already refused any other type.
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <type_traits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "common/numeric/bf16.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/kernels/cpu/attention.h"
 #include "worker/kernels/cpu/bias.h"
@@ -30,10 +32,51 @@ namespace {
 namespace k = ::mobius::kernels::cpu;
 using optim::ThreadPool;
 
-uint16_t* Bf(void* p) { return static_cast<uint16_t*>(p); }
-const uint16_t* Bf(const void* p) { return static_cast<const uint16_t*>(p); }
-float* F32(void* p) { return static_cast<float*>(p); }
-const float* F32(const void* p) { return static_cast<const float*>(p); }
+template <typename T>
+T* As(void* p) {
+  return static_cast<T*>(p);
+}
+template <typename T>
+const T* As(const void* p) {
+  return static_cast<const T*>(p);
+}
+
+// Calls fn(T{}) with T the storage type of `type`: uint16_t (bf16), k::F16 or, where the op takes
+// it, float (fp32). A generic lambda then names its buffers As<T>(ptr) and calls the kernel
+// overload of that format.
+template <typename Fn>
+void WithHalf(DType type, Fn&& fn) {
+  if (type == DType::kF16) {
+    fn(k::F16{});
+  } else {
+    fn(uint16_t{});
+  }
+}
+template <typename Fn>
+void WithType(DType type, Fn&& fn) {
+  if (type == DType::kFp32) {
+    fn(float{});
+  } else {
+    WithHalf(type, fn);
+  }
+}
+
+// dst [n] = src [n] converted, for each pair of fp32 / bf16 / fp16 (convert.h; same type: a copy).
+void CastRow(DType src_type, const void* src, DType dst_type, void* dst, int64_t n) {
+  const auto* s16 = static_cast<const uint16_t*>(src);
+  auto* d16 = static_cast<uint16_t*>(dst);
+  if (src_type == dst_type) {
+    std::memmove(dst, src, static_cast<size_t>(n) * DTypeBytes(src_type));
+  } else if (src_type == DType::kFp32) {
+    const auto* s32 = static_cast<const float*>(src);
+    dst_type == DType::kBf16 ? k::Fp32RowToBf16(d16, s32, n) : k::Fp32RowToF16(d16, s32, n);
+  } else if (dst_type == DType::kFp32) {
+    auto* d32 = static_cast<float*>(dst);
+    src_type == DType::kBf16 ? k::Bf16RowToFp32(d32, s16, n) : k::F16RowToFp32(d32, s16, n);
+  } else {
+    src_type == DType::kBf16 ? k::Bf16RowToF16(d16, s16, n) : k::F16RowToBf16(d16, s16, n);
+  }
+}
 
 absl::Status CheckIds(absl::string_view op, const int32_t* ids, int64_t n, int64_t limit,
                       bool allow_ignore) {
@@ -74,18 +117,11 @@ absl::Status CpuBackend::Zero(Queue& queue, const ZeroParams& p) {
 absl::Status CpuBackend::Cast(Queue& queue, const CastParams& p) {
   MOBIUS_VALIDATE(ValidateCast(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    const size_t bytes = static_cast<size_t>(p.n) * DTypeBytes(p.src_type);
-    if (p.src_type == p.dst_type) {
-      std::memmove(p.dst, p.src, bytes);
-    } else if (p.src_type == DType::kFp32) {
-      k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
-        k::Fp32RowToBf16(Bf(p.dst) + b, F32(p.src) + b, e - b);
-      });
-    } else {
-      k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
-        k::Bf16RowToFp32(F32(p.dst) + b, Bf(p.src) + b, e - b);
-      });
-    }
+    const int64_t src_bytes = DTypeBytes(p.src_type), dst_bytes = DTypeBytes(p.dst_type);
+    k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
+      CastRow(p.src_type, static_cast<const char*>(p.src) + b * src_bytes, p.dst_type,
+              static_cast<char*>(p.dst) + b * dst_bytes, e - b);
+    });
     return absl::OkStatus();
   });
 }
@@ -96,7 +132,9 @@ absl::Status CpuBackend::EmbeddingForward(Queue& queue, const EmbeddingParams& p
     if (absl::Status s = CheckIds("embedding", p.tokens, p.b * p.t, p.vocab, false); !s.ok()) {
       return s;
     }
-    k::embedding_fwd(Bf(p.out), p.tokens, Bf(p.wte), Bf(p.wpe), p.b, p.t, p.c, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::embedding_fwd(As<T>(p.out), p.tokens, As<T>(p.wte), As<T>(p.wpe), p.b, p.t, p.c, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -108,7 +146,9 @@ absl::Status CpuBackend::EmbeddingBackward(Queue& queue, const EmbeddingBackward
         !s.ok()) {
       return s;
     }
-    k::embedding_bwd(p.dwte, p.dwpe, Bf(p.dout), p.tokens, p.b, p.t, p.c, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::embedding_bwd(p.dwte, p.dwpe, As<T>(p.dout), p.tokens, p.b, p.t, p.c, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -116,12 +156,15 @@ absl::Status CpuBackend::EmbeddingBackward(Queue& queue, const EmbeddingBackward
 absl::Status CpuBackend::NormForward(Queue& queue, const NormParams& p) {
   MOBIUS_VALIDATE(ValidateNorm(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    if (p.op == NormOp::kLayerNorm) {
-      k::layernorm_fwd(Bf(p.out), p.mean, p.rstd, Bf(p.inp), Bf(p.weight), Bf(p.bias), p.n, p.c,
-                       p.eps, pool);
-    } else {
-      k::rmsnorm_fwd(Bf(p.out), p.rstd, Bf(p.inp), Bf(p.weight), p.n, p.c, p.eps, pool);
-    }
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      if (p.op == NormOp::kLayerNorm) {
+        k::layernorm_fwd(As<T>(p.out), p.mean, p.rstd, As<T>(p.inp), As<T>(p.weight),
+                         As<T>(p.bias), p.n, p.c, p.eps, pool);
+      } else {
+        k::rmsnorm_fwd(As<T>(p.out), p.rstd, As<T>(p.inp), As<T>(p.weight), p.n, p.c, p.eps,
+                       pool);
+      }
+    });
     return absl::OkStatus();
   });
 }
@@ -129,22 +172,20 @@ absl::Status CpuBackend::NormForward(Queue& queue, const NormParams& p) {
 absl::Status CpuBackend::NormBackward(Queue& queue, const NormBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateNormBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    const bool f32 = p.dinp_type == DType::kFp32;
-    if (p.op == NormOp::kLayerNorm) {
-      if (f32) {
-        k::layernorm_bwd(F32(p.dinp), p.dweight, p.dbias, Bf(p.dout), Bf(p.inp), Bf(p.weight),
-                         p.mean, p.rstd, p.n, p.c, pool);
-      } else {
-        k::layernorm_bwd(Bf(p.dinp), p.dweight, p.dbias, Bf(p.dout), Bf(p.inp), Bf(p.weight),
-                         p.mean, p.rstd, p.n, p.c, pool);
-      }
-    } else if (f32) {
-      k::rmsnorm_bwd(F32(p.dinp), p.dweight, Bf(p.dout), Bf(p.inp), Bf(p.weight), p.rstd, p.n,
-                     p.c, pool);
-    } else {
-      k::rmsnorm_bwd(Bf(p.dinp), p.dweight, Bf(p.dout), Bf(p.inp), Bf(p.weight), p.rstd, p.n, p.c,
-                     pool);
-    }
+    // dinp_type is fp32 or dtype (validated).
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      WithType(p.dinp_type, [&]<typename DInp>(DInp) {
+        if constexpr (std::is_same_v<DInp, float> || std::is_same_v<DInp, T>) {
+          if (p.op == NormOp::kLayerNorm) {
+            k::layernorm_bwd(As<DInp>(p.dinp), p.dweight, p.dbias, As<T>(p.dout), As<T>(p.inp),
+                             As<T>(p.weight), p.mean, p.rstd, p.n, p.c, pool);
+          } else {
+            k::rmsnorm_bwd(As<DInp>(p.dinp), p.dweight, As<T>(p.dout), As<T>(p.inp),
+                           As<T>(p.weight), p.rstd, p.n, p.c, pool);
+          }
+        }
+      });
+    });
     return absl::OkStatus();
   });
 }
@@ -152,7 +193,7 @@ absl::Status CpuBackend::NormBackward(Queue& queue, const NormBackwardParams& p)
 absl::Status CpuBackend::GeluForward(Queue& queue, const GeluParams& p) {
   MOBIUS_VALIDATE(ValidateGelu(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::gelu_fwd(Bf(p.out), Bf(p.inp), p.n, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) { k::gelu_fwd(As<T>(p.out), As<T>(p.inp), p.n, pool); });
     return absl::OkStatus();
   });
 }
@@ -160,7 +201,9 @@ absl::Status CpuBackend::GeluForward(Queue& queue, const GeluParams& p) {
 absl::Status CpuBackend::GeluBackward(Queue& queue, const GeluBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateGeluBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::gelu_bwd(Bf(p.dinp), Bf(p.dout), Bf(p.inp), p.n, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::gelu_bwd(As<T>(p.dinp), As<T>(p.dout), As<T>(p.inp), p.n, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -168,7 +211,9 @@ absl::Status CpuBackend::GeluBackward(Queue& queue, const GeluBackwardParams& p)
 absl::Status CpuBackend::SwiGluForward(Queue& queue, const SwiGluParams& p) {
   MOBIUS_VALIDATE(ValidateSwiGlu(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::swiglu_fwd(Bf(p.out), Bf(p.gate), Bf(p.up), p.n, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::swiglu_fwd(As<T>(p.out), As<T>(p.gate), As<T>(p.up), p.n, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -176,7 +221,10 @@ absl::Status CpuBackend::SwiGluForward(Queue& queue, const SwiGluParams& p) {
 absl::Status CpuBackend::SwiGluBackward(Queue& queue, const SwiGluBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateSwiGluBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::swiglu_bwd(Bf(p.dgate), Bf(p.dup), Bf(p.dout), Bf(p.gate), Bf(p.up), p.n, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::swiglu_bwd(As<T>(p.dgate), As<T>(p.dup), As<T>(p.dout), As<T>(p.gate), As<T>(p.up), p.n,
+                    pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -192,7 +240,9 @@ absl::Status CpuBackend::RopeTables(Queue& queue, const RopeTablesParams& p) {
 absl::Status CpuBackend::RopeForward(Queue& queue, const RopeParams& p) {
   MOBIUS_VALIDATE(ValidateRope(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::rope_fwd(Bf(p.out), Bf(p.inp), p.cos, p.sin, p.b, p.t, p.nh, p.head_dim, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::rope_fwd(As<T>(p.out), As<T>(p.inp), p.cos, p.sin, p.b, p.t, p.nh, p.head_dim, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -200,7 +250,9 @@ absl::Status CpuBackend::RopeForward(Queue& queue, const RopeParams& p) {
 absl::Status CpuBackend::RopeBackward(Queue& queue, const RopeBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateRopeBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::rope_bwd(Bf(p.dinp), Bf(p.dout), p.cos, p.sin, p.b, p.t, p.nh, p.head_dim, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::rope_bwd(As<T>(p.dinp), As<T>(p.dout), p.cos, p.sin, p.b, p.t, p.nh, p.head_dim, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -208,7 +260,10 @@ absl::Status CpuBackend::RopeBackward(Queue& queue, const RopeBackwardParams& p)
 absl::Status CpuBackend::AttentionForward(Queue& queue, const AttentionParams& p) {
   MOBIUS_VALIDATE(ValidateAttention(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::attention_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape), pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::attention_fwd(As<T>(p.out), p.lse, As<T>(p.q), As<T>(p.k), As<T>(p.v), Shape(p.shape),
+                       pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -216,8 +271,10 @@ absl::Status CpuBackend::AttentionForward(Queue& queue, const AttentionParams& p
 absl::Status CpuBackend::CachedAttentionForward(Queue& queue, const CachedAttentionParams& p) {
   MOBIUS_VALIDATE(ValidateCachedAttention(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::attention_cached_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape), p.start,
-                            p.capacity, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::attention_cached_fwd(As<T>(p.out), p.lse, As<T>(p.q), As<T>(p.k), As<T>(p.v),
+                              Shape(p.shape), p.start, p.capacity, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -225,8 +282,10 @@ absl::Status CpuBackend::CachedAttentionForward(Queue& queue, const CachedAttent
 absl::Status CpuBackend::AttentionBackward(Queue& queue, const AttentionBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateAttentionBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::attention_bwd(Bf(p.dq), Bf(p.dk), Bf(p.dv), Bf(p.dout), Bf(p.q), Bf(p.k), Bf(p.v),
-                     Bf(p.out), p.lse, Shape(p.shape), pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::attention_bwd(As<T>(p.dq), As<T>(p.dk), As<T>(p.dv), As<T>(p.dout), As<T>(p.q),
+                       As<T>(p.k), As<T>(p.v), As<T>(p.out), p.lse, Shape(p.shape), pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -236,12 +295,11 @@ absl::Status CpuBackend::CrossEntropyForward(Queue& queue, const CrossEntropyPar
   return EnqueueOp(queue, [p](ThreadPool* pool) {
     if (absl::Status s = CheckIds("cross_entropy", p.targets, p.n, p.v, true); !s.ok()) return s;
     const int64_t row0 = p.rows.row0, total = p.rows.total_rows;
-    const float mean =
-        p.logits_type == DType::kFp32
-            ? k::cross_entropy_fwd(p.losses, p.lse, F32(p.logits), p.targets, p.n, p.v, pool,
-                                   row0, total)
-            : k::cross_entropy_fwd(p.losses, p.lse, Bf(p.logits), p.targets, p.n, p.v, pool,
-                                   row0, total);
+    float mean = 0.0f;
+    WithType(p.logits_type, [&]<typename T>(T) {
+      mean = k::cross_entropy_fwd(p.losses, p.lse, As<T>(p.logits), p.targets, p.n, p.v, pool,
+                                  row0, total);
+    });
     if (p.mean_loss != nullptr) *p.mean_loss = mean;
     return absl::OkStatus();
   });
@@ -253,13 +311,10 @@ absl::Status CpuBackend::CrossEntropyBackward(Queue& queue, const CrossEntropyBa
     if (absl::Status s = CheckIds("cross_entropy_backward", p.targets, p.n, p.v, true); !s.ok()) {
       return s;
     }
-    if (p.logits_type == DType::kFp32) {
-      k::cross_entropy_bwd(F32(p.dlogits), F32(p.logits), p.lse, p.targets, p.n, p.v, p.dloss,
+    WithType(p.logits_type, [&]<typename T>(T) {
+      k::cross_entropy_bwd(As<T>(p.dlogits), As<T>(p.logits), p.lse, p.targets, p.n, p.v, p.dloss,
                            pool, p.rows.row0, p.rows.total_rows);
-    } else {
-      k::cross_entropy_bwd(Bf(p.dlogits), Bf(p.logits), p.lse, p.targets, p.n, p.v, p.dloss,
-                           pool, p.rows.row0, p.rows.total_rows);
-    }
+    });
     return absl::OkStatus();
   });
 }
@@ -267,7 +322,9 @@ absl::Status CpuBackend::CrossEntropyBackward(Queue& queue, const CrossEntropyBa
 absl::Status CpuBackend::ResidualAdd(Queue& queue, const ResidualParams& p) {
   MOBIUS_VALIDATE(ValidateResidual(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::residual_fwd(Bf(p.out), Bf(p.a), Bf(p.b), p.n, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::residual_fwd(As<T>(p.out), As<T>(p.a), As<T>(p.b), p.n, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -275,7 +332,9 @@ absl::Status CpuBackend::ResidualAdd(Queue& queue, const ResidualParams& p) {
 absl::Status CpuBackend::BiasAdd(Queue& queue, const BiasAddParams& p) {
   MOBIUS_VALIDATE(ValidateBiasAdd(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::bias_add_fwd(Bf(p.out), Bf(p.inp), Bf(p.bias), p.n, p.c, pool);
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::bias_add_fwd(As<T>(p.out), As<T>(p.inp), As<T>(p.bias), p.n, p.c, pool);
+    });
     return absl::OkStatus();
   });
 }
@@ -283,11 +342,8 @@ absl::Status CpuBackend::BiasAdd(Queue& queue, const BiasAddParams& p) {
 absl::Status CpuBackend::BiasBackward(Queue& queue, const BiasBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateBiasBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    if (p.dout_type == DType::kFp32) {
-      k::bias_bwd(p.dbias, F32(p.dout), p.n, p.c, pool);
-    } else {
-      k::bias_bwd(p.dbias, Bf(p.dout), p.n, p.c, pool);
-    }
+    WithType(p.dout_type,
+             [&]<typename T>(T) { k::bias_bwd(p.dbias, As<T>(p.dout), p.n, p.c, pool); });
     return absl::OkStatus();
   });
 }
@@ -303,8 +359,9 @@ absl::Status CpuBackend::AdamW(Queue& queue, const AdamWParams& p) {
     k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
       optim::ParamBuffers buffers{.master = p.master + b, .m = p.m + b, .v = p.v + b,
                                   .grad = p.grad + b,
-                                  .bf16_out = p.bf16_out ? Bf(p.bf16_out) + b : nullptr,
-                                  .n = static_cast<size_t>(e - b), .decay = p.decay};
+                                  .bf16_out = p.bf16_out ? As<uint16_t>(p.bf16_out) + b : nullptr,
+                                  .n = static_cast<size_t>(e - b), .decay = p.decay,
+                                  .out_fp16 = p.out_type == DType::kF16};
       absl::Status s = optim::AdamWStep(config, p.step, p.grad_scale, buffers);
       if (!s.ok()) {
         std::lock_guard<std::mutex> lock(mu);
@@ -318,11 +375,9 @@ absl::Status CpuBackend::AdamW(Queue& queue, const AdamWParams& p) {
 absl::Status CpuBackend::Dropout(Queue& queue, const DropoutParams& p) {
   MOBIUS_VALIDATE(ValidateDropout(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    if (p.inp_type == DType::kFp32) {
-      k::dropout(p.out, F32(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate, pool);
-    } else {
-      k::dropout(p.out, Bf(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate, pool);
-    }
+    WithType(p.inp_type, [&]<typename T>(T) {
+      k::dropout(p.out, As<T>(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate, pool);
+    });
     return absl::OkStatus();
   });
 }

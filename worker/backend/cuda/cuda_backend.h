@@ -15,8 +15,11 @@
 //   events          cudaEvent_t (timing disabled), carrying the recording queue's pending error.
 //   copies          cudaMemcpyAsync per copy_chunk_bytes chunk (the LinkModel is not consulted:
 //                   a GPU has real links); ranges checked against the buffers (OUT_OF_RANGE).
-//   ops             worker/kernels/cuda/: cuBLASLt GEMM (fp32 compute), the transformer ops,
-//                   Cast, Zero (cudaMemsetAsync), AdamW, SumSquares.
+//   ops             worker/kernels/cuda/ in bf16 or fp16 as each op's dtype says: cuBLASLt GEMM
+//                   (fp32 compute; fp16 compute with half_accumulate), the transformer ops, Cast,
+//                   Zero (cudaMemsetAsync), AdamW, SumSquares. GEMM type sets cuBLASLt lacks
+//                   (bf16 x fp16, 16-bit inputs into the other 16-bit C) are UNIMPLEMENTED at
+//                   enqueue (cuda_ops.cc).
 //
 // Errors. Argument errors are returned at enqueue (the shared Validate* functions, so CPU and CUDA
 // reject the same calls). A failed launch, an asynchronous CUDA error, or a data error (token ids

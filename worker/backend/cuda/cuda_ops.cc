@@ -1,10 +1,13 @@
 // CudaBackend's ops: validate with the shared op_params.h / gemm_params.h functions, then launch
 // the worker/kernels/cuda/ kernel on the queue's stream (CudaBackend::Launch keeps the queue's
-// first error). Data errors (token ids, targets) are counted into the queue's device counters and
+// first error), in the 16-bit format each op's type fields name (bf16 or fp16: the kernels'
+// HalfType). Data errors (token ids, targets) are counted into the queue's device counters and
 // reported by Synchronize.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+
+#include "absl/strings/str_cat.h"
 
 #include "worker/backend/cuda/cuda_backend_impl.h"
 #include "worker/kernels/cuda/adamw.cuh"
@@ -29,12 +32,24 @@ namespace {
 namespace kc = ::mobius::kernels::cuda;
 using kc::KernelStatus;
 
-uint16_t* Bf(void* p) { return static_cast<uint16_t*>(p); }
-const uint16_t* Bf(const void* p) { return static_cast<const uint16_t*>(p); }
+// Raw 16-bit bits (bf16 or fp16, as the op's dtype says) and fp32 views of the ops' void pointers.
+uint16_t* Bits(void* p) { return static_cast<uint16_t*>(p); }
+const uint16_t* Bits(const void* p) { return static_cast<const uint16_t*>(p); }
 float* F32(void* p) { return static_cast<float*>(p); }
 const float* F32(const void* p) { return static_cast<const float*>(p); }
 
-kc::GemmType Type(DType t) { return t == DType::kFp32 ? kc::GemmType::kFp32 : kc::GemmType::kBf16; }
+// The kernels' format of a 16-bit DType. REQUIRES IsHalf(t) (the shared Validate* functions check
+// every dtype field an op reads this way).
+kc::HalfType Half(DType t) { return t == DType::kF16 ? kc::HalfType::kF16 : kc::HalfType::kBf16; }
+
+kc::GemmType Type(DType t) {
+  switch (t) {
+    case DType::kBf16: return kc::GemmType::kBf16;
+    case DType::kF16: return kc::GemmType::kF16;
+    case DType::kFp32: break;
+  }
+  return kc::GemmType::kFp32;
+}
 
 kc::AttentionShape Shape(const AttentionShapeParams& s) {
   kc::AttentionShape out;
@@ -47,6 +62,24 @@ kc::AttentionShape Shape(const AttentionShapeParams& s) {
   return out;
 }
 
+// The GEMM type combinations this backend runs (cuda_ops.cc Gemm: cuBLASLt's own, plus an fp32
+// operand rounded to the other operand's 16-bit type, plus fp32 x fp32 into a 16-bit C through
+// fp32 scratch). The rest has no cuBLASLt type set and is refused at enqueue rather than
+// converted lossily: two different 16-bit inputs, or 16-bit inputs into the other 16-bit C.
+absl::Status CheckGemmTypes(const GemmParams& p) {
+  const bool a32 = p.a_type == DType::kFp32, b32 = p.b_type == DType::kFp32;
+  if (a32 && b32) return absl::OkStatus();
+  const DType in = a32 ? p.b_type : p.a_type;
+  if ((!a32 && !b32 && p.a_type != p.b_type) || (IsHalf(p.c_type) && p.c_type != in)) {
+    return absl::UnimplementedError(absl::StrCat(
+        "gemm on CUDA: a ", DTypeName(p.a_type), ", b ", DTypeName(p.b_type), ", c ",
+        DTypeName(p.c_type),
+        " has no cuBLASLt type set (16-bit inputs must share one type, and a 16-bit C must be "
+        "that type); cast an operand first"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 #define MOBIUS_VALIDATE(expr) \
@@ -54,6 +87,7 @@ kc::AttentionShape Shape(const AttentionShapeParams& s) {
 
 absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
   MOBIUS_VALIDATE(ValidateGemm(p));
+  MOBIUS_VALIDATE(CheckGemmTypes(p));
   kc::GemmArgs a;
   a.m = p.m;
   a.n = p.n;
@@ -75,11 +109,14 @@ absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
   a.ldc = p.ldc;
   a.stride_c = p.stride_c;
   a.batch = p.batch;
-  if (p.a_type == DType::kFp32 && p.b_type == DType::kFp32 && p.c_type == DType::kBf16) {
-    // fp32 x fp32 into a bf16 C (the LoRA term added to a bf16 output): cuBLASLt has no such
+  // fp16 A, B and C (ValidateGemm): CUBLAS_COMPUTE_16F with fp16 alpha and beta.
+  a.half_accumulate = p.half_accumulate;
+  if (p.a_type == DType::kFp32 && p.b_type == DType::kFp32 && IsHalf(p.c_type)) {
+    // fp32 x fp32 into a 16-bit C (the LoRA term added to a 16-bit output): cuBLASLt has no such
     // type set, so C goes through fp32 scratch (stream-ordered, outside the cap like the mixed
     // case's operand): widened, accumulated into by an fp32 GEMM, rounded back once. Elements
     // between rows (ldc > n) are widened and rounded back unchanged.
+    const kc::HalfType c_half = Half(p.c_type);
     const int64_t span =
         p.m == 0 || p.n == 0 ? 0 : (p.m - 1) * p.ldc + p.n + (p.batch - 1) * p.stride_c;
     return Launch(queue, [&](CudaQueue& q) -> KernelStatus {
@@ -90,7 +127,7 @@ absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
         cudaGetLastError();
         return kc::FromCudaError(e, "cudaMallocAsync (gemm fp32 C)", __FILE__, __LINE__);
       }
-      KernelStatus st = kc::cast_bf16_to_fp32(F32(scratch), Bf(p.c), span, q.stream());
+      KernelStatus st = kc::cast_half_to_fp32(c_half, F32(scratch), Bits(p.c), span, q.stream());
       if (st.ok()) {
         kc::GemmArgs f = a;
         f.c_type = kc::GemmType::kFp32;
@@ -98,24 +135,30 @@ absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
         std::lock_guard<std::mutex> lock(gemm_mu_);
         st = gemm_->Run(f, q.stream());
       }
-      if (st.ok()) st = kc::cast_fp32_to_bf16(Bf(p.c), F32(scratch), span, q.stream());
+      if (st.ok()) st = kc::cast_fp32_to_half(c_half, Bits(p.c), F32(scratch), span, q.stream());
       cudaFreeAsync(scratch, q.stream());
       return st;
     });
   }
   if (p.a_type == p.b_type) {
+    // Argument errors the shared validation cannot see (alpha/beta beyond fp16 with
+    // half_accumulate) are returned here, at enqueue, not as the queue's error.
+    if (KernelStatus st = kc::CheckGemmArgs(a); !st.ok()) return FromKernel(st);
     return Launch(queue, [&](CudaQueue& q) {
       std::lock_guard<std::mutex> lock(gemm_mu_);  // the plan cache is not thread-safe
       return gemm_->Run(a, q.stream());
     });
   }
-  // Mixed fp32 x bf16 (the runtime's backward: an fp32 activation gradient times bf16 weights or
-  // activations): the fp32 operand is rounded to bf16 into stream-ordered scratch memory
-  // (cudaMallocAsync, outside the cap: at most one operand's size, covered by kCudaReserveBytes)
-  // and the GEMM runs on tensor cores with fp32 accumulation. The CPU backend multiplies the fp32
-  // operand unrounded: the two differ by one bf16 rounding of that operand (relative 2^-9 per
-  // element), which cuda_backend_test bounds.
+  // Mixed fp32 x 16-bit (the runtime's backward: an fp32 activation gradient times 16-bit weights
+  // or activations): the fp32 operand is rounded to the other operand's type into stream-ordered
+  // scratch memory (cudaMallocAsync, outside the cap: at most one operand's size, covered by
+  // kCudaReserveBytes) and the GEMM runs on tensor cores with fp32 accumulation. The CPU backend
+  // multiplies the fp32 operand unrounded: the two differ by one rounding of that operand
+  // (relative 2^-9 in bf16, 2^-12 in fp16), which cuda_backend_test bounds; in fp16 an element
+  // beyond 65504 also becomes +-inf here (the loss scaler of a fp16 job sees it; the CPU's result
+  // stays finite) and one below 2^-25 becomes 0.
   const bool a_is_fp32 = p.a_type == DType::kFp32;
+  const DType half = a_is_fp32 ? p.b_type : p.a_type;
   const int64_t rows = a_is_fp32 ? (p.trans_a ? p.k : p.m) : (p.trans_b ? p.n : p.k);
   const int64_t cols = a_is_fp32 ? (p.trans_a ? p.m : p.k) : (p.trans_b ? p.k : p.n);
   const int64_t ld = a_is_fp32 ? p.lda : p.ldb;
@@ -132,14 +175,14 @@ absl::Status CudaBackend::Gemm(Queue& queue, const GemmParams& p) {
         return kc::FromCudaError(e, "cudaMallocAsync (gemm operand)", __FILE__, __LINE__);
       }
       const float* src = static_cast<const float*>(a_is_fp32 ? p.a : p.b);
-      KernelStatus st = kc::cast_fp32_to_bf16(Bf(scratch), src, span, q.stream());
+      KernelStatus st = kc::cast_fp32_to_half(Half(half), Bits(scratch), src, span, q.stream());
       if (!st.ok()) {
         cudaFreeAsync(scratch, q.stream());
         return st;
       }
       (a_is_fp32 ? a.a : a.b) = scratch;
     }
-    (a_is_fp32 ? a.a_type : a.b_type) = kc::GemmType::kBf16;
+    (a_is_fp32 ? a.a_type : a.b_type) = Type(half);
     KernelStatus st;
     {
       std::lock_guard<std::mutex> lock(gemm_mu_);
@@ -177,24 +220,30 @@ absl::Status CudaBackend::Cast(Queue& queue, const CastParams& p) {
       }
       return kc::OkStatus();
     }
-    if (p.src_type == DType::kFp32) return kc::cast_fp32_to_bf16(Bf(p.dst), F32(p.src), p.n, q.stream());
-    return kc::cast_bf16_to_fp32(F32(p.dst), Bf(p.src), p.n, q.stream());
+    if (p.src_type == DType::kFp32) {
+      return kc::cast_fp32_to_half(Half(p.dst_type), Bits(p.dst), F32(p.src), p.n, q.stream());
+    }
+    if (p.dst_type == DType::kFp32) {
+      return kc::cast_half_to_fp32(Half(p.src_type), F32(p.dst), Bits(p.src), p.n, q.stream());
+    }
+    return kc::cast_half_to_half(Half(p.dst_type), Half(p.src_type), Bits(p.dst), Bits(p.src),
+                                 p.n, q.stream());
   });
 }
 
 absl::Status CudaBackend::EmbeddingForward(Queue& queue, const EmbeddingParams& p) {
   MOBIUS_VALIDATE(ValidateEmbedding(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::embedding_fwd(Bf(p.out), p.tokens, Bf(p.wte), Bf(p.wpe), p.b, p.t, p.c, p.vocab,
-                             q.counter(kBadTokenIds), q.stream());
+    return kc::embedding_fwd(Half(p.dtype), Bits(p.out), p.tokens, Bits(p.wte), Bits(p.wpe), p.b,
+                             p.t, p.c, p.vocab, q.counter(kBadTokenIds), q.stream());
   });
 }
 
 absl::Status CudaBackend::EmbeddingBackward(Queue& queue, const EmbeddingBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateEmbeddingBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::embedding_bwd(p.dwte, p.dwpe, Bf(p.dout), p.tokens, p.b, p.t, p.c, p.vocab,
-                             q.counter(kBadTokenIds), q.stream());
+    return kc::embedding_bwd(Half(p.dtype), p.dwte, p.dwpe, Bits(p.dout), p.tokens, p.b, p.t, p.c,
+                             p.vocab, q.counter(kBadTokenIds), q.stream());
   });
 }
 
@@ -202,56 +251,60 @@ absl::Status CudaBackend::NormForward(Queue& queue, const NormParams& p) {
   MOBIUS_VALIDATE(ValidateNorm(p));
   return Launch(queue, [&](CudaQueue& q) {
     if (p.op == NormOp::kLayerNorm) {
-      return kc::layernorm_fwd(Bf(p.out), p.mean, p.rstd, Bf(p.inp), Bf(p.weight), Bf(p.bias),
-                               p.n, p.c, p.eps, q.stream());
+      return kc::layernorm_fwd(Half(p.dtype), Bits(p.out), p.mean, p.rstd, Bits(p.inp),
+                               Bits(p.weight), Bits(p.bias), p.n, p.c, p.eps, q.stream());
     }
-    return kc::rmsnorm_fwd(Bf(p.out), p.rstd, Bf(p.inp), Bf(p.weight), p.n, p.c, p.eps,
-                           q.stream());
+    return kc::rmsnorm_fwd(Half(p.dtype), Bits(p.out), p.rstd, Bits(p.inp), Bits(p.weight), p.n,
+                           p.c, p.eps, q.stream());
   });
 }
 
 absl::Status CudaBackend::NormBackward(Queue& queue, const NormBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateNormBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    const bool f32 = p.dinp_type == DType::kFp32;
+    const kc::HalfType t = Half(p.dtype);
+    const bool f32 = p.dinp_type == DType::kFp32;  // else dinp has the op's dtype (validated)
     if (p.op == NormOp::kLayerNorm) {
-      return f32 ? kc::layernorm_bwd(F32(p.dinp), p.dweight, p.dbias, Bf(p.dout), Bf(p.inp),
-                                     Bf(p.weight), p.mean, p.rstd, p.n, p.c, q.stream())
-                 : kc::layernorm_bwd(Bf(p.dinp), p.dweight, p.dbias, Bf(p.dout), Bf(p.inp),
-                                     Bf(p.weight), p.mean, p.rstd, p.n, p.c, q.stream());
+      return f32 ? kc::layernorm_bwd(t, F32(p.dinp), p.dweight, p.dbias, Bits(p.dout),
+                                     Bits(p.inp), Bits(p.weight), p.mean, p.rstd, p.n, p.c,
+                                     q.stream())
+                 : kc::layernorm_bwd(t, Bits(p.dinp), p.dweight, p.dbias, Bits(p.dout),
+                                     Bits(p.inp), Bits(p.weight), p.mean, p.rstd, p.n, p.c,
+                                     q.stream());
     }
-    return f32 ? kc::rmsnorm_bwd(F32(p.dinp), p.dweight, Bf(p.dout), Bf(p.inp), Bf(p.weight),
-                                 p.rstd, p.n, p.c, q.stream())
-               : kc::rmsnorm_bwd(Bf(p.dinp), p.dweight, Bf(p.dout), Bf(p.inp), Bf(p.weight),
-                                 p.rstd, p.n, p.c, q.stream());
+    return f32 ? kc::rmsnorm_bwd(t, F32(p.dinp), p.dweight, Bits(p.dout), Bits(p.inp),
+                                 Bits(p.weight), p.rstd, p.n, p.c, q.stream())
+               : kc::rmsnorm_bwd(t, Bits(p.dinp), p.dweight, Bits(p.dout), Bits(p.inp),
+                                 Bits(p.weight), p.rstd, p.n, p.c, q.stream());
   });
 }
 
 absl::Status CudaBackend::GeluForward(Queue& queue, const GeluParams& p) {
   MOBIUS_VALIDATE(ValidateGelu(p));
-  return Launch(queue,
-                [&](CudaQueue& q) { return kc::gelu_fwd(Bf(p.out), Bf(p.inp), p.n, q.stream()); });
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::gelu_fwd(Half(p.dtype), Bits(p.out), Bits(p.inp), p.n, q.stream());
+  });
 }
 
 absl::Status CudaBackend::GeluBackward(Queue& queue, const GeluBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateGeluBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::gelu_bwd(Bf(p.dinp), Bf(p.dout), Bf(p.inp), p.n, q.stream());
+    return kc::gelu_bwd(Half(p.dtype), Bits(p.dinp), Bits(p.dout), Bits(p.inp), p.n, q.stream());
   });
 }
 
 absl::Status CudaBackend::SwiGluForward(Queue& queue, const SwiGluParams& p) {
   MOBIUS_VALIDATE(ValidateSwiGlu(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::swiglu_fwd(Bf(p.out), Bf(p.gate), Bf(p.up), p.n, q.stream());
+    return kc::swiglu_fwd(Half(p.dtype), Bits(p.out), Bits(p.gate), Bits(p.up), p.n, q.stream());
   });
 }
 
 absl::Status CudaBackend::SwiGluBackward(Queue& queue, const SwiGluBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateSwiGluBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::swiglu_bwd(Bf(p.dgate), Bf(p.dup), Bf(p.dout), Bf(p.gate), Bf(p.up), p.n,
-                          q.stream());
+    return kc::swiglu_bwd(Half(p.dtype), Bits(p.dgate), Bits(p.dup), Bits(p.dout), Bits(p.gate),
+                          Bits(p.up), p.n, q.stream());
   });
 }
 
@@ -265,40 +318,41 @@ absl::Status CudaBackend::RopeTables(Queue& queue, const RopeTablesParams& p) {
 absl::Status CudaBackend::RopeForward(Queue& queue, const RopeParams& p) {
   MOBIUS_VALIDATE(ValidateRope(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::rope_fwd(Bf(p.out), Bf(p.inp), p.cos, p.sin, p.b, p.t, p.nh, p.head_dim,
-                        q.stream());
+    return kc::rope_fwd(Half(p.dtype), Bits(p.out), Bits(p.inp), p.cos, p.sin, p.b, p.t, p.nh,
+                        p.head_dim, q.stream());
   });
 }
 
 absl::Status CudaBackend::RopeBackward(Queue& queue, const RopeBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateRopeBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::rope_bwd(Bf(p.dinp), Bf(p.dout), p.cos, p.sin, p.b, p.t, p.nh, p.head_dim,
-                        q.stream());
+    return kc::rope_bwd(Half(p.dtype), Bits(p.dinp), Bits(p.dout), p.cos, p.sin, p.b, p.t, p.nh,
+                        p.head_dim, q.stream());
   });
 }
 
 absl::Status CudaBackend::AttentionForward(Queue& queue, const AttentionParams& p) {
   MOBIUS_VALIDATE(ValidateAttention(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::attention_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape),
-                             q.stream());
+    return kc::attention_fwd(Half(p.dtype), Bits(p.out), p.lse, Bits(p.q), Bits(p.k), Bits(p.v),
+                             Shape(p.shape), q.stream());
   });
 }
 
 absl::Status CudaBackend::CachedAttentionForward(Queue& queue, const CachedAttentionParams& p) {
   MOBIUS_VALIDATE(ValidateCachedAttention(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::attention_cached_fwd(Bf(p.out), p.lse, Bf(p.q), Bf(p.k), Bf(p.v), Shape(p.shape),
-                                    p.start, p.capacity, q.stream());
+    return kc::attention_cached_fwd(Half(p.dtype), Bits(p.out), p.lse, Bits(p.q), Bits(p.k),
+                                    Bits(p.v), Shape(p.shape), p.start, p.capacity, q.stream());
   });
 }
 
 absl::Status CudaBackend::AttentionBackward(Queue& queue, const AttentionBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateAttentionBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::attention_bwd(Bf(p.dq), Bf(p.dk), Bf(p.dv), Bf(p.dout), Bf(p.q), Bf(p.k),
-                             Bf(p.v), Bf(p.out), p.lse, Shape(p.shape), q.stream());
+    return kc::attention_bwd(Half(p.dtype), Bits(p.dq), Bits(p.dk), Bits(p.dv), Bits(p.dout),
+                             Bits(p.q), Bits(p.k), Bits(p.v), Bits(p.out), p.lse, Shape(p.shape),
+                             q.stream());
   });
 }
 
@@ -309,8 +363,9 @@ absl::Status CudaBackend::CrossEntropyForward(Queue& queue, const CrossEntropyPa
     return p.logits_type == DType::kFp32
                ? kc::cross_entropy_fwd(p.losses, p.lse, p.mean_loss, F32(p.logits), p.targets,
                                        p.n, p.v, bad, q.stream(), p.rows.row0, p.rows.total_rows)
-               : kc::cross_entropy_fwd(p.losses, p.lse, p.mean_loss, Bf(p.logits), p.targets,
-                                       p.n, p.v, bad, q.stream(), p.rows.row0, p.rows.total_rows);
+               : kc::cross_entropy_fwd(Half(p.logits_type), p.losses, p.lse, p.mean_loss,
+                                       Bits(p.logits), p.targets, p.n, p.v, bad, q.stream(),
+                                       p.rows.row0, p.rows.total_rows);
   });
 }
 
@@ -320,30 +375,33 @@ absl::Status CudaBackend::CrossEntropyBackward(Queue& queue, const CrossEntropyB
     return p.logits_type == DType::kFp32
                ? kc::cross_entropy_bwd(F32(p.dlogits), F32(p.logits), p.lse, p.targets, p.n,
                                        p.v, p.dloss, q.stream(), p.rows.row0, p.rows.total_rows)
-               : kc::cross_entropy_bwd(Bf(p.dlogits), Bf(p.logits), p.lse, p.targets, p.n, p.v,
-                                       p.dloss, q.stream(), p.rows.row0, p.rows.total_rows);
+               : kc::cross_entropy_bwd(Half(p.logits_type), Bits(p.dlogits), Bits(p.logits),
+                                       p.lse, p.targets, p.n, p.v, p.dloss, q.stream(),
+                                       p.rows.row0, p.rows.total_rows);
   });
 }
 
 absl::Status CudaBackend::ResidualAdd(Queue& queue, const ResidualParams& p) {
   MOBIUS_VALIDATE(ValidateResidual(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::residual_fwd(Bf(p.out), Bf(p.a), Bf(p.b), p.n, q.stream());
+    return kc::residual_fwd(Half(p.dtype), Bits(p.out), Bits(p.a), Bits(p.b), p.n, q.stream());
   });
 }
 
 absl::Status CudaBackend::BiasAdd(Queue& queue, const BiasAddParams& p) {
   MOBIUS_VALIDATE(ValidateBiasAdd(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::bias_add_fwd(Bf(p.out), Bf(p.inp), Bf(p.bias), p.n, p.c, q.stream());
+    return kc::bias_add_fwd(Half(p.dtype), Bits(p.out), Bits(p.inp), Bits(p.bias), p.n, p.c,
+                            q.stream());
   });
 }
 
 absl::Status CudaBackend::BiasBackward(Queue& queue, const BiasBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateBiasBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return p.dout_type == DType::kFp32 ? kc::bias_bwd(p.dbias, F32(p.dout), p.n, p.c, q.stream())
-                                       : kc::bias_bwd(p.dbias, Bf(p.dout), p.n, p.c, q.stream());
+    return p.dout_type == DType::kFp32
+               ? kc::bias_bwd(p.dbias, F32(p.dout), p.n, p.c, q.stream())
+               : kc::bias_bwd(Half(p.dout_type), p.dbias, Bits(p.dout), p.n, p.c, q.stream());
   });
 }
 
@@ -352,7 +410,8 @@ absl::Status CudaBackend::AdamW(Queue& queue, const AdamWParams& p) {
   const kc::AdamWStepScalars scalars = kc::MakeAdamWStepScalars(
       p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.step, p.grad_scale, p.decay);
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::adamw_step(scalars, p.master, p.m, p.v, p.grad, Bf(p.bf16_out), p.n, q.stream());
+    return kc::adamw_step(Half(p.out_type), scalars, p.master, p.m, p.v, p.grad,
+                          Bits(p.bf16_out), p.n, q.stream());
   });
 }
 
@@ -370,8 +429,8 @@ absl::Status CudaBackend::Dropout(Queue& queue, const DropoutParams& p) {
     return p.inp_type == DType::kFp32
                ? kc::dropout(p.out, F32(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate,
                              q.stream())
-               : kc::dropout(p.out, Bf(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate,
-                             q.stream());
+               : kc::dropout(Half(p.inp_type), p.out, Bits(p.inp), p.n, p.c, p.p, p.key,
+                             p.row_offset, p.accumulate, q.stream());
   });
 }
 

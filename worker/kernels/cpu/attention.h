@@ -5,7 +5,8 @@
 //
 // Query head h reads key/value head h / (H / KV) (HF repeat_kv). Scores are scaled by
 // 1 / sqrt(head_dim); position t attends to 0..t, or with a window W > 0 to t - W < t2 <= t.
-// Storage: q, k, v, out and their gradients bf16; lse fp32; arithmetic fp32.
+// Storage: q, k, v, out and their gradients bf16 (uint16_t), or all fp16 (F16, storage.h); lse
+// fp32; arithmetic fp32, one rounding per 16-bit output.
 //
 // Backward (FlashAttention-2): P = exp(S - lse) is recomputed per tile and
 // dS = P * (dP - D), D = rowsum(dO * O). To stay deterministic without atomics it runs in two
@@ -31,11 +32,13 @@ struct AttentionShape {
   int64_t window = 0;    // sliding window; 0 = full causal attention
 };
 
-// q [B, T, H, hd], k, v [B, T, KV, hd] bf16 -> out [B, T, H, hd] bf16;
+// q [B, T, H, hd], k, v [B, T, KV, hd] -> out [B, T, H, hd];
 // lse [B, H, T] fp32 = log sum_t2 exp(score[t, t2]) (saved for the backward).
 // REQUIRES: out aliases none of q, k, v.
 void attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
                    const uint16_t* v, const AttentionShape& s, ThreadPool* pool);
+void attention_fwd(F16* out, float* lse, const F16* q, const F16* k, const F16* v,
+                   const AttentionShape& s, ThreadPool* pool);
 
 // The same over a key/value cache (incremental decoding): q, out [B, T, H, hd] are positions
 // [start, start + T) of their sequences; k_cache, v_cache [B, capacity, KV, hd] hold positions
@@ -45,12 +48,18 @@ void attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t*
 void attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k_cache,
                           const uint16_t* v_cache, const AttentionShape& s, int64_t start,
                           int64_t capacity, ThreadPool* pool);
+void attention_cached_fwd(F16* out, float* lse, const F16* q, const F16* k_cache,
+                          const F16* v_cache, const AttentionShape& s, int64_t start,
+                          int64_t capacity, ThreadPool* pool);
 
-// dq [B, T, H, hd], dk, dv [B, T, KV, hd] bf16 += gradients from dout [B, T, H, hd], given the
+// dq [B, T, H, hd], dk, dv [B, T, KV, hd] += gradients from dout [B, T, H, hd], given the
 // forward's inputs, its out and lse. REQUIRES: the gradients alias no input.
 void attention_bwd(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout,
                    const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                    const float* lse, const AttentionShape& s, ThreadPool* pool);
+void attention_bwd(F16* dq, F16* dk, F16* dv, const F16* dout, const F16* q, const F16* k,
+                   const F16* v, const F16* out, const float* lse, const AttentionShape& s,
+                   ThreadPool* pool);
 
 }  // namespace mobius::kernels::cpu
 

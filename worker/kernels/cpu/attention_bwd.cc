@@ -54,15 +54,15 @@ MOBIUS_SIMD_INLINE void ProbsAndGrads(float* p, float* dp, const float* qs, cons
   }
 }
 
-// dst [n] bf16 += src [n] fp32, one rounding per element.
-void AccumulateRow(uint16_t* dst, const float* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    dst[i] = numeric::Fp32ToBf16(numeric::Bf16ToFp32(dst[i]) + src[i]);
-  }
+// dst [n] (16-bit) += src [n] fp32, one rounding per element.
+template <typename T>
+void AccumulateRow(T* dst, const float* src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) Store(dst, i, Load(dst, i) + src[i]);
 }
 
 // D[b, h, t] = sum_d dout * out.
-std::vector<float> RowDotDoutOut(const uint16_t* dout, const uint16_t* out, const AttentionShape& s,
+template <typename T>
+std::vector<float> RowDotDoutOut(const T* dout, const T* out, const AttentionShape& s,
                                  ThreadPool* pool) {
   std::vector<float> d(s.b * s.heads * s.t);
   ParallelFor(pool, s.b * s.t, [&](int64_t bt) {
@@ -71,7 +71,7 @@ std::vector<float> RowDotDoutOut(const uint16_t* dout, const uint16_t* out, cons
       const int64_t off = Row(s, b, t, s.heads, h);
       float acc = 0.0f;
       for (int64_t i = 0; i < s.head_dim; ++i) {
-        acc += numeric::Bf16ToFp32(dout[off + i]) * numeric::Bf16ToFp32(out[off + i]);
+        acc += Load(dout + off, i) * Load(out + off, i);
       }
       d[LseIndex(s, b, h, t)] = acc;
     }
@@ -82,10 +82,10 @@ std::vector<float> RowDotDoutOut(const uint16_t* dout, const uint16_t* out, cons
 // dK, dV of one key tile: work item `item` of KeyValuePass. Query rows come in blocks of
 // kQueryTile; per block dV^T += dO^T P and dK^T += Q^T dS (tile GEMMs, transposed so that the
 // block's rows are the reduction), accumulated over the heads of the group and the rows in order.
-MOBIUS_KERNEL_CLONES
-void KeyValueItem(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* q,
-                  const uint16_t* k, const uint16_t* v, const float* lse, const float* dvec,
-                  const AttentionShape& s, float scale, int64_t item) {
+template <typename T>  // the storage format (storage.h); one clone set per format
+MOBIUS_KERNEL_CLONES void KeyValueItem(T* dk, T* dv, const T* dout, const T* q, const T* k,
+                                       const T* v, const float* lse, const float* dvec,
+                                       const AttentionShape& s, float scale, int64_t item) {
   const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
   const int64_t k_tiles = (s.t + kKeyTile - 1) / kKeyTile;
   const int64_t b = item / (s.kv_heads * k_tiles), kvh = item / k_tiles % s.kv_heads;
@@ -118,9 +118,10 @@ void KeyValueItem(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16
   }
 }
 
-void KeyValuePass(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16_t* q,
-                  const uint16_t* k, const uint16_t* v, const float* lse, const float* dvec,
-                  const AttentionShape& s, float scale, ThreadPool* pool) {
+template <typename T>
+void KeyValuePass(T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v,
+                  const float* lse, const float* dvec, const AttentionShape& s, float scale,
+                  ThreadPool* pool) {
   const int64_t k_tiles = (s.t + kKeyTile - 1) / kKeyTile;
   ParallelFor(pool, s.b * s.kv_heads * k_tiles, [&](int64_t item) {
     KeyValueItem(dk, dv, dout, q, k, v, lse, dvec, s, scale, item);
@@ -128,10 +129,10 @@ void KeyValuePass(uint16_t* dk, uint16_t* dv, const uint16_t* dout, const uint16
 }
 
 // dQ of one query tile: work item `item` of QueryPass; per key tile dQ += dS K (a tile GEMM).
-MOBIUS_KERNEL_CLONES
-void QueryItem(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint16_t* k,
-               const uint16_t* v, const float* lse, const float* dvec, const AttentionShape& s,
-               float scale, int64_t item) {
+template <typename T>
+MOBIUS_KERNEL_CLONES void QueryItem(T* dq, const T* dout, const T* q, const T* k, const T* v,
+                                    const float* lse, const float* dvec, const AttentionShape& s,
+                                    float scale, int64_t item) {
   const int64_t hd = s.head_dim, group = s.heads / s.kv_heads;
   const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
   const int64_t b = item / (s.heads * q_tiles), h = item / q_tiles % s.heads;
@@ -153,13 +154,22 @@ void QueryItem(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint
   }
 }
 
-void QueryPass(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint16_t* k,
-               const uint16_t* v, const float* lse, const float* dvec, const AttentionShape& s,
-               float scale, ThreadPool* pool) {
+template <typename T>
+void QueryPass(T* dq, const T* dout, const T* q, const T* k, const T* v, const float* lse,
+               const float* dvec, const AttentionShape& s, float scale, ThreadPool* pool) {
   const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
   ParallelFor(pool, s.b * s.heads * q_tiles, [&](int64_t item) {
     QueryItem(dq, dout, q, k, v, lse, dvec, s, scale, item);
   });
+}
+
+template <typename T>
+void Backward(T* dq, T* dk, T* dv, const T* dout, const T* q, const T* k, const T* v, const T* out,
+              const float* lse, const AttentionShape& s, ThreadPool* pool) {
+  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
+  const std::vector<float> dvec = RowDotDoutOut(dout, out, s, pool);
+  KeyValuePass(dk, dv, dout, q, k, v, lse, dvec.data(), s, scale, pool);
+  QueryPass(dq, dout, q, k, v, lse, dvec.data(), s, scale, pool);
 }
 
 }  // namespace
@@ -167,10 +177,12 @@ void QueryPass(uint16_t* dq, const uint16_t* dout, const uint16_t* q, const uint
 void attention_bwd(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout,
                    const uint16_t* q, const uint16_t* k, const uint16_t* v, const uint16_t* out,
                    const float* lse, const AttentionShape& s, ThreadPool* pool) {
-  const float scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
-  const std::vector<float> dvec = RowDotDoutOut(dout, out, s, pool);
-  KeyValuePass(dk, dv, dout, q, k, v, lse, dvec.data(), s, scale, pool);
-  QueryPass(dq, dout, q, k, v, lse, dvec.data(), s, scale, pool);
+  Backward(dq, dk, dv, dout, q, k, v, out, lse, s, pool);
+}
+void attention_bwd(F16* dq, F16* dk, F16* dv, const F16* dout, const F16* q, const F16* k,
+                   const F16* v, const F16* out, const float* lse, const AttentionShape& s,
+                   ThreadPool* pool) {
+  Backward(dq, dk, dv, dout, q, k, v, out, lse, s, pool);
 }
 
 }  // namespace mobius::kernels::cpu

@@ -58,10 +58,10 @@ MOBIUS_SIMD_INLINE float SoftmaxRow(float* p, int64_t w, int64_t j0, int64_t j1,
 // sequence, >= start + t1). Per key tile: S = Q K^T and O += P V as tile GEMMs, the online softmax
 // on each row of S in between. Key tiles start at FirstKey of the tile's first position, so a row
 // sees the same tiles (and gets the same bits) at any start when the window is 0.
-MOBIUS_KERNEL_CLONES
-void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                 const uint16_t* v, const AttentionShape& qs, const AttentionShape& kvs,
-                 int64_t start, float scale, int64_t item) {
+template <typename T>  // the storage format (storage.h); one clone set per format
+MOBIUS_KERNEL_CLONES void ForwardItem(T* out, float* lse, const T* q, const T* k, const T* v,
+                                      const AttentionShape& qs, const AttentionShape& kvs,
+                                      int64_t start, float scale, int64_t item) {
   const int64_t hd = qs.head_dim, group = qs.heads / qs.kv_heads;
   const int64_t q_tiles = (qs.t + kQueryTile - 1) / kQueryTile;
   const int64_t b = item / (qs.heads * q_tiles), h = item / q_tiles % qs.heads;
@@ -92,9 +92,10 @@ void ForwardItem(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k
     TileGemm(acc.data(), hd, scores.data(), kKeyTile, tile.v.data(), hd, rows, hd, tile.len);
   }
   for (int64_t i = 0; i < rows; ++i) {
-    uint16_t* o = out + Row(qs, b, t0 + i, qs.heads, h);
+    float* a = &acc[i * hd];
     const float inv_l = 1.0f / l[i];
-    for (int64_t d = 0; d < hd; ++d) o[d] = numeric::Fp32ToBf16(acc[i * hd + d] * inv_l);
+    for (int64_t d = 0; d < hd; ++d) a[d] *= inv_l;
+    StoreRow(out + Row(qs, b, t0 + i, qs.heads, h), a, hd);
     if (lse != nullptr) lse[LseIndex(qs, b, h, t0 + i)] = m[i] + std::log(l[i]);
   }
 }
@@ -103,19 +104,18 @@ float Scale(const AttentionShape& s) {
   return static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
 }
 
-}  // namespace
-
-void attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                   const uint16_t* v, const AttentionShape& s, ThreadPool* pool) {
+template <typename T>
+void Forward(T* out, float* lse, const T* q, const T* k, const T* v, const AttentionShape& s,
+             ThreadPool* pool) {
   const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
   const float scale = Scale(s);
   ParallelFor(pool, s.b * s.heads * q_tiles,
               [&](int64_t item) { ForwardItem(out, lse, q, k, v, s, s, 0, scale, item); });
 }
 
-void attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k_cache,
-                          const uint16_t* v_cache, const AttentionShape& s, int64_t start,
-                          int64_t capacity, ThreadPool* pool) {
+template <typename T>
+void CachedForward(T* out, float* lse, const T* q, const T* k_cache, const T* v_cache,
+                   const AttentionShape& s, int64_t start, int64_t capacity, ThreadPool* pool) {
   AttentionShape kvs = s;
   kvs.t = capacity;
   const int64_t q_tiles = (s.t + kQueryTile - 1) / kQueryTile;
@@ -123,6 +123,28 @@ void attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q, const ui
   ParallelFor(pool, s.b * s.heads * q_tiles, [&](int64_t item) {
     ForwardItem(out, lse, q, k_cache, v_cache, s, kvs, start, scale, item);
   });
+}
+
+}  // namespace
+
+void attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+                   const uint16_t* v, const AttentionShape& s, ThreadPool* pool) {
+  Forward(out, lse, q, k, v, s, pool);
+}
+void attention_fwd(F16* out, float* lse, const F16* q, const F16* k, const F16* v,
+                   const AttentionShape& s, ThreadPool* pool) {
+  Forward(out, lse, q, k, v, s, pool);
+}
+
+void attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k_cache,
+                          const uint16_t* v_cache, const AttentionShape& s, int64_t start,
+                          int64_t capacity, ThreadPool* pool) {
+  CachedForward(out, lse, q, k_cache, v_cache, s, start, capacity, pool);
+}
+void attention_cached_fwd(F16* out, float* lse, const F16* q, const F16* k_cache,
+                          const F16* v_cache, const AttentionShape& s, int64_t start,
+                          int64_t capacity, ThreadPool* pool) {
+  CachedForward(out, lse, q, k_cache, v_cache, s, start, capacity, pool);
 }
 
 }  // namespace mobius::kernels::cpu

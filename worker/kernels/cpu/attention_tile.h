@@ -41,8 +41,9 @@ struct KvTile {
   explicit KvTile(int64_t hd)
       : hd(hd), k(kKeyTile * hd), v(kKeyTile * hd), kt(hd * kKeyTile), vt(hd * kKeyTile) {}
 
-  void Load(const uint16_t* kp, const uint16_t* vp, const AttentionShape& s, int64_t b,
-            int64_t kvh, int64_t first, int64_t count) {
+  template <typename T>  // the storage format (storage.h)
+  void Load(const T* kp, const T* vp, const AttentionShape& s, int64_t b, int64_t kvh,
+            int64_t first, int64_t count) {
     k0 = first;
     len = count;
     for (int64_t j = 0; j < len; ++j) {
@@ -82,7 +83,8 @@ MOBIUS_SIMD_INLINE I32x8 VisibleLanes(int64_t vec, int64_t j0, int64_t j1) {
 }
 
 // q rows [rows x hd] (and, when qt is not null, transposed [hd x rows]) of (b, t0.., nh, head).
-inline void LoadRows(float* q, float* qt, const uint16_t* src, const AttentionShape& s, int64_t b,
+template <typename T>
+inline void LoadRows(float* q, float* qt, const T* src, const AttentionShape& s, int64_t b,
                      int64_t t0, int64_t rows, int64_t nh, int64_t head) {
   const int64_t hd = s.head_dim;
   for (int64_t i = 0; i < rows; ++i) LoadRow(&q[i * hd], src + Row(s, b, t0 + i, nh, head), hd);

@@ -6,6 +6,20 @@ namespace mobius::kernels::cpu {
 namespace {
 
 template <typename T>
+void BiasAdd(T* out, const T* inp, const T* bias, int64_t n, int64_t c, ThreadPool* pool) {
+  std::vector<float> bv(c);
+  LoadRow(bv.data(), bias, c);
+  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1));
+  ParallelForRange(pool, n, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const T* x = inp + row * c;
+      T* y = out + row * c;
+      for (int64_t j = 0; j < c; ++j) Store(y, j, Load(x, j) + bv[j]);
+    }
+  });
+}
+
+template <typename T>
 void BiasBackward(float* dbias, const T* dout, int64_t n, int64_t c, ThreadPool* pool) {
   ReduceRows(
       pool, n, c,
@@ -22,22 +36,19 @@ void BiasBackward(float* dbias, const T* dout, int64_t n, int64_t c, ThreadPool*
 
 void bias_add_fwd(uint16_t* out, const uint16_t* inp, const uint16_t* bias, int64_t n, int64_t c,
                   ThreadPool* pool) {
-  std::vector<float> bv(c);
-  LoadRow(bv.data(), bias, c);
-  const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1));
-  ParallelForRange(pool, n, grain, [&](int64_t begin, int64_t end) {
-    for (int64_t row = begin; row < end; ++row) {
-      const uint16_t* x = inp + row * c;
-      uint16_t* y = out + row * c;
-      for (int64_t j = 0; j < c; ++j) y[j] = numeric::Fp32ToBf16(numeric::Bf16ToFp32(x[j]) + bv[j]);
-    }
-  });
+  BiasAdd(out, inp, bias, n, c, pool);
+}
+void bias_add_fwd(F16* out, const F16* inp, const F16* bias, int64_t n, int64_t c,
+                  ThreadPool* pool) {
+  BiasAdd(out, inp, bias, n, c, pool);
 }
 
 void bias_bwd(float* dbias, const uint16_t* dout, int64_t n, int64_t c, ThreadPool* pool) {
   BiasBackward(dbias, dout, n, c, pool);
 }
-
+void bias_bwd(float* dbias, const F16* dout, int64_t n, int64_t c, ThreadPool* pool) {
+  BiasBackward(dbias, dout, n, c, pool);
+}
 void bias_bwd(float* dbias, const float* dout, int64_t n, int64_t c, ThreadPool* pool) {
   BiasBackward(dbias, dout, n, c, pool);
 }

@@ -128,7 +128,7 @@ void Backward(T* dlogits, const T* logits, const float* lse, const int32_t* targ
       const int64_t len = std::min(kBlock, v - b0);
       LoadRow(buf, z + b0, len);
       BlockScaledExp(buf, len, m, scale);
-      for (int64_t i = 0; i < len; ++i) Store(dz + b0, i, buf[i]);
+      StoreRow(dz + b0, buf, len);
     }
     // The target's entry again with the one-hot term, subtracted in fp32 before rounding.
     Store(dz, tgt, (FastExp(z_target - m) - 1.0f) * scale);
@@ -142,6 +142,11 @@ float cross_entropy_fwd(float* losses, float* lse, const uint16_t* logits, const
                         int64_t total_rows) {
   return Forward(losses, lse, logits, targets, n, v, pool, row0, total_rows);
 }
+float cross_entropy_fwd(float* losses, float* lse, const F16* logits, const int32_t* targets,
+                        int64_t n, int64_t v, ThreadPool* pool, int64_t row0,
+                        int64_t total_rows) {
+  return Forward(losses, lse, logits, targets, n, v, pool, row0, total_rows);
+}
 float cross_entropy_fwd(float* losses, float* lse, const float* logits, const int32_t* targets,
                         int64_t n, int64_t v, ThreadPool* pool, int64_t row0,
                         int64_t total_rows) {
@@ -151,6 +156,11 @@ float cross_entropy_fwd(float* losses, float* lse, const float* logits, const in
 void cross_entropy_bwd(uint16_t* dlogits, const uint16_t* logits, const float* lse,
                        const int32_t* targets, int64_t n, int64_t v, float dloss,
                        ThreadPool* pool, int64_t row0, int64_t total_rows) {
+  Backward(dlogits, logits, lse, targets, n, v, dloss, pool, row0, total_rows);
+}
+void cross_entropy_bwd(F16* dlogits, const F16* logits, const float* lse, const int32_t* targets,
+                       int64_t n, int64_t v, float dloss, ThreadPool* pool, int64_t row0,
+                       int64_t total_rows) {
   Backward(dlogits, logits, lse, targets, n, v, dloss, pool, row0, total_rows);
 }
 void cross_entropy_bwd(float* dlogits, const float* logits, const float* lse,

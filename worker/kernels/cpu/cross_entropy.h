@@ -24,11 +24,14 @@ inline constexpr int32_t kIgnoreIndex = -100;
 // and losses - row0). A row's loss, lse and gradient do not depend on the chunking; the mean is
 // formed over all rows in order, so the last chunk's mean is bitwise the unchunked one.
 
-// logits [N, V] bf16 or fp32; targets [N] in [0, V) or kIgnoreIndex; losses [N] fp32 (0 where
-// ignored); lse [N] fp32 (saved; 0 where ignored). Returns the mean loss over non-ignored rows
-// (of the whole microbatch when chunked: meaningful once every chunk ran), 0 when every row is
-// ignored. REQUIRES: targets valid.
+// logits [N, V] bf16, fp16 (storage.h) or fp32; targets [N] in [0, V) or kIgnoreIndex; losses
+// [N] fp32 (0 where ignored); lse [N] fp32 (saved; 0 where ignored). Returns the mean loss over
+// non-ignored rows (of the whole microbatch when chunked: meaningful once every chunk ran), 0 when
+// every row is ignored. REQUIRES: targets valid.
 float cross_entropy_fwd(float* losses, float* lse, const uint16_t* logits, const int32_t* targets,
+                        int64_t n, int64_t v, ThreadPool* pool, int64_t row0 = 0,
+                        int64_t total_rows = 0);
+float cross_entropy_fwd(float* losses, float* lse, const F16* logits, const int32_t* targets,
                         int64_t n, int64_t v, ThreadPool* pool, int64_t row0 = 0,
                         int64_t total_rows = 0);
 float cross_entropy_fwd(float* losses, float* lse, const float* logits, const int32_t* targets,
@@ -42,6 +45,9 @@ float cross_entropy_fwd(float* losses, float* lse, const float* logits, const in
 void cross_entropy_bwd(uint16_t* dlogits, const uint16_t* logits, const float* lse,
                        const int32_t* targets, int64_t n, int64_t v, float dloss,
                        ThreadPool* pool, int64_t row0 = 0, int64_t total_rows = 0);
+void cross_entropy_bwd(F16* dlogits, const F16* logits, const float* lse, const int32_t* targets,
+                       int64_t n, int64_t v, float dloss, ThreadPool* pool, int64_t row0 = 0,
+                       int64_t total_rows = 0);
 void cross_entropy_bwd(float* dlogits, const float* logits, const float* lse,
                        const int32_t* targets, int64_t n, int64_t v, float dloss,
                        ThreadPool* pool, int64_t row0 = 0, int64_t total_rows = 0);

@@ -33,6 +33,11 @@ void dropout(float* out, const uint16_t* inp, int64_t n, int64_t c, float p, uin
   Dropout(out, inp, n, c, p, key, row_offset, accumulate, pool);
 }
 
+void dropout(float* out, const F16* inp, int64_t n, int64_t c, float p, uint64_t key,
+             int64_t row_offset, bool accumulate, ThreadPool* pool) {
+  Dropout(out, inp, n, c, p, key, row_offset, accumulate, pool);
+}
+
 void dropout(float* out, const float* inp, int64_t n, int64_t c, float p, uint64_t key,
              int64_t row_offset, bool accumulate, ThreadPool* pool) {
   Dropout(out, inp, n, c, p, key, row_offset, accumulate, pool);

@@ -9,28 +9,26 @@ namespace {
 
 int64_t RowGrain(int64_t c) { return std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1)); }
 
-}  // namespace
-
-void embedding_fwd(uint16_t* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe,
-                   int64_t b, int64_t t, int64_t c, ThreadPool* pool) {
+template <typename T>
+void Forward(T* out, const int32_t* tokens, const T* wte, const T* wpe, int64_t b, int64_t t,
+             int64_t c, ThreadPool* pool) {
   ParallelForRange(pool, b * t, RowGrain(c), [&](int64_t begin, int64_t end) {
     for (int64_t bt = begin; bt < end; ++bt) {
-      const uint16_t* tok = wte + static_cast<int64_t>(tokens[bt]) * c;
-      uint16_t* y = out + bt * c;
+      const T* tok = wte + static_cast<int64_t>(tokens[bt]) * c;
+      T* y = out + bt * c;
       if (wpe == nullptr) {
         std::copy(tok, tok + c, y);
         continue;
       }
-      const uint16_t* pos = wpe + (bt % t) * c;
-      for (int64_t i = 0; i < c; ++i) {
-        y[i] = numeric::Fp32ToBf16(numeric::Bf16ToFp32(tok[i]) + numeric::Bf16ToFp32(pos[i]));
-      }
+      const T* pos = wpe + (bt % t) * c;
+      for (int64_t i = 0; i < c; ++i) Store(y, i, Load(tok, i) + Load(pos, i));
     }
   });
 }
 
-void embedding_bwd(float* dwte, float* dwpe, const uint16_t* dout, const int32_t* tokens,
-                   int64_t b, int64_t t, int64_t c, ThreadPool* pool) {
+template <typename T>
+void Backward(float* dwte, float* dwpe, const T* dout, const int32_t* tokens, int64_t b,
+              int64_t t, int64_t c, ThreadPool* pool) {
   const int64_t n = b * t;
   // Positions sorted by (token, position): each token's positions form one run, in order.
   std::vector<int64_t> order(n);
@@ -47,8 +45,8 @@ void embedding_bwd(float* dwte, float* dwpe, const uint16_t* dout, const int32_t
     for (int64_t r = r0; r < r1; ++r) {
       float* dtok = dwte + static_cast<int64_t>(tokens[order[run_start[r]]]) * c;
       for (int64_t j = run_start[r]; j < run_start[r + 1]; ++j) {
-        const uint16_t* dy = dout + order[j] * c;
-        for (int64_t i = 0; i < c; ++i) dtok[i] += numeric::Bf16ToFp32(dy[i]);
+        const T* dy = dout + order[j] * c;
+        for (int64_t i = 0; i < c; ++i) dtok[i] += Load(dy, i);
       }
     }
   });
@@ -57,11 +55,31 @@ void embedding_bwd(float* dwte, float* dwpe, const uint16_t* dout, const int32_t
     for (int64_t p = p0; p < p1; ++p) {
       float* dpos = dwpe + p * c;
       for (int64_t bi = 0; bi < b; ++bi) {
-        const uint16_t* dy = dout + (bi * t + p) * c;
-        for (int64_t i = 0; i < c; ++i) dpos[i] += numeric::Bf16ToFp32(dy[i]);
+        const T* dy = dout + (bi * t + p) * c;
+        for (int64_t i = 0; i < c; ++i) dpos[i] += Load(dy, i);
       }
     }
   });
+}
+
+}  // namespace
+
+void embedding_fwd(uint16_t* out, const int32_t* tokens, const uint16_t* wte, const uint16_t* wpe,
+                   int64_t b, int64_t t, int64_t c, ThreadPool* pool) {
+  Forward(out, tokens, wte, wpe, b, t, c, pool);
+}
+void embedding_fwd(F16* out, const int32_t* tokens, const F16* wte, const F16* wpe, int64_t b,
+                   int64_t t, int64_t c, ThreadPool* pool) {
+  Forward(out, tokens, wte, wpe, b, t, c, pool);
+}
+
+void embedding_bwd(float* dwte, float* dwpe, const uint16_t* dout, const int32_t* tokens,
+                   int64_t b, int64_t t, int64_t c, ThreadPool* pool) {
+  Backward(dwte, dwpe, dout, tokens, b, t, c, pool);
+}
+void embedding_bwd(float* dwte, float* dwpe, const F16* dout, const int32_t* tokens, int64_t b,
+                   int64_t t, int64_t c, ThreadPool* pool) {
+  Backward(dwte, dwpe, dout, tokens, b, t, c, pool);
 }
 
 }  // namespace mobius::kernels::cpu

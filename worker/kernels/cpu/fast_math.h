@@ -1,5 +1,5 @@
 // Internal to the CPU op kernels: a branch-free fp32 exp, for one float and for 8 lanes (GCC
-// vector extensions, with the F32x8 helpers: load, store, bf16 <-> fp32), and the
+// vector extensions, with the F32x8 helpers: load, store, bf16 / fp16 <-> fp32), and the
 // function-multiversioning attribute for the hot loops that use them.
 //
 // Why: std::exp is an opaque library call, so every loop calling it stays scalar. FastExp is plain
@@ -22,6 +22,8 @@
 #include <bit>
 #include <cstdint>
 #include <cstring>
+
+#include "worker/kernels/cpu/storage.h"
 
 // Put on a hot, loop-heavy kernel function (not on the whole file): GCC emits a baseline x86-64
 // version and an x86-64-v3 (AVX2, FMA) version, and picks one at load time (ifunc) from the CPU's
@@ -98,6 +100,57 @@ MOBIUS_SIMD_INLINE void StoreBf16x8(uint16_t* p, F32x8 x) {
   const U16x8 narrow = __builtin_convertvector(out, U16x8);
   std::memcpy(p, &narrow, sizeof(narrow));
 }
+
+// fp16 <-> F32x8, with common/numeric/f16.h's rules bit for bit (convert_test.cc: every fp16
+// pattern; floats around every rounding tie, subnormal results, overflow, NaNs): numeric's scalar
+// branches as lane selects, in integer arithmetic except the subnormal rounding, which (as there)
+// is the FPU's own: adding 0.5f puts a value below 2^-14 in units of 2^-24 in the low mantissa
+// bits, rounded to nearest even. (F16C's vcvtps2ph would do in one instruction what this does in
+// ~20, but the baseline clone cannot use it; these are what the fp16 kernels and GEMM operands
+// cost on every clone.)
+MOBIUS_SIMD_INLINE F32x8 LoadF16x8(const F16* p) {
+  U16x8 h;
+  std::memcpy(&h, p, sizeof(h));
+  const U32x8 x = __builtin_convertvector(h, U32x8);
+  const U32x8 sign = (x & 0x8000u) << 16;
+  const U32x8 exponent = (x >> 10) & 0x1fu;
+  const U32x8 mantissa = x & 0x3ffu;
+  const U32x8 normal = sign | ((exponent + 112u) << 23) | (mantissa << 13);
+  const U32x8 special = sign | 0x7f800000u | (mantissa << 13);  // inf, NaN (payload kept)
+  // Zero or subnormal: mantissa x 2^-24, exact in float.
+  const F32x8 tiny = __builtin_convertvector(std::bit_cast<I32x8>(mantissa), F32x8) * 0x1p-24f;
+  const U32x8 subnormal = sign | std::bit_cast<U32x8>(tiny);
+  const U32x8 out = exponent == 0x1fu ? special : (exponent == 0u ? subnormal : normal);
+  return std::bit_cast<F32x8>(out);
+}
+
+MOBIUS_SIMD_INLINE void StoreF16x8(F16* p, F32x8 x) {
+  const U32x8 bits = std::bit_cast<U32x8>(x);
+  const U32x8 sign = (bits >> 16) & 0x8000u;
+  const U32x8 magnitude = bits & 0x7fffffffu;
+  const I32x8 m = std::bit_cast<I32x8>(magnitude);  // < 2^31: signed compares are exact
+  const U32x8 nan = sign | 0x7e00u | ((magnitude >> 13) & 0x3ffu);
+  const U32x8 inf = sign | 0x7c00u;
+  constexpr uint32_t kHalf = 126u << 23;  // 0.5f
+  const F32x8 shifted = std::bit_cast<F32x8>(magnitude) + 0.5f;
+  const U32x8 subnormal = sign | (std::bit_cast<U32x8>(shifted) - kHalf);
+  const U32x8 odd = (magnitude >> 13) & 1u;
+  const U32x8 rounded = magnitude + ((static_cast<uint32_t>(15 - 127) << 23) + 0xfffu) + odd;
+  const U32x8 normal = sign | (rounded >> 13);  // a carry into 0x7c00 is +-inf
+  const U32x8 out = m > 0x7f800000 ? nan
+                    : m >= 0x47800000 ? inf
+                    : m < 0x38800000 ? subnormal
+                                     : normal;
+  const U16x8 narrow = __builtin_convertvector(out, U16x8);
+  std::memcpy(p, &narrow, sizeof(narrow));
+}
+
+// 8 lanes of a 16-bit or fp32 buffer, by storage type (storage.h): templates over the format call
+// these, as they call Load / Store for one element.
+MOBIUS_SIMD_INLINE F32x8 Load8(const uint16_t* p) { return LoadBf16x8(p); }
+MOBIUS_SIMD_INLINE F32x8 Load8(const F16* p) { return LoadF16x8(p); }
+MOBIUS_SIMD_INLINE void Store8(uint16_t* p, F32x8 v) { StoreBf16x8(p, v); }
+MOBIUS_SIMD_INLINE void Store8(F16* p, F32x8 v) { StoreF16x8(p, v); }
 
 // FastExp on each lane: the scalar version's operations, lane-wise (same bits).
 MOBIUS_SIMD_INLINE F32x8 FastExp(F32x8 x) {

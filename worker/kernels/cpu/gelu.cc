@@ -24,8 +24,9 @@ MOBIUS_SIMD_INLINE V GeluGrad(V x, V sig) {
   return sig + 2.0f * x * sig * (1.0f - sig) * du_dx;
 }
 
-MOBIUS_KERNEL_CLONES
-void GeluFwdRange(uint16_t* out, const uint16_t* inp, int64_t begin, int64_t end) {
+// T: the storage format (storage.h); one clone set per format.
+template <typename T>
+MOBIUS_KERNEL_CLONES void GeluFwdRange(T* out, const T* inp, int64_t begin, int64_t end) {
   float x[kBlock];
   for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
     const int64_t len = std::min(kBlock, end - b0);
@@ -36,13 +37,13 @@ void GeluFwdRange(uint16_t* out, const uint16_t* inp, int64_t begin, int64_t end
       Store8(x + i, v * SigmoidTwoU(v));
     }
     for (; i < len; ++i) x[i] *= SigmoidTwoU(x[i]);
-    for (int64_t i = 0; i < len; ++i) out[b0 + i] = numeric::Fp32ToBf16(x[i]);
+    StoreRow(out + b0, x, len);
   }
 }
 
-MOBIUS_KERNEL_CLONES
-void GeluBwdRange(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t begin,
-                  int64_t end) {
+template <typename T>
+MOBIUS_KERNEL_CLONES void GeluBwdRange(T* dinp, const T* dout, const T* inp, int64_t begin,
+                                       int64_t end) {
   float x[kBlock], dy[kBlock], acc[kBlock];
   for (int64_t b0 = begin; b0 < end; b0 += kBlock) {
     const int64_t len = std::min(kBlock, end - b0);
@@ -55,22 +56,36 @@ void GeluBwdRange(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int
       Store8(dy + i, Load8(acc + i) + GeluGrad(v, SigmoidTwoU(v)) * Load8(dy + i));
     }
     for (; i < len; ++i) dy[i] = acc[i] + GeluGrad(x[i], SigmoidTwoU(x[i])) * dy[i];
-    for (int64_t i = 0; i < len; ++i) dinp[b0 + i] = numeric::Fp32ToBf16(dy[i]);
+    StoreRow(dinp + b0, dy, len);
   }
+}
+
+template <typename T>
+void Forward(T* out, const T* inp, int64_t n, ThreadPool* pool) {
+  ParallelForRange(pool, n, kElementwiseGrain,
+                   [&](int64_t begin, int64_t end) { GeluFwdRange(out, inp, begin, end); });
+}
+
+template <typename T>
+void Backward(T* dinp, const T* dout, const T* inp, int64_t n, ThreadPool* pool) {
+  ParallelForRange(pool, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
+    GeluBwdRange(dinp, dout, inp, begin, end);
+  });
 }
 
 }  // namespace
 
 void gelu_fwd(uint16_t* out, const uint16_t* inp, int64_t n, ThreadPool* pool) {
-  ParallelForRange(pool, n, kElementwiseGrain,
-                   [&](int64_t begin, int64_t end) { GeluFwdRange(out, inp, begin, end); });
+  Forward(out, inp, n, pool);
 }
+void gelu_fwd(F16* out, const F16* inp, int64_t n, ThreadPool* pool) { Forward(out, inp, n, pool); }
 
 void gelu_bwd(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
               ThreadPool* pool) {
-  ParallelForRange(pool, n, kElementwiseGrain, [&](int64_t begin, int64_t end) {
-    GeluBwdRange(dinp, dout, inp, begin, end);
-  });
+  Backward(dinp, dout, inp, n, pool);
+}
+void gelu_bwd(F16* dinp, const F16* dout, const F16* inp, int64_t n, ThreadPool* pool) {
+  Backward(dinp, dout, inp, n, pool);
 }
 
 }  // namespace mobius::kernels::cpu

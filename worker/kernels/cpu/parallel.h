@@ -1,5 +1,5 @@
-// Shared helpers for the CPU op kernels: work splitting over an optional thread pool, and bf16
-// loads/stores.
+// Shared helpers for the CPU op kernels: work splitting over an optional thread pool, and (through
+// storage.h) the bf16 / fp16 / fp32 element and row loads and stores.
 //
 // Every kernel takes `optim::ThreadPool* pool` as its last argument; nullptr runs on the calling
 // thread. Work is always cut into the same pieces whatever the pool size (pieces depend only on the
@@ -17,7 +17,7 @@
 #include <functional>
 #include <vector>
 
-#include "common/numeric/bf16.h"
+#include "worker/kernels/cpu/storage.h"
 #include "worker/optim/thread_pool.h"
 
 namespace mobius::kernels::cpu {
@@ -41,18 +41,6 @@ inline void ParallelForRange(ThreadPool* pool, int64_t n, int64_t grain,
   const int64_t pieces = (n + grain - 1) / grain;
   ParallelFor(pool, pieces, [&](int64_t p) { fn(p * grain, std::min(n, (p + 1) * grain)); });
 }
-
-// Element loads/stores so that templates serve bf16 and fp32 buffers alike.
-inline float Load(const uint16_t* p, int64_t i) { return numeric::Bf16ToFp32(p[i]); }
-inline float Load(const float* p, int64_t i) { return p[i]; }
-inline void Store(uint16_t* p, int64_t i, float x) { p[i] = numeric::Fp32ToBf16(x); }
-inline void Store(float* p, int64_t i, float x) { p[i] = x; }
-
-// dst[0..n) = fp32(src[0..n)).
-inline void LoadRow(float* dst, const uint16_t* src, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) dst[i] = numeric::Bf16ToFp32(src[i]);
-}
-inline void LoadRow(float* dst, const float* src, int64_t n) { std::copy(src, src + n, dst); }
 
 // Elements per piece for element-wise ops: large enough to amortise the pool's hand-off.
 inline constexpr int64_t kElementwiseGrain = 1 << 14;

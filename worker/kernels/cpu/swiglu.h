@@ -1,4 +1,5 @@
-// SwiGLU (Llama family MLP), element-wise over bf16 buffers with fp32 arithmetic:
+// SwiGLU (Llama family MLP), element-wise over bf16 or fp16 buffers (storage.h) with fp32
+// arithmetic:
 //   out = silu(gate) * up,  silu(g) = g * sigmoid(g).
 // Oracle: reference::SwiGluForward/SwiGluBackward.
 //
@@ -13,14 +14,17 @@
 
 namespace mobius::kernels::cpu {
 
-// out, gate, up [N] bf16; out may alias gate or up.
+// out, gate, up [N] bf16 (or all fp16); out may alias gate or up.
 void swiglu_fwd(uint16_t* out, const uint16_t* gate, const uint16_t* up, int64_t n,
                 ThreadPool* pool);
+void swiglu_fwd(F16* out, const F16* gate, const F16* up, int64_t n, ThreadPool* pool);
 
-// dgate, dup [N] bf16 += (one rounding per element).
+// dgate, dup [N] += (one rounding per element); all bf16 or all fp16.
 // REQUIRES: dgate and dup alias neither each other nor any input.
 void swiglu_bwd(uint16_t* dgate, uint16_t* dup, const uint16_t* dout, const uint16_t* gate,
                 const uint16_t* up, int64_t n, ThreadPool* pool);
+void swiglu_bwd(F16* dgate, F16* dup, const F16* dout, const F16* gate, const F16* up, int64_t n,
+                ThreadPool* pool);
 
 }  // namespace mobius::kernels::cpu
 

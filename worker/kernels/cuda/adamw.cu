@@ -6,15 +6,17 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::F32ToBf16;
+using internal::As;
 using internal::GridFor;
+using internal::Store;
 
 constexpr int kThreads = 256;
 
 // worker/optim/adamw_kernels.h AdamWElement<kFused = true>, with every rounding spelled out so
 // that nvcc cannot contract anything else into an FMA.
+template <typename T>
 __global__ void adamw_step_kernel(AdamWStepScalars s, float* master, float* m_buf, float* v_buf,
-                                  const float* grad, uint16_t* bf16_out, int64_t n) {
+                                  const float* grad, T* half_out, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float g = __fmul_rn(grad[i], s.grad_scale);
@@ -29,7 +31,7 @@ __global__ void adamw_step_kernel(AdamWStepScalars s, float* master, float* m_bu
     m_buf[i] = m;
     v_buf[i] = v;
     master[i] = p;
-    if (bf16_out != nullptr) bf16_out[i] = F32ToBf16(p);
+    if (half_out != nullptr) Store(half_out, i, p);
   }
 }
 
@@ -54,12 +56,16 @@ AdamWStepScalars MakeAdamWStepScalars(double lr, double beta1, double beta2, dou
   return s;
 }
 
-KernelStatus adamw_step(const AdamWStepScalars& s, float* master, float* m, float* v,
-                        const float* grad, uint16_t* bf16_out, int64_t n, cudaStream_t stream) {
+KernelStatus adamw_step(HalfType out_type, const AdamWStepScalars& s, float* master, float* m,
+                        float* v, const float* grad, uint16_t* half_out, int64_t n,
+                        cudaStream_t stream) {
   if (n == 0) return OkStatus();
-  adamw_step_kernel<<<GridFor(n, kThreads), kThreads, 0, stream>>>(s, master, m, v, grad, bf16_out,
-                                                                   n);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("adamw_step_kernel");
+  return internal::DispatchHalf(out_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    adamw_step_kernel<T>
+        <<<GridFor(n, kThreads), kThreads, 0, stream>>>(s, master, m, v, grad, As<T>(half_out), n);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("adamw_step_kernel");
+  });
 }
 
 }  // namespace mobius::kernels::cuda

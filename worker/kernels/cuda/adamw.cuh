@@ -3,7 +3,7 @@
 //   g = grad * grad_scale;  p = p * (1 - lr * wd);
 //   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g g;
 //   p = p - (lr / (1 - beta1^t)) m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
-//   bf16_out = round_to_nearest_even(p)
+//   half_out = round_to_nearest_even(p) in out_type (bf16 or fp16, half_type.h)
 // The per-step scalars come from AdamWStepScalars, computed on the host in double and rounded to
 // float once, exactly as worker/optim does. The element update is written with explicit IEEE
 // intrinsics (__fmul_rn, __fmaf_rn, correctly rounded sqrt and division), fusing the same three
@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
@@ -42,10 +43,11 @@ AdamWStepScalars MakeAdamWStepScalars(double lr, double beta1, double beta2, dou
                                       double weight_decay, int64_t step, float grad_scale,
                                       bool decay);
 
-// master, m, v [n] fp32 updated in place; grad [n] fp32; bf16_out [n] bf16 bits of the new master
-// (nullptr: not written). REQUIRES: the buffers do not overlap.
-KernelStatus adamw_step(const AdamWStepScalars& s, float* master, float* m, float* v,
-                        const float* grad, uint16_t* bf16_out, int64_t n, cudaStream_t stream);
+// master, m, v [n] fp32 updated in place; grad [n] fp32; half_out [n] the new master rounded to
+// out_type (nullptr: not written). REQUIRES: the buffers do not overlap.
+KernelStatus adamw_step(HalfType out_type, const AdamWStepScalars& s, float* master, float* m,
+                        float* v, const float* grad, uint16_t* half_out, int64_t n,
+                        cudaStream_t stream);
 
 }  // namespace mobius::kernels::cuda
 

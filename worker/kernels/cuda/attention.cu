@@ -8,9 +8,10 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::Bf16ToF32;
-using internal::F32ToBf16;
+using internal::As;
 using internal::kWarp;
+using internal::Load;
+using internal::Store;
 using internal::WarpMax;
 using internal::WarpSum;
 
@@ -21,7 +22,7 @@ constexpr int kDimsPerLane = static_cast<int>(kAttentionMaxHeadDim / kWarp);  //
 struct Dims {
   int64_t b, t, heads, kv_heads, hd, window, group;
   float scale;
-  bool vec;  // rows are 16-byte aligned (hd % 8 == 0 and aligned bases): 8 bf16 per load
+  bool vec;  // rows are 16-byte aligned (hd % 8 == 0 and aligned bases): 8 elements per load
 };
 
 // Element offset of row (b, t, head) in a [B, T, nh, hd] tensor.
@@ -39,7 +40,8 @@ __device__ __forceinline__ int64_t LastQuery(const Dims& s, int64_t t2) {
   return s.window > 0 && t2 + s.window - 1 < s.t - 1 ? t2 + s.window - 1 : s.t - 1;
 }
 
-__device__ __forceinline__ void Unpack8(uint4 w, float* f) {
+// The 8 16-bit values of a 16-byte load as fp32 (element 2i in the low half of word i).
+__device__ __forceinline__ void Unpack8(uint4 w, float* f, const uint16_t* /*bf16*/) {
   const uint32_t u[4] = {w.x, w.y, w.z, w.w};
 #pragma unroll
   for (int i = 0; i < 4; ++i) {
@@ -47,63 +49,77 @@ __device__ __forceinline__ void Unpack8(uint4 w, float* f) {
     f[2 * i + 1] = __uint_as_float(u[i] & 0xffff0000u);
   }
 }
+__device__ __forceinline__ void Unpack8(uint4 w, float* f, const __half* /*fp16*/) {
+  const uint32_t u[4] = {w.x, w.y, w.z, w.w};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 pair = __half22float2(*reinterpret_cast<const __half2*>(&u[i]));
+    f[2 * i] = pair.x;
+    f[2 * i + 1] = pair.y;
+  }
+}
 
-// sum_d a[d] * row[d]; a in fp32 (shared memory), row bf16 in global memory, read by one lane.
-__device__ float DotRow(const float* a, const uint16_t* row, int64_t hd, bool vec) {
+// T below: the storage type of q, k, v, out and the gradients (uint16_t bf16 or __half fp16).
+
+// sum_d a[d] * row[d]; a in fp32 (shared memory), row in global memory, read by one lane.
+template <typename T>
+__device__ float DotRow(const float* a, const T* row, int64_t hd, bool vec) {
   float sum = 0.0f;
   if (vec) {
     const uint4* r4 = reinterpret_cast<const uint4*>(row);
     for (int64_t c = 0; c < hd / 8; ++c) {
       float f[8];
-      Unpack8(r4[c], f);
+      Unpack8(r4[c], f, row);
 #pragma unroll
       for (int i = 0; i < 8; ++i) sum += a[8 * c + i] * f[i];
     }
     return sum;
   }
-  for (int64_t d = 0; d < hd; ++d) sum += a[d] * Bf16ToF32(row[d]);
+  for (int64_t d = 0; d < hd; ++d) sum += a[d] * Load(row, d);
   return sum;
 }
 
-// Both rows bf16 in global memory.
-__device__ float DotRows(const uint16_t* x, const uint16_t* y, int64_t hd, bool vec) {
+// Both rows in global memory.
+template <typename T>
+__device__ float DotRows(const T* x, const T* y, int64_t hd, bool vec) {
   float sum = 0.0f;
   if (vec) {
     const uint4* x4 = reinterpret_cast<const uint4*>(x);
     const uint4* y4 = reinterpret_cast<const uint4*>(y);
     for (int64_t c = 0; c < hd / 8; ++c) {
       float fx[8], fy[8];
-      Unpack8(x4[c], fx);
-      Unpack8(y4[c], fy);
+      Unpack8(x4[c], fx, x);
+      Unpack8(y4[c], fy, y);
 #pragma unroll
       for (int i = 0; i < 8; ++i) sum += fx[i] * fy[i];
     }
     return sum;
   }
-  for (int64_t d = 0; d < hd; ++d) sum += Bf16ToF32(x[d]) * Bf16ToF32(y[d]);
+  for (int64_t d = 0; d < hd; ++d) sum += Load(x, d) * Load(y, d);
   return sum;
 }
 
-// A bf16 row (hd elements) into fp32 shared memory, lane-strided. Followed by __syncwarp.
-__device__ __forceinline__ void LoadRowShared(float* dst, const uint16_t* src, int64_t hd,
-                                              int lane) {
-  for (int64_t d = lane; d < hd; d += kWarp) dst[d] = Bf16ToF32(src[d]);
+// A row (hd elements) into fp32 shared memory, lane-strided. Followed by __syncwarp.
+template <typename T>
+__device__ __forceinline__ void LoadRowShared(float* dst, const T* src, int64_t hd, int lane) {
+  for (int64_t d = lane; d < hd; d += kWarp) dst[d] = Load(src, d);
   __syncwarp();
 }
 
 // acc[i] (dimension lane + 32 i) += w * row[d].
-__device__ __forceinline__ void Axpy(float* acc, float w, const uint16_t* row, int64_t hd,
-                                     int lane) {
+template <typename T>
+__device__ __forceinline__ void Axpy(float* acc, float w, const T* row, int64_t hd, int lane) {
 #pragma unroll
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int64_t d = lane + kWarp * i;
-    if (d < hd) acc[i] += w * Bf16ToF32(row[d]);
+    if (d < hd) acc[i] += w * Load(row, d);
   }
 }
 
 // One warp per query row; rows numbered (b, h, t) so that a block's rows share k and v in cache.
-__global__ void attention_fwd_kernel(uint16_t* out, float* lse, const uint16_t* q,
-                                     const uint16_t* k, const uint16_t* v, Dims s) {
+template <typename T>
+__global__ void attention_fwd_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
+                                     Dims s) {
   __shared__ float q_shared[kWarpsPerBlock][kAttentionMaxHeadDim];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
@@ -132,21 +148,21 @@ __global__ void attention_fwd_kernel(uint16_t* out, float* lse, const uint16_t* 
     }
     m = m_new;
   }
-  uint16_t* o = out + Row(s, b, t, s.heads, h);
+  T* o = out + Row(s, b, t, s.heads, h);
   const float inv_l = 1.0f / l;
 #pragma unroll
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int64_t d = lane + kWarp * i;
-    if (d < s.hd) o[d] = F32ToBf16(acc[i] * inv_l);
+    if (d < s.hd) Store(o, d, acc[i] * inv_l);
   }
   if (lane == 0) lse[LseIndex(s, b, h, t)] = m + logf(l);
 }
 
 // dQ of one query row: dS = P * (dP - D) * scale with P = exp(S - lse), dP = dO . v, D = dO . O;
 // dq += dS K.
-__global__ void attention_bwd_dq_kernel(uint16_t* dq, const uint16_t* dout, const uint16_t* q,
-                                        const uint16_t* k, const uint16_t* v, const uint16_t* out,
-                                        const float* lse, Dims s) {
+template <typename T>
+__global__ void attention_bwd_dq_kernel(T* dq, const T* dout, const T* q, const T* k, const T* v,
+                                        const T* out, const float* lse, Dims s) {
   __shared__ float q_shared[kWarpsPerBlock][kAttentionMaxHeadDim];
   __shared__ float do_shared[kWarpsPerBlock][kAttentionMaxHeadDim];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -160,7 +176,7 @@ __global__ void attention_bwd_dq_kernel(uint16_t* dq, const uint16_t* dout, cons
   LoadRowShared(qs, q + qrow, s.hd, lane);
   LoadRowShared(dos, dout + qrow, s.hd, lane);
   float d_part = 0.0f;
-  for (int64_t d = lane; d < s.hd; d += kWarp) d_part += dos[d] * Bf16ToF32(out[qrow + d]);
+  for (int64_t d = lane; d < s.hd; d += kWarp) d_part += dos[d] * Load(out, qrow + d);
   const float dsum = WarpSum(d_part);
   const float row_lse = lse[LseIndex(s, b, h, t)];
   float acc[kDimsPerLane] = {};
@@ -178,19 +194,19 @@ __global__ void attention_bwd_dq_kernel(uint16_t* dq, const uint16_t* dout, cons
       Axpy(acc, dsj, k + Row(s, b, j0 + jj, s.kv_heads, kvh), s.hd, lane);
     }
   }
-  uint16_t* g = dq + qrow;
+  T* g = dq + qrow;
 #pragma unroll
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int64_t d = lane + kWarp * i;
-    if (d < s.hd) g[d] = F32ToBf16(Bf16ToF32(g[d]) + acc[i]);
+    if (d < s.hd) Store(g, d, Load(g, d) + acc[i]);
   }
 }
 
 // dK, dV of one key row of kv head kvh, summed over the group's query heads and the query rows
 // that see it: dv += P^T dO, dk += dS^T Q.
-__global__ void attention_bwd_dkdv_kernel(uint16_t* dk, uint16_t* dv, const uint16_t* dout,
-                                          const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                                          const uint16_t* out, const float* lse, Dims s) {
+template <typename T>
+__global__ void attention_bwd_dkdv_kernel(T* dk, T* dv, const T* dout, const T* q, const T* k,
+                                          const T* v, const T* out, const float* lse, Dims s) {
   __shared__ float k_shared[kWarpsPerBlock][kAttentionMaxHeadDim];
   __shared__ float v_shared[kWarpsPerBlock][kAttentionMaxHeadDim];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -229,8 +245,8 @@ __global__ void attention_bwd_dkdv_kernel(uint16_t* dk, uint16_t* dv, const uint
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int64_t d = lane + kWarp * i;
     if (d >= s.hd) continue;
-    dk[krow + d] = F32ToBf16(Bf16ToF32(dk[krow + d]) + dk_acc[i]);
-    dv[krow + d] = F32ToBf16(Bf16ToF32(dv[krow + d]) + dv_acc[i]);
+    Store(dk, krow + d, Load(dk, krow + d) + dk_acc[i]);
+    Store(dv, krow + d, Load(dv, krow + d) + dv_acc[i]);
   }
 }
 
@@ -274,15 +290,16 @@ KernelStatus CheckAttentionShape(const AttentionShape& s) {
   return OkStatus();
 }
 
-KernelStatus attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                           const uint16_t* v, const AttentionShape& s, cudaStream_t stream) {
+KernelStatus attention_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
+                           const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                           cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
   if (AttentionFlashFwdApplies(s, q, k, v))
-    return attention_flash_fwd(out, lse, q, k, v, s, stream);
-  return attention_fwd_reference(out, lse, q, k, v, s, stream);
+    return attention_flash_fwd(type, out, lse, q, k, v, s, stream);
+  return attention_fwd_reference(type, out, lse, q, k, v, s, stream);
 }
 
-KernelStatus attention_fwd_reference(uint16_t* out, float* lse, const uint16_t* q,
+KernelStatus attention_fwd_reference(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
                                      const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                                      cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
@@ -291,24 +308,32 @@ KernelStatus attention_fwd_reference(uint16_t* out, float* lse, const uint16_t* 
   // Scores read q from shared memory and k rows from global: k must be 16-byte aligned to
   // vectorise.
   const Dims d = MakeDims(s, Aligned16(k));
-  attention_fwd_kernel<<<Blocks(rows), kWarpsPerBlock * kWarp, 0, stream>>>(out, lse, q, k, v, d);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("attention_fwd_kernel");
+  return internal::DispatchHalf(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    attention_fwd_kernel<T><<<Blocks(rows), kWarpsPerBlock * kWarp, 0, stream>>>(
+        As<T>(out), lse, As<T>(q), As<T>(k), As<T>(v), d);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("attention_fwd_kernel");
+  });
 }
 
-KernelStatus attention_bwd(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout,
-                           const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                           const uint16_t* out, const float* lse, const AttentionShape& s,
-                           cudaStream_t stream) {
+KernelStatus attention_bwd(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                           const uint16_t* dout, const uint16_t* q, const uint16_t* k,
+                           const uint16_t* v, const uint16_t* out, const float* lse,
+                           const AttentionShape& s, cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
   if (s.b * s.t == 0) return OkStatus();
   const Dims d = MakeDims(
       s, Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(dout) && Aligned16(out));
-  attention_bwd_dq_kernel<<<Blocks(s.b * s.heads * s.t), kWarpsPerBlock * kWarp, 0, stream>>>(
-      dq, dout, q, k, v, out, lse, d);
-  MOBIUS_KERNEL_RETURN_IF_ERROR(MOBIUS_KERNEL_LAUNCH_STATUS("attention_bwd_dq_kernel"));
-  attention_bwd_dkdv_kernel<<<Blocks(s.b * s.kv_heads * s.t), kWarpsPerBlock * kWarp, 0, stream>>>(
-      dk, dv, dout, q, k, v, out, lse, d);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("attention_bwd_dkdv_kernel");
+  return internal::DispatchHalf(type, [&](auto tag) -> KernelStatus {
+    using T = typename decltype(tag)::type;
+    attention_bwd_dq_kernel<T><<<Blocks(s.b * s.heads * s.t), kWarpsPerBlock * kWarp, 0, stream>>>(
+        As<T>(dq), As<T>(dout), As<T>(q), As<T>(k), As<T>(v), As<T>(out), lse, d);
+    MOBIUS_KERNEL_RETURN_IF_ERROR(MOBIUS_KERNEL_LAUNCH_STATUS("attention_bwd_dq_kernel"));
+    attention_bwd_dkdv_kernel<T>
+        <<<Blocks(s.b * s.kv_heads * s.t), kWarpsPerBlock * kWarp, 0, stream>>>(
+            As<T>(dk), As<T>(dv), As<T>(dout), As<T>(q), As<T>(k), As<T>(v), As<T>(out), lse, d);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("attention_bwd_dkdv_kernel");
+  });
 }
 
 }  // namespace mobius::kernels::cuda

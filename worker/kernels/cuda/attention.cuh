@@ -1,8 +1,9 @@
 // Causal softmax attention with grouped-query heads (and an optional sliding window) on the GPU.
 // Same contract as worker/kernels/cpu/attention.h (backend::AttentionParams /
-// AttentionBackwardParams): q [B, T, H, hd], k, v [B, T, KV, hd], out [B, T, H, hd] bf16,
-// lse [B, H, T] fp32; query head h reads kv head h / (H / KV) (HF repeat_kv); scores scaled by
-// 1 / sqrt(hd); position t attends to 0..t, or with a window W > 0 to t - W < t2 <= t.
+// AttentionBackwardParams): q [B, T, H, hd], k, v [B, T, KV, hd], out [B, T, H, hd] of `type`
+// (bf16 or fp16, half_type.h; the gradients too), lse [B, H, T] fp32; query head h reads kv head
+// h / (H / KV) (HF repeat_kv); scores scaled by 1 / sqrt(hd); position t attends to 0..t, or with
+// a window W > 0 to t - W < t2 <= t.
 //
 // The backward and attention_fwd_reference are the *reference* kernels: simple and obviously
 // correct, no T x T matrix in memory, but not fast (no tensor cores, no shared-memory tiling).
@@ -21,6 +22,7 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
@@ -39,30 +41,33 @@ inline constexpr int64_t kAttentionMaxHeadDim = 256;
 // H % KV == 0 and head_dim <= kAttentionMaxHeadDim.
 KernelStatus CheckAttentionShape(const AttentionShape& s);
 
-// q, k, v -> out bf16 and lse fp32 (saved for the backward). REQUIRES: out aliases none of q, k, v.
-// Runs attention_flash_fwd where it applies (AttentionFlashFwdApplies), else the reference kernel.
-KernelStatus attention_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                           const uint16_t* v, const AttentionShape& s, cudaStream_t stream);
+// q, k, v -> out (all of `type`) and lse fp32 (saved for the backward). REQUIRES: out aliases none
+// of q, k, v. Runs attention_flash_fwd where it applies (AttentionFlashFwdApplies), else the
+// reference kernel.
+KernelStatus attention_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
+                           const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                           cudaStream_t stream);
 
 // The reference forward (one warp per query row, CUDA cores), for any head_dim <= 256.
-KernelStatus attention_fwd_reference(uint16_t* out, float* lse, const uint16_t* q,
+KernelStatus attention_fwd_reference(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
                                      const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                                      cudaStream_t stream);
 
-// The tiled forward (attention_flash_fwd.cu): FlashAttention-2's loop on tensor cores (WMMA bf16,
-// fp32 accumulation; 64 query rows x 32 keys per step), P rounded to bf16 before P V as
-// FlashAttention does. Applies to head_dim 64 or 128, b * heads <= 65535, q, k, v 16-byte aligned;
-// UNIMPLEMENTED otherwise.
+// The tiled forward (attention_flash_fwd.cu): FlashAttention-2's loop on tensor cores (WMMA in
+// `type`, fp32 accumulation; 64 query rows x 32 keys per step), P rounded to `type` before P V as
+// FlashAttention does. Applies to head_dim 64 or 128, b * heads <= 65535, q, k, v 16-byte aligned
+// (either type); UNIMPLEMENTED otherwise.
 bool AttentionFlashFwdApplies(const AttentionShape& s, const void* q, const void* k, const void* v);
-KernelStatus attention_flash_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                                 const uint16_t* v, const AttentionShape& s, cudaStream_t stream);
+KernelStatus attention_flash_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
+                                 const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                                 cudaStream_t stream);
 
-// dq [B, T, H, hd], dk, dv [B, T, KV, hd] bf16 += gradients from dout [B, T, H, hd], given the
-// forward's inputs, out and lse. REQUIRES: the gradients alias no input.
-KernelStatus attention_bwd(uint16_t* dq, uint16_t* dk, uint16_t* dv, const uint16_t* dout,
-                           const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                           const uint16_t* out, const float* lse, const AttentionShape& s,
-                           cudaStream_t stream);
+// dq [B, T, H, hd], dk, dv [B, T, KV, hd] += gradients from dout [B, T, H, hd], all of `type`,
+// given the forward's inputs, out and lse. REQUIRES: the gradients alias no input.
+KernelStatus attention_bwd(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                           const uint16_t* dout, const uint16_t* q, const uint16_t* k,
+                           const uint16_t* v, const uint16_t* out, const float* lse,
+                           const AttentionShape& s, cudaStream_t stream);
 
 }  // namespace mobius::kernels::cuda
 

@@ -8,9 +8,10 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::Bf16ToF32;
-using internal::F32ToBf16;
+using internal::As;
 using internal::kWarp;
+using internal::Load;
+using internal::Store;
 using internal::WarpMax;
 using internal::WarpSum;
 
@@ -28,9 +29,11 @@ __device__ __forceinline__ int64_t Offset(const Dims& s, int64_t rows, int64_t b
   return ((b * rows + t) * nh + head) * s.hd;
 }
 
-// One warp per query row (b, h, t) at position p = start + t.
-__global__ void attention_cached_fwd_kernel(uint16_t* out, float* lse, const uint16_t* q,
-                                            const uint16_t* k, const uint16_t* v, Dims s) {
+// One warp per query row (b, h, t) at position p = start + t. T: the storage type of q, k, v and
+// out (uint16_t bf16 or __half fp16).
+template <typename T>
+__global__ void attention_cached_fwd_kernel(T* out, float* lse, const T* q, const T* k, const T* v,
+                                            Dims s) {
   __shared__ float q_shared[kWarpsPerBlock][kAttentionMaxHeadDim];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t row = static_cast<int64_t>(blockIdx.x) * kWarpsPerBlock + warp;
@@ -38,8 +41,8 @@ __global__ void attention_cached_fwd_kernel(uint16_t* out, float* lse, const uin
   const int64_t t = row % s.t, h = row / s.t % s.heads, b = row / (s.t * s.heads);
   const int64_t kvh = h / s.group, p = s.start + t;
   float* qs = q_shared[warp];
-  const uint16_t* qrow = q + Offset(s, s.t, b, t, s.heads, h);
-  for (int64_t d = lane; d < s.hd; d += kWarp) qs[d] = Bf16ToF32(qrow[d]);
+  const T* qrow = q + Offset(s, s.t, b, t, s.heads, h);
+  for (int64_t d = lane; d < s.hd; d += kWarp) qs[d] = Load(qrow, d);
   __syncwarp();
   float acc[kDimsPerLane] = {};
   float m = -INFINITY, l = 0.0f;
@@ -49,9 +52,9 @@ __global__ void attention_cached_fwd_kernel(uint16_t* out, float* lse, const uin
     const bool visible = j <= p;
     float score = -INFINITY;
     if (visible) {
-      const uint16_t* krow = k + Offset(s, s.capacity, b, j, s.kv_heads, kvh);
+      const T* krow = k + Offset(s, s.capacity, b, j, s.kv_heads, kvh);
       float sum = 0.0f;
-      for (int64_t d = 0; d < s.hd; ++d) sum += qs[d] * Bf16ToF32(krow[d]);
+      for (int64_t d = 0; d < s.hd; ++d) sum += qs[d] * Load(krow, d);
       score = sum * s.scale;
     }
     const float m_new = fmaxf(m, WarpMax(score));  // finite: key j0 is always visible
@@ -63,28 +66,28 @@ __global__ void attention_cached_fwd_kernel(uint16_t* out, float* lse, const uin
     const int count = p - j0 + 1 < kWarp ? static_cast<int>(p - j0 + 1) : kWarp;
     for (int jj = 0; jj < count; ++jj) {
       const float pj = __shfl_sync(0xffffffffu, pr, jj);
-      const uint16_t* vrow = v + Offset(s, s.capacity, b, j0 + jj, s.kv_heads, kvh);
+      const T* vrow = v + Offset(s, s.capacity, b, j0 + jj, s.kv_heads, kvh);
 #pragma unroll
       for (int i = 0; i < kDimsPerLane; ++i) {
         const int64_t d = lane + kWarp * i;
-        if (d < s.hd) acc[i] += pj * Bf16ToF32(vrow[d]);
+        if (d < s.hd) acc[i] += pj * Load(vrow, d);
       }
     }
     m = m_new;
   }
-  uint16_t* o = out + Offset(s, s.t, b, t, s.heads, h);
+  T* o = out + Offset(s, s.t, b, t, s.heads, h);
   const float inv_l = 1.0f / l;
 #pragma unroll
   for (int i = 0; i < kDimsPerLane; ++i) {
     const int64_t d = lane + kWarp * i;
-    if (d < s.hd) o[d] = F32ToBf16(acc[i] * inv_l);
+    if (d < s.hd) Store(o, d, acc[i] * inv_l);
   }
   if (lse != nullptr && lane == 0) lse[(b * s.heads + h) * s.t + t] = m + logf(l);
 }
 
 }  // namespace
 
-KernelStatus attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q,
+KernelStatus attention_cached_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
                                   const uint16_t* k_cache, const uint16_t* v_cache,
                                   const AttentionShape& s, int64_t start, int64_t capacity,
                                   cudaStream_t stream) {
@@ -107,9 +110,12 @@ KernelStatus attention_cached_fwd(uint16_t* out, float* lse, const uint16_t* q,
   d.capacity = capacity;
   d.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.head_dim)));
   const auto blocks = static_cast<unsigned int>((rows + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  attention_cached_fwd_kernel<<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(out, lse, q, k_cache,
-                                                                            v_cache, d);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("attention_cached_fwd_kernel");
+  return internal::DispatchHalf(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    attention_cached_fwd_kernel<T><<<blocks, kWarpsPerBlock * kWarp, 0, stream>>>(
+        As<T>(out), lse, As<T>(q), As<T>(k_cache), As<T>(v_cache), d);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("attention_cached_fwd_kernel");
+  });
 }
 
 }  // namespace mobius::kernels::cuda

@@ -1,10 +1,11 @@
 // attention_flash_fwd: the tiled forward (FlashAttention-2's loop) on tensor cores through WMMA
-// (bf16 16x16x16 fragments, fp32 accumulation; sm_80+). One block of 4 warps per (b, h, 64 query
-// rows); each warp owns 16 rows. Per tile of 32 keys: S = Q K^T (tensor cores), the online softmax
-// on S in shared memory (two lanes per row), P rounded to bf16 as FlashAttention does, O += P V
-// (tensor cores). O lives in shared memory in fp32 so that rows can be rescaled by exp(m_old -
-// m_new): WMMA's register layout is opaque. The first step beyond the reference kernels, not the
-// last: no cp.async pipelining, no wgmma on Hopper, one kernel for every architecture.
+// (bf16 or fp16 16x16x16 fragments, fp32 accumulation; sm_80+). One block of 4 warps per (b, h,
+// 64 query rows); each warp owns 16 rows. Per tile of 32 keys: S = Q K^T (tensor cores), the
+// online softmax on S in shared memory (two lanes per row), P rounded to the inputs' type as
+// FlashAttention does, O += P V (tensor cores). O lives in shared memory in fp32 so that rows can
+// be rescaled by exp(m_old - m_new): WMMA's register layout is opaque. The first step beyond the
+// reference kernels, not the last: no cp.async pipelining, no wgmma on Hopper, one kernel for
+// every architecture.
 #include <cuda_bf16.h>
 #include <mma.h>
 
@@ -17,8 +18,9 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::F32ToBf16;
+using internal::As;
 using internal::kWarp;
+using internal::Store;
 namespace wmma = nvcuda::wmma;
 
 constexpr int kRows = 64;  // query rows per block
@@ -31,16 +33,27 @@ struct FlashDims {
   float scale;
 };
 
+// The WMMA element type of a storage type: bf16 bits (uint16_t) or __half.
+template <typename T>
+struct WmmaType {
+  using type = __nv_bfloat16;
+};
+template <>
+struct WmmaType<__half> {
+  using type = __half;
+};
+
 template <int kHd>
 constexpr size_t SharedBytes() {
   return size_t{kRows} * kHd * 2            // Q staging, then the K and V tiles
          + size_t{kWarps} * 16 * kKeys * 4  // S (fp32)
-         + size_t{kWarps} * 16 * kKeys * 2  // P (bf16)
+         + size_t{kWarps} * 16 * kKeys * 2  // P (16-bit)
          + size_t{kWarps} * 16 * kHd * 4;   // O (fp32)
 }
 
-// Copies rows [r0, r0 + n) of head `head` of a [B, T, nh, kHd] tensor into dst [n][kHd], zeros
-// past T. 16-byte loads: REQUIRES the tensor 16-byte aligned.
+// Copies rows [r0, r0 + n) of head `head` of a [B, T, nh, kHd] tensor of 16-bit values (either
+// format: the bits are copied) into dst [n][kHd], zeros past T. 16-byte loads: REQUIRES the tensor
+// 16-byte aligned.
 template <int kHd>
 __device__ void LoadTile(uint16_t* dst, const uint16_t* src, int64_t b, int64_t r0, int n,
                          int64_t t, int64_t nh, int64_t head) {
@@ -55,33 +68,35 @@ __device__ void LoadTile(uint16_t* dst, const uint16_t* src, int64_t b, int64_t 
   }
 }
 
-template <int kHd>
+// T: the storage type (uint16_t bf16 or __half fp16); q, k, v are read as raw 16-bit tiles.
+template <int kHd, typename T>
 __global__ void __launch_bounds__(kThreads)
-    attention_flash_fwd_kernel(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
+    attention_flash_fwd_kernel(T* out, float* lse, const uint16_t* q, const uint16_t* k,
                                const uint16_t* v, FlashDims s) {
+  using W = typename WmmaType<T>::type;
   extern __shared__ __align__(128) unsigned char smem[];
   uint16_t* q_tile = reinterpret_cast<uint16_t*>(smem);  // [kRows][kHd], then K and V
   uint16_t* k_tile = q_tile;                             // [kKeys][kHd]
   uint16_t* v_tile = q_tile + kKeys * kHd;               // [kKeys][kHd]
   float* s_all = reinterpret_cast<float*>(smem + size_t{kRows} * kHd * 2);
-  uint16_t* p_all = reinterpret_cast<uint16_t*>(s_all + kWarps * 16 * kKeys);
+  T* p_all = reinterpret_cast<T*>(s_all + kWarps * 16 * kKeys);
   float* o_all = reinterpret_cast<float*>(p_all + kWarps * 16 * kKeys);
 
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int64_t t0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int64_t b = blockIdx.y / s.heads, h = blockIdx.y % s.heads, kvh = h / s.group;
   float* s_w = s_all + warp * 16 * kKeys;
-  uint16_t* p_w = p_all + warp * 16 * kKeys;
+  T* p_w = p_all + warp * 16 * kKeys;
   float* o_w = o_all + warp * 16 * kHd;
 
   // Q fragments stay in registers for the whole key loop.
   LoadTile<kHd>(q_tile, q, b, t0, kRows, s.t, s.heads, h);
   __syncthreads();
-  wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> qa[kHd / 16];
+  wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> qa[kHd / 16];
 #pragma unroll
   for (int kk = 0; kk < kHd / 16; ++kk) {
-    wmma::load_matrix_sync(
-        qa[kk], reinterpret_cast<const __nv_bfloat16*>(q_tile + warp * 16 * kHd + kk * 16), kHd);
+    wmma::load_matrix_sync(qa[kk], reinterpret_cast<const W*>(q_tile + warp * 16 * kHd + kk * 16),
+                           kHd);
   }
   for (int i = lane; i < 16 * kHd; i += kWarp) o_w[i] = 0.0f;
 
@@ -105,9 +120,9 @@ __global__ void __launch_bounds__(kThreads)
       wmma::fill_fragment(acc, 0.0f);
 #pragma unroll
       for (int kk = 0; kk < kHd / 16; ++kk) {
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::col_major> kb;
-        wmma::load_matrix_sync(
-            kb, reinterpret_cast<const __nv_bfloat16*>(k_tile + nc * 16 * kHd + kk * 16), kHd);
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, W, wmma::col_major> kb;
+        wmma::load_matrix_sync(kb, reinterpret_cast<const W*>(k_tile + nc * 16 * kHd + kk * 16),
+                               kHd);
         wmma::mma_sync(acc, qa[kk], kb, acc);
       }
       wmma::store_matrix_sync(s_w + nc * 16, acc, kKeys, wmma::mem_row_major);
@@ -134,7 +149,7 @@ __global__ void __launch_bounds__(kThreads)
     for (int c = 0; c < kHalf; ++c) {
       const float p = m_new == -INFINITY ? 0.0f : expf(sc[c] - m_new);
       sum += p;
-      p_w[r * kKeys + side * kHalf + c] = F32ToBf16(p);
+      Store(p_w, r * kKeys + side * kHalf + c, p);
     }
     sum += __shfl_xor_sync(0xffffffffu, sum, 1);
     l = l * alpha + sum;
@@ -149,11 +164,11 @@ __global__ void __launch_bounds__(kThreads)
       wmma::load_matrix_sync(acc, o_w + dc * 16, kHd, wmma::mem_row_major);
 #pragma unroll
       for (int kc = 0; kc < kKeys / 16; ++kc) {
-        wmma::fragment<wmma::matrix_a, 16, 16, 16, __nv_bfloat16, wmma::row_major> pa;
-        wmma::fragment<wmma::matrix_b, 16, 16, 16, __nv_bfloat16, wmma::row_major> vb;
-        wmma::load_matrix_sync(pa, reinterpret_cast<const __nv_bfloat16*>(p_w + kc * 16), kKeys);
-        wmma::load_matrix_sync(
-            vb, reinterpret_cast<const __nv_bfloat16*>(v_tile + kc * 16 * kHd + dc * 16), kHd);
+        wmma::fragment<wmma::matrix_a, 16, 16, 16, W, wmma::row_major> pa;
+        wmma::fragment<wmma::matrix_b, 16, 16, 16, W, wmma::row_major> vb;
+        wmma::load_matrix_sync(pa, reinterpret_cast<const W*>(p_w + kc * 16), kKeys);
+        wmma::load_matrix_sync(vb, reinterpret_cast<const W*>(v_tile + kc * 16 * kHd + dc * 16),
+                               kHd);
         wmma::mma_sync(acc, pa, vb, acc);
       }
       wmma::store_matrix_sync(o_w + dc * 16, acc, kHd, wmma::mem_row_major);
@@ -163,19 +178,19 @@ __global__ void __launch_bounds__(kThreads)
 
   if (t >= s.t) return;
   const float inv_l = 1.0f / l;
-  uint16_t* o = out + ((b * s.t + t) * s.heads + h) * kHd;
+  T* o = out + ((b * s.t + t) * s.heads + h) * kHd;
   for (int d = side * (kHd / 2); d < (side + 1) * (kHd / 2); ++d) {
-    o[d] = F32ToBf16(o_w[r * kHd + d] * inv_l);
+    Store(o, d, o_w[r * kHd + d] * inv_l);
   }
   if (side == 0) lse[(b * s.heads + h) * s.t + t] = m + logf(l);
 }
 
-template <int kHd>
-KernelStatus Launch(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                    const uint16_t* v, const AttentionShape& s, cudaStream_t stream) {
+template <int kHd, typename T>
+KernelStatus Launch(T* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                    const AttentionShape& s, cudaStream_t stream) {
   constexpr size_t bytes = SharedBytes<kHd>();
   MOBIUS_KERNEL_RETURN_IF_ERROR(FromCudaError(
-      cudaFuncSetAttribute(attention_flash_fwd_kernel<kHd>,
+      cudaFuncSetAttribute(attention_flash_fwd_kernel<kHd, T>,
                            cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
       "cudaFuncSetAttribute(attention_flash_fwd_kernel)", __FILE__, __LINE__));
   FlashDims d;
@@ -187,7 +202,7 @@ KernelStatus Launch(uint16_t* out, float* lse, const uint16_t* q, const uint16_t
   d.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHd)));
   const dim3 grid(static_cast<unsigned int>((s.t + kRows - 1) / kRows),
                   static_cast<unsigned int>(s.b * s.heads));
-  attention_flash_fwd_kernel<kHd><<<grid, kThreads, bytes, stream>>>(out, lse, q, k, v, d);
+  attention_flash_fwd_kernel<kHd, T><<<grid, kThreads, bytes, stream>>>(out, lse, q, k, v, d);
   return MOBIUS_KERNEL_LAUNCH_STATUS("attention_flash_fwd_kernel");
 }
 
@@ -201,8 +216,9 @@ bool AttentionFlashFwdApplies(const AttentionShape& s, const void* q, const void
          Aligned16(k) && Aligned16(v);
 }
 
-KernelStatus attention_flash_fwd(uint16_t* out, float* lse, const uint16_t* q, const uint16_t* k,
-                                 const uint16_t* v, const AttentionShape& s, cudaStream_t stream) {
+KernelStatus attention_flash_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
+                                 const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                                 cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
   if (!AttentionFlashFwdApplies(s, q, k, v)) {
     return Unimplemented(
@@ -210,8 +226,11 @@ KernelStatus attention_flash_fwd(uint16_t* out, float* lse, const uint16_t* q, c
         "q, k, v");
   }
   if (s.b * s.t == 0) return OkStatus();
-  return s.head_dim == 64 ? Launch<64>(out, lse, q, k, v, s, stream)
-                          : Launch<128>(out, lse, q, k, v, s, stream);
+  return internal::DispatchHalf(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return s.head_dim == 64 ? Launch<64>(As<T>(out), lse, q, k, v, s, stream)
+                            : Launch<128>(As<T>(out), lse, q, k, v, s, stream);
+  });
 }
 
 }  // namespace mobius::kernels::cuda

@@ -4,18 +4,19 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::Bf16ToF32;
-using internal::F32ToBf16;
+using internal::As;
 using internal::GridFor;
+using internal::Load;
+using internal::Store;
 
 constexpr int kThreads = 256;
 
-__global__ void bias_add_fwd_kernel(uint16_t* out, const uint16_t* inp, const uint16_t* bias,
-                                    int64_t n, int64_t c) {
+template <typename T>
+__global__ void bias_add_fwd_kernel(T* out, const T* inp, const T* bias, int64_t n, int64_t c) {
   const int64_t total = n * c;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    out[i] = F32ToBf16(Bf16ToF32(inp[i]) + Bf16ToF32(bias[i % c]));
+    Store(out, i, Load(inp, i) + Load(bias, i % c));
   }
 }
 
@@ -26,7 +27,7 @@ struct BiasGradTerm {
   int64_t c;
   float* out[kOuts];
   __device__ void operator()(int64_t row, int64_t col, float* acc) const {
-    acc[0] += internal::Load(dout, row * c + col);
+    acc[0] += Load(dout, row * c + col);
   }
 };
 
@@ -38,16 +39,23 @@ KernelStatus BiasBackward(float* dbias, const T* dout, int64_t n, int64_t c, cud
 
 }  // namespace
 
-KernelStatus bias_add_fwd(uint16_t* out, const uint16_t* inp, const uint16_t* bias, int64_t n,
-                          int64_t c, cudaStream_t stream) {
+KernelStatus bias_add_fwd(HalfType type, uint16_t* out, const uint16_t* inp, const uint16_t* bias,
+                          int64_t n, int64_t c, cudaStream_t stream) {
   if (n * c == 0) return OkStatus();
-  bias_add_fwd_kernel<<<GridFor(n * c, kThreads), kThreads, 0, stream>>>(out, inp, bias, n, c);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("bias_add_fwd_kernel");
+  return internal::DispatchHalf(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bias_add_fwd_kernel<T><<<GridFor(n * c, kThreads), kThreads, 0, stream>>>(
+        As<T>(out), As<T>(inp), As<T>(bias), n, c);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("bias_add_fwd_kernel");
+  });
 }
 
-KernelStatus bias_bwd(float* dbias, const uint16_t* dout, int64_t n, int64_t c,
+KernelStatus bias_bwd(HalfType dout_type, float* dbias, const uint16_t* dout, int64_t n, int64_t c,
                       cudaStream_t stream) {
-  return BiasBackward(dbias, dout, n, c, stream);
+  return internal::DispatchHalf(dout_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return BiasBackward(dbias, As<T>(dout), n, c, stream);
+  });
 }
 
 KernelStatus bias_bwd(float* dbias, const float* dout, int64_t n, int64_t c, cudaStream_t stream) {

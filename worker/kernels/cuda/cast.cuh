@@ -1,6 +1,7 @@
-// fp32 <-> bf16 conversion (the backend's Cast op): bf16 = round to nearest even of the fp32 value
-// (NaN kept quiet, bitwise common/numeric/bf16.h), fp32 = the bf16 value exactly.
-// Enqueued on `stream`; pointers are device addresses; src and dst must not overlap.
+// Conversions between fp32, bf16 and fp16 (the backend's Cast op): to a 16-bit type = round to
+// nearest even of the fp32 value (NaN kept quiet; bitwise common/numeric/bf16.h and f16.h; fp16
+// overflows to +-inf), to fp32 = the 16-bit value exactly, bf16 <-> fp16 through fp32 (one
+// rounding). Enqueued on `stream`; pointers are device addresses; src and dst must not overlap.
 #ifndef MOBIUS_WORKER_KERNELS_CUDA_CAST_CUH_
 #define MOBIUS_WORKER_KERNELS_CUDA_CAST_CUH_
 
@@ -8,12 +9,17 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
 
-KernelStatus cast_fp32_to_bf16(uint16_t* dst, const float* src, int64_t n, cudaStream_t stream);
-KernelStatus cast_bf16_to_fp32(float* dst, const uint16_t* src, int64_t n, cudaStream_t stream);
+KernelStatus cast_fp32_to_half(HalfType dst_type, uint16_t* dst, const float* src, int64_t n,
+                               cudaStream_t stream);
+KernelStatus cast_half_to_fp32(HalfType src_type, float* dst, const uint16_t* src, int64_t n,
+                               cudaStream_t stream);
+KernelStatus cast_half_to_half(HalfType dst_type, HalfType src_type, uint16_t* dst,
+                               const uint16_t* src, int64_t n, cudaStream_t stream);
 
 }  // namespace mobius::kernels::cuda
 

@@ -4,6 +4,7 @@
 namespace mobius::kernels::cuda {
 namespace {
 
+using internal::As;
 using internal::BlockMax;
 using internal::BlockSum;
 using internal::kWarp;
@@ -134,11 +135,15 @@ KernelStatus Backward(T* dlogits, const T* logits, const float* lse, const int32
 
 }  // namespace
 
-KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, const uint16_t* logits,
-                               const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
-                               cudaStream_t stream, int64_t row0, int64_t total_rows) {
-  return Forward(losses, lse, mean_loss, logits, targets, n, v, invalid_count, stream, row0,
-                 total_rows);
+KernelStatus cross_entropy_fwd(HalfType logits_type, float* losses, float* lse, float* mean_loss,
+                               const uint16_t* logits, const int32_t* targets, int64_t n, int64_t v,
+                               int32_t* invalid_count, cudaStream_t stream, int64_t row0,
+                               int64_t total_rows) {
+  return internal::DispatchHalf(logits_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Forward(losses, lse, mean_loss, As<T>(logits), targets, n, v, invalid_count, stream,
+                   row0, total_rows);
+  });
 }
 KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, const float* logits,
                                const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
@@ -147,10 +152,15 @@ KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, cons
                  total_rows);
 }
 
-KernelStatus cross_entropy_bwd(uint16_t* dlogits, const uint16_t* logits, const float* lse,
-                               const int32_t* targets, int64_t n, int64_t v, float dloss,
-                               cudaStream_t stream, int64_t row0, int64_t total_rows) {
-  return Backward(dlogits, logits, lse, targets, n, v, dloss, stream, row0, total_rows);
+KernelStatus cross_entropy_bwd(HalfType logits_type, uint16_t* dlogits, const uint16_t* logits,
+                               const float* lse, const int32_t* targets, int64_t n, int64_t v,
+                               float dloss, cudaStream_t stream, int64_t row0,
+                               int64_t total_rows) {
+  return internal::DispatchHalf(logits_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Backward(As<T>(dlogits), As<T>(logits), lse, targets, n, v, dloss, stream, row0,
+                    total_rows);
+  });
 }
 KernelStatus cross_entropy_bwd(float* dlogits, const float* logits, const float* lse,
                                const int32_t* targets, int64_t n, int64_t v, float dloss,

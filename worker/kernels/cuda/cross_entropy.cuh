@@ -18,6 +18,7 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
@@ -29,21 +30,23 @@ inline constexpr int32_t kIgnoreIndex = -100;
 // and the mean and the backward's count cover all total_rows rows (read from targets - row0 and
 // losses - row0). A row's results do not depend on the chunking.
 //
-// logits [N, V] bf16 or fp32; targets [N]; losses, lse [N] fp32 (0 where ignored);
-// mean_loss [1] fp32 (device) = mean over counted rows, 0 when none; nullptr: no mean.
-KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, const uint16_t* logits,
-                               const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
-                               cudaStream_t stream, int64_t row0 = 0, int64_t total_rows = 0);
+// logits [N, V] of logits_type (bf16 or fp16), or fp32; targets [N]; losses, lse [N] fp32 (0 where
+// ignored); mean_loss [1] fp32 (device) = mean over counted rows, 0 when none; nullptr: no mean.
+KernelStatus cross_entropy_fwd(HalfType logits_type, float* losses, float* lse, float* mean_loss,
+                               const uint16_t* logits, const int32_t* targets, int64_t n, int64_t v,
+                               int32_t* invalid_count, cudaStream_t stream, int64_t row0 = 0,
+                               int64_t total_rows = 0);
 KernelStatus cross_entropy_fwd(float* losses, float* lse, float* mean_loss, const float* logits,
                                const int32_t* targets, int64_t n, int64_t v, int32_t* invalid_count,
                                cudaStream_t stream, int64_t row0 = 0, int64_t total_rows = 0);
 
 // Writes (not accumulates) dlogits [N, V] = (softmax - onehot) * dloss / count on counted rows,
-// 0 elsewhere; count = rows with a target in [0, V) (of the whole microbatch when chunked). dlogits has the logits' type and may alias
-// logits (in place).
-KernelStatus cross_entropy_bwd(uint16_t* dlogits, const uint16_t* logits, const float* lse,
-                               const int32_t* targets, int64_t n, int64_t v, float dloss,
-                               cudaStream_t stream, int64_t row0 = 0, int64_t total_rows = 0);
+// 0 elsewhere; count = rows with a target in [0, V) (of the whole microbatch when chunked).
+// dlogits has the logits' type and may alias logits (in place).
+KernelStatus cross_entropy_bwd(HalfType logits_type, uint16_t* dlogits, const uint16_t* logits,
+                               const float* lse, const int32_t* targets, int64_t n, int64_t v,
+                               float dloss, cudaStream_t stream, int64_t row0 = 0,
+                               int64_t total_rows = 0);
 KernelStatus cross_entropy_bwd(float* dlogits, const float* logits, const float* lse,
                                const int32_t* targets, int64_t n, int64_t v, float dloss,
                                cudaStream_t stream, int64_t row0 = 0, int64_t total_rows = 0);

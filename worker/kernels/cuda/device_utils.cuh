@@ -1,12 +1,18 @@
 // Internal to worker/kernels/cuda/: device helpers shared by the .cu files (never included by host
 // C++). bf16 is handled as raw bits (uint16_t), exactly as common/numeric/bf16.h does on the host,
 // so a value rounded on the GPU has the same bits as one rounded by the CPU kernels (NaN included).
+// fp16 is __half in device code (the same bits as common/numeric/f16.h's uint16_t): a type distinct
+// from bf16's uint16_t, so that one kernel template serves bf16, fp16 (and fp32) buffers through
+// the Load/Store overloads below; DispatchHalf picks the instantiation from a HalfType.
 #ifndef MOBIUS_WORKER_KERNELS_CUDA_DEVICE_UTILS_CUH_
 #define MOBIUS_WORKER_KERNELS_CUDA_DEVICE_UTILS_CUH_
 
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
+#include "worker/kernels/cuda/half_type.h"
 
 namespace mobius::kernels::cuda::internal {
 
@@ -24,11 +30,51 @@ __device__ __forceinline__ uint16_t F32ToBf16(float value) {
   return static_cast<uint16_t>(bits >> 16);
 }
 
-// Typed loads/stores so that one template serves bf16 (uint16_t bits) and fp32 buffers.
+__device__ __forceinline__ float F16ToF32(__half h) { return __half2float(h); }
+
+// Round to nearest even (__float2half_rn: subnormals kept, 65520 and up -> inf); NaN -> quiet NaN
+// with the same sign and top payload bits, as numeric::Fp32ToF16 (CUDA's own NaN is canonical).
+__device__ __forceinline__ __half F32ToF16(float value) {
+  const uint32_t bits = __float_as_uint(value);
+  if ((bits & 0x7fffffffu) > 0x7f800000u) {
+    return __ushort_as_half(
+        static_cast<unsigned short>(((bits >> 16) & 0x8000u) | 0x7e00u | ((bits >> 13) & 0x3ffu)));
+  }
+  return __float2half_rn(value);
+}
+
+// Typed loads/stores so that one template serves bf16 (uint16_t bits), fp16 (__half) and fp32
+// buffers.
 __device__ __forceinline__ float Load(const uint16_t* p, int64_t i) { return Bf16ToF32(p[i]); }
+__device__ __forceinline__ float Load(const __half* p, int64_t i) { return F16ToF32(p[i]); }
 __device__ __forceinline__ float Load(const float* p, int64_t i) { return p[i]; }
 __device__ __forceinline__ void Store(uint16_t* p, int64_t i, float x) { p[i] = F32ToBf16(x); }
+__device__ __forceinline__ void Store(__half* p, int64_t i, float x) { p[i] = F32ToF16(x); }
 __device__ __forceinline__ void Store(float* p, int64_t i, float x) { p[i] = x; }
+
+// The device storage type of each 16-bit format, and the host-side dispatch on a HalfType:
+//   return DispatchHalf(type, [&](auto tag) {
+//     using T = typename decltype(tag)::type;  // uint16_t (bf16) or __half (fp16)
+//     kernel<T><<<...>>>(As<T>(out), As<T>(inp), ...);
+//     ...
+//   });
+template <typename T>
+struct StorageTag {
+  using type = T;
+};
+template <typename F>
+auto DispatchHalf(HalfType type, F&& fn) {
+  return type == HalfType::kF16 ? fn(StorageTag<__half>{}) : fn(StorageTag<uint16_t>{});
+}
+// The API's uint16_t bits as the storage type T (same size and representation).
+template <typename T>
+T* As(uint16_t* p) {
+  return reinterpret_cast<T*>(p);
+}
+template <typename T>
+const T* As(const uint16_t* p) {
+  return reinterpret_cast<const T*>(p);
+}
 
 __device__ __forceinline__ float WarpSum(float x) {
 #pragma unroll

@@ -5,13 +5,11 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::Bf16ToF32;
+using internal::As;
 using internal::GridFor;
+using internal::Load;
 
 constexpr int kThreads = 256;
-
-__device__ inline float LoadF32(const uint16_t* p, int64_t i) { return Bf16ToF32(p[i]); }
-__device__ inline float LoadF32(const float* p, int64_t i) { return p[i]; }
 
 template <typename T>
 __global__ void dropout_kernel(float* out, const T* inp, int64_t n, int64_t c, float p,
@@ -22,7 +20,7 @@ __global__ void dropout_kernel(float* out, const T* inp, int64_t n, int64_t c, f
     const int64_t row = i / c, col = i - row * c;
     const float v = DropoutKeep(key, static_cast<uint64_t>(row_offset + row),
                                 static_cast<uint64_t>(col), p)
-                        ? __fmul_rn(LoadF32(inp, i), scale)
+                        ? __fmul_rn(Load(inp, i), scale)
                         : 0.0f;
     out[i] = accumulate ? __fadd_rn(out[i], v) : v;
   }
@@ -40,9 +38,13 @@ KernelStatus Launch(float* out, const T* inp, int64_t n, int64_t c, float p, uin
 
 }  // namespace
 
-KernelStatus dropout(float* out, const uint16_t* inp, int64_t n, int64_t c, float p, uint64_t key,
-                     int64_t row_offset, bool accumulate, cudaStream_t stream) {
-  return Launch(out, inp, n, c, p, key, row_offset, accumulate, stream);
+KernelStatus dropout(HalfType inp_type, float* out, const uint16_t* inp, int64_t n, int64_t c,
+                     float p, uint64_t key, int64_t row_offset, bool accumulate,
+                     cudaStream_t stream) {
+  return internal::DispatchHalf(inp_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Launch(out, As<T>(inp), n, c, p, key, row_offset, accumulate, stream);
+  });
 }
 
 KernelStatus dropout(float* out, const float* inp, int64_t n, int64_t c, float p, uint64_t key,

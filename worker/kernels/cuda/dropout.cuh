@@ -9,13 +9,16 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
 
-// out [N, C] fp32 = (accumulate: +=) kept ? inp * 1/(1-p) : 0; inp [N, C] bf16 or fp32.
-KernelStatus dropout(float* out, const uint16_t* inp, int64_t n, int64_t c, float p, uint64_t key,
-                     int64_t row_offset, bool accumulate, cudaStream_t stream);
+// out [N, C] fp32 = (accumulate: +=) kept ? inp * 1/(1-p) : 0; inp [N, C] of inp_type (bf16 or
+// fp16), or fp32.
+KernelStatus dropout(HalfType inp_type, float* out, const uint16_t* inp, int64_t n, int64_t c,
+                     float p, uint64_t key, int64_t row_offset, bool accumulate,
+                     cudaStream_t stream);
 KernelStatus dropout(float* out, const float* inp, int64_t n, int64_t c, float p, uint64_t key,
                      int64_t row_offset, bool accumulate, cudaStream_t stream);
 

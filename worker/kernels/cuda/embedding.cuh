@@ -1,7 +1,7 @@
 // Token (and learned position) embeddings on the GPU: out[b, t] = wte[tokens[b, t]] (+ wpe[t]).
 // Same contract as worker/kernels/cpu/embedding.h (backend::EmbeddingParams): tables and
-// activations bf16 (raw bits), table gradients fp32, the wte + wpe sum formed in fp32 and rounded
-// once (bitwise the CPU result).
+// activations bf16 or fp16 (half_type.h), table gradients fp32, the wte + wpe sum formed in fp32
+// and rounded once (bitwise the CPU result).
 //
 // Token ids are data: they cannot be checked when the op is enqueued. An id outside [0, vocab) is
 // never read through: its output row is written as zeros (forward) or skipped (backward), and when
@@ -20,20 +20,22 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
 
-// out [B, T, C] bf16; tokens [B, T] int32; wte [V, C] bf16; wpe [P, C] bf16 or nullptr.
-// REQUIRES: T <= P when wpe is set.
-KernelStatus embedding_fwd(uint16_t* out, const int32_t* tokens, const uint16_t* wte,
+// out [B, T, C]; tokens [B, T] int32; wte [V, C]; wpe [P, C] or nullptr; the tables and out of
+// `type`. REQUIRES: T <= P when wpe is set.
+KernelStatus embedding_fwd(HalfType type, uint16_t* out, const int32_t* tokens, const uint16_t* wte,
                            const uint16_t* wpe, int64_t b, int64_t t, int64_t c, int64_t vocab,
                            int32_t* invalid_count, cudaStream_t stream);
 
-// dwte [V, C] fp32 += scatter of dout [B, T, C] bf16 by tokens; dwpe [P, C] fp32 += (may be null).
-KernelStatus embedding_bwd(float* dwte, float* dwpe, const uint16_t* dout, const int32_t* tokens,
-                           int64_t b, int64_t t, int64_t c, int64_t vocab, int32_t* invalid_count,
-                           cudaStream_t stream);
+// dwte [V, C] fp32 += scatter of dout [B, T, C] (of `type`) by tokens; dwpe [P, C] fp32 += (may
+// be null).
+KernelStatus embedding_bwd(HalfType type, float* dwte, float* dwpe, const uint16_t* dout,
+                           const int32_t* tokens, int64_t b, int64_t t, int64_t c, int64_t vocab,
+                           int32_t* invalid_count, cudaStream_t stream);
 
 }  // namespace mobius::kernels::cuda
 

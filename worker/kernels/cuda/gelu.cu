@@ -4,9 +4,10 @@
 namespace mobius::kernels::cuda {
 namespace {
 
-using internal::Bf16ToF32;
-using internal::F32ToBf16;
+using internal::As;
 using internal::GridFor;
+using internal::Load;
+using internal::Store;
 
 constexpr int kThreads = 256;
 constexpr float kGeluScale = 0.7978845608028654f;  // sqrt(2 / pi)
@@ -18,39 +19,48 @@ __device__ __forceinline__ float SigmoidTwoU(float x) {
   return 1.0f / (1.0f + expf(-2.0f * u));
 }
 
-__global__ void gelu_fwd_kernel(uint16_t* out, const uint16_t* inp, int64_t n) {
+template <typename T>
+__global__ void gelu_fwd_kernel(T* out, const T* inp, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float x = Bf16ToF32(inp[i]);
-    out[i] = F32ToBf16(x * SigmoidTwoU(x));
+    const float x = Load(inp, i);
+    Store(out, i, x * SigmoidTwoU(x));
   }
 }
 
-__global__ void gelu_bwd_kernel(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp,
-                                int64_t n) {
+template <typename T>
+__global__ void gelu_bwd_kernel(T* dinp, const T* dout, const T* inp, int64_t n) {
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const float x = Bf16ToF32(inp[i]);
+    const float x = Load(inp, i);
     const float sig = SigmoidTwoU(x);
     const float du_dx = kGeluScale * (1.0f + 3.0f * kCubic * x * x);
     const float grad = sig + 2.0f * x * sig * (1.0f - sig) * du_dx;
-    dinp[i] = F32ToBf16(Bf16ToF32(dinp[i]) + grad * Bf16ToF32(dout[i]));
+    Store(dinp, i, Load(dinp, i) + grad * Load(dout, i));
   }
 }
 
 }  // namespace
 
-KernelStatus gelu_fwd(uint16_t* out, const uint16_t* inp, int64_t n, cudaStream_t stream) {
-  if (n == 0) return OkStatus();
-  gelu_fwd_kernel<<<GridFor(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("gelu_fwd_kernel");
-}
-
-KernelStatus gelu_bwd(uint16_t* dinp, const uint16_t* dout, const uint16_t* inp, int64_t n,
+KernelStatus gelu_fwd(HalfType type, uint16_t* out, const uint16_t* inp, int64_t n,
                       cudaStream_t stream) {
   if (n == 0) return OkStatus();
-  gelu_bwd_kernel<<<GridFor(n, kThreads), kThreads, 0, stream>>>(dinp, dout, inp, n);
-  return MOBIUS_KERNEL_LAUNCH_STATUS("gelu_bwd_kernel");
+  return internal::DispatchHalf(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gelu_fwd_kernel<T><<<GridFor(n, kThreads), kThreads, 0, stream>>>(As<T>(out), As<T>(inp), n);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("gelu_fwd_kernel");
+  });
+}
+
+KernelStatus gelu_bwd(HalfType type, uint16_t* dinp, const uint16_t* dout, const uint16_t* inp,
+                      int64_t n, cudaStream_t stream) {
+  if (n == 0) return OkStatus();
+  return internal::DispatchHalf(type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    gelu_bwd_kernel<T>
+        <<<GridFor(n, kThreads), kThreads, 0, stream>>>(As<T>(dinp), As<T>(dout), As<T>(inp), n);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("gelu_bwd_kernel");
+  });
 }
 
 }  // namespace mobius::kernels::cuda

@@ -1,6 +1,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <cmath>
 #include <string>
 
 #include "worker/kernels/cuda/device_utils.cuh"
@@ -22,8 +23,22 @@ KernelStatus FromCublas(cublasStatus_t st, const char* what, const char* file, i
 #define MOBIUS_CUBLAS_RETURN_IF_ERROR(expr) \
   MOBIUS_KERNEL_RETURN_IF_ERROR(FromCublas((expr), #expr, __FILE__, __LINE__))
 
-cudaDataType_t CudaType(GemmType t) { return t == GemmType::kBf16 ? CUDA_R_16BF : CUDA_R_32F; }
-const char* TypeName(GemmType t) { return t == GemmType::kBf16 ? "bf16" : "fp32"; }
+cudaDataType_t CudaType(GemmType t) {
+  switch (t) {
+    case GemmType::kBf16:
+      return CUDA_R_16BF;
+    case GemmType::kF16:
+      return CUDA_R_16F;
+    case GemmType::kFp32:
+      break;
+  }
+  return CUDA_R_32F;
+}
+
+std::string Types(const GemmArgs& g) {
+  return std::string("a=") + GemmTypeName(g.a_type) + " b=" + GemmTypeName(g.b_type) +
+         " c=" + GemmTypeName(g.c_type) + (g.half_accumulate ? " (half_accumulate)" : "");
+}
 
 // Largest power of two (<= 256) dividing the address: what cuBLASLt's heuristic must assume.
 int64_t Alignment(const void* p) {
@@ -55,6 +70,10 @@ KernelStatus ScaleC(const GemmArgs& a, cudaStream_t stream) {
     gemm_scale_c_kernel<<<grid, 256, 0, stream>>>(static_cast<uint16_t*>(a.c),
                                                   static_cast<const uint16_t*>(a.bias), a.m, a.n,
                                                   a.ldc, a.stride_c, a.batch, a.beta);
+  } else if (a.c_type == GemmType::kF16) {
+    gemm_scale_c_kernel<<<grid, 256, 0, stream>>>(static_cast<__half*>(a.c),
+                                                  static_cast<const __half*>(a.bias), a.m, a.n,
+                                                  a.ldc, a.stride_c, a.batch, a.beta);
   } else {
     gemm_scale_c_kernel<<<grid, 256, 0, stream>>>(static_cast<float*>(a.c),
                                                   static_cast<const float*>(a.bias), a.m, a.n,
@@ -66,6 +85,18 @@ KernelStatus ScaleC(const GemmArgs& a, cudaStream_t stream) {
 KernelStatus Invalid(const std::string& what) { return InvalidArgument("gemm: " + what); }
 
 }  // namespace
+
+const char* GemmTypeName(GemmType type) {
+  switch (type) {
+    case GemmType::kBf16:
+      return "bf16";
+    case GemmType::kF16:
+      return "fp16";
+    case GemmType::kFp32:
+      break;
+  }
+  return "fp32";
+}
 
 struct CublasLtGemm::Plan {
   cublasLtMatmulDesc_t desc = nullptr;
@@ -93,13 +124,32 @@ KernelStatus CheckGemmArgs(const GemmArgs& g) {
     if (g.ldb < (g.trans_b ? g.k : g.n)) return Invalid("ldb too small");
     if (g.stride_a < 0 || g.stride_b < 0) return Invalid("negative stride");
   }
-  const bool bf16_in = g.a_type == GemmType::kBf16 && g.b_type == GemmType::kBf16;
-  const bool fp32_all =
-      g.a_type == GemmType::kFp32 && g.b_type == GemmType::kFp32 && g.c_type == GemmType::kFp32;
-  if (!bf16_in && !fp32_all) {
-    return Unimplemented(std::string("gemm: types a=") + TypeName(g.a_type) +
-                         " b=" + TypeName(g.b_type) + " c=" + TypeName(g.c_type) +
-                         " (supported: bf16 x bf16 -> bf16/fp32, fp32 x fp32 -> fp32)");
+  // cuBLASLt's type combinations for these compute types (gemm.h).
+  const bool same_in = g.a_type == g.b_type;
+  bool supported;
+  if (g.half_accumulate) {
+    supported = same_in && g.a_type == GemmType::kF16 && g.c_type == GemmType::kF16;
+  } else if (same_in && g.a_type == GemmType::kFp32) {
+    supported = g.c_type == GemmType::kFp32;
+  } else {
+    supported = same_in && (g.c_type == g.a_type || g.c_type == GemmType::kFp32);
+  }
+  if (!supported) {
+    return Unimplemented(
+        "gemm: types " + Types(g) +
+        " (cuBLASLt, as used here: bf16 x bf16 -> bf16/fp32, fp16 x fp16 -> fp16/fp32, fp32 x "
+        "fp32 -> fp32 with fp32 accumulation; fp16 x fp16 -> fp16 with half_accumulate)");
+  }
+  if (g.half_accumulate) {
+    // alpha and beta become fp16 scalars (CUBLAS_COMPUTE_16F's scale type): an infinite one would
+    // silently give inf or NaN.
+    const std::pair<const char*, float> scalars[] = {{"alpha", g.alpha}, {"beta", g.beta}};
+    for (const auto& [name, x] : scalars) {
+      if (!(std::fabs(x) <= 65504.0f)) {
+        return Invalid(std::string(name) + " " + std::to_string(x) +
+                       " is not a finite fp16 value (half_accumulate scales in fp16)");
+      }
+    }
   }
   return OkStatus();
 }
@@ -126,8 +176,10 @@ CublasLtGemm::~CublasLtGemm() {
 
 KernelStatus CublasLtGemm::MakePlan(const GemmArgs& g, const PlanKey& key, Plan** plan_out) {
   auto plan = std::make_unique<Plan>();
-  MOBIUS_CUBLAS_RETURN_IF_ERROR(
-      cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  // CUBLAS_COMPUTE_16F takes fp16 scalars (scale type CUDA_R_16F), CUBLAS_COMPUTE_32F fp32 ones.
+  MOBIUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescCreate(
+      &plan->desc, g.half_accumulate ? CUBLAS_COMPUTE_16F : CUBLAS_COMPUTE_32F,
+      g.half_accumulate ? CUDA_R_16F : CUDA_R_32F));
   // Column-major view: C^T [n, m] = op(B)^T [n, k] * op(A)^T [k, m].
   const cublasOperation_t op_a = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS's A = our B
   const cublasOperation_t op_b = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // cuBLAS's B = our A
@@ -199,8 +251,7 @@ KernelStatus CublasLtGemm::MakePlan(const GemmArgs& g, const PlanKey& key, Plan*
   if (found == 0) {
     return Unimplemented("gemm: cuBLASLt has no algorithm for m=" + std::to_string(g.m) +
                          " n=" + std::to_string(g.n) + " k=" + std::to_string(g.k) + " types " +
-                         TypeName(g.a_type) + "/" + TypeName(g.b_type) + "->" + TypeName(g.c_type) +
-                         (g.bias != nullptr ? " with bias" : ""));
+                         Types(g) + (g.bias != nullptr ? " with bias" : ""));
   }
   plan->algo = result.algo;
   *plan_out = plan.get();
@@ -231,7 +282,7 @@ KernelStatus CublasLtGemm::Run(const GemmArgs& g, cudaStream_t stream) {
                        Alignment(g.b),
                        Alignment(g.c),
                        g.bias != nullptr ? Alignment(g.bias) : 0,
-                       0};
+                       g.half_accumulate ? 1 : 0};
   Plan* plan = nullptr;
   auto it = plans_.find(key);
   if (it != plans_.end()) {
@@ -243,9 +294,13 @@ KernelStatus CublasLtGemm::Run(const GemmArgs& g, cudaStream_t stream) {
     MOBIUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulDescSetAttribute(
         plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &g.bias, sizeof(g.bias)));
   }
+  // Host scalars of the plan's scale type, read by cuBLASLt during the call.
+  const __half alpha16 = __float2half_rn(g.alpha), beta16 = __float2half_rn(g.beta);
+  const void* alpha = g.half_accumulate ? static_cast<const void*>(&alpha16) : &g.alpha;
+  const void* beta = g.half_accumulate ? static_cast<const void*>(&beta16) : &g.beta;
   MOBIUS_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(
-      static_cast<cublasLtHandle_t>(handle_), plan->desc, &g.alpha, g.b, plan->a, g.a, plan->b,
-      &g.beta, g.c, plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream));
+      static_cast<cublasLtHandle_t>(handle_), plan->desc, alpha, g.b, plan->a, g.a, plan->b, beta,
+      g.c, plan->c, g.c, plan->c, &plan->algo, workspace_, workspace_bytes_, stream));
   return OkStatus();
 }
 

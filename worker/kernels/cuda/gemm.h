@@ -8,9 +8,17 @@
 // [n, k] (nn.Linear's weight: y = x W^T + bias is trans_b with the bias epilogue); C is [m, n]
 // (ldc >= n). Leading dimensions and batch strides count elements; stride 0 broadcasts one A or B.
 // Computation: fp32 accumulation and fp32 alpha/beta (CUBLAS_COMPUTE_32F: no TF32, no reduced
-// precision reductions). Types: A, B bf16 with C bf16 or fp32, or A, B, C fp32; the bias, when
-// given, has C's type (cuBLASLt's rule) and is added in fp32 before C is rounded. beta == 0: C is
-// not read. k == 0: C = beta * C (+ bias).
+// precision reductions), or with half_accumulate fp16 accumulation and fp16 alpha/beta
+// (CUBLAS_COMPUTE_16F, scale type CUDA_R_16F: alpha and beta are rounded to fp16 once; twice the
+// fp32-accumulate tensor rate on GeForce GPUs). Types (cuBLASLt's own combinations, no conversion
+// here):
+//   CUBLAS_COMPUTE_32F:  A, B bf16 -> C bf16 or fp32;  A, B fp16 -> C fp16 or fp32;
+//                        A, B, C fp32
+//   CUBLAS_COMPUTE_16F:  A, B, C fp16 (half_accumulate)
+// Anything else (bf16 x fp16, fp32 x 16-bit, 16-bit x 16-bit into the other 16-bit C, fp32 x fp32
+// into a 16-bit C) is UNIMPLEMENTED naming the types: the backend converts such operands first.
+// The bias, when given, has C's type (cuBLASLt's rule) and is added in the compute type before C
+// is rounded. beta == 0: C is not read. k == 0: C = beta * C (+ bias), in fp32, rounded once.
 //
 // cuBLASLt works column-major; a row-major C = op(A) op(B) is the column-major C^T = op(B)^T
 // op(A)^T, so the call swaps A and B (gemm.cu). Algorithms come from cuBLASLt's heuristic for the
@@ -34,7 +42,8 @@
 
 namespace mobius::kernels::cuda {
 
-enum class GemmType { kFp32, kBf16 };
+enum class GemmType { kFp32, kBf16, kF16 };
+const char* GemmTypeName(GemmType type);  // "fp32", "bf16", "fp16"
 
 struct GemmArgs {
   int64_t m = 0, n = 0, k = 0;
@@ -58,11 +67,14 @@ struct GemmArgs {
 
   int64_t batch = 1;
   const void* bias = nullptr;  // [n] of c_type, or nullptr: no bias epilogue
+
+  bool half_accumulate = false;  // CUBLAS_COMPUTE_16F; REQUIRES a, b, c fp16 (see above)
 };
 
 // INVALID_ARGUMENT (naming the field) unless sizes >= 0, batch >= 1, pointers set for non-empty
-// operands, leading dimensions as above, stride_c >= m * ldc when batch > 1; UNIMPLEMENTED for a
-// type combination cuBLASLt is not asked to do here (see above).
+// operands, leading dimensions as above, stride_c >= m * ldc when batch > 1, and with
+// half_accumulate alpha and beta finite in fp16 (|x| <= 65504); UNIMPLEMENTED for a type
+// combination cuBLASLt is not asked to do here (see above), naming the types.
 KernelStatus CheckGemmArgs(const GemmArgs& args);
 
 class CublasLtGemm {

@@ -1,7 +1,8 @@
 // Rotary position embeddings on the GPU, Hugging Face convention (LlamaRotaryEmbedding +
-// rotate_half), over bf16 [B, T, NH, head_dim] with fp32 arithmetic. Same contract as
-// worker/kernels/cpu/rope.h (backend::RopeTablesParams / RopeParams / RopeBackwardParams): for
-// position p and a_i = p * inv_freq[i], dimensions i and i + head_dim/2 form a pair,
+// rotate_half), over bf16 or fp16 (half_type.h) [B, T, NH, head_dim] with fp32 arithmetic. Same
+// contract as worker/kernels/cpu/rope.h (backend::RopeTablesParams / RopeParams /
+// RopeBackwardParams): for position p and a_i = p * inv_freq[i], dimensions i and i + head_dim/2
+// form a pair,
 //   out[i] = x[i] cos a_i - x[i + d/2] sin a_i,  out[i + d/2] = x[i + d/2] cos a_i + x[i] sin a_i.
 // The tables are the CPU path's: the fp32 angle as HF forms it, cos/sin taken in double and
 // rounded to fp32 (CUDA's double cos/sin are within 2 ulp of double, so the fp32 results match the
@@ -15,6 +16,7 @@
 
 #include <cstdint>
 
+#include "worker/kernels/cuda/half_type.h"
 #include "worker/kernels/cuda/kernel_status.h"
 
 namespace mobius::kernels::cuda {
@@ -23,15 +25,17 @@ namespace mobius::kernels::cuda {
 KernelStatus rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half,
                          cudaStream_t stream);
 
-// out, inp [B, T, NH, head_dim] bf16 (out may alias inp); cos, sin [T, head_dim / 2].
+// out, inp [B, T, NH, head_dim] of `type` (out may alias inp); cos, sin [T, head_dim / 2].
 // INVALID_ARGUMENT for an odd head_dim.
-KernelStatus rope_fwd(uint16_t* out, const uint16_t* inp, const float* cos, const float* sin,
-                      int64_t b, int64_t t, int64_t nh, int64_t head_dim, cudaStream_t stream);
+KernelStatus rope_fwd(HalfType type, uint16_t* out, const uint16_t* inp, const float* cos,
+                      const float* sin, int64_t b, int64_t t, int64_t nh, int64_t head_dim,
+                      cudaStream_t stream);
 
-// dinp [B, T, NH, head_dim] bf16 += R^T dout, one rounding per element.
+// dinp [B, T, NH, head_dim] += R^T dout (both of `type`), one rounding per element.
 // REQUIRES: dinp does not alias dout.
-KernelStatus rope_bwd(uint16_t* dinp, const uint16_t* dout, const float* cos, const float* sin,
-                      int64_t b, int64_t t, int64_t nh, int64_t head_dim, cudaStream_t stream);
+KernelStatus rope_bwd(HalfType type, uint16_t* dinp, const uint16_t* dout, const float* cos,
+                      const float* sin, int64_t b, int64_t t, int64_t nh, int64_t head_dim,
+                      cudaStream_t stream);
 
 }  // namespace mobius::kernels::cuda
 
