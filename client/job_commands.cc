@@ -364,9 +364,13 @@ int Get(Connection& c, const std::string& id, bool json, std::ostream& out, std:
     const auto& s = j.last_step();
     out << absl::StrFormat(
         "last step:   %d: loss %.4f, lr %.2e, grad_norm %.3f, %.0f tok/s, %.3f s (stall %.3f s, "
-        "optimizer %.3f s), h2d %s, d2h %s%s\n",
+        "optimizer %.3f s), h2d %s, d2h %s%s%s\n",
         s.step(), s.loss(), s.lr(), s.grad_norm(), s.tokens_per_second(), s.step_seconds(),
         s.stall_seconds(), s.optimizer_seconds(), Bytes(s.h2d_bytes()), Bytes(s.d2h_bytes()),
+        s.skipped()          ? absl::StrFormat(", skipped (fp16 overflow at loss scale %g)",
+                                               s.loss_scale())
+        : s.loss_scale() > 0 ? absl::StrFormat(", loss scale %g", s.loss_scale())
+                             : std::string(),
         s.emulated() ? " [emulated links]" : "");
   }
   if (j.has_last_eval()) {

@@ -251,9 +251,11 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
       report_file << absl::StrFormat(
                          "{\"step\": %d, \"loss\": %.9g, \"grad_norm\": %.9g, \"lr\": %.9g, "
                          "\"step_seconds\": %.6f, \"tokens\": %d, \"h2d_bytes\": %d, "
-                         "\"d2h_bytes\": %d, \"internode_bytes\": %d%s}",
+                         "\"d2h_bytes\": %d, \"internode_bytes\": %d, \"loss_scale\": %g, "
+                         "\"skipped\": %s%s}",
                          r.step, r.loss, r.grad_norm, r.lr, r.step_seconds, r.tokens, r.h2d_bytes,
-                         r.d2h_bytes, r.internode_bytes,
+                         r.d2h_bytes, r.internode_bytes, r.loss_scale,
+                         r.skipped ? "true" : "false",
                          r.eval_loss ? absl::StrFormat(", \"eval_loss\": %.9g", *r.eval_loss) : "")
                   << "\n"
                   << std::flush;

@@ -67,6 +67,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.UInt("seed", t.seed);
     v.Int("eval_every", t.eval_every);
     v.Int("optimizer_staleness", t.optimizer_staleness);
+    v.String("precision", t.precision);
   });
   v.Section("resources", [&] {
     v.Gpus("gpus", s.resources.gpus);

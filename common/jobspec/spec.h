@@ -34,6 +34,8 @@ inline constexpr std::array<std::string_view, 5> kDatasetFormats = {
     "tokens", "jsonl", "prompt_completion", "chat", "text"};
 inline constexpr std::array<std::string_view, 2> kChatTemplates = {"chatml", "plain"};
 inline constexpr std::array<std::string_view, 2> kLrSchedules = {"cosine", "constant"};
+// training.precision: the 16-bit format of the weights and activations (train::TrainerOptions).
+inline constexpr std::array<std::string_view, 2> kPrecisions = {"bf16", "fp16"};
 inline constexpr std::array<std::string_view, 3> kSchedules = {"mobius", "roundrobin", "resident"};
 inline constexpr std::array<std::string_view, 3> kPartitioners = {"exact", "mip", "uniform"};
 inline constexpr std::array<std::string_view, 2> kMappers = {"cross", "sequential"};
@@ -108,6 +110,9 @@ struct TrainingSpec {
   // 0: synchronous optimizer; 1: step k computes with the weights of update k-2 (the CPU
   // optimizer overlaps the next step; train::TrainerOptions::optimizer_staleness)
   int64_t optimizer_staleness = 0;
+  // kPrecisions: "bf16" (fp32 accumulation) or "fp16" (dynamic loss scaling; GEMMs with fp16
+  // outputs sum in fp16 on GPUs that have the mode; train::TrainerOptions::precision)
+  std::string precision = "bf16";
 
   friend bool operator==(const TrainingSpec&, const TrainingSpec&) = default;
 };

@@ -359,6 +359,7 @@ void CheckTraining(const JobSpec& s, Checker& c) {
                                                 t.warmup_steps, ")"));
   }
   c.Enum("training.lr_schedule", t.lr_schedule, kLrSchedules);
+  c.Enum("training.precision", t.precision, kPrecisions);
   c.Number("training.weight_decay", t.weight_decay, 0, false, kInf, false);
   c.Number("training.grad_clip", t.grad_clip, 0, false, kInf, false);
   c.Number("training.beta1", t.beta1, 0, false, 1, true);

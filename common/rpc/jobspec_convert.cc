@@ -51,6 +51,7 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   pt->set_seed(t.seed);
   pt->set_eval_every(t.eval_every);
   pt->set_optimizer_staleness(static_cast<int32_t>(t.optimizer_staleness));
+  pt->set_precision(t.precision);
 
   p.mutable_resources()->set_gpus(s.resources.gpus);
   p.mutable_resources()->set_device_memory_bytes(s.resources.device_memory_bytes);
@@ -122,6 +123,7 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
   t.seed = pt.seed();
   t.eval_every = pt.eval_every();
   t.optimizer_staleness = pt.optimizer_staleness();
+  t.precision = OrDefault(pt.precision(), dt.precision);
 
   s.resources.gpus = p.resources().gpus();
   s.resources.device_memory_bytes = p.resources().device_memory_bytes();

@@ -198,6 +198,8 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"device_memory_bytes", t.device_memory_bytes}, {"threads", t.threads},
       {"eval_every", t.eval_every}, {"eval_fraction", t.eval_fraction},
       {"optimizer_staleness", t.optimizer_staleness}, {"chunk_tokens", t.chunk_tokens},
+      {"precision", t.precision}, {"loss_scale_init", t.loss_scale_init},
+      {"loss_scale_window", t.loss_scale_window},
       {"adapter",
        {{"type", t.adapter.type}, {"rank", t.adapter.rank}, {"alpha", t.adapter.alpha},
         {"dropout", t.adapter.dropout}, {"target_modules", t.adapter.target_modules},
@@ -324,6 +326,9 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
     get(t, "eval_fraction", o.eval_fraction, p);
     get(t, "optimizer_staleness", o.optimizer_staleness, p);
     get(t, "chunk_tokens", o.chunk_tokens, p);
+    get(t, "precision", o.precision, p);
+    get(t, "loss_scale_init", o.loss_scale_init, p);
+    get(t, "loss_scale_window", o.loss_scale_window, p);
     if (t.contains("adapter")) {
       const json& a = t.at("adapter");
       const std::string q = "training.adapter.";

@@ -17,6 +17,8 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"total_steps", r.total_steps},
             {"lr", r.lr},
             {"grad_norm", r.grad_norm},
+            {"loss_scale", r.loss_scale},
+            {"skipped", r.skipped},
             {"tokens", r.tokens},
             {"step_seconds", r.step_seconds},
             {"compute_seconds", r.compute_seconds},
@@ -49,6 +51,8 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.total_steps = j.value("total_steps", int64_t{0});
     r.lr = j.value("lr", 0.0);
     r.grad_norm = j.value("grad_norm", 0.0);
+    r.loss_scale = j.value("loss_scale", 0.0f);
+    r.skipped = j.value("skipped", false);
     r.tokens = j.value("tokens", int64_t{0});
     r.step_seconds = j.value("step_seconds", 0.0);
     r.compute_seconds = j.value("compute_seconds", 0.0);
@@ -79,6 +83,8 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     a.total_steps = r.total_steps;
     a.lr = r.lr;
     a.grad_norm = std::max(a.grad_norm, r.grad_norm);  // identical on every rank
+    a.loss_scale = std::max(a.loss_scale, r.loss_scale);  // the summing rank's
+    a.skipped = a.skipped || r.skipped;
     a.tokens = r.tokens;
     if (r.loss) a.loss = *r.loss;
     if (r.eval_loss) a.eval_loss = r.eval_loss;
@@ -112,6 +118,11 @@ std::string FormatStepReport(const StepReport& r) {
     line += absl::StrFormat(" | to other nodes %.1f MB", r.internode_bytes / 1e6);
   }
   if (r.eval_loss) line += absl::StrFormat(" | eval loss %.4f", *r.eval_loss);
+  if (r.skipped) {
+    line += absl::StrFormat(" | skipped (overflow at loss scale %g)", r.loss_scale);
+  } else if (r.loss_scale > 0) {
+    line += absl::StrFormat(" | loss scale %g", r.loss_scale);
+  }
   if (r.emulated) line += " | emulated links";
   return line;
 }

@@ -31,6 +31,10 @@ struct WorkerStepReport {
   std::optional<float> eval_loss;  // the head's rank, on eval steps: held-out loss after the update
   double lr = 0;
   double grad_norm = 0;
+  // fp16 (train/loss_scaler.h), from the rank that summed the norm: the loss scale the step used
+  // and whether it was skipped (its gradients overflowed; nothing was updated). 0 / false else.
+  float loss_scale = 0;
+  bool skipped = false;
   int64_t tokens = 0;          // B * T (the same on every rank)
   double step_seconds = 0;     // this rank's wall time for the step
   double compute_seconds = 0;  // waiting for its own compute queue
@@ -58,6 +62,8 @@ struct StepReport {
   float loss = 0;
   std::optional<float> eval_loss;  // eval steps only
   double lr = 0, grad_norm = 0;
+  float loss_scale = 0;          // fp16: the step's loss scale (0: bf16)
+  bool skipped = false;          // fp16: the step's gradients overflowed, nothing was updated
   int64_t tokens = 0;
   double step_seconds = 0;       // launcher wall time between consecutive completed steps
   double tokens_per_second = 0;

@@ -207,6 +207,8 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   l.pool_ticket = at;
   l.norm_values = at + 8;
   at += Align(8 + 2 * 8);
+  l.loss_scales = at;
+  at += Align(2 * 24);
   l.total_bytes = at;
   return l;
 }

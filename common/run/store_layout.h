@@ -103,6 +103,10 @@ struct StoreLayout {
   uint64_t weight_copy_stride = 0;            // bytes from copy 0 of the unit weights to copy 1
   uint64_t pool_ticket = 0;                   // offset of the uint64 pass ticket (pool dispatch)
   uint64_t norm_values = 0;                   // offset of 2 doubles: summed norms by step parity
+  // fp16 runs (train/loss_scaler.h): by step parity, the loss scaler after the step (a double
+  // scale, an int64 count of good steps) and the scale the step itself used (a double): 2 x 24
+  // bytes, written with norm_values by the rank that sums the norm (pipeline_optimizer.cc).
+  uint64_t loss_scales = 0;
   uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h),
                                               // links.size() + 1 of them: the last is the emulated
                                               // inter-node link (RunConfig::nodes)

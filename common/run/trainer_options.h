@@ -86,6 +86,18 @@ struct TrainerOptions {
   // unchunked ops); > 0 = at most this many tokens per chunk; < 0 = unchunked. Both executors use
   // the same rule, so their losses stay bitwise equal.
   int64_t chunk_tokens = 0;
+  // The 16-bit format of the weights and activations (job spec training.precision): "bf16"
+  // (default) or "fp16". fp32 master weights, gradients, Adam state and boundary gradients either
+  // way. fp16 scales the loss dynamically, as torch.amp.GradScaler does: the loss's gradient is
+  // multiplied by the scale (loss_scale_init to start), the gradients are divided by it before the
+  // norm is clipped; a step whose gradients are not finite is skipped (weights and moments
+  // unchanged; it still counts as a step for the learning rate and Adam's bias correction) and
+  // halves the scale; loss_scale_window good steps in a row double it. Step k uses the scale
+  // after steps k - 1 - optimizer_staleness (k - 1 after a sync step); LossScaler
+  // (worker/optim/loss_scaler.h) holds the rule for both executors.
+  std::string precision = "bf16";
+  double loss_scale_init = 65536.0;  // 2^16, GradScaler's init_scale; a power of two > 0
+  int64_t loss_scale_window = 2000;  // GradScaler's growth_interval; >= 1
   AdapterOptions adapter;  // type "lora": the base frozen, only the adapters trained
 };
 

@@ -97,6 +97,12 @@ struct DaemonMetrics::State {
       .Register(*registry);
   Family<Gauge>& job_tokens_per_second = BuildGauge().Name("mobius_job_tokens_per_second")
       .Help("A running job's training throughput over its last step").Register(*registry);
+  Family<Gauge>& job_loss_scale = BuildGauge().Name("mobius_job_loss_scale")
+      .Help("A running fp16 job's dynamic loss scale at its last step (0: bf16)")
+      .Register(*registry);
+  Family<Counter>& job_skipped = BuildCounter().Name("mobius_job_skipped_steps_total")
+      .Help("Steps a running fp16 job skipped because its gradients overflowed")
+      .Register(*registry);
   Family<Counter>& train_tokens = BuildCounter().Name("mobius_train_tokens_total")
       .Help("Tokens trained on by all jobs").Register(*registry);
   Family<Histogram>& train_step = BuildHistogram().Name("mobius_train_step_duration_seconds")
@@ -113,7 +119,8 @@ struct DaemonMetrics::State {
     Counter* tokens = nullptr;
     Gauge *loss = nullptr, *eval_loss = nullptr, *mfu = nullptr, *planned = nullptr,
           *measured = nullptr, *current_step = nullptr, *total_steps = nullptr,
-          *progress = nullptr, *tokens_per_second = nullptr;
+          *progress = nullptr, *tokens_per_second = nullptr, *loss_scale = nullptr;
+    Counter* skipped = nullptr;
     std::vector<std::pair<uint64_t, uint64_t>> link_seen;  // cumulative link bytes counted so far
     std::vector<int> gpus;
     int64_t pinned = 0, store = 0;
@@ -190,6 +197,8 @@ void DaemonMetrics::JobStarted(const jobs::JobRunInfo& info, double queue_wait_s
   j.total_steps = &s.job_total_steps.Add(job);
   j.progress = &s.job_progress.Add(job);
   j.tokens_per_second = &s.job_tokens_per_second.Add(job);
+  j.loss_scale = &s.job_loss_scale.Add(job);
+  j.skipped = &s.job_skipped.Add(job);
   j.gpus = info.run->rank_gpu;
   for (size_t r = 0; r < j.gpus.size(); ++r) {
     const int64_t bytes = r < info.gpu_memory_bytes.size() ? info.gpu_memory_bytes[r] : 0;
@@ -228,6 +237,8 @@ void DaemonMetrics::StepCompleted(const jobs::JobRunInfo& info, const runtime::S
     j.progress->Set(std::min(1.0, static_cast<double>(step.step) / step.total_steps));
   }
   j.tokens_per_second->Set(step.tokens_per_second);
+  j.loss_scale->Set(step.loss_scale);
+  if (step.skipped) j.skipped->Increment();
   if (info.peak_flops_per_second > 0 && step.step_seconds > 0) {
     j.mfu->Set(info.flops_per_token * step.tokens / step.step_seconds / info.peak_flops_per_second);
   }
@@ -262,6 +273,8 @@ void DaemonMetrics::JobStopped(const jobs::JobRunInfo& info) {
   s.job_total_steps.Remove(j.total_steps);
   s.job_progress.Remove(j.progress);
   s.job_tokens_per_second.Remove(j.tokens_per_second);
+  s.job_loss_scale.Remove(j.loss_scale);
+  s.job_skipped.Remove(j.skipped);
   for (int g : j.gpus) s.gpu_used.Add({{"gpu", s.Gpu(g)}}).Set(0);
   s.host_pinned.Add({}).Decrement(static_cast<double>(j.pinned));
   s.host_store.Add({}).Decrement(static_cast<double>(j.store));

@@ -28,6 +28,10 @@
 //              mobius_job_total_steps{job}                                  gauge (0 until known)
 //              mobius_job_progress_ratio{job}                               gauge 0..1
 //              mobius_job_tokens_per_second{job}                            gauge (last step)
+//              mobius_job_loss_scale{job}                                   gauge (fp16: the last
+//                                                                           step's; 0 with bf16)
+//              mobius_job_skipped_steps_total{job}                          counter (fp16 steps
+//                                                                           skipped on overflow)
 //   training   mobius_train_tokens_total                                    counter (all jobs)
 //              mobius_train_step_duration_seconds                           histogram (all jobs)
 //   host       mobius_host_pinned_bytes                                     gauge (running jobs)

@@ -71,6 +71,8 @@ v1::StepReport StepToProto(const jobs::StepReportRow& r, bool emulated) {
   p.set_stall_seconds(r.stall_seconds);
   p.set_optimizer_seconds(r.optimizer_seconds);
   if (r.eval_loss) p.set_eval_loss(*r.eval_loss);
+  p.set_loss_scale(r.loss_scale);
+  p.set_skipped(r.skipped);
   p.set_emulated(emulated);
   p.set_unix_ms(r.unix_ms);
   return p;

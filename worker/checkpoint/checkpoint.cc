@@ -87,6 +87,15 @@ absl::StatusOr<TrainerState> ParseTrainerState(const std::string& path) {
         absl::StrCat(path, ": needs boolean \"has_optimizer_state\" and object \"data_position\""));
   }
   t.has_optimizer_state = j["has_optimizer_state"].get<bool>();
+  if (j.contains("loss_scale")) {
+    if (!j["loss_scale"].is_number() || !j.contains("loss_scale_good_steps") ||
+        !j["loss_scale_good_steps"].is_number_integer()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": \"loss_scale\" must be a number with an integer \"loss_scale_good_steps\""));
+    }
+    t.state.loss_scale = j["loss_scale"].get<double>();
+    t.state.loss_scale_good_steps = j["loss_scale_good_steps"].get<int64_t>();
+  }
   for (const auto& [k, v] : j["data_position"].items()) {
     if (!v.is_string()) {
       return absl::InvalidArgumentError(

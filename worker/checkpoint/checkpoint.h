@@ -50,6 +50,10 @@ struct TrainingState {
   int64_t lr_step = 0;  // position in the learning-rate schedule (LrSchedule::At(lr_step + 1) next)
   std::string rng_state;                            // opaque (e.g. a std::mt19937_64 via <<)
   std::map<std::string, std::string> data_position;  // opaque, e.g. {"epoch": "1", "offset": ..}
+  // fp16 runs: the dynamic loss scale and its count of good steps after `step` (train/
+  // loss_scaler.h); 0: none (bf16). trainer_state.json holds them only when loss_scale > 0.
+  double loss_scale = 0;
+  int64_t loss_scale_good_steps = 0;
 };
 
 // What a save takes (not owned; must outlive the call) and a load returns (owned).

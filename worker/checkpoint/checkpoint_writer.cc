@@ -44,6 +44,10 @@ absl::StatusOr<std::string> TrainerStateJson(
             {"data_position", data},
             {"model_dtype", io::DTypeName(model_dtype)},
             {"has_optimizer_state", has_optimizer_state}};
+  if (s.loss_scale > 0) {
+    j["loss_scale"] = s.loss_scale;
+    j["loss_scale_good_steps"] = s.loss_scale_good_steps;
+  }
   for (const auto& [k, v] : extra) j[k] = v;
   try {  // dump() throws on strings that are not UTF-8; keep exceptions inside this module
     return j.dump(2) + "\n";

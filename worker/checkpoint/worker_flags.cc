@@ -66,6 +66,13 @@ ABSL_FLAG(bool, recompute, false,
 ABSL_FLAG(int64_t, chunk_tokens, 0,
           "train: tokens per chunk of the LM head and the MLP (0: sized from memory, the default; "
           "< 0: unchunked; common/model/unit_workspace.h)");
+ABSL_FLAG(std::string, precision, "bf16",
+          "train: weights and activations in bf16 (fp32 accumulation) or fp16 (dynamic loss "
+          "scaling: overflowing steps are skipped; TrainerOptions::precision)");
+ABSL_FLAG(double, loss_scale_init, 65536.0,
+          "train, fp16: the initial loss scale, a power of two in [1, 2^24]");
+ABSL_FLAG(int64_t, loss_scale_window, 2000,
+          "train, fp16: good steps in a row after which the loss scale doubles");
 ABSL_FLAG(int32_t, optimizer_staleness, 0,
           "train: 1 = the asynchronous optimizer's reference: step k computes with the weights "
           "after update k-2 (after a checkpoint, eval or the first step: the newest); 0 = "

@@ -37,18 +37,18 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
 
   MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm1_weight, ln.norm1_bias, c.mb.input, c.at(ws.norm1),
                               c.f32(ws.norm1_mean), c.f32(ws.norm1_rstd), n));
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.q, c.at(ws.norm1), c.at(ws.q_proj), DType::kBf16, n, C, Q));
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.k, c.at(ws.norm1), c.at(ws.k_proj), DType::kBf16, n, C, K));
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.v, c.at(ws.norm1), c.at(ws.v), DType::kBf16, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.q, c.at(ws.norm1), c.at(ws.q_proj), c.half, n, C, Q));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.k, c.at(ws.norm1), c.at(ws.k_proj), c.half, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.v, c.at(ws.norm1), c.at(ws.v), c.half, n, C, K));
   const void* q_src = c.at(ws.q_proj);
   const void* k_src = c.at(ws.k_proj);
   if (cfg.qk_norm) {  // Qwen3: RMSNorm over rows of head_dim, before RoPE
     const float eps = static_cast<float>(cfg.norm_eps);
     MOBIUS_RETURN_IF_ERROR(be.NormForward(
-        q, {.op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .eps = eps, .inp = q_src,
+        q, {.dtype = c.half, .op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .eps = eps, .inp = q_src,
             .weight = c.W(ln.q_norm), .out = c.at(ws.q_normed), .rstd = c.f32(ws.qn_rstd)}));
     MOBIUS_RETURN_IF_ERROR(be.NormForward(
-        q, {.op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .eps = eps, .inp = k_src,
+        q, {.dtype = c.half, .op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .eps = eps, .inp = k_src,
             .weight = c.W(ln.k_norm), .out = c.at(ws.k_normed), .rstd = c.f32(ws.kn_rstd)}));
     q_src = c.at(ws.q_normed);
     k_src = c.at(ws.k_normed);
@@ -71,10 +71,10 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
                                                .inv_freq = c.f32(ws.inv_freq),
                                                .cos = c.f32(ws.cos), .sin = c.f32(ws.sin)}));
     }
-    MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
+    MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
                                               .cos = cos, .sin = sin, .inp = q_src,
                                               .out = c.at(ws.q)}));
-    MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
+    MOBIUS_RETURN_IF_ERROR(be.RopeForward(q, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
                                               .cos = cos, .sin = sin, .inp = k_src,
                                               .out = c.at(ws.k)}));
     q_att = c.at(ws.q);
@@ -88,20 +88,20 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
       using Rows = std::pair<const void*, void*>;  // the new rows -> the cache
       for (const auto& [from, to] : {Rows{k_att, kv->k}, Rows{c.at(ws.v), kv->v}}) {
         MOBIUS_RETURN_IF_ERROR(be.Cast(
-            q, {.n = c.mb.t * K, .src_type = DType::kBf16, .dst_type = DType::kBf16,
+            q, {.n = c.mb.t * K, .src_type = c.half, .dst_type = c.half,
                 .src = static_cast<const char*>(from) + src, .dst = static_cast<char*>(to) + dst}));
       }
     }
     MOBIUS_RETURN_IF_ERROR(be.CachedAttentionForward(
-        q, {.shape = shape, .start = c.mb.position, .capacity = kv->capacity, .q = q_att,
+        q, {.dtype = c.half, .shape = shape, .start = c.mb.position, .capacity = kv->capacity, .q = q_att,
             .k = kv->k, .v = kv->v, .out = c.at(ws.att), .lse = c.f32(ws.lse)}));
   } else {
-    MOBIUS_RETURN_IF_ERROR(be.AttentionForward(q, {.shape = shape, .q = q_att, .k = k_att,
+    MOBIUS_RETURN_IF_ERROR(be.AttentionForward(q, {.dtype = c.half, .shape = shape, .q = q_att, .k = k_att,
                                                    .v = c.at(ws.v), .out = c.at(ws.att),
                                                    .lse = c.f32(ws.lse)}));
   }
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.o, c.at(ws.att), c.at(ws.o), DType::kBf16, n, Q, C));
-  MOBIUS_RETURN_IF_ERROR(be.ResidualAdd(q, {.n = n * C, .a = c.mb.input, .b = c.at(ws.o),
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.o, c.at(ws.att), c.at(ws.o), c.half, n, Q, C));
+  MOBIUS_RETURN_IF_ERROR(be.ResidualAdd(q, {.dtype = c.half, .n = n * C, .a = c.mb.input, .b = c.at(ws.o),
                                             .out = c.at(ws.mid)}));
 
   MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm2_weight, ln.norm2_bias, c.at(ws.mid), c.at(ws.norm2),
@@ -115,7 +115,7 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
         MlpChunkForward(c, w, r0, std::min(ws.mlp_rows, n - r0), /*down=*/out != nullptr));
   }
   if (out == nullptr) return absl::OkStatus();  // recompute: internals only
-  return be.ResidualAdd(q, {.n = n * C, .a = c.at(ws.mid), .b = c.at(ws.mlp_out), .out = out});
+  return be.ResidualAdd(q, {.dtype = c.half, .n = n * C, .a = c.at(ws.mid), .b = c.at(ws.mlp_out), .out = out});
 }
 
 // Rows [row0, row0 + rows) of the MLP: from norm2's output to mlp_in / mlp_up / mlp_act (the
@@ -131,17 +131,17 @@ absl::Status UnitRunner::MlpChunkForward(const Ctx& c, const BlockWeights& w, in
   void* y = c.bf(ws.mlp_out) + row0 * C;
   const int64_t e = rows * I;
   if (config_.mlp == model::MlpKind::kGeluTanh) {
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.fc, row0), x, c.at(ws.mlp_in), DType::kBf16, rows, C, I));
-    MOBIUS_RETURN_IF_ERROR(be.GeluForward(q, {.n = e, .inp = c.at(ws.mlp_in), .out = c.at(ws.mlp_act)}));
-    if (!down) return LoraProjectInput(be, q, Rows(w.proj, row0).lora, c.at(ws.mlp_act), rows, I);
-    return LinearForward(be, q, Rows(w.proj, row0), c.at(ws.mlp_act), y, DType::kBf16, rows, I, C);
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.fc, row0), x, c.at(ws.mlp_in), c.half, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(be.GeluForward(q, {.dtype = c.half, .n = e, .inp = c.at(ws.mlp_in), .out = c.at(ws.mlp_act)}));
+    if (!down) return LoraProjectInput(be, q, Rows(w.proj, row0).lora, c.at(ws.mlp_act), c.half, rows, I);
+    return LinearForward(be, q, Rows(w.proj, row0), c.at(ws.mlp_act), y, c.half, rows, I, C);
   }
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.gate, row0), x, c.at(ws.mlp_in), DType::kBf16, rows, C, I));
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.up, row0), x, c.at(ws.mlp_up), DType::kBf16, rows, C, I));
-  MOBIUS_RETURN_IF_ERROR(be.SwiGluForward(q, {.n = e, .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.gate, row0), x, c.at(ws.mlp_in), c.half, rows, C, I));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Rows(w.up, row0), x, c.at(ws.mlp_up), c.half, rows, C, I));
+  MOBIUS_RETURN_IF_ERROR(be.SwiGluForward(q, {.dtype = c.half, .n = e, .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
                                               .out = c.at(ws.mlp_act)}));
-  if (!down) return LoraProjectInput(be, q, Rows(w.down, row0).lora, c.at(ws.mlp_act), rows, I);
-  return LinearForward(be, q, Rows(w.down, row0), c.at(ws.mlp_act), y, DType::kBf16, rows, I, C);
+  if (!down) return LoraProjectInput(be, q, Rows(w.down, row0).lora, c.at(ws.mlp_act), c.half, rows, I);
+  return LinearForward(be, q, Rows(w.down, row0), c.at(ws.mlp_act), y, c.half, rows, I, C);
 }
 
 // The MLP's backward over rows [row0, row0 + rows): dout's rows flow through the down projection
@@ -159,7 +159,7 @@ absl::Status UnitRunner::MlpChunkBackward(const Ctx& c, const BlockWeights& w, i
     return be.Zero(q, {.dst = c.at(offset), .bytes = 2 * static_cast<uint64_t>(bf16_elements)});
   };
   auto to_bf16 = [&](const void* src, void* dst, int64_t elements) {
-    return be.Cast(q, {.n = elements, .src_type = DType::kFp32, .dst_type = DType::kBf16,
+    return be.Cast(q, {.n = elements, .src_type = DType::kFp32, .dst_type = c.half,
                        .src = src, .dst = dst});
   };
   if (ws.mlp_rows < c.n) MOBIUS_RETURN_IF_ERROR(MlpChunkForward(c, w, row0, rows, false));
@@ -171,18 +171,18 @@ absl::Status UnitRunner::MlpChunkBackward(const Ctx& c, const BlockWeights& w, i
   MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_act), e));
   MOBIUS_RETURN_IF_ERROR(zero(ws.d_in, e));
   if (gelu) {
-    MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.n = e, .dout = c.at(ws.d_act),
+    MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.dtype = c.half, .n = e, .dout = c.at(ws.d_act),
                                                .inp = c.at(ws.mlp_in), .dinp = c.at(ws.d_in)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.fc, row0), x, c.at(ws.d_in), DType::kBf16,
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.fc, row0), x, c.at(ws.d_in), c.half,
                                           c.f32(ws.d_norm_f32), false, rows, C, I));
   } else {
     MOBIUS_RETURN_IF_ERROR(zero(ws.d_up, e));
-    MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.n = e, .dout = c.at(ws.d_act),
+    MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.dtype = c.half, .n = e, .dout = c.at(ws.d_act),
                                                  .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
                                                  .dgate = c.at(ws.d_in), .dup = c.at(ws.d_up)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.gate, row0), x, c.at(ws.d_in), DType::kBf16,
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.gate, row0), x, c.at(ws.d_in), c.half,
                                           c.f32(ws.d_norm_f32), false, rows, C, I));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.up, row0), x, c.at(ws.d_up), DType::kBf16,
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.up, row0), x, c.at(ws.d_up), c.half,
                                           c.f32(ws.d_norm_f32), true, rows, C, I));
   }
   return to_bf16(c.at(ws.d_norm_f32), c.bf(ws.d_norm) + row0 * C, rows * C);
@@ -201,7 +201,7 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
     return be.Zero(q, {.dst = c.at(offset), .bytes = 2 * static_cast<uint64_t>(bf16_elements)});
   };
   auto to_bf16 = [&](const void* src, void* dst, int64_t elements) {
-    return be.Cast(q, {.n = elements, .src_type = DType::kFp32, .dst_type = DType::kBf16,
+    return be.Cast(q, {.n = elements, .src_type = DType::kFp32, .dst_type = c.half,
                        .src = src, .dst = dst});
   };
 
@@ -230,17 +230,17 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
   const void* k_src = cfg.qk_norm ? c.at(ws.k_normed) : k_proj;
   const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd, cfg.sliding_window};
   MOBIUS_RETURN_IF_ERROR(be.AttentionBackward(
-      q, {.shape = shape, .dout = c.at(ws.d_att), .q = rope ? c.at(ws.q) : q_src,
+      q, {.dtype = c.half, .shape = shape, .dout = c.at(ws.d_att), .q = rope ? c.at(ws.q) : q_src,
           .k = rope ? c.at(ws.k) : k_src, .v = c.at(ws.v), .out = c.at(ws.att),
           .lse = c.f32(ws.lse), .dq = c.at(ws.dq), .dk = c.at(ws.dk), .dv = c.at(ws.dv)}));
   uint64_t dq = ws.dq, dk = ws.dk;  // gradients w.r.t. the current stage's q and k
   if (rope) {
     MOBIUS_RETURN_IF_ERROR(zero(ws.dq_pre, n * Q));
     MOBIUS_RETURN_IF_ERROR(zero(ws.dk_pre, n * K));
-    MOBIUS_RETURN_IF_ERROR(be.RopeBackward(q, {.b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
+    MOBIUS_RETURN_IF_ERROR(be.RopeBackward(q, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .nh = H, .head_dim = hd,
                                                .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
                                                .dout = c.at(dq), .dinp = c.at(ws.dq_pre)}));
-    MOBIUS_RETURN_IF_ERROR(be.RopeBackward(q, {.b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
+    MOBIUS_RETURN_IF_ERROR(be.RopeBackward(q, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .nh = KV, .head_dim = hd,
                                                .cos = c.f32(ws.cos), .sin = c.f32(ws.sin),
                                                .dout = c.at(dk), .dinp = c.at(ws.dk_pre)}));
     dq = ws.dq_pre, dk = ws.dk_pre;
@@ -249,19 +249,19 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
     MOBIUS_RETURN_IF_ERROR(zero(ws.dq_proj, n * Q));
     MOBIUS_RETURN_IF_ERROR(zero(ws.dk_proj, n * K));
     MOBIUS_RETURN_IF_ERROR(be.NormBackward(
-        q, {.op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .dout = c.at(dq), .inp = q_proj,
-            .weight = c.W(ln.q_norm), .rstd = c.f32(ws.qn_rstd), .dinp_type = DType::kBf16,
+        q, {.dtype = c.half, .op = backend::NormOp::kRmsNorm, .n = n * H, .c = hd, .dout = c.at(dq), .inp = q_proj,
+            .weight = c.W(ln.q_norm), .rstd = c.f32(ws.qn_rstd), .dinp_type = c.half,
             .dinp = c.at(ws.dq_proj), .dweight = c.NormG(ln.q_norm, 0)}));
     MOBIUS_RETURN_IF_ERROR(be.NormBackward(
-        q, {.op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .dout = c.at(dk), .inp = k_proj,
-            .weight = c.W(ln.k_norm), .rstd = c.f32(ws.kn_rstd), .dinp_type = DType::kBf16,
+        q, {.dtype = c.half, .op = backend::NormOp::kRmsNorm, .n = n * KV, .c = hd, .dout = c.at(dk), .inp = k_proj,
+            .weight = c.W(ln.k_norm), .rstd = c.f32(ws.kn_rstd), .dinp_type = c.half,
             .dinp = c.at(ws.dk_proj), .dweight = c.NormG(ln.k_norm, 0)}));
     dq = ws.dq_proj, dk = ws.dk_proj;
   }
   float* d_norm1 = c.f32(ws.d_norm_f32);
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.q, c.at(ws.norm1), c.at(dq), DType::kBf16, d_norm1, false, n, C, Q));
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.k, c.at(ws.norm1), c.at(dk), DType::kBf16, d_norm1, true, n, C, K));
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.v, c.at(ws.norm1), c.at(ws.dv), DType::kBf16, d_norm1, true, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.q, c.at(ws.norm1), c.at(dq), c.half, d_norm1, false, n, C, Q));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.k, c.at(ws.norm1), c.at(dk), c.half, d_norm1, true, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.v, c.at(ws.norm1), c.at(ws.dv), c.half, d_norm1, true, n, C, K));
   MOBIUS_RETURN_IF_ERROR(to_bf16(d_norm1, c.at(ws.d_norm), n * C));
   return NormBackward(c, ln.norm1_weight, ln.norm1_bias, c.at(ws.d_norm), c.mb.input,
                       c.f32(ws.norm1_mean), c.f32(ws.norm1_rstd), dinp, n);
@@ -275,7 +275,8 @@ static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::
   // With frozen base weights (LoRA) G is null: no weight or bias gradient; Lora() attaches the
   // module's adapter, if it has one.
   auto linear = [&](const std::string& weight, const std::string& bias, int64_t in, int64_t out) {
-    return LinearWeight{.in_out = in_out, .w = c.W(weight), .ld = in_out ? out : in,
+    return LinearWeight{.in_out = in_out, .dtype = c.half, .half_accumulate = c.half_accumulate,
+                        .w = c.W(weight), .ld = in_out ? out : in,
                         .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias),
                         .lora = c.Lora(weight, 0, true, true)};
   };
@@ -284,7 +285,8 @@ static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::
     const int64_t ld = Q + 2 * K;
     // One adapter over the fused weight: each slice its rows of B, h computed by q, dx by v.
     auto slice = [&](int64_t col, bool first, bool last) {
-      return LinearWeight{.in_out = true, .w = c.W(ln.qkv_weight, col), .ld = ld,
+      return LinearWeight{.in_out = true, .dtype = c.half, .half_accumulate = c.half_accumulate,
+                          .w = c.W(ln.qkv_weight, col), .ld = ld,
                           .bias = c.W(ln.qkv_bias, col), .dw = c.G(ln.qkv_weight, col),
                           .dbias = c.G(ln.qkv_bias, col),
                           .lora = c.Lora(ln.qkv_weight, col, first, last)};

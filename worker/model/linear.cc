@@ -11,8 +11,8 @@ namespace {
 
 // xd [N, in] fp32 = the adapter's dropped-out input (linear.h LoraTerm).
 absl::Status DropInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l, const void* x,
-                       int64_t n, int64_t in) {
-  return be.Dropout(q, {.n = n, .c = in, .inp_type = DType::kBf16, .inp = x, .out = l.xd,
+                       DType x_type, int64_t n, int64_t in) {
+  return be.Dropout(q, {.n = n, .c = in, .inp_type = x_type, .inp = x, .out = l.xd,
                         .accumulate = false, .p = l.dropout, .key = l.key,
                         .row_offset = l.row_offset});
 }
@@ -20,13 +20,13 @@ absl::Status DropInput(backend::Backend& be, backend::Queue& q, const LoraTerm& 
 }  // namespace
 
 absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
-                              const void* x, int64_t n, int64_t in) {
+                              const void* x, DType x_type, int64_t n, int64_t in) {
   if (l.a == nullptr) return absl::OkStatus();
   GemmParams h;  // h [N, r] = x A^T (xd A^T with dropout)
   h.m = n, h.n = l.rank, h.k = in;
-  h.a_type = DType::kBf16, h.a = x, h.lda = in;
+  h.a_type = x_type, h.a = x, h.lda = in;
   if (l.dropout > 0) {
-    MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, n, in));
+    MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, x_type, n, in));
     h.a_type = DType::kFp32, h.a = l.xd;
   }
   h.b_type = DType::kFp32, h.b = l.a, h.ldb = in, h.trans_b = true;
@@ -39,20 +39,22 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
                            int64_t out) {
   GemmParams g;
   g.m = n, g.n = out, g.k = in;
-  g.a_type = DType::kBf16, g.a = x, g.lda = in;
+  g.a_type = w.dtype, g.a = x, g.lda = in;
   // Conv1D: B = W [in, out] as stored; nn.Linear: B = W^T from W [out, in].
-  g.b_type = DType::kBf16, g.b = w.w, g.ldb = w.ld, g.trans_b = !w.in_out;
+  g.b_type = w.dtype, g.b = w.w, g.ldb = w.ld, g.trans_b = !w.in_out;
   g.c_type = y_type, g.c = y, g.ldc = out;
+  g.half_accumulate = w.half_accumulate && y_type == DType::kF16 && w.dtype == DType::kF16;
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
   if (w.bias != nullptr) {
-    if (y_type != DType::kBf16) {
-      return absl::InvalidArgumentError("linear: bias needs a bf16 output");
+    if (y_type != w.dtype) {
+      return absl::InvalidArgumentError("linear: bias needs a 16-bit output");
     }
-    MOBIUS_RETURN_IF_ERROR(be.BiasAdd(q, {.n = n, .c = out, .inp = y, .bias = w.bias, .out = y}));
+    MOBIUS_RETURN_IF_ERROR(be.BiasAdd(
+        q, {.dtype = w.dtype, .n = n, .c = out, .inp = y, .bias = w.bias, .out = y}));
   }
   const LoraTerm& l = w.lora;
   if (l.a == nullptr) return absl::OkStatus();
-  if (l.first) MOBIUS_RETURN_IF_ERROR(LoraProjectInput(be, q, l, x, n, in));
+  if (l.first) MOBIUS_RETURN_IF_ERROR(LoraProjectInput(be, q, l, x, w.dtype, n, in));
   GemmParams d;  // y += scale h B^T
   d.m = n, d.n = out, d.k = l.rank;
   d.alpha = l.scale, d.beta = 1.0f;
@@ -66,8 +68,8 @@ namespace {
 
 // The adapter's part of LinearBackward (linear.h).
 absl::Status LoraBackward(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
-                          const void* x, const void* dy, DType dy_type, float* dx, int64_t n,
-                          int64_t in, int64_t out) {
+                          const void* x, DType x_type, const void* dy, DType dy_type, float* dx,
+                          int64_t n, int64_t in, int64_t out) {
   GemmParams gh;  // gh [N, r] (+)= scale dy B
   gh.m = n, gh.n = l.rank, gh.k = out;
   gh.alpha = l.scale, gh.beta = l.first ? 0.0f : 1.0f;
@@ -88,9 +90,9 @@ absl::Status LoraBackward(backend::Backend& be, backend::Queue& q, const LoraTer
   da.m = l.rank, da.n = in, da.k = n;
   da.beta = 1.0f, da.trans_a = true;
   da.a_type = DType::kFp32, da.a = l.gh, da.lda = l.rank;
-  da.b_type = DType::kBf16, da.b = x, da.ldb = in;
+  da.b_type = x_type, da.b = x, da.ldb = in;
   if (drop) {
-    MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, n, in));
+    MOBIUS_RETURN_IF_ERROR(DropInput(be, q, l, x, x_type, n, in));
     da.b_type = DType::kFp32, da.b = l.xd;
   }
   da.c_type = DType::kFp32, da.c = l.da, da.ldc = in;
@@ -118,12 +120,12 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
     GemmParams g;
     g.m = n, g.n = in, g.k = out;
     g.a_type = dy_type, g.a = dy, g.lda = out;
-    g.b_type = DType::kBf16, g.b = w.w, g.ldb = w.ld, g.trans_b = w.in_out;
+    g.b_type = w.dtype, g.b = w.w, g.ldb = w.ld, g.trans_b = w.in_out;
     g.c_type = DType::kFp32, g.c = dx, g.ldc = in, g.beta = accumulate_dx ? 1.0f : 0.0f;
     MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
   }
   if (w.lora.a != nullptr) {
-    MOBIUS_RETURN_IF_ERROR(LoraBackward(be, q, w.lora, x, dy, dy_type, dx, n, in, out));
+    MOBIUS_RETURN_IF_ERROR(LoraBackward(be, q, w.lora, x, w.dtype, dy, dy_type, dx, n, in, out));
   }
   if (w.dw == nullptr) {  // frozen: no weight gradient
     if (w.dbias == nullptr) return absl::OkStatus();
@@ -135,12 +137,12 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
   g.c_type = DType::kFp32, g.c = w.dw, g.ldc = w.ld;
   if (w.in_out) {  // dW [in, out] = x^T dy
     g.m = in, g.n = out, g.k = n;
-    g.a_type = DType::kBf16, g.a = x, g.lda = in;
+    g.a_type = w.dtype, g.a = x, g.lda = in;
     g.b_type = dy_type, g.b = dy, g.ldb = out;
   } else {  // dW [out, in] = dy^T x
     g.m = out, g.n = in, g.k = n;
     g.a_type = dy_type, g.a = dy, g.lda = out;
-    g.b_type = DType::kBf16, g.b = x, g.ldb = in;
+    g.b_type = w.dtype, g.b = x, g.ldb = in;
   }
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
   if (w.dbias == nullptr) return absl::OkStatus();

@@ -37,15 +37,20 @@ struct LoraTerm {
 
 struct LinearWeight {
   bool in_out = false;       // kInOut (Conv1D) when true
-  const void* w = nullptr;   // bf16 device address
+  // The 16-bit format of w, bias and the input x (the run's precision: bf16 or fp16).
+  backend::DType dtype = backend::DType::kBf16;
+  // fp16 only: GEMMs whose output is fp16 sum in fp16 (GemmParams::half_accumulate).
+  bool half_accumulate = false;
+  const void* w = nullptr;   // dtype device address
   int64_t ld = 0;            // row stride in elements
-  const void* bias = nullptr;  // [out] bf16 or nullptr
+  const void* bias = nullptr;  // [out] dtype or nullptr
   float* dw = nullptr;       // fp32 gradient, same layout and ld as w (backward); nullptr: frozen
   float* dbias = nullptr;    // [out] fp32 or nullptr (backward)
   LoraTerm lora;
 };
 
-// y [N, out] (y_type) = x [N, in] bf16 * W (+ bias; bias only for a bf16 y), then the adapter's
+// y [N, out] (y_type: fp32 or w.dtype) = x [N, in] (w.dtype) * W (+ bias; bias only for a 16-bit
+// y), then the adapter's
 // term added in fp32 and y rounded once more (PEFT's order: base output, + adapter).
 absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                            const void* x, void* y, backend::DType y_type, int64_t n, int64_t in,
@@ -55,12 +60,13 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
 // the backward reads when a forward re-run for the backward skips the base GEMM itself (the MLP's
 // down projection under token chunks, unit_runner.h). No-op without an adapter.
 absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
-                              const void* x, int64_t n, int64_t in);
+                              const void* x, backend::DType x_type, int64_t n, int64_t in);
 
 // dx [N, in] fp32 (= when !accumulate_dx, += otherwise; dx may be null: skipped);
 // dW += x^T dy (in W's layout; skipped for a frozen W, dw null); dbias += column sums of dy;
 // the adapter's: dB += scale dy^T h, dA += gh^T x, dx += gh A (gh = scale dy B); with dropout x
-// is xd and the last term goes through the mask. dy [N, out] is dy_type.
+// is xd and the last term goes through the mask. dy [N, out] is dy_type (fp32 or w.dtype); x is
+// w.dtype.
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                             const void* x, const void* dy, backend::DType dy_type, float* dx,
                             bool accumulate_dx, int64_t n, int64_t in, int64_t out);

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "common/status_macros.h"
 
 namespace mobius::units {
@@ -34,7 +35,8 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   m->adapters_.resize(units);
   for (int64_t u = 0; u < units; ++u) {
     MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<UnitRunner> runner,
-                            UnitRunner::Create(config, u, backend, lora, options.chunk_tokens));
+                            UnitRunner::Create(config, u, backend, lora, options.chunk_tokens,
+                                               options.precision, options.half_accumulate));
     const UnitParamLayout& layout = runner->layout();
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer w,
                             backend->Allocate(layout.weight_bytes(), absl::StrCat("unit", u, ".weights")));
@@ -230,7 +232,8 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
 }
 
 absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* targets, int64_t b,
-                                          int64_t t, int64_t microbatches, uint64_t dropout_key) {
+                                          int64_t t, int64_t microbatches, uint64_t dropout_key,
+                                          float loss_scale) {
   if (microbatches < 1 || b % microbatches != 0) {
     return absl::InvalidArgumentError(absl::StrCat("Step: b = ", b, " is not a multiple of ",
                                                    microbatches, " microbatches"));
@@ -247,7 +250,7 @@ absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* 
   for (int64_t i = 0; i < microbatches; ++i) {
     const float share = total == 0 ? 0.0f : static_cast<float>(counts[i]) / total;
     MOBIUS_ASSIGN_OR_RETURN(float l, ForwardBackward(tokens + i * rows, targets + i * rows, mb, t,
-                                                     share, dropout_key, i * rows));
+                                                     share * loss_scale, dropout_key, i * rows));
     loss += double{share} * l;
   }
   return static_cast<float>(loss);
@@ -330,7 +333,11 @@ absl::StatusOr<std::vector<float>> ResidentModel::UnitInput(int64_t unit) {
                                               inputs_[unit].size_bytes()));
   MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
   std::vector<float> out(bits.size());
-  numeric::Bf16ToFp32(bits.data(), out.data(), bits.size());
+  if (runners_[unit]->precision() == backend::DType::kF16) {
+    numeric::F16ToFp32(bits.data(), out.data(), bits.size());
+  } else {
+    numeric::Bf16ToFp32(bits.data(), out.data(), bits.size());
+  }
   return out;
 }
 

@@ -48,6 +48,10 @@ class ResidentModel {
     // adapters' gradients by PEFT's tensor names (model/lora.h).
     std::optional<LoraSpec> lora;
     int64_t chunk_tokens = 0;  // token chunks of the head and MLP (UnitRunner::Create)
+    // The weights' and activations' 16-bit format (UnitRunner::Create): SetWeights then takes
+    // that format's bits, UnitInput converts from it.
+    backend::DType precision = backend::DType::kBf16;
+    bool half_accumulate = false;
   };
 
   // Allocates weights and gradients (zeroed). `backend` is not owned and must outlive the model.
@@ -77,10 +81,12 @@ class ResidentModel {
 
   // ZeroGrads, then the batch [b, t] in `microbatches` equal row slices, each scaled by its share
   // of the batch's non-ignored targets; returns the batch's mean loss. `dropout_key`: the step's
-  // LoRA dropout key (worker/kernels/dropout_mask.h; 0: none).
-  // REQUIRES: b % microbatches == 0 (INVALID_ARGUMENT otherwise).
+  // LoRA dropout key (worker/kernels/dropout_mask.h; 0: none). `loss_scale`: every share is
+  // multiplied by it (an fp16 run's dynamic loss scale, train/loss_scaler.h); the loss returned is
+  // unscaled. REQUIRES: b % microbatches == 0 (INVALID_ARGUMENT otherwise).
   absl::StatusOr<float> Step(const int32_t* tokens, const int32_t* targets, int64_t b, int64_t t,
-                             int64_t microbatches, uint64_t dropout_key = 0);
+                             int64_t microbatches, uint64_t dropout_key = 0,
+                             float loss_scale = 1.0f);
 
   // The accumulated gradients, fp32 on the host by HF name (a tied embedding's two parts summed).
   // Allocates the whole model's gradients on the host: for tests; ReadGrad streams one tensor.

@@ -78,8 +78,15 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
                                                                int64_t unit_index,
                                                                backend::Backend* backend,
                                                                const LoraSpec* lora,
-                                                               int64_t chunk_tokens) {
+                                                               int64_t chunk_tokens,
+                                                               backend::DType precision,
+                                                               bool half_accumulate) {
   if (backend == nullptr) return absl::InvalidArgumentError("UnitRunner: null backend");
+  if (!backend::IsHalf(precision)) {
+    return absl::InvalidArgumentError(absl::StrCat("UnitRunner: precision ",
+                                                   backend::DTypeName(precision),
+                                                   " is not a 16-bit format (bf16, fp16)"));
+  }
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
   MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
@@ -87,6 +94,8 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
   std::unique_ptr<UnitRunner> r(new UnitRunner(config, kind, std::move(layout),
                                                reference::ParameterNames(config), backend));
   r->chunk_tokens_ = chunk_tokens;
+  r->half_ = precision;
+  r->half_accumulate_ = half_accumulate && precision == backend::DType::kF16;
   if (lora != nullptr) {
     if (lora->rank < 1) return absl::InvalidArgumentError("UnitRunner: LoRA rank must be >= 1");
     r->frozen_ = true;
@@ -245,6 +254,8 @@ UnitRunner::Ctx UnitRunner::MakeCtx(backend::Queue& queue, const MicroBatch& mb,
   c.adapter_buffers = adapter;
   c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws, mb.b, mb.t);
   c.frozen = frozen_;
+  c.half = half_;
+  c.half_accumulate = half_accumulate_;
   return c;
 }
 
@@ -313,7 +324,7 @@ absl::Status UnitRunner::Norm(const Ctx& c, const std::string& weight, const std
                               int64_t n) const {
   const bool layer = config_.norm == model::NormKind::kLayerNorm;
   return backend_->NormForward(
-      *c.queue, {.op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
+      *c.queue, {.dtype = c.half, .op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
                  .n = n, .c = config_.hidden_size, .eps = static_cast<float>(config_.norm_eps),
                  .inp = inp, .weight = c.W(weight), .bias = layer ? c.W(bias) : nullptr,
                  .out = out, .mean = layer ? mean : nullptr, .rstd = rstd});
@@ -325,7 +336,7 @@ absl::Status UnitRunner::NormBackward(const Ctx& c, const std::string& weight,
                                       int64_t n) const {
   const bool layer = config_.norm == model::NormKind::kLayerNorm;
   return backend_->NormBackward(
-      *c.queue, {.op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
+      *c.queue, {.dtype = c.half, .op = layer ? backend::NormOp::kLayerNorm : backend::NormOp::kRmsNorm,
                  .n = n, .c = config_.hidden_size, .dout = dout, .inp = inp,
                  .weight = c.W(weight), .mean = layer ? mean : nullptr, .rstd = rstd,
                  .dinp_type = DType::kFp32, .dinp = dinp, .dweight = c.NormG(weight, 0),
@@ -338,7 +349,7 @@ absl::Status UnitRunner::EmbeddingForward(const Ctx& c, void* out) const {
   // Rows at positions [position, position + t): the learned table from row `position` on.
   const int64_t C = config_.hidden_size;
   return backend_->EmbeddingForward(
-      *c.queue, {.b = c.mb.b, .t = c.mb.t, .c = C, .vocab = config_.vocab_size,
+      *c.queue, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .c = C, .vocab = config_.vocab_size,
                  .positions = config_.max_position_embeddings - c.mb.position,
                  .tokens = static_cast<const int32_t*>(c.mb.input),
                  .wte = c.W(names_.token_embedding),
@@ -350,10 +361,10 @@ absl::Status UnitRunner::EmbeddingBackward(const Ctx& c, const float* dout) cons
   // The kernel scatters bf16 rows (the activation type); the fp32 boundary gradient is rounded once.
   MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * config_.hidden_size,
                                                    .src_type = DType::kFp32,
-                                                   .dst_type = DType::kBf16, .src = dout,
+                                                   .dst_type = c.half, .src = dout,
                                                    .dst = c.at(c.ws.d_norm)}));
   return backend_->EmbeddingBackward(
-      *c.queue, {.b = c.mb.b, .t = c.mb.t, .c = config_.hidden_size, .vocab = config_.vocab_size,
+      *c.queue, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .c = config_.hidden_size, .vocab = config_.vocab_size,
                  .positions = config_.max_position_embeddings,
                  .tokens = static_cast<const int32_t*>(c.mb.input), .dout = c.at(c.ws.d_norm),
                  .dwte = c.G(names_.token_embedding), .dwpe = c.G(names_.position_embedding)});
@@ -369,7 +380,7 @@ absl::Status UnitRunner::HeadNorm(const Ctx& c) const {
 absl::Status UnitRunner::HeadChunkLogits(const Ctx& c, int64_t row0, int64_t rows,
                                          float* logits) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C};
+  const LinearWeight head{.in_out = false, .dtype = c.half, .w = c.W(names_.lm_head), .ld = C};
   return LinearForward(*backend_, *c.queue, head, c.bf(c.ws.norm1) + row0 * C, logits,
                        DType::kFp32, rows, C, V);
 }
@@ -407,7 +418,7 @@ absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
 absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale,
                                       bool logits_ready) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  const LinearWeight head{.in_out = false, .w = c.W(names_.lm_head), .ld = C,
+  const LinearWeight head{.in_out = false, .dtype = c.half, .w = c.W(names_.lm_head), .ld = C,
                           .dw = c.G(names_.lm_head)};
   const int64_t step = c.ws.head_rows;
   for (int64_t r0 = 0; r0 < c.n; r0 += step) {
@@ -423,7 +434,7 @@ absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scal
                                           c.f32(c.ws.d_norm_f32) + r0 * C, false, rows, C, V));
   }
   MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * C, .src_type = DType::kFp32,
-                                                   .dst_type = DType::kBf16,
+                                                   .dst_type = c.half,
                                                    .src = c.at(c.ws.d_norm_f32),
                                                    .dst = c.at(c.ws.d_norm)}));
   MOBIUS_RETURN_IF_ERROR(backend_->Zero(*c.queue, {.dst = dinp, .bytes = 4 * uint64_t(c.n * C)}));

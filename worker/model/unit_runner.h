@@ -1,5 +1,6 @@
 // UnitRunner: forward and backward of one layer unit (embedding, decoder block or head,
-// layer_units.h) on a Backend, bf16 weights and activations, fp32 accumulation and gradients.
+// layer_units.h) on a Backend, 16-bit weights and activations (bf16, or fp16: Create's precision;
+// "bf16" below means that format), fp32 accumulation and gradients.
 //
 // Activation recompute: Forward keeps nothing but what the caller keeps (the unit's input); the
 // unit's internals go to a caller-owned workspace. Backward(recompute = true) re-runs the forward
@@ -88,15 +89,22 @@ class UnitRunner {
   // no base gradient buffer and writes the adapters' gradients.
   // `chunk_tokens`: the token chunks of the head and the MLP (common/model/unit_workspace.h:
   // 0 = sized from memory, > 0 = at most that many rows, < 0 = unchunked).
+  // `precision`: the 16-bit format of the weights, activations and the hidden states in and out
+  // (bf16 or fp16; INVALID_ARGUMENT otherwise), arithmetic fp32 in both. With fp16,
+  // `half_accumulate` lets the GEMMs whose output is fp16 sum in fp16 where the backend has it.
   static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
                                                             int64_t unit_index,
                                                             backend::Backend* backend,
                                                             const LoraSpec* lora = nullptr,
-                                                            int64_t chunk_tokens = 0);
+                                                            int64_t chunk_tokens = 0,
+                                                            backend::DType precision =
+                                                                backend::DType::kBf16,
+                                                            bool half_accumulate = false);
 
   const UnitParamLayout& layout() const { return layout_; }
   const UnitAdapter& adapter() const { return adapter_; }  // empty without adapters
   bool frozen() const { return frozen_; }
+  backend::DType precision() const { return half_; }
   model::UnitKind kind() const { return kind_; }
   int64_t unit_index() const { return layout_.unit_index; }
 
@@ -185,6 +193,8 @@ class UnitRunner {
   UnitAdapter adapter_;
   bool frozen_ = false;
   int64_t chunk_tokens_ = 0;
+  backend::DType half_ = backend::DType::kBf16;
+  bool half_accumulate_ = false;
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
 };
 

@@ -58,6 +58,8 @@ struct UnitRunner::Ctx {
   const AdapterBuffers* adapter_buffers = nullptr;
   LoraWorkspace lws;
   bool frozen = false;  // base weights frozen: grads is null, norm gradients go to the sink
+  backend::DType half = backend::DType::kBf16;  // the weights' and activations' 16-bit format
+  bool half_accumulate = false;                 // fp16 GEMMs with fp16 outputs sum in fp16
 
   void* at(uint64_t offset) const { return workspace->at(offset); }
   uint16_t* bf(uint64_t offset) const { return static_cast<uint16_t*>(at(offset)); }

@@ -87,7 +87,8 @@ absl::Status FinishLora(State& s, const CheckpointJob& job) {
       std::string dir,
       checkpoint::SaveAdapterCheckpoint(
           o.checkpoint_dir, s.lora->info, s.lora->shapes, {&master, &m, &v},
-          train::CheckpointState(o, job.global_step, job.position),
+          train::CheckpointState(o, job.global_step, job.position, job.loss_scale,
+                                 job.loss_scale_good_steps),
           s.checkpoints->options.copy_files, o.checkpoint_keep_last));
   LOG(INFO) << absl::StrFormat("checkpoint %s complete (adapters, %.2f s)", dir, Since(start));
   CheckpointWriterState& w = *s.checkpoints;
@@ -108,7 +109,8 @@ absl::Status Finish(State& s, const CheckpointJob& job) {
   MOBIUS_ASSIGN_OR_RETURN(
       std::string dir,
       checkpoint::FinishCheckpoint(o.checkpoint_dir, s.start.config, w.plan,
-                                   train::CheckpointState(o, job.global_step, job.position),
+                                   train::CheckpointState(o, job.global_step, job.position, job.loss_scale,
+                                 job.loss_scale_good_steps),
                                    w.options, Tag(s)));
   LOG(INFO) << absl::StrFormat("checkpoint %s complete (%.1f MB; fsync, checksums, rename %.2f s)",
                                dir, w.plan.total_bytes() / 1e6, Since(start));
@@ -167,7 +169,10 @@ void RequestCheckpoint(State& s, uint32_t r, int64_t global_step, data::LoaderPo
   CheckpointWriterState& w = *s.checkpoints;
   {
     std::lock_guard<std::mutex> lock(w.mu);
-    w.jobs.push_back({r, global_step, position});
+    // fp16: the scaler after step r (its norm is summed: the step's updates are done).
+    const train::LossScaler scaler = ScalerAfter(s, r);
+    w.jobs.push_back({r, global_step, position, scaler.enabled() ? scaler.scale() : 0.0,
+                      scaler.good_steps()});
     w.requested = r;
   }
   w.cv.notify_all();

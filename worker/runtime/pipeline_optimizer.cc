@@ -31,6 +31,54 @@ double GlobalNorm(const State& s, uint32_t r) {
   return std::sqrt(total);
 }
 
+namespace {
+
+// One step's entry of the store's loss_scales (store_layout.h), by step parity.
+struct ScaleSlot {
+  double scale;      // the scaler after the step
+  int64_t good;      // and its count of good steps
+  double used;       // the scale the step's backward used
+};
+static_assert(sizeof(ScaleSlot) == 24);
+
+ScaleSlot* ScaleSlotOf(const State& s, uint32_t r) {
+  return s.store->at<ScaleSlot>(s.layout.loss_scales + 24 * static_cast<uint64_t>(r % 2));
+}
+
+// The step whose scaler step r uses (run-local; <= 0: the initial one), LossScaler's rule.
+int64_t ScalerStepFor(const State& s, uint32_t r) {
+  const train::TrainerOptions& o = s.run.training;
+  const bool newest = o.optimizer_staleness == 0 || train::IsSyncStep(o, s.start.step + r - 1);
+  return static_cast<int64_t>(r) - (newest ? 1 : 2);
+}
+
+bool Fp16(const State& s) { return s.initial_scaler.enabled(); }
+
+}  // namespace
+
+train::LossScaler ScalerAfter(const State& s, uint32_t r) {
+  if (r == 0 || !Fp16(s)) return s.initial_scaler;
+  train::LossScaler scaler = s.initial_scaler;
+  const ScaleSlot* slot = ScaleSlotOf(s, r);
+  scaler.Restore(slot->scale, slot->good).IgnoreError();  // written by SumIfLast: valid
+  return scaler;
+}
+
+absl::StatusOr<float> StepLossScale(State& s, uint32_t r) {
+  if (!Fp16(s)) return 1.0f;
+  const int64_t k = ScalerStepFor(s, r);
+  if (k <= 0) return s.initial_scaler.scale();
+  MOBIUS_RETURN_IF_ERROR(s.store->WaitAtLeast(s.layout.norm_step_word(), static_cast<uint32_t>(k)));
+  return static_cast<float>(ScaleSlotOf(s, static_cast<uint32_t>(k))->scale);
+}
+
+void InitLossScales(State& s) {
+  for (uint32_t r : {0u, 1u}) {
+    *ScaleSlotOf(s, r) = {s.initial_scaler.scale(), s.initial_scaler.good_steps(),
+                          s.initial_scaler.scale()};
+  }
+}
+
 std::vector<const TensorSlot*> OwnedTensors(const State& s, int stage) {
   const StageRange range = s.bwd(stage);
   std::vector<const TensorSlot*> tensors;
@@ -100,14 +148,31 @@ absl::Status SumIfLast(State& s, uint32_t r) {
   const uint32_t last = stages * ((r + 1) / 2);  // modulo 2^32, as the count
   if (count.fetch_add(1, std::memory_order_acq_rel) + 1 != last) return absl::OkStatus();
   const double norm = GlobalNorm(s, r);
-  if (!std::isfinite(norm)) {  // not published: the job aborts with this error
-    return absl::InternalError(absl::StrCat("step ", s.start.step + r, ": the gradient norm is ",
-                                            norm, " (training diverged; lower the lr)"));
+  if (!Fp16(s)) {
+    if (!std::isfinite(norm)) {  // not published: the job aborts with this error
+      return absl::InternalError(absl::StrCat("step ", s.start.step + r, ": the gradient norm is ",
+                                              norm, " (training diverged; lower the lr)"));
+    }
+    s.store->at<double>(s.layout.norm_values)[r % 2] = norm;
+    s.store->Publish(s.layout.norm_step_word(), r);
+    std::lock_guard<std::mutex> lock(s.mu);
+    s.summed_norms[r] = norm;
+    return absl::OkStatus();
   }
+  // fp16: every update waits for the norm, so step r-1's is summed (its scaler in the store) and
+  // step r's slot still holds the scaler after step r-2.
+  const int64_t k = ScalerStepFor(s, r);
+  const double used = k <= 0 ? s.initial_scaler.scale()
+                             : k == static_cast<int64_t>(r) - 1 ? ScaleSlotOf(s, r - 1)->scale
+                                                                : ScaleSlotOf(s, r)->scale;
+  train::LossScaler scaler = ScalerAfter(s, r - 1);
+  MOBIUS_ASSIGN_OR_RETURN(const bool skipped, scaler.Record(norm, s.start.step + r));
+  *ScaleSlotOf(s, r) = {scaler.scale(), scaler.good_steps(), used};
   s.store->at<double>(s.layout.norm_values)[r % 2] = norm;
   s.store->Publish(s.layout.norm_step_word(), r);
   std::lock_guard<std::mutex> lock(s.mu);
-  s.summed_norms[r] = norm;
+  s.summed_norms[r] = skipped ? 0.0 : norm / used;  // reports carry no infinity (JSON)
+  s.summed_scales[r] = {static_cast<float>(used), skipped};
   return absl::OkStatus();
 }
 
@@ -138,7 +203,8 @@ absl::Status AwaitReaders(State& s, int b, uint32_t r) {
 
 // Phase 2: AdamW over the stage's tensors, the bf16 copies the next step uploads, then "updated".
 // LoRA: the adapters are updated in place (what the passes upload), no bf16 copy.
-absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, float scale) {
+absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, float scale,
+                    bool skipped = false) {
   const StageRange range = s.bwd(task.stage);
   const int64_t head = s.num_units() - 1;
   // W_r: the bf16 copy that steps computing with index r upload (StoreLayout::weights_offset).
@@ -148,15 +214,22 @@ absl::Status Update(State& s, const OptimizerTask& task, int64_t global_step, fl
         {.master = s.store->at<float>(t->master), .m = s.store->at<float>(t->m),
          .v = s.store->at<float>(t->v), .grad = s.store->at<float>(t->grad),
          .bf16_out = s.layout.lora ? nullptr : WeightOf(s, t->name, t->owner_unit, task.r),
-         .n = static_cast<size_t>(t->num_elements), .decay = t->decay});
+         .n = static_cast<size_t>(t->num_elements), .decay = t->decay,
+         .out_fp16 = s.half == backend::DType::kF16});
   }
   // With two weight copies, every reader of W_{r-2} in this copy is a pass of step r or earlier:
   // the forward passes waited for here, the stage's own backward (done).
   MOBIUS_RETURN_IF_ERROR(AwaitReaders(s, task.stage, task.r));
   // The previous checkpoint may still be reading this stage's state from the store.
   MOBIUS_RETURN_IF_ERROR(AwaitStageWritten(s, task.stage, task.r));
-  MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(s.schedule->At(global_step)));
-  MOBIUS_RETURN_IF_ERROR(s.adamw->Step(global_step, scale, buffers));
+  if (skipped) {  // fp16 overflow: nothing changes; W_r is the master's copy, as W_{r-1} is
+    for (const optim::ParamBuffers& b : buffers) {
+      if (b.bf16_out != nullptr) train::RoundWeights(b.out_fp16, b.master, b.bf16_out, b.n);
+    }
+  } else {
+    MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(s.schedule->At(global_step)));
+    MOBIUS_RETURN_IF_ERROR(s.adamw->Step(global_step, scale, buffers));
+  }
   if (s.tied && !s.layout.lora && range.begin == 0) {  // the head's copy of the tied embedding
     for (const units::UnitParam& p : s.layout.units[head].params) {
       if (p.shared) {
@@ -178,18 +251,25 @@ absl::Status OptimizerTaskRun(State& s, const OptimizerTask& task,
                               std::vector<OptimizerTask>& pending) {
   const int64_t global_step = s.start.step + task.r;
   const double clip = s.run.training.grad_clip;
+  // fp16: every update needs the global norm (a non-finite one skips the whole step).
+  const bool after_norm = clip > 0 || Fp16(s);
   if (task.end_of_step) {
-    if (clip <= 0 || pending.empty()) return absl::OkStatus();
-    MOBIUS_ASSIGN_OR_RETURN(const double norm, AwaitGlobalNorm(s, task.r));
-    const float scale = optim::ClipScale(norm, clip);
+    if (!after_norm || pending.empty()) return absl::OkStatus();
+    MOBIUS_ASSIGN_OR_RETURN(const double scaled_norm, AwaitGlobalNorm(s, task.r));
+    // The loss scale step r used (1 without fp16) is divided out with the clipping factor, as
+    // the standalone trainer does (StandaloneTrainer::RecordNorm).
+    const float used = Fp16(s) ? static_cast<float>(ScaleSlotOf(s, task.r)->used) : 1.0f;
+    const bool skipped = !std::isfinite(scaled_norm);
+    const double norm = scaled_norm / used;
+    const float scale = (clip > 0 ? optim::ClipScale(norm, clip) : 1.0f) / used;
     for (const OptimizerTask& t : pending) {
-      MOBIUS_RETURN_IF_ERROR(Update(s, t, global_step, scale));
+      MOBIUS_RETURN_IF_ERROR(Update(s, t, global_step, scale, skipped));
     }
     pending.clear();
     return absl::OkStatus();
   }
   MOBIUS_RETURN_IF_ERROR(Partials(s, task));
-  if (clip <= 0) return Update(s, task, global_step, 1.0f);
+  if (!after_norm) return Update(s, task, global_step, 1.0f);
   pending.push_back(task);
   return absl::OkStatus();
 }

@@ -267,6 +267,11 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
       *s.compute, {.dst = slot->grads.data(), .bytes = s.layout.stage_grad_bytes(range)}));
   const int64_t num_units = s.num_units();
   const uint64_t hidden_bytes = 4 * s.layout.boundary_elements;
+  // The head scales its loss's gradient by the step's loss scale (fp16; 1 otherwise).
+  float loss_scale = 1.0f;
+  if (range.end == num_units) {
+    MOBIUS_ASSIGN_OR_RETURN(loss_scale, StepLossScale(s, r));
+  }
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
     SetDropout(s, r, m);
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
@@ -294,7 +299,8 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
       AdapterViews views;
       MOBIUS_RETURN_IF_ERROR(s.runners[u]->Backward(
           *s.compute, Micro(s, range, u), UnitWeights(s, *slot, u), UnitGrads(s, *slot, u), dout,
-          dinp, shares[m], s.workspace, /*recompute=*/true, UnitAdapters(s, *slot, u, views)));
+          dinp, shares[m] * loss_scale, s.workspace, /*recompute=*/true,
+          UnitAdapters(s, *slot, u, views)));
       cur = 1 - cur;
     }
     if (b > 0 && GradientOverTransport(s, b, b - 1, r)) {

@@ -49,6 +49,7 @@
 #include "common/run/step_report.h"
 #include "common/run/store_layout.h"
 #include "worker/train/lora_setup.h"
+#include "worker/train/loss_scaler.h"
 #include "worker/train/training_setup.h"
 
 namespace mobius::runtime {
@@ -116,6 +117,8 @@ struct CheckpointJob {
   uint32_t r = 0;           // run-local step after which it is taken
   int64_t global_step = 0;  // names the directory
   data::LoaderPosition position;
+  double loss_scale = 0;    // fp16: the loss scaler after step r (0: none)
+  int64_t loss_scale_good_steps = 0;
 };
 struct CheckpointWriterState {
   checkpoint::CheckpointPlan plan;  // immutable once the thread runs
@@ -164,6 +167,10 @@ struct PipelineWorker::State {
   bool ran_head = false;             // this step: this rank ran the head's forward (the loss)
   int passes_run = 0;                // this step: passes this rank ran (the report's `passes`)
   train::TrainingStart start;
+  // The weights' and activations' 16-bit format (run.training.precision) and, fp16, the loss
+  // scaler the run starts with (train/loss_scaler.h); the store's loss_scales carry it on.
+  backend::DType half = backend::DType::kBf16;
+  train::LossScaler initial_scaler;
   StoreLayout layout;
   std::unique_ptr<HostStore> store;
   std::unique_ptr<LinkEmulator> links;
@@ -220,6 +227,8 @@ struct PipelineWorker::State {
   // guarded by mu: the global norms this rank summed (it published the last partials of that
   // step; resident: every rank), by run-local step, until reported.
   std::map<uint32_t, double> summed_norms;
+  // guarded by mu, fp16: the loss scale and skip of the steps whose norm this rank summed.
+  std::map<uint32_t, std::pair<float, bool>> summed_scales;
   uint32_t steps_handed = 0;        // guarded by mu: the newest step whose end_of_step is done
 
   const StageRange& fwd(int f) const { return ForwardStages(run)[f]; }
@@ -347,6 +356,16 @@ std::vector<const TensorSlot*> OwnedTensors(const PipelineWorker::State& s, int 
 // The global gradient norm of step r from every tensor's chunk partials in the store, added in
 // the standalone trainer's order. REQUIRES: every backward stage published its partials for r.
 double GlobalNorm(const PipelineWorker::State& s, uint32_t r);
+// fp16 (train/loss_scaler.h). The loss scaler after run-local step r (r = 0: the run's initial
+// one), from the store; REQUIRES: step r's norm summed and step r+2's not. Without fp16 a
+// disabled scaler.
+train::LossScaler ScalerAfter(const PipelineWorker::State& s, uint32_t r);
+// The loss scale step r's backward uses (LossScaler's rule: the scaler after step r-1, or r-2
+// with optimizer staleness unless step r-1 was a sync step), once that step's norm is summed;
+// 1 without fp16. Called by the head's backward (before step r's norm can be summed).
+absl::StatusOr<float> StepLossScale(PipelineWorker::State& s, uint32_t r);
+// Writes the initial scaler into the store (rank 0, before the ranks' first barrier).
+void InitLossScales(PipelineWorker::State& s);
 
 // ---- pipeline_resident.cc (main thread; schedule "resident", s.resident set) ----
 //

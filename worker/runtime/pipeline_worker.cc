@@ -267,6 +267,11 @@ absl::Status SendReports(State& s, uint32_t upto, bool wait,
         p.report.grad_norm = it->second;
         s.summed_norms.erase(it);
       }
+      if (auto it = s.summed_scales.find(p.r); it != s.summed_scales.end()) {
+        p.report.loss_scale = it->second.first;
+        p.report.skipped = it->second.second;
+        s.summed_scales.erase(it);
+      }
       p.report.optimizer_seconds = s.optimizer_seconds - s.optimizer_reported;
       s.optimizer_reported = s.optimizer_seconds;
     }
@@ -333,6 +338,17 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
   s->head_forward = s->layout.num_forward_stages - 1;
   s->head_backward = s->layout.num_backward_stages - 1;
   s->tied = s->start.config.tie_word_embeddings;
+  s->half = o.precision == "fp16" ? backend::DType::kF16 : backend::DType::kBf16;
+  MOBIUS_ASSIGN_OR_RETURN(s->initial_scaler, train::LossScaler::ForOptions(o));
+  if (s->start.loss_scale > 0) {
+    MOBIUS_RETURN_IF_ERROR(
+        s->initial_scaler.Restore(s->start.loss_scale, s->start.loss_scale_good_steps));
+  }
+  if (s->half == backend::DType::kF16 && Traits(s->run.schedule).weights_resident) {
+    return absl::InvalidArgumentError(
+        "training.precision fp16 runs with the mobius and roundrobin schedules (resident keeps "
+        "bf16: its optimizer runs on the GPU without a loss scaler yet)");
+  }
   MOBIUS_ASSIGN_OR_RETURN(s->store,
                           s->run.store_fd >= 0
                               ? HostStore::OpenFd(s->run.store_fd, s->layout.total_bytes)
@@ -360,7 +376,9 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
       MOBIUS_ASSIGN_OR_RETURN(s->runners[u],
                               units::UnitRunner::Create(s->start.config, u, s->backend.get(),
                                                         s->lora ? &s->lora->spec : nullptr,
-                                                        s->run.training.chunk_tokens));
+                                                        s->run.training.chunk_tokens, s->half,
+                                                        s->half == backend::DType::kF16 &&
+                                                            s->backend->half_accumulate_faster()));
       MOBIUS_RETURN_IF_ERROR(CheckAdapterLayout(*s, u));
     }
   }
@@ -414,6 +432,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     s.store->Abort(3);  // the other ranks would wait at the barrier for this one
     return filled;
   }
+  if (s.rank == 0) InitLossScales(s);
   MOBIUS_RETURN_IF_ERROR(s.store->Barrier(s.run.num_workers));
   // Pinned once per worker (cudaHostRegister on CUDA), after every rank first-touched its stages:
   // registering faults pages in, which must not decide their NUMA node.

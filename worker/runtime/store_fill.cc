@@ -38,7 +38,8 @@ void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader
   for (int64_t begin = 0; begin < t.num_elements; begin += kSlice) {
     const int64_t n = std::min(kSlice, t.num_elements - begin);
     master.ReadF32(t.name, begin, n, dst + begin);
-    numeric::Fp32ToBf16(dst + begin, bf16 + begin, static_cast<size_t>(n));
+    train::RoundWeights(s.half == backend::DType::kF16, dst + begin, bf16 + begin,
+                        static_cast<size_t>(n));
   }
   // Fresh moments are the store's zero pages: left untouched, they are first touched by this
   // rank's optimizer thread, on this rank's NUMA node, like everything else of its stages.
@@ -72,7 +73,8 @@ absl::Status FillLoraStore(State& s, const Clock::time_point start) {
         for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
           const int64_t n = std::min(kSlice, p.num_elements - begin);
           model->ReadF32(p.name, begin, n, slice.data());
-          numeric::Fp32ToBf16(slice.data(), bf16 + begin, static_cast<size_t>(n));
+          train::RoundWeights(s.half == backend::DType::kF16, slice.data(), bf16 + begin,
+                              static_cast<size_t>(n));
         }
         input_bytes += model->view(p.name).nbytes;
       }

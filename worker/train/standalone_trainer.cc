@@ -29,6 +29,7 @@
 #include "worker/checkpoint/adapter_checkpoint.h"
 #include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/train/lora_setup.h"
+#include "worker/train/loss_scaler.h"
 #include "worker/train/training_setup.h"
 
 namespace mobius::train {
@@ -66,9 +67,20 @@ struct StandaloneTrainer::State {
   // LoRA runs (options.adapter): the adapted modules and the adapters' fp32 state by PEFT name.
   std::optional<LoraRun> lora;
   AdapterStart adapters;
+  // The weights' and activations' format (options.precision); fp16: the loss scaler after the
+  // last step and after the one before (ScaleFor).
+  backend::DType half = backend::DType::kBf16;
+  LossScaler scaler, scaler_previous;
 };
 
 namespace {
+
+// What a checkpoint records of the scaler: its scale, 0 without fp16.
+double LossScaleOf(const LossScaler& s) { return s.enabled() ? s.scale() : 0.0; }
+
+void ToHalf(backend::DType half, const float* src, uint16_t* dst, size_t n) {
+  RoundWeights(half == backend::DType::kF16, src, dst, n);
+}
 
 // The resident model with its weights, and every per-shape buffer allocated by one throwaway
 // microbatch, so that a device cap too small for one microbatch fails here, before the first step
@@ -80,11 +92,13 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(
                                        s.config, s.backend.get(),
                                        {.recompute = recompute, .lora = lora,
-                                        .chunk_tokens = o.chunk_tokens}));
+                                        .chunk_tokens = o.chunk_tokens, .precision = s.half,
+                                        .half_accumulate = s.half == backend::DType::kF16 &&
+                                                           s.backend->half_accumulate_faster()}));
   for (auto& [name, t] : s.master.tensors) {
     for (int64_t begin = 0; begin < t.numel(); begin += kSlice) {
       const int64_t n = std::min(kSlice, t.numel() - begin);
-      numeric::Fp32ToBf16(t.data.data() + begin, s.bf16.data(), static_cast<size_t>(n));
+      ToHalf(s.half, t.data.data() + begin, s.bf16.data(), static_cast<size_t>(n));
       MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
     }
   }
@@ -143,6 +157,11 @@ std::string FormatStepLine(const StepStats& st) {
       "step %d/%d | loss %.4f | lr %.2e | grad_norm %.3f | tok/s %.0f | %.0f ms", st.step,
       st.total_steps, st.loss, st.lr, st.grad_norm, st.tokens_per_second, st.milliseconds);
   if (st.eval_loss) absl::StrAppendFormat(&line, " | eval loss %.4f", *st.eval_loss);
+  if (st.skipped) {
+    absl::StrAppendFormat(&line, " | skipped (overflow at loss scale %g)", st.loss_scale);
+  } else if (st.loss_scale > 0) {
+    absl::StrAppendFormat(&line, " | loss scale %g", st.loss_scale);
+  }
   return line;
 }
 
@@ -161,6 +180,12 @@ absl::StatusOr<std::unique_ptr<StandaloneTrainer>> StandaloneTrainer::Create(
   MOBIUS_RETURN_IF_ERROR(ValidateTrainerOptions(s->options));
   MOBIUS_ASSIGN_OR_RETURN(s->start, LoadTrainingStart(s->options));
   if (s->options.resume) s->last_checkpoint_step = s->step;
+  s->half = s->options.precision == "fp16" ? backend::DType::kF16 : backend::DType::kBf16;
+  MOBIUS_ASSIGN_OR_RETURN(s->scaler, LossScaler::ForOptions(s->options));
+  if (s->start.loss_scale > 0) {
+    MOBIUS_RETURN_IF_ERROR(s->scaler.Restore(s->start.loss_scale, s->start.loss_scale_good_steps));
+  }
+  s->scaler_previous = s->scaler;
   if (s->options.adapter.enabled()) {
     if (s->options.optimizer_staleness != 0) {
       return absl::InvalidArgumentError(
@@ -183,7 +208,7 @@ absl::StatusOr<std::unique_ptr<StandaloneTrainer>> StandaloneTrainer::Create(
     for (const auto& [name, t] : s->master.tensors) {
       std::vector<uint16_t>& copy = s->newest_bf16[name];
       copy.resize(t.data.size());
-      numeric::Fp32ToBf16(t.data.data(), copy.data(), copy.size());
+      ToHalf(s->half, t.data.data(), copy.data(), copy.size());
     }
   }
   return std::unique_ptr<StandaloneTrainer>(new StandaloneTrainer(std::move(s)));
@@ -223,10 +248,11 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
   // LoRA dropout's masks are drawn from the seed, the step and each token's place in the batch.
   const uint64_t dropout_key =
       s.lora && s.lora->spec.dropout > 0 ? kernels::LoraDropoutStepKey(o.seed, s.step + 1) : 0;
+  const float loss_scale = ScaleFor(o, s.step + 1, s.scaler, s.scaler_previous);
   MOBIUS_ASSIGN_OR_RETURN(float loss,
                           s.model->Step(batch.tokens.data(), batch.targets.data(), batch.b,
-                                        batch.t, o.batch / o.microbatch, dropout_key));
-  if (s.lora) return FinishAdapterStep(loss, start);
+                                        batch.t, o.batch / o.microbatch, dropout_key, loss_scale));
+  if (s.lora) return FinishAdapterStep(loss, loss_scale, start);
   // The gradients stay on the device; each tensor's comes down twice (norm, then update) in
   // slices of kSlice elements (a multiple of the norm's 64 Ki-element chunks) through one slice of
   // scratch. The norm adds the same chunk partials in the same (HF-name) order as
@@ -245,12 +271,9 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
       for (size_t c = 0; c < chunks; ++c) sum += s.partials[c];
     }
   }
-  const double norm = std::sqrt(sum);
-  if (!std::isfinite(norm)) {
-    return absl::InternalError(absl::StrCat("step ", s.step + 1, ": the gradient norm is ", norm,
-                                            " (training diverged; lower --lr)"));
-  }
-  const float scale = o.grad_clip > 0 ? optim::ClipScale(norm, o.grad_clip) : 1.0f;
+  MOBIUS_ASSIGN_OR_RETURN(const Outcome outcome, RecordNorm(std::sqrt(sum), loss_scale));
+  const double norm = outcome.norm;
+  const float scale = outcome.grad_scale;
   const double lr = s.schedule->At(s.step + 1);
   // Staleness 1: the model keeps computing with the previous update's weights (held in
   // newest_bf16) unless this is a sync step; this update's bf16 copy takes their place there.
@@ -266,8 +289,13 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
                                         .m = s.adam_m.data(name) + begin,
                                         .v = s.adam_v.data(name) + begin, .grad = s.grad.data(),
                                         .bf16_out = s.bf16.data(), .n = static_cast<size_t>(n),
-                                        .decay = s.start.decay.at(name)};
-      MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
+                                        .decay = s.start.decay.at(name),
+                                        .out_fp16 = s.half == backend::DType::kF16};
+      if (outcome.skipped) {  // nothing changes: the 16-bit copy is the master's, as before
+        ToHalf(s.half, buffers.master, s.bf16.data(), buffers.n);
+      } else {
+        MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
+      }
       // The next step's weights.
       if (o.optimizer_staleness == 1) {
         uint16_t* newest = s.newest_bf16.at(name).data() + begin;
@@ -279,12 +307,32 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
     }
   }
   ++s.step;
-  return Finish(loss, lr, norm, start);
+  return Finish(loss, lr, norm, start, loss_scale, outcome.skipped);
+}
+
+// The global norm of the step's (scaled) gradients -> the unscaled norm and AdamW's grad_scale
+// (clipping and unscaling in one factor), recorded with the loss scaler (train/loss_scaler.h).
+absl::StatusOr<StandaloneTrainer::Outcome> StandaloneTrainer::RecordNorm(double scaled_norm,
+                                                                         float loss_scale) {
+  State& s = *s_;
+  const TrainerOptions& o = s.options;
+  if (!std::isfinite(scaled_norm) && !s.scaler.enabled()) {
+    return absl::InternalError(absl::StrCat("step ", s.step + 1, ": the gradient norm is ",
+                                            scaled_norm, " (training diverged; lower --lr)"));
+  }
+  Outcome out;
+  s.scaler_previous = s.scaler;
+  MOBIUS_ASSIGN_OR_RETURN(out.skipped, s.scaler.Record(scaled_norm, s.step + 1));
+  out.norm = out.skipped ? 0.0 : scaled_norm / loss_scale;  // a skipped step reports 0
+  const float clip = o.grad_clip > 0 ? optim::ClipScale(out.norm, o.grad_clip) : 1.0f;
+  out.grad_scale = clip / loss_scale;
+  return out;
 }
 
 // The step's statistics, then the evaluation and the checkpoint the step is due.
 absl::StatusOr<StepStats> StandaloneTrainer::Finish(float loss, double lr, double norm,
-                                                    Clock::time_point start) {
+                                                    Clock::time_point start, float loss_scale,
+                                                    bool skipped) {
   State& s = *s_;
   const TrainerOptions& o = s.options;
   const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -295,6 +343,8 @@ absl::StatusOr<StepStats> StandaloneTrainer::Finish(float loss, double lr, doubl
   st.loss = loss;
   st.lr = lr;
   st.grad_norm = norm;
+  if (s.scaler.enabled()) st.loss_scale = loss_scale;
+  st.skipped = skipped;
   st.tokens_per_second = static_cast<double>(o.batch * o.seq) / seconds;
   st.milliseconds = seconds * 1e3;
   if (o.eval_every > 0 && (s.step % o.eval_every == 0 || done())) {
@@ -311,7 +361,7 @@ absl::StatusOr<StepStats> StandaloneTrainer::Finish(float loss, double lr, doubl
 // small), their global norm adds each tensor's chunk partials in PEFT-name order (the pipeline's
 // order too), and AdamW (decay on A and B, as the Hugging Face Trainer applies it) updates the fp32
 // adapters, which go back up as they are: adapters compute in fp32, nothing is rounded to bf16.
-absl::StatusOr<StepStats> StandaloneTrainer::FinishAdapterStep(float loss,
+absl::StatusOr<StepStats> StandaloneTrainer::FinishAdapterStep(float loss, float loss_scale,
                                                                Clock::time_point start) {
   State& s = *s_;
   const TrainerOptions& o = s.options;
@@ -328,13 +378,14 @@ absl::StatusOr<StepStats> StandaloneTrainer::FinishAdapterStep(float loss,
     s.adamw->ChunkSquares(g, partials.data());
     for (double p : partials) sum += p;
   }
-  const double norm = std::sqrt(sum);
-  if (!std::isfinite(norm)) {
-    return absl::InternalError(absl::StrCat("step ", s.step + 1, ": the adapters' gradient norm is ",
-                                            norm, " (training diverged; lower --lr)"));
-  }
-  const float scale = o.grad_clip > 0 ? optim::ClipScale(norm, o.grad_clip) : 1.0f;
+  MOBIUS_ASSIGN_OR_RETURN(const Outcome outcome, RecordNorm(std::sqrt(sum), loss_scale));
   const double lr = s.schedule->At(s.step + 1);
+  if (outcome.skipped) {
+    ++s.step;
+    return Finish(loss, lr, outcome.norm, start, loss_scale, true);
+  }
+  const float scale = outcome.grad_scale;
+  const double norm = outcome.norm;
   MOBIUS_RETURN_IF_ERROR(s.adamw->SetLearningRate(lr));
   std::vector<optim::ParamBuffers> buffers;
   for (auto& [name, t] : s.adapters.master.tensors) {
@@ -347,7 +398,7 @@ absl::StatusOr<StepStats> StandaloneTrainer::FinishAdapterStep(float loss,
     MOBIUS_RETURN_IF_ERROR(s.model->SetAdapter(name, t.data.data()));
   }
   ++s.step;
-  return Finish(loss, lr, norm, start);
+  return Finish(loss, lr, norm, start, loss_scale, false);
 }
 
 absl::StatusOr<float> StandaloneTrainer::EvalLoss() {
@@ -391,13 +442,16 @@ absl::StatusOr<std::string> StandaloneTrainer::SaveCheckpointNow() {
     MOBIUS_ASSIGN_OR_RETURN(
         dir, checkpoint::SaveAdapterCheckpoint(
                  o.checkpoint_dir, s.lora->info, s.lora->shapes, tensors,
-                 CheckpointState(o, s.step, s.start.loader->position()),
+                 CheckpointState(o, s.step, s.start.loader->position(), LossScaleOf(s.scaler),
+                                 s.scaler.good_steps()),
                  CheckpointSaveOptions(o, s.start.config_json).copy_files,
                  o.checkpoint_keep_last));
   } else {
     MOBIUS_ASSIGN_OR_RETURN(dir, SaveTrainingCheckpoint(o, s.config, s.start.config_json,
                                                         s.master, s.adam_m, s.adam_v, s.step,
-                                                        s.start.loader->position()));
+                                                        s.start.loader->position(),
+                                                        LossScaleOf(s.scaler),
+                                                        s.scaler.good_steps()));
   }
   s.last_checkpoint_step = s.step;
   return dir;

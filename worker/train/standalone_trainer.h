@@ -56,15 +56,19 @@ struct StepStats {
   int64_t total_steps = 0;
   float loss = 0;                // the batch's mean loss (before the update)
   double lr = 0;
-  double grad_norm = 0;          // global norm before clipping
+  double grad_norm = 0;          // global norm before clipping (unscaled; 0 when skipped)
   double tokens_per_second = 0;  // B * T / step time
   double milliseconds = 0;       // step wall time (batch, forward/backward, optimizer)
   std::optional<float> eval_loss;  // after this step's update, when an eval ran
   std::string checkpoint;          // directory saved after this step, if any
+  // fp16 (train/loss_scaler.h): the loss scale this step's backward used, and whether the step
+  // was skipped (its gradients overflowed: nothing was updated). 0 / false with bf16.
+  float loss_scale = 0;
+  bool skipped = false;
 };
 
 // "step 12/100 | loss 3.4521 | lr 3.00e-04 | grad_norm 1.234 | tok/s 1234 | 456 ms"
-// [+ " | eval loss 3.3000"].
+// [+ " | eval loss 3.3000"] [+ " | loss scale 65536" | " | skipped (overflow at loss scale 65536)"].
 std::string FormatStepLine(const StepStats& stats);
 
 class StandaloneTrainer {
@@ -105,10 +109,17 @@ class StandaloneTrainer {
 
  private:
   explicit StandaloneTrainer(std::unique_ptr<State> state);
-  absl::StatusOr<StepStats> FinishAdapterStep(float loss,
+  struct Outcome {          // RecordNorm's
+    double norm = 0;        // unscaled global norm
+    float grad_scale = 1;   // AdamW's: clipping / loss scale
+    bool skipped = false;   // fp16 overflow: no update
+  };
+  absl::StatusOr<Outcome> RecordNorm(double scaled_norm, float loss_scale);
+  absl::StatusOr<StepStats> FinishAdapterStep(float loss, float loss_scale,
                                               std::chrono::steady_clock::time_point start);
   absl::StatusOr<StepStats> Finish(float loss, double lr, double norm,
-                                   std::chrono::steady_clock::time_point start);
+                                   std::chrono::steady_clock::time_point start,
+                                   float loss_scale, bool skipped);
   std::unique_ptr<State> s_;
 };
 

@@ -70,6 +70,9 @@ TrainerOptions OptionsFromFlags() {
   o.recompute = absl::GetFlag(FLAGS_recompute);
   o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
   o.chunk_tokens = absl::GetFlag(FLAGS_chunk_tokens);
+  o.precision = absl::GetFlag(FLAGS_precision);
+  o.loss_scale_init = absl::GetFlag(FLAGS_loss_scale_init);
+  o.loss_scale_window = absl::GetFlag(FLAGS_loss_scale_window);
   o.adapter = AdapterFromFlags();
   return o;
 }

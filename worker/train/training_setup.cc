@@ -11,6 +11,8 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "common/model/layer_units.h"
+#include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/checkpoint.h"
@@ -53,6 +55,18 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
   }
   if (o.eval_every > 0 && !(o.eval_fraction > 0)) {
     return bad("--eval_every needs --eval_fraction > 0 (a held-out split)");
+  }
+  if (o.precision != "bf16" && o.precision != "fp16") {
+    return bad("--precision must be bf16 or fp16 (got \"", o.precision, "\")");
+  }
+  if (o.precision == "fp16" && !(o.loss_scale_init >= 1 && o.loss_scale_init <= 16777216.0 &&
+                                 std::exp2(std::round(std::log2(o.loss_scale_init))) ==
+                                     o.loss_scale_init)) {
+    return bad("--loss_scale_init must be a power of two in [1, 2^24] (got ", o.loss_scale_init,
+               ")");
+  }
+  if (o.precision == "fp16" && o.loss_scale_window < 1) {
+    return bad("--loss_scale_window must be >= 1 (got ", o.loss_scale_window, ")");
   }
   if (o.optimizer_staleness != 0 && o.optimizer_staleness != 1) {
     return bad("--optimizer_staleness must be 0 or 1 (got ", o.optimizer_staleness, ")");
@@ -191,6 +205,8 @@ absl::Status Resume(const TrainerOptions& o, bool parameters, TrainingStart& s) 
   }
   s.loader->Seek(p);
   s.step = ckpt.state.step;
+  s.loss_scale = ckpt.state.loss_scale;
+  s.loss_scale_good_steps = ckpt.state.loss_scale_good_steps;
   if (!parameters || o.adapter.enabled()) return absl::OkStatus();
   s.master = std::move(ckpt.master);
   if (!ckpt.adam_m.tensors.empty()) {
@@ -248,8 +264,11 @@ checkpoint::SaveOptions CheckpointSaveOptions(const TrainerOptions& o,
 }
 
 checkpoint::TrainingState CheckpointState(const TrainerOptions& o, int64_t step,
-                                          data::LoaderPosition p) {
+                                          data::LoaderPosition p, double loss_scale,
+                                          int64_t good_steps) {
   checkpoint::TrainingState state;
+  state.loss_scale = loss_scale;
+  state.loss_scale_good_steps = good_steps;
   state.step = step;
   state.lr_step = step;
   state.rng_state = absl::StrCat(o.seed);
@@ -267,15 +286,24 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const TrainerOptions& o,
                                                    const reference::Parameters& master,
                                                    const reference::Parameters& adam_m,
                                                    const reference::Parameters& adam_v,
-                                                   int64_t step, data::LoaderPosition p) {
+                                                   int64_t step, data::LoaderPosition p,
+                                                   double loss_scale, int64_t good_steps) {
   if (o.checkpoint_dir.empty()) return absl::FailedPreconditionError("no --checkpoint_dir");
   checkpoint::CheckpointTensors tensors{.master = &master};
   if (step > 0) {
     tensors.adam_m = &adam_m;
     tensors.adam_v = &adam_v;
   }
-  return checkpoint::SaveCheckpoint(o.checkpoint_dir, config, tensors, CheckpointState(o, step, p),
+  return checkpoint::SaveCheckpoint(o.checkpoint_dir, config, tensors, CheckpointState(o, step, p, loss_scale, good_steps),
                                     CheckpointSaveOptions(o, config_json));
+}
+
+void RoundWeights(bool fp16, const float* src, uint16_t* dst, size_t n) {
+  if (fp16) {
+    numeric::Fp32ToF16(src, dst, n);
+  } else {
+    numeric::Fp32ToBf16(src, dst, n);
+  }
 }
 
 }  // namespace mobius::train

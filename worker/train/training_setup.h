@@ -43,6 +43,8 @@ struct TrainingStart {
   std::shared_ptr<const data::TokenFile> file;
   std::unique_ptr<data::TokenLoader> loader;  // at the resume position
   int64_t step = 0;                           // optimizer steps done (resume: the checkpoint's)
+  double loss_scale = 0;                      // resume of an fp16 run: the scaler's state
+  int64_t loss_scale_good_steps = 0;          // (checkpoint::TrainingState); 0: none
 };
 
 // Loads the model directory, checks seq against the model, opens and checks the data (every token
@@ -63,10 +65,16 @@ absl::StatusOr<TrainingStart> LoadTrainingStart(const TrainerOptions& options,
 checkpoint::SaveOptions CheckpointSaveOptions(const TrainerOptions& options,
                                               const std::string& config_json);
 // trainer_state.json's fields for `step` completed steps at the loader's `position`.
+// `loss_scale`, `good_steps`: an fp16 run's scaler after `step` (0: none).
 checkpoint::TrainingState CheckpointState(const TrainerOptions& options, int64_t step,
-                                          data::LoaderPosition position);
+                                          data::LoaderPosition position, double loss_scale = 0,
+                                          int64_t good_steps = 0);
 
 absl::StatusOr<std::unique_ptr<optim::CpuAdamW>> MakeAdamW(const TrainerOptions& options);
+
+// dst [n] = src [n] rounded to the run's 16-bit weight format (nearest even): fp16 with
+// precision "fp16", else bf16. The optimizer's copies are the same (adamw.h).
+void RoundWeights(bool fp16, const float* src, uint16_t* dst, size_t n);
 absl::StatusOr<optim::LrSchedule> MakeLrSchedule(const TrainerOptions& options);
 
 // Writes a checkpoint of `step` completed steps with the loader's position; returns its directory.
@@ -77,7 +85,9 @@ absl::StatusOr<std::string> SaveTrainingCheckpoint(const TrainerOptions& options
                                                    const reference::Parameters& master,
                                                    const reference::Parameters& adam_m,
                                                    const reference::Parameters& adam_v,
-                                                   int64_t step, data::LoaderPosition position);
+                                                   int64_t step, data::LoaderPosition position,
+                                                   double loss_scale = 0,
+                                                   int64_t good_steps = 0);
 
 }  // namespace mobius::train
 

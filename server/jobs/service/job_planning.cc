@@ -63,6 +63,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
   o.eval_fraction = spec.dataset.eval_fraction;
   o.eval_every = t.eval_every;
   o.optimizer_staleness = static_cast<int>(t.optimizer_staleness);
+  o.precision = t.precision;
   o.checkpoint_dir = spec.checkpoint.dir.empty() ? checkpoint_dir : spec.checkpoint.dir;
   o.checkpoint_every = spec.checkpoint.every_steps;
   o.checkpoint_keep_last = spec.checkpoint.keep_last;
@@ -125,6 +126,10 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   shape.global_batch = spec.training.global_batch;
   shape.microbatch = spec.training.microbatch;  // normalised
   shape.seq_len = spec.training.seq_len;
+  // fp16: GEMMs sum in fp16 where the GPU is faster so (the device spec's peak; the runtime asks
+  // its backend the same, backend.h half_accumulate_faster).
+  shape.dtype = spec.training.precision;
+  shape.fp16_accumulate = spec.training.precision == "fp16";
   planner::PlanOptions po;
   po.schedule = spec.plan.schedule;
   po.partitioner = spec.plan.partitioner;

@@ -118,6 +118,8 @@ StepReportRow ToRow(const runtime::StepReport& r) {
   row.optimizer_seconds = r.optimizer_seconds;
   row.unix_ms = NowMs();
   if (r.eval_loss) row.eval_loss = *r.eval_loss;
+  row.loss_scale = r.loss_scale;
+  row.skipped = r.skipped;
   return row;
 }
 

@@ -16,7 +16,8 @@ using internal::RunJobUpdate;
 
 constexpr char kStepColumns[] =
     "step, total_steps, loss, lr, grad_norm, tokens, tokens_per_second, step_seconds, "
-    "compute_seconds, h2d_bytes, d2h_bytes, stall_seconds, optimizer_seconds, unix_ms, eval_loss";
+    "compute_seconds, h2d_bytes, d2h_bytes, stall_seconds, optimizer_seconds, unix_ms, eval_loss, "
+    "loss_scale, skipped";
 
 StepReportRow ReadStepRow(const sqlite::Statement& s) {
   StepReportRow r;
@@ -35,6 +36,8 @@ StepReportRow ReadStepRow(const sqlite::Statement& s) {
   r.optimizer_seconds = s.ColumnDouble(12);
   r.unix_ms = s.ColumnInt(13);
   if (!s.ColumnIsNull(14)) r.eval_loss = s.ColumnDouble(14);
+  r.loss_scale = s.ColumnDouble(15);
+  r.skipped = s.ColumnInt(16) != 0;
   return r;
 }
 
@@ -65,7 +68,7 @@ absl::Status JobStore::AppendStepReport(absl::string_view id, const StepReportRo
       auto insert,
       db.Prepare(absl::StrCat("INSERT OR REPLACE INTO step_reports (job_seq, ", kStepColumns,
                               ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-                              "?14, ?15, ?16)")));
+                              "?14, ?15, ?16, ?17, ?18)")));
   insert.Bind(1, seq)
       .Bind(2, report.step)
       .Bind(3, report.total_steps)
@@ -86,6 +89,7 @@ absl::Status JobStore::AppendStepReport(absl::string_view id, const StepReportRo
   } else {
     insert.BindNull(16);
   }
+  insert.Bind(17, report.loss_scale).Bind(18, static_cast<int64_t>(report.skipped ? 1 : 0));
   MOBIUS_RETURN_IF_ERROR(insert.Run());
   return tx.Commit();
 }

@@ -124,6 +124,8 @@ struct StepReportRow {
   double optimizer_seconds = 0;
   int64_t unix_ms = 0;
   std::optional<double> eval_loss;  // eval steps only
+  double loss_scale = 0;            // fp16: the step's dynamic loss scale (0: bf16)
+  bool skipped = false;             // fp16: the step overflowed and updated nothing
 
   friend bool operator==(const StepReportRow&, const StepReportRow&) = default;
 };

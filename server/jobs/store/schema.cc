@@ -112,6 +112,11 @@ CREATE TABLE audit (
       {2, R"sql(
 ALTER TABLE step_reports ADD COLUMN eval_loss REAL;
 )sql"},
+      // 3: fp16 jobs' dynamic loss scale and skipped (overflowed) steps (0 with bf16).
+      {3, R"sql(
+ALTER TABLE step_reports ADD COLUMN loss_scale REAL NOT NULL DEFAULT 0;
+ALTER TABLE step_reports ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
+)sql"},
   };
   return *migrations;
 }

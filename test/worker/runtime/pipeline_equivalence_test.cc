@@ -5,10 +5,12 @@
 // optimizer on the device), every step's loss and gradient norm and the final master weights and
 // Adam moments must be bit-identical. On the CPU backend the pipeline runs the same ops in the same
 // order per unit and microbatch (pipeline_worker.h), so no tolerance is needed; a difference of one
-// ulp would mean the runtime changed the arithmetic. (Resident's device optimizer sums the norm
+// ulp would mean the runtime changed the arithmetic. fp16 runs (training.precision) also match
+// every step's loss scale and skip. (Resident's device optimizer sums the norm
 // partials per 64 Ki-element chunk with the backend's SumSquares: on the CPU backend that is the
 // host optimizer's sum, so it is bit-exact with clipping too; a CUDA backend sums in its own
 // order, see pipeline_resident.cc.)
+#include <cstdio>
 #include <cstring>
 #include <map>
 
@@ -44,6 +46,10 @@ struct Case {
   std::string dispatch = "";  // roundrobin: "pool" = passes to the next free worker
   int steps = 3;
   int checkpoint_every = 0;   // > 0: also checkpoints (sync steps with staleness) in between
+  // "fp16": training.precision fp16 on both sides, from a loss scale of 2^24 that overflows at
+  // first (skipped steps, halvings) and a window of 2 (doublings), so every rule of the scaler
+  // and the staleness of its scale run.
+  std::string precision = "";
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -66,6 +72,11 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   o.weight_decay = 0.1;
   o.grad_clip = c.grad_clip;
   o.threads = 1;
+  if (c.precision == "fp16") {
+    o.precision = "fp16";
+    o.loss_scale_init = 16777216.0;
+    o.loss_scale_window = 2;
+  }
   if (c.eval_every > 0) {
     o.eval_every = c.eval_every;
     o.eval_fraction = 0.25;
@@ -97,6 +108,8 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
     EXPECT_EQ(result.steps[i].step, expected[i].step);
     EXPECT_EQ(result.steps[i].loss, expected[i].loss) << "step " << i + 1;
     EXPECT_EQ(result.steps[i].grad_norm, expected[i].grad_norm) << "step " << i + 1;
+    EXPECT_EQ(result.steps[i].loss_scale, expected[i].loss_scale) << "step " << i + 1;
+    EXPECT_EQ(result.steps[i].skipped, expected[i].skipped) << "step " << i + 1;
     EXPECT_EQ(result.steps[i].eval_loss, expected[i].eval_loss) << "step " << i + 1;
     if (c.eval_every > 0) {
       EXPECT_EQ(result.steps[i].eval_loss.has_value(),
@@ -121,6 +134,15 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
   ASSERT_TRUE(b.ok()) << b.status();
   EXPECT_EQ(a->state.step, b->state.step);
   EXPECT_EQ(a->state.data_position, b->state.data_position);
+  EXPECT_EQ(a->state.loss_scale, b->state.loss_scale);
+  EXPECT_EQ(a->state.loss_scale_good_steps, b->state.loss_scale_good_steps);
+  if (c.precision == "fp16") {
+    int skipped = 0;
+    for (const train::StepStats& s : expected) skipped += s.skipped;
+    std::printf("  fp16: %d of %zu steps skipped, final loss scale %g\n", skipped,
+                expected.size(), a->state.loss_scale);
+    EXPECT_GT(a->state.loss_scale, 0.0);
+  }
   for (const auto& [name, t] : a->master.tensors) {
     const auto& u = b->master.at(name);
     ASSERT_EQ(t.data.size(), u.data.size()) << name;
@@ -205,7 +227,22 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"pool_rr_llama_F2_B3_G2_M2_eval_ckpt", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2,
              {0, 2, 4, 6}, false, "", 0, "pool", 5, 2},
         Case{"pool_stale_rr_gpt2_F3_B3_G3_M2_shared_clip", "gpt2", 4, {0, 2, 4, 6}, 3, 4, 2, 1.0,
-             0, {0, 2, 4, 6}, false, "", 1, "pool", 6}),
+             0, {0, 2, 4, 6}, false, "", 1, "pool", 6},
+        // fp16 (training.precision): skipped steps, scale halvings and doublings, with clipping
+        // and without (the updates still wait for the norm), staleness (the scale of step k-2),
+        // checkpoints and evals (sync steps), roundrobin, pool dispatch.
+        Case{"fp16_llama_S5_G2_M2_clip", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, 0, {},
+             false, "", 0, "", 8, 0, "fp16"},
+        Case{"fp16_gpt2_S4_G2_M2_noclip", "gpt2", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 0.0, 0, {}, false,
+             "", 0, "", 8, 0, "fp16"},
+        Case{"fp16_stale_gpt2_S4_G3_M1_eval_ckpt", "gpt2", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.5, 3, {},
+             false, "", 1, "", 9, 2, "fp16"},
+        Case{"fp16_stale_llama_S5_G2_M2", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 0.0, 0, {},
+             false, "", 1, "", 9, 0, "fp16"},
+        Case{"fp16_rr_llama_F2_B3_G2_M2_clip", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 0,
+             {0, 2, 4, 6}, false, "", 0, "", 8, 0, "fp16"},
+        Case{"fp16_pool_stale_rr_gpt2_F3_B3_G3_M2", "gpt2", 4, {0, 2, 4, 6}, 3, 4, 2, 1.0, 0,
+             {0, 2, 4, 6}, false, "", 1, "pool", 8, 0, "fp16"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -86,8 +86,19 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const CudaBackendOp
     return absl::ResourceExhaustedError(
         absl::StrCat("cuda:", options.device, ": ", capacity, " bytes: ", s.message()));
   }
-  return std::unique_ptr<Backend>(new CudaBackend(options, base, capacity, std::move(gemm)));
+  auto backend = std::unique_ptr<CudaBackend>(new CudaBackend(options, base, capacity, std::move(gemm)));
+  // GeForce tensor cores sum fp16 products in fp16 at twice their fp32-accumulate rate (Ampere
+  // and Ada whitepapers, Appendix A; server/planner/profile.h); datacenter parts run both alike.
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, options.device) == cudaSuccess) {
+    backend->half_accumulate_faster_ = std::string(prop.name).find("GeForce") != std::string::npos;
+  } else {
+    cudaGetLastError();
+  }
+  return std::unique_ptr<Backend>(std::move(backend));
 }
+
+bool CudaBackend::half_accumulate_faster() const { return half_accumulate_faster_; }
 
 absl::StatusOr<std::unique_ptr<Backend>> CreateCudaBackend(const CudaBackendOptions& options) {
   return CudaBackend::Create(options);

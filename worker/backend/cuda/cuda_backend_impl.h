@@ -71,6 +71,7 @@ class CudaBackend final : public Backend, private BufferOwner {
   ~CudaBackend() override;
 
   std::string name() const override;
+  bool half_accumulate_faster() const override;  // a GeForce device
 
   absl::StatusOr<DeviceBuffer> Allocate(uint64_t bytes, absl::string_view tag) override;
   uint64_t used_bytes() const override;
@@ -141,6 +142,7 @@ class CudaBackend final : public Backend, private BufferOwner {
   const CudaBackendOptions options_;
   void* const arena_base_;
   const uint64_t arena_capacity_;
+  bool half_accumulate_faster_ = false;
   std::unique_ptr<kernels::cuda::CublasLtGemm> gemm_;
 
   mutable std::mutex mu_;
