@@ -38,6 +38,7 @@ ABSL_DECLARE_FLAG(std::string, schedule);
 ABSL_DECLARE_FLAG(std::string, partitioner);
 ABSL_DECLARE_FLAG(std::string, mapper);
 ABSL_DECLARE_FLAG(int, optimizer_staleness);
+ABSL_DECLARE_FLAG(std::string, precision);
 ABSL_DECLARE_FLAG(std::string, dispatch);
 ABSL_DECLARE_FLAG(bool, clip);
 ABSL_DECLARE_FLAG(bool, lora);

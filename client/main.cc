@@ -99,6 +99,7 @@ int RunPlanCommand() {
   o.mapper = absl::GetFlag(FLAGS_mapper);
   o.optimizer_staleness = absl::GetFlag(FLAGS_optimizer_staleness);
   o.dispatch = absl::GetFlag(FLAGS_dispatch);
+  o.precision = absl::GetFlag(FLAGS_precision);
   o.clip = absl::GetFlag(FLAGS_clip);
   o.lora = absl::GetFlag(FLAGS_lora);
   o.lora_rank = absl::GetFlag(FLAGS_lora_rank);

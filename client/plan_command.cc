@@ -247,8 +247,11 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
   out << absl::StrFormat("Model: %s (%s), %.2fB parameters\n", m.config.model_type, o.model,
                          r.parameters / 1e9);
   out << absl::StrFormat(
-      "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s)\n",
-      o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device);
+      "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s), %s\n",
+      o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device,
+      o.precision == "fp16" ? "fp16 (dynamic loss scaling; forward GEMMs sum in fp16 where the "
+                              "GPU is faster so)"
+                            : "bf16 (fp32 accumulation)");
   out << absl::StrFormat("Profile: %s\n", ProfileLine(r, profile));
   out << absl::StrFormat("Training: %s\n", TrainingLine(r));
   out << absl::StrFormat("Plan: schedule %s, partitioner %s, mapper %s (%s)%s\n\n", p.schedule,
@@ -348,7 +351,8 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
   j["model"] = {{"path", o.model}, {"model_type", m.config.model_type},
                 {"parameters", r.parameters}, {"units", m.num_units()}};
   j["job"] = {{"global_batch", o.batch}, {"microbatch", p.shape.microbatch_size},
-              {"seq_len", p.shape.seq_len}, {"num_microbatches", p.num_microbatches}};
+              {"seq_len", p.shape.seq_len}, {"num_microbatches", p.num_microbatches},
+              {"precision", o.precision == "fp16" ? "fp16" : "bf16"}};
   j["device"] = r.device;
   j["profile"] = {{"source", r.profile_source},
                   {"path", profile.path},
@@ -522,15 +526,20 @@ nlohmann::ordered_json LongestJson(const Longest& l) {
 // take the fixed defaults instead (mobius, static, 0; microbatch 1).
 struct Free {
   bool schedule = false, dispatch = false, staleness = false, microbatch = false;
-  bool any() const { return schedule || dispatch || staleness || microbatch; }
+  bool precision = false;
+  bool any() const { return schedule || dispatch || staleness || microbatch || precision; }
 };
 
 Free ResolveFree(PlanCommandOptions& o) {
-  Free f{o.schedule == "auto", o.dispatch == "auto", o.optimizer_staleness < 0, o.microbatch == 0};
+  Free f{o.schedule == "auto", o.dispatch == "auto", o.optimizer_staleness < 0, o.microbatch == 0,
+         o.precision == "auto"};
   const bool fixed = !o.nodes.empty();
   if (fixed || o.profile != "analytic") {
     if (f.microbatch) o.microbatch = 1;
     f.microbatch = false;
+    // A measured profile is the worker's bf16 kernels.
+    if (f.precision) o.precision = "bf16";
+    f.precision = false;
   }
   if (fixed) {
     if (f.schedule) o.schedule = "mobius";
@@ -555,7 +564,8 @@ std::string ChoiceText(const planner::ConfigChoice& c) {
                          next.tokens_per_second,
                          next.tokens_per_second / std::max(best.tokens_per_second, 1e-9));
   }
-  return s + "; pin with --schedule, --dispatch, --optimizer-staleness, --microbatch\n";
+  return s + "; pin with --schedule, --dispatch, --optimizer-staleness, --microbatch, "
+             "--precision\n";
 }
 
 nlohmann::ordered_json ChoiceJson(const planner::ConfigChoice& c) {
@@ -563,6 +573,7 @@ nlohmann::ordered_json ChoiceJson(const planner::ConfigChoice& c) {
   for (const planner::ConfigCandidate& k : c.candidates) {
     list.push_back({{"schedule", k.schedule}, {"dispatch", k.dispatch},
                     {"optimizer_staleness", k.optimizer_staleness}, {"microbatch", k.microbatch},
+                    {"precision", k.precision},
                     {"fits", k.planned}, {"tokens_per_second", k.tokens_per_second},
                     {"step_seconds", k.step_seconds}, {"refusal", k.refusal}});
   }
@@ -606,6 +617,12 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
   job.global_batch = o.batch;
   job.microbatch = o.microbatch;
   job.seq_len = o.seq;
+  if (o.precision != "auto" && o.precision != "bf16" && o.precision != "fp16") {
+    err << "mobius plan: --precision must be auto, bf16 or fp16 (got \"" << o.precision << "\")\n";
+    return kExitUsage;
+  }
+  job.dtype = free.precision ? "bf16" : o.precision;
+  job.fp16_accumulate = job.dtype == "fp16";
   if (!o.nodes.empty()) return RunPlanNodes(o, *model, *server, job, *options, *profile, out, err);
   std::optional<planner::ConfigChoice> choice;
   absl::StatusOr<planner::PlanReport> report;
@@ -615,6 +632,7 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
     if (!free.dispatch) space.dispatches = {o.dispatch};
     if (!free.staleness) space.staleness = {o.optimizer_staleness};
     if (!free.microbatch) space.microbatches = {o.microbatch};
+    if (!free.precision) space.precisions = {o.precision};
     absl::StatusOr<planner::ConfigChoice> c = planner::ChooseConfiguration(
         *model, server->topology, server->facts, job, *options, space);
     if (c.ok()) {
@@ -625,6 +643,7 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
       o.schedule = options->schedule;
       o.dispatch = options->dispatch;
       o.optimizer_staleness = options->optimizer_staleness;
+      o.precision = job.dtype;
       report = choice->report;
     } else {
       report = c.status();
@@ -694,6 +713,7 @@ int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream
   o.stages = spec->plan.stages;
   o.optimizer_staleness = static_cast<int>(spec->training.optimizer_staleness);
   o.dispatch = spec->plan.dispatch;
+  o.precision = spec->training.precision;
   o.clip = spec->training.grad_clip > 0;
   // The adapter section (LoRA): its targets are checked against the model by the planner.
   train::AdapterOptions adapter;

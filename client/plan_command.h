@@ -52,6 +52,8 @@ struct PlanCommandOptions {
   std::string mapper = "cross";       // cross | sequential
   int optimizer_staleness = -1;       // -1 auto | 0 | 1 (a job's training.optimizer_staleness)
   std::string dispatch = "auto";      // roundrobin: auto | static | pool (plan.dispatch)
+  // auto | bf16 | fp16 (training.precision); fp16 sums in fp16 where the GPU is faster so.
+  std::string precision = "auto";
   bool clip = true;                   // training.grad_clip > 0: the optimizer after the backward
   // LoRA (planner::PlanOptions::lora): planned when `lora`, lora_rank > 0 or lora_targets is set;
   // rank lora_rank, or 8 (PEFT's default) when it is 0; lora_targets "q_proj,v_proj" (empty: the

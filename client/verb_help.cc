@@ -54,10 +54,12 @@ const std::vector<Verb>& Table() {
       {"plan",
        "mobius plan --model DIR|config.json [flags]\n       mobius plan JOB.yaml [flags]",
        "Plans a fine-tuning job: stages, mapping, memory, predicted step time, alternatives.\n"
-       "What --schedule, --dispatch, --optimizer-staleness and --microbatch do not pin is\n"
+       "What --schedule, --dispatch, --optimizer-staleness, --microbatch and --precision do not\n"
+       "pin is\n"
        "chosen by simulation: the fastest configuration the runtime executes (with the runner-up).\n"
        "With JOB.yaml the job's own training and plan settings are used (--model, --batch,\n"
        "--microbatch, --seq, --schedule, --partitioner, --mapper, --optimizer-staleness,\n"
+       "--precision,\n"
        "--dispatch, --clip, --lora, --lora-rank, --lora-targets and --gpu-memory-gib apply to\n"
        "--model only). The prediction of an emulated run (mobiusd or mobius run on the CPU\n"
        "backend with --link-scale S): --emulated-gpus --profile measured --link-scale S.\n"
@@ -68,7 +70,7 @@ const std::vector<Verb>& Table() {
        "LoRA, microbatch 1) is searched and printed unless --nolongest.",
        true,
        {"model", "topology_file", "batch", "microbatch", "seq", "schedule", "partitioner",
-        "mapper", "optimizer_staleness", "dispatch", "clip", "lora", "lora_rank", "lora_targets",
+        "mapper", "optimizer_staleness", "dispatch", "precision", "clip", "lora", "lora_rank", "lora_targets",
         "gpus", "gpu_memory_gib",
         "host_memory_gib", "emulated_gpus", "efficiency",
         "peak_tflops", "mip_time_limit_seconds", "link_scale", "nodes", "internode_gbps",

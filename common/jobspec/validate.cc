@@ -360,6 +360,11 @@ void CheckTraining(const JobSpec& s, Checker& c) {
   }
   c.Enum("training.lr_schedule", t.lr_schedule, kLrSchedules);
   c.Enum("training.precision", t.precision, kPrecisions);
+  if (t.precision == "fp16" && s.plan.schedule == "resident") {
+    c.Add("training.precision",
+          "fp16 needs plan.schedule mobius or roundrobin (resident updates on the GPU, without a "
+          "loss scaler)");
+  }
   c.Number("training.weight_decay", t.weight_decay, 0, false, kInf, false);
   c.Number("training.grad_clip", t.grad_clip, 0, false, kInf, false);
   c.Number("training.beta1", t.beta1, 0, false, 1, true);

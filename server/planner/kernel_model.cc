@@ -28,6 +28,10 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   const double t = static_cast<double>(tokens);
   const double a = static_cast<double>(activations.activation_bytes);
   const double gemm_rate = device.gemm_peak_flops_per_s * kernels.gemm_efficiency;
+  const double fp32_output_rate =
+      (device.fp32_output_gemm_peak_flops_per_s > 0 ? device.fp32_output_gemm_peak_flops_per_s
+                                                    : device.gemm_peak_flops_per_s) *
+      kernels.gemm_efficiency;
   const double attention_rate = device.attention_peak_flops_per_s * kernels.gemm_efficiency;
   const double bw = device.memory_bytes_per_s * kernels.memory_efficiency;
 
@@ -39,11 +43,15 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   for (const model::ParamSpec& g : gemms) {
     const double n = static_cast<double>(g.shape[0]);
     const double k = static_cast<double>(g.shape[1]);
-    const double one = Roofline(2 * t * k * n, a * (t * k + k * n + t * n), gemm_rate, bw);
+    const double flops = 2 * t * k * n, bytes = a * (t * k + k * n + t * n);
+    const double fp32_out = Roofline(flops, bytes, fp32_output_rate, bw);
+    // The LM head's output is the fp32 logits.
+    const double one =
+        u.kind == model::UnitKind::kHead ? fp32_out : Roofline(flops, bytes, gemm_rate, bw);
     s.forward += one;
     if (mlp_output != nullptr && g.name == mlp_output->name) s.mlp_output += one;
     // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
-    s.backward += (lora != nullptr ? 1 : 2) * one;
+    s.backward += (lora != nullptr ? 1 : 2) * fp32_out;
   }
   if (lora != nullptr && unit < static_cast<int64_t>(lora->unit_modules.size())) {
     const double r = static_cast<double>(lora->rank);

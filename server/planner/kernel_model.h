@@ -22,7 +22,8 @@
 // shapes, tiny microbatches); at the shapes of the published fine-tuning runs (T >= 2048,
 // K, N >= 1024) every GEMM is compute-bound and the per-token cost is flat. `peak` is the job's accumulation precision's (fp16 accumulate on GeForce is twice
 // fp32 accumulate); attention runs at the fp32-accumulate peak whatever the GEMMs use, because
-// FlashAttention-2 accumulates in fp32. FlashAttention-2's backward runs five matmuls to the
+// FlashAttention-2 accumulates in fp32 (and so do GEMMs with fp32 outputs where the device says so,
+// KernelDevice::fp32_output_gemm_peak_flops_per_s). FlashAttention-2's backward runs five matmuls to the
 // forward's two (it recomputes the scores): 2.5x the forward's attention FLOPs.
 // Elementwise work (norms, RoPE, activation functions, residual adds, the loss) is memory-bound;
 // it is charged as passes over the activations the unit keeps for its backward
@@ -58,6 +59,10 @@ struct KernelDevice {
   double gemm_peak_flops_per_s = 0;       // the job's accumulation precision
   double attention_peak_flops_per_s = 0;  // fp32 accumulate
   double memory_bytes_per_s = 0;          // nominal DRAM bandwidth
+  // The GEMMs with fp32 outputs (every backward GEMM and the LM head's, whose logits are fp32)
+  // in a runtime whose fp16 mode sums in fp16 only into fp16 outputs (ours, worker/model/
+  // linear.h); 0: gemm_peak_flops_per_s for those too (the published systems' all-fp16 GEMMs).
+  double fp32_output_gemm_peak_flops_per_s = 0;
 };
 
 struct UnitSeconds {

@@ -124,6 +124,12 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
   KernelDevice kd;
   kd.gemm_peak_flops_per_s = device.gemm_peak_flops_per_s(options.fp16_accumulate);
   kd.attention_peak_flops_per_s = device.peak_flops_per_s;
+  if (!options.fp16_accumulate_fp32_outputs) {
+    kd.fp32_output_gemm_peak_flops_per_s = device.gemm_peak_flops_per_s(false);
+  }
+  const double backward_rate =
+      options.fp16_accumulate_fp32_outputs ? rate
+                                           : device.gemm_peak_flops_per_s(false) * device.efficiency;
   kd.memory_bytes_per_s = device.memory_bytes_per_s;
   const model::ModelConfig& c = model.config;
   const int64_t widest = std::max(c.hidden_size, c.intermediate_size);
@@ -161,9 +167,11 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
           options.recompute_skips_mlp_output
               ? MlpOutputForwardFlops(model, u, options.lora ? &*options.lora : nullptr)
               : 0.0;
-      const double backward_flops =
-          flops.backward_flops + (options.recompute ? flops.forward_flops - skipped : 0.0);
-      up.backward_seconds = backward_flops * tokens / rate;
+      const double recompute_flops = options.recompute ? flops.forward_flops - skipped : 0.0;
+      up.backward_seconds =
+          backward_rate == rate
+              ? (flops.backward_flops + recompute_flops) * tokens / rate
+              : flops.backward_flops * tokens / backward_rate + recompute_flops * tokens / rate;
     }
     up.parameter_bytes = model::UnitResidentParameterBytes(unit);
     up.gradient_bytes =

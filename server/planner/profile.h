@@ -166,6 +166,11 @@ struct AnalyticOptions {
   // torch.backends.cuda.matmul.allow_fp16_accumulation): the device's fp16-accumulate peak. Our
   // runtime computes in bf16 with fp32 accumulation (false).
   bool fp16_accumulate = false;
+  // With fp16_accumulate: also the GEMMs whose outputs are fp32 in our runtime (every backward
+  // GEMM, the LM head's logits) run at the fp16-accumulate peak, as in the published systems,
+  // whose GEMMs are all fp16 (true); false: those run at the fp32-accumulate peak (our runtime's
+  // fp16 mode, worker/model/linear.h; the flat model charges the backward's FLOPs at it).
+  bool fp16_accumulate_fp32_outputs = true;
   // Use the device's calibrated kernel model when it has one (DeviceSpec::kernels); false: the
   // flat efficiency model for every device.
   bool use_kernel_model = true;

@@ -44,6 +44,7 @@ PlanCommandOptions Options(const std::string& model, const std::string& topology
   o.schedule = "mobius";
   o.dispatch = "static";
   o.optimizer_staleness = 0;
+  o.precision = "bf16";
   o.mip_time_limit_seconds = 0.3;
   return o;
 }
@@ -400,6 +401,7 @@ TEST(PlanCommand, ConfigurationIsChosenBySimulation) {
   o.dispatch = "auto";
   o.optimizer_staleness = -1;
   o.microbatch = 0;
+  o.precision = "auto";
   o.longest = false;
   o.json = true;
   Result r = RunCommand(o);
@@ -436,6 +438,50 @@ TEST(PlanCommand, ConfigurationIsChosenBySimulation) {
   EXPECT_THAT(r.out, HasSubstr("; runner-up "));
 }
 
+// --precision auto picks fp16 on GeForce cards (their tensor cores sum fp16 twice as fast, and
+// the runtime's fp16 forward GEMMs do), bf16 where the rates are equal (a tie keeps bf16, which
+// needs no loss scaling); a pinned precision stays; resident is no candidate for fp16.
+TEST(PlanCommand, PrecisionIsChosenOrPinned) {
+  PlanCommandOptions o = Options("llama-3.1-8b-instruct.json", "rtx4090_2s_4sw_8gpu.xml");
+  o.batch = 16;
+  o.seq = 2048;
+  o.microbatch = 2;
+  o.precision = "auto";
+  o.longest = false;
+  o.json = true;
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["job"]["precision"], "fp16");
+  double bf16 = 0, fp16 = 0;
+  for (const nlohmann::json& k : j["configuration"]["candidates"]) {
+    (k["precision"] == "fp16" ? fp16 : bf16) = k["tokens_per_second"].get<double>();
+  }
+  std::printf("  8x RTX 4090, mobius, microbatch 2: bf16 %.0f, fp16 %.0f tokens/s\n", bf16, fp16);
+  EXPECT_GT(fp16, 1.05 * bf16);
+  o.precision = "bf16";
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["job"]["precision"], "bf16");
+  o.json = false;
+  o.precision = "fp16";
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("fp16 (dynamic loss scaling"));
+  o.schedule = "resident";
+  r = RunCommand(o);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("resident"));
+  // An H100 sums fp16 no faster: auto keeps bf16.
+  PlanCommandOptions h = Options("llama-3.1-8b-instruct.json", "nvlink_dgx_8xh100.xml");
+  h.precision = "auto";
+  h.longest = false;
+  h.json = true;
+  r = RunCommand(h);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["job"]["precision"], "bf16");
+}
+
 TEST(PlanCommand, BadInputExits2WithOneLine) {
   const BadCase cases[] = {
       {"no model", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.model.clear(); },
@@ -451,6 +497,8 @@ TEST(PlanCommand, BadInputExits2WithOneLine) {
        "granted GPU 8 does not exist"},
       {"schedule", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.schedule = "gpipe"; },
        "unknown schedule 'gpipe'"},
+      {"precision", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.precision = "fp8"; },
+       "--precision must be auto, bf16 or fp16 (got \"fp8\")"},
       {"unit fit", "llama-2-7b.json", kPaper,
        [](PlanCommandOptions& o) { o.gpu_memory_gib = 1.5; }, "does not fit on a GPU even alone"},
       {"host ram", "llama-2-7b.json", kPaper,

@@ -255,7 +255,9 @@ sim::SimConfig SimConfigFor(const PlanContext& ctx, sim::Schedule schedule) {
     c.internode = o.internode;
     c.optimizer_staleness = o.optimizer_staleness;
     c.steps = o.simulated_steps > 0 ? o.simulated_steps : (o.optimizer_staleness == 1 ? 3 : 1);
-    c.paper_barrier = o.optimizer_after_backward;
+    // Our runtime's fp16 mode updates nothing before the global norm says the step is finite.
+    c.paper_barrier = o.optimizer_after_backward ||
+                      (ctx.job.dtype == "fp16" && o.cost.memory_model == MemoryModel::kRuntime);
   }
   if (schedule == sim::Schedule::kRoundRobin) {
     c.dispatch = *sim::ParseDispatch(o.dispatch);  // checked by MakePlan

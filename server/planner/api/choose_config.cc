@@ -10,7 +10,7 @@ namespace mobius::planner {
 
 std::string ConfigCandidate::Label() const {
   return absl::StrCat(schedule, schedule == "roundrobin" ? ", " + dispatch : "", ", staleness ",
-                      optimizer_staleness, ", microbatch ", microbatch);
+                      optimizer_staleness, ", microbatch ", microbatch, ", ", precision);
 }
 
 std::vector<int64_t> DefaultMicrobatches(int64_t global_batch, int64_t seq_len) {
@@ -46,11 +46,15 @@ absl::StatusOr<ConfigChoice> ChooseConfiguration(const model::ModelDescription& 
     const std::vector<int64_t> microbatches =
         space.microbatches.empty() ? DefaultMicrobatches(job.global_batch, job.seq_len)
                                    : space.microbatches;
+    const std::vector<std::string> precisions =
+        space.precisions.empty() ? std::vector<std::string>{"bf16", "fp16"} : space.precisions;
     for (const std::string& dispatch : dispatches) {
       for (int s : staleness) {
         for (int64_t mb : microbatches) {
-          all.push_back({.schedule = schedule, .dispatch = dispatch, .optimizer_staleness = s,
-                         .microbatch = mb});
+          for (const std::string& precision : precisions) {
+            all.push_back({.schedule = schedule, .dispatch = dispatch, .optimizer_staleness = s,
+                           .microbatch = mb, .precision = precision});
+          }
         }
       }
     }
@@ -58,6 +62,8 @@ absl::StatusOr<ConfigChoice> ChooseConfiguration(const model::ModelDescription& 
   auto configure = [&](const ConfigCandidate& c, JobShape* j, PlanOptions* o) {
     *j = job;
     j->microbatch = c.microbatch;
+    j->dtype = c.precision;
+    j->fp16_accumulate = c.precision == "fp16";
     *o = options;
     o->schedule = c.schedule;
     o->dispatch = c.dispatch;

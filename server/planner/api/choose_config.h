@@ -9,6 +9,9 @@
 //   staleness    0 or 1 (mobius and roundrobin; LoRA and resident: 0)
 //   microbatch   the divisors of the global batch whose microbatch has 1024..32768 tokens (the
 //                smallest divisor when none does)
+//   precision    bf16, fp16 (training.precision; fp16 sums in fp16 where the GPU is faster so,
+//                JobShape::fp16_accumulate). On a tie (GPUs without a faster fp16 mode) bf16,
+//                listed first, wins: it needs no loss scaling.
 // Each is planned by MakePlan (comparison table off); combinations MakePlan refuses as invalid
 // are skipped, those that do not fit (FAILED_PRECONDITION) are listed with the reason. The winner
 // is planned again with the caller's options (its table, its trace).
@@ -33,17 +36,19 @@ struct ConfigSpace {
   std::vector<std::string> dispatches;
   std::vector<int> staleness;
   std::vector<int64_t> microbatches;
+  std::vector<std::string> precisions;
 };
 
 struct ConfigCandidate {
   std::string schedule, dispatch;
   int optimizer_staleness = 0;
   int64_t microbatch = 0;
+  std::string precision = "bf16";
   bool planned = false;        // false: `refusal` says why it does not fit
   double step_seconds = 0;
   double tokens_per_second = 0;
   std::string refusal;
-  std::string Label() const;   // "roundrobin, pool, staleness 1, microbatch 2"
+  std::string Label() const;   // "roundrobin, pool, staleness 1, microbatch 2, fp16"
 };
 
 struct ConfigChoice {

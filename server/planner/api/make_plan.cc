@@ -196,6 +196,12 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
   ctx.options = options;
   MOBIUS_RETURN_IF_ERROR(CheckChoices(options));
   MOBIUS_ASSIGN_OR_RETURN(ctx.num_microbatches, ValidateJob(model, job));
+  if (job.dtype == "fp16" && options.cost.memory_model == MemoryModel::kRuntime &&
+      options.schedule == "resident") {
+    return absl::InvalidArgumentError(
+        "dtype fp16 with schedule 'resident': the runtime's resident schedule trains in bf16 "
+        "(its GPU optimizer has no loss scaler); use mobius or roundrobin");
+  }
   MOBIUS_ASSIGN_OR_RETURN(ctx.gpus, ResolveGpus(topology, options));
   MOBIUS_ASSIGN_OR_RETURN(ctx.device, ResolveDevice(topology, ctx.gpus, options));
   std::optional<LoraLayout> lora;
@@ -218,6 +224,8 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
     // Our runtime (MemoryModel::kRuntime) recomputes a block without its MLP output projection;
     // the published systems' setups (kTwoSlot) model systems that recompute the whole forward.
     ao.recompute_skips_mlp_output = options.cost.memory_model == MemoryModel::kRuntime;
+    // Our runtime's fp16 mode sums in fp16 only into fp16 outputs (the forward's GEMMs).
+    ao.fp16_accumulate_fp32_outputs = options.cost.memory_model != MemoryModel::kRuntime;
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }

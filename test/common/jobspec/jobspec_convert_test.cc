@@ -66,6 +66,18 @@ TEST(JobSpecConvertTest, PoolDispatchTravels) {
   EXPECT_EQ(JobSpecFromProto(p), *spec);
 }
 
+TEST(JobSpecConvertTest, PrecisionTravelsAndDefaultsToBf16) {
+  absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile(
+      testing::SourcePath("test/data/specs/good/flow-style-all-gpus.yaml"));
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  spec->training.precision = "fp16";
+  v1::JobSpec p = JobSpecToProto(*spec);
+  EXPECT_EQ(p.training().precision(), "fp16");
+  EXPECT_EQ(JobSpecFromProto(p), *spec);
+  p.mutable_training()->clear_precision();  // an older client
+  EXPECT_EQ(JobSpecFromProto(p).training.precision, "bf16");
+}
+
 // No adapter message: full fine-tuning, both ways. A message with only its type set takes
 // PEFT's defaults for rank and alpha; one with nothing set is an adapter without a type (which
 // the validator refuses), not "no adapter".

@@ -54,7 +54,7 @@ TEST(JobSpecJsonTest, CanonicalText) {
             R"("priority":0,"resources":{"device_memory_bytes":0,"gpus":0},)"
             R"("training":{"beta1":0.9,"beta2":0.95,"epochs":0,"eps":1e-08,"eval_every":0,)"
             R"("global_batch":8,"grad_clip":1.0,"lr":0.0003,"lr_schedule":"cosine",)"
-            R"("microbatch":8,"min_lr":0.0,"optimizer_staleness":0,"seed":0,"seq_len":16,)"
+            R"("microbatch":8,"min_lr":0.0,"optimizer_staleness":0,"precision":"bf16","seed":0,"seq_len":16,)"
             R"("steps":10,)"
             R"("warmup_steps":0,"weight_decay":0.0}})");
 }

@@ -324,6 +324,19 @@ TEST(ValidateJobSpecTest, AdapterSchedules) {
   EXPECT_THAT(Fields(s), ElementsAre("training.optimizer_staleness"));
 }
 
+TEST(ValidateJobSpecTest, PrecisionIsBf16OrFp16AndFp16NeedsTheHostOptimizer) {
+  JobSpec s = Valid();
+  for (const char* ok : {"bf16", "fp16"}) {
+    s.training.precision = ok;
+    EXPECT_THAT(Fields(s), IsEmpty()) << ok;
+  }
+  s.training.precision = "fp8";
+  EXPECT_EQ(Message(s), "training.precision: must be one of bf16, fp16 (got \"fp8\")");
+  s.training.precision = "fp16";
+  s.plan.schedule = "resident";
+  EXPECT_THAT(Fields(s), ElementsAre("training.precision"));
+}
+
 TEST(ValidateJobSpecTest, AdapterInitFromIsAPath) {
   JobSpec s = Valid();
   s.adapter = AdapterSpec{.type = "lora", .init_from = "adapters/start"};

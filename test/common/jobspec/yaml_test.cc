@@ -240,7 +240,7 @@ TEST(JobSpecYamlTest, StructuralErrorsAreAllReported) {
                        "job spec:7:3: training.learning_rate: unknown key; expected one of steps, "
                        "epochs, global_batch, microbatch, seq_len, lr, min_lr, warmup_steps, "
                        "lr_schedule, weight_decay, grad_clip, beta1, beta2, eps, seed, "
-                       "eval_every, optimizer_staleness"}));
+                       "eval_every, optimizer_staleness, precision"}));
 }
 
 TEST(JobSpecYamlTest, UnknownKeyHints) {

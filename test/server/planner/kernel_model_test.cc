@@ -106,6 +106,31 @@ TEST(KernelModel, Fp32AccumulateHalvesTheGemmRate) {
   EXPECT_LT(b, h32.forward / h16.forward);
 }
 
+// Our runtime's fp16 mode sums in fp16 only into fp16 outputs (worker/model/linear.h): the forward
+// GEMMs run at the fp16-accumulate peak, the LM head (fp32 logits) and every backward GEMM at the
+// fp32-accumulate one. The published systems (all GEMMs fp16) leave the field 0.
+TEST(KernelModel, Fp32OutputGemmsRunAtTheFp32AccumulatePeak) {
+  const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
+  const KernelModel k = *Rtx4090Spec().kernels;
+  KernelDevice ours = Rtx4090(true);
+  ours.fp32_output_gemm_peak_flops_per_s = Rtx4090Spec().gemm_peak_flops_per_s(false);
+  const int64_t head = d.num_units() - 1;
+  for (int64_t u : {int64_t{1}, head}) {
+    const UnitSeconds o = KernelUnitSeconds(d, u, 8192, 2048, ours, k);
+    const UnitSeconds h16 = KernelUnitSeconds(d, u, 8192, 2048, Rtx4090(true), k);
+    const UnitSeconds h32 = KernelUnitSeconds(d, u, 8192, 2048, Rtx4090(false), k);
+    EXPECT_DOUBLE_EQ(o.backward, h32.backward) << "unit " << u;
+    EXPECT_DOUBLE_EQ(o.forward, u == head ? h32.forward : h16.forward) << "unit " << u;
+  }
+  AnalyticOptions a;
+  a.fp16_accumulate = true;
+  a.fp16_accumulate_fp32_outputs = false;
+  absl::StatusOr<Profile> p = AnalyticProfile(d, {4, 2048}, Rtx4090Spec(), a);
+  ASSERT_TRUE(p.ok()) << p.status();
+  const UnitSeconds block = KernelUnitSeconds(d, 1, 8192, 2048, ours, k, a.activations);
+  EXPECT_DOUBLE_EQ(p->units[1].backward_seconds, block.backward + block.forward - block.mlp_output);
+}
+
 TEST(KernelModel, AnalyticProfileUsesItForTheRtx4090Only) {
   const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
   AnalyticOptions o;

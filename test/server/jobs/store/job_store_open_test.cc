@@ -171,10 +171,13 @@ TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
     ASSERT_TRUE((*store)->AppendStepReport(id, r).ok());
   }
   {
-    // What a version-1 daemon left: no eval_loss column, no migration 2.
+    // What a version-1 daemon left: no eval_loss, loss_scale or skipped column, no migration 2
+    // or 3.
     RawDb raw(path);
+    raw.Exec("ALTER TABLE step_reports DROP COLUMN skipped");
+    raw.Exec("ALTER TABLE step_reports DROP COLUMN loss_scale");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN eval_loss");
-    raw.Exec("DELETE FROM schema_migrations WHERE version = 2");
+    raw.Exec("DELETE FROM schema_migrations WHERE version >= 2");
   }
   auto store = JobStore::Open(path);
   ASSERT_TRUE(store.ok()) << store.status();
@@ -183,11 +186,17 @@ TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
   ASSERT_EQ(old->size(), 1u);
   EXPECT_EQ((*old)[0].loss, 2.5);
   EXPECT_FALSE((*old)[0].eval_loss.has_value());
+  EXPECT_EQ((*old)[0].loss_scale, 0.0);  // migration 3's default: a bf16 step
+  EXPECT_FALSE((*old)[0].skipped);
   StepReportRow r;
   r.step = 2;
   r.eval_loss = 2.75;
+  r.loss_scale = 32768;
+  r.skipped = true;
   ASSERT_TRUE((*store)->AppendStepReport(id, r).ok());
   EXPECT_EQ((*store)->StepReports(id, 1, 10)->at(0).eval_loss, 2.75);
+  EXPECT_EQ((*store)->StepReports(id, 1, 10)->at(0).loss_scale, 32768.0);
+  EXPECT_TRUE((*store)->StepReports(id, 1, 10)->at(0).skipped);
   RawDb raw(path);
   EXPECT_EQ(raw.Text("SELECT MAX(version) FROM schema_migrations"), std::to_string(kSchemaVersion));
 }
