@@ -16,6 +16,7 @@
 #                       [--cold]   (drop the page cache before the first run of each model: root)
 #                       [--lora]   (LoRA jobs: rank 16, alpha 32, every linear of the blocks;
 #                                   the frozen base in bf16, docs/job-spec.md "adapter")
+#                       [--precision bf16|fp16]   (training.precision; default bf16)
 #
 # Memory-heavy: run it alone. Writes DIR/results.json, DIR/results.md and DIR/bytes_per_param.png
 # (the plot needs python3-matplotlib; skipped without it).
@@ -29,6 +30,7 @@ CAP=1GiB
 OUT=/tmp/mobius-bench-memory
 COLD=0
 LORA=0
+PRECISION=bf16
 while [[ $# -gt 0 ]]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -37,6 +39,7 @@ while [[ $# -gt 0 ]]; do
     --out) OUT=$2; shift 2 ;;
     --cold) COLD=1; shift ;;
     --lora) LORA=1; shift ;;
+    --precision) PRECISION=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -72,7 +75,8 @@ for size in $SIZES; do
   cat "$model/model.safetensors" >/dev/null
   python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
     "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
-    --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" "${STANDALONE_LORA[@]}" \
+    --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" --precision "$PRECISION" \
+    "${STANDALONE_LORA[@]}" \
     >"$OUT/$size-standalone.out" 2>&1 ||
     echo "standalone $size failed" >&2
   first=1
@@ -83,7 +87,7 @@ for size in $SIZES; do
 name: mem-$tag
 model_dir: $model
 dataset: {path: $OUT/data.tok}
-training: {steps: 3, global_batch: 2, microbatch: 1, seq_len: 128, lr: 1e-4}
+training: {steps: 3, global_batch: 2, microbatch: 1, seq_len: 128, lr: 1e-4, precision: $PRECISION}
 resources: {gpus: $n, device_memory_bytes: $CAP}
 checkpoint: {dir: $OUT/ckpt-$tag, every_steps: 2, keep_last: 1}
 $ADAPTER
