@@ -36,7 +36,7 @@ absl::StatusOr<std::unique_ptr<ResidentModel>> ResidentModel::Create(
   for (int64_t u = 0; u < units; ++u) {
     MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<UnitRunner> runner,
                             UnitRunner::Create(config, u, backend, lora, options.chunk_tokens,
-                                               options.precision, options.half_accumulate));
+                                               options.precision));
     const UnitParamLayout& layout = runner->layout();
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer w,
                             backend->Allocate(layout.weight_bytes(), absl::StrCat("unit", u, ".weights")));

@@ -51,7 +51,6 @@ class ResidentModel {
     // The weights' and activations' 16-bit format (UnitRunner::Create): SetWeights then takes
     // that format's bits, UnitInput converts from it.
     backend::DType precision = backend::DType::kBf16;
-    bool half_accumulate = false;
   };
 
   // Allocates weights and gradients (zeroed). `backend` is not owned and must outlive the model.

@@ -79,8 +79,7 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
                                                                backend::Backend* backend,
                                                                const LoraSpec* lora,
                                                                int64_t chunk_tokens,
-                                                               backend::DType precision,
-                                                               bool half_accumulate) {
+                                                               backend::DType precision) {
   if (backend == nullptr) return absl::InvalidArgumentError("UnitRunner: null backend");
   if (!backend::IsHalf(precision)) {
     return absl::InvalidArgumentError(absl::StrCat("UnitRunner: precision ",
@@ -95,7 +94,7 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
                                                reference::ParameterNames(config), backend));
   r->chunk_tokens_ = chunk_tokens;
   r->half_ = precision;
-  r->half_accumulate_ = half_accumulate && precision == backend::DType::kF16;
+  r->half_accumulate_ = precision == backend::DType::kF16 && backend->half_accumulate_faster();
   if (lora != nullptr) {
     if (lora->rank < 1) return absl::InvalidArgumentError("UnitRunner: LoRA rank must be >= 1");
     r->frozen_ = true;

@@ -90,16 +90,15 @@ class UnitRunner {
   // `chunk_tokens`: the token chunks of the head and the MLP (common/model/unit_workspace.h:
   // 0 = sized from memory, > 0 = at most that many rows, < 0 = unchunked).
   // `precision`: the 16-bit format of the weights, activations and the hidden states in and out
-  // (bf16 or fp16; INVALID_ARGUMENT otherwise), arithmetic fp32 in both. With fp16,
-  // `half_accumulate` lets the GEMMs whose output is fp16 sum in fp16 where the backend has it.
+  // (bf16 or fp16; INVALID_ARGUMENT otherwise), arithmetic fp32 in both. With fp16, the GEMMs
+  // whose output is fp16 sum in fp16 where the backend is faster so (half_accumulate_faster).
   static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
                                                             int64_t unit_index,
                                                             backend::Backend* backend,
                                                             const LoraSpec* lora = nullptr,
                                                             int64_t chunk_tokens = 0,
                                                             backend::DType precision =
-                                                                backend::DType::kBf16,
-                                                            bool half_accumulate = false);
+                                                                backend::DType::kBf16);
 
   const UnitParamLayout& layout() const { return layout_; }
   const UnitAdapter& adapter() const { return adapter_; }  // empty without adapters

@@ -376,9 +376,7 @@ absl::StatusOr<std::unique_ptr<PipelineWorker>> PipelineWorker::Create(const Run
       MOBIUS_ASSIGN_OR_RETURN(s->runners[u],
                               units::UnitRunner::Create(s->start.config, u, s->backend.get(),
                                                         s->lora ? &s->lora->spec : nullptr,
-                                                        s->run.training.chunk_tokens, s->half,
-                                                        s->half == backend::DType::kF16 &&
-                                                            s->backend->half_accumulate_faster()));
+                                                        s->run.training.chunk_tokens, s->half));
       MOBIUS_RETURN_IF_ERROR(CheckAdapterLayout(*s, u));
     }
   }

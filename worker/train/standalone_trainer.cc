@@ -78,10 +78,6 @@ namespace {
 // What a checkpoint records of the scaler: its scale, 0 without fp16.
 double LossScaleOf(const LossScaler& s) { return s.enabled() ? s.scale() : 0.0; }
 
-void ToHalf(backend::DType half, const float* src, uint16_t* dst, size_t n) {
-  RoundWeights(half == backend::DType::kF16, src, dst, n);
-}
-
 // The resident model with its weights, and every per-shape buffer allocated by one throwaway
 // microbatch, so that a device cap too small for one microbatch fails here, before the first step
 // (Step zeroes the gradients it leaves).
@@ -92,13 +88,12 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   MOBIUS_ASSIGN_OR_RETURN(s.model, units::ResidentModel::Create(
                                        s.config, s.backend.get(),
                                        {.recompute = recompute, .lora = lora,
-                                        .chunk_tokens = o.chunk_tokens, .precision = s.half,
-                                        .half_accumulate = s.half == backend::DType::kF16 &&
-                                                           s.backend->half_accumulate_faster()}));
+                                        .chunk_tokens = o.chunk_tokens, .precision = s.half}));
   for (auto& [name, t] : s.master.tensors) {
     for (int64_t begin = 0; begin < t.numel(); begin += kSlice) {
       const int64_t n = std::min(kSlice, t.numel() - begin);
-      ToHalf(s.half, t.data.data() + begin, s.bf16.data(), static_cast<size_t>(n));
+      RoundWeights(s.half == backend::DType::kF16, t.data.data() + begin, s.bf16.data(),
+                   static_cast<size_t>(n));
       MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
     }
   }
@@ -208,7 +203,7 @@ absl::StatusOr<std::unique_ptr<StandaloneTrainer>> StandaloneTrainer::Create(
     for (const auto& [name, t] : s->master.tensors) {
       std::vector<uint16_t>& copy = s->newest_bf16[name];
       copy.resize(t.data.size());
-      ToHalf(s->half, t.data.data(), copy.data(), copy.size());
+      RoundWeights(s->half == backend::DType::kF16, t.data.data(), copy.data(), copy.size());
     }
   }
   return std::unique_ptr<StandaloneTrainer>(new StandaloneTrainer(std::move(s)));
@@ -292,7 +287,7 @@ absl::StatusOr<StepStats> StandaloneTrainer::Step() {
                                         .decay = s.start.decay.at(name),
                                         .out_fp16 = s.half == backend::DType::kF16};
       if (outcome.skipped) {  // nothing changes: the 16-bit copy is the master's, as before
-        ToHalf(s.half, buffers.master, s.bf16.data(), buffers.n);
+        RoundWeights(s.half == backend::DType::kF16, buffers.master, s.bf16.data(), buffers.n);
       } else {
         MOBIUS_RETURN_IF_ERROR(s.adamw->Step(s.step + 1, scale, {&buffers, 1}));
       }
