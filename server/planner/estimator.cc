@@ -64,23 +64,21 @@ int64_t LargestGemmConversion(const model::ModelDescription& model, int64_t begi
 }
 
 // What one GPU position's stages need at most: kTwoSlot the largest stage memory (2 x slot);
-// kRuntime, as the runtime sizes its buffers (pipeline_worker.cc), the two slots for the largest
-// weights and gradients and the buffers for the most unit inputs, each over all its stages.
+// kRuntime, as the runtime sizes its buffers (pipeline_worker.cc: one allocation per slot for a
+// stage's weights and gradients together), two slots for the largest W + G and the buffers for
+// the most unit inputs, each over all its stages.
 struct GpuNeed {
   bool used = false;
-  int64_t memory = 0, weights = 0, gradients = 0, activations = 0;
+  int64_t memory = 0, slot = 0, activations = 0;
   void Add(const StageCost& c) {
     used = true;
     memory = std::max(memory, c.memory_bytes);
-    weights = std::max(weights, c.weight_bytes);
-    gradients = std::max(gradients, c.gradient_bytes);
+    slot = std::max(slot, c.weight_bytes + c.gradient_bytes);
     activations = std::max(activations, c.activation_bytes);
   }
   int64_t Bytes(const PartitionProblem& p) const {
     if (!used) return 0;
-    if (p.memory_model == MemoryModel::kRuntime) {
-      return p.reserved_bytes + 2 * (weights + gradients) + activations;
-    }
+    if (p.memory_model == MemoryModel::kRuntime) return p.reserved_bytes + 2 * slot + activations;
     return p.reserved_bytes + memory;
   }
 };
@@ -138,10 +136,13 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
   for (int j = 0; j < plan.num_passes(); ++j) {
     const PassRef pass = plan.PassAt(j);
     const Partition& part = pass.backward ? plan.round_robin->backward : plan.round_robin->forward;
-    needs[j % n].Add(part.costs[pass.stage]);
     const StageRange& range = part.stages[pass.stage];
-    largest_tensor[j % n] =
-        std::max(largest_tensor[j % n], LargestGemmConversion(model, range.begin, range.end));
+    const int64_t conversion = LargestGemmConversion(model, range.begin, range.end);
+    for (int g = 0; g < n; ++g) {
+      if (g != j % n && !(options.every_pass_on_every_gpu && g < plan.num_passes())) continue;
+      needs[g].Add(part.costs[pass.stage]);
+      largest_tensor[g] = std::max(largest_tensor[g], conversion);
+    }
   }
   // Unit 0's input (the token ids) is also kept, as in EstimateMemory (stage 0's input).
   e.host_activation_bytes = plan.num_microbatches * profile.units[0].boundary_bytes;

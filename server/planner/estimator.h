@@ -68,6 +68,10 @@ struct EstimatorOptions {
   int64_t worker_process_bytes = kWorkerProcessBytes;
   bool devices_in_host_memory = false;  // the CPU backend emulates the GPUs in host memory
   int64_t memory_margin_bytes = int64_t{1} << 30;  // of each GPU estimate, not allocated emulated
+  // Round-robin passes that may run on any GPU (pool dispatch, or a pass count that is no multiple
+  // of the GPU count, whose assignment rotates every step: common/run/run_config.h
+  // RankOfPassVaries): every worker sizes its slots for every pass.
+  bool every_pass_on_every_gpu = false;
 };
 
 // REQUIRES: `partition` and `mapping` were made from `problem`, which was made from `profile`.
@@ -76,8 +80,9 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
                               const Mapping& mapping, int num_microbatches,
                               const EstimatorOptions& options = {});
 
-// The round-robin schedule (plan.h): GPU position i holds two of the passes j = i (mod N), so
-// reserved + 2 x its largest pass slot (forward: W + A; backward: W + G + A); host checkpoints =
+// The round-robin schedule (plan.h): GPU position i holds two of the passes j = i (mod N) (every
+// pass with options.every_pass_on_every_gpu), so reserved + 2 x its largest pass slot (forward:
+// W + A; backward: W + G + A) + its largest pass's activations; host checkpoints =
 // M x the boundary bytes of every unit in CheckpointUnits() (forward and backward stage inputs).
 // REQUIRES: `plan.round_robin` and `plan.mapping` made from `problem`, made from `profile`.
 MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,

@@ -71,9 +71,57 @@ bool WeightsReady(const State& s, const StageRange& range, uint32_t k) {
   return true;
 }
 
+uint64_t Align256(uint64_t bytes) { return (bytes + 255) & ~uint64_t{255}; }
+
+// Whether this rank runs the backward of `range` (its slot then holds gradients).
+bool RunsBackward(const State& s, const StageRange& range) {
+  if (s.resident != nullptr) return true;
+  for (const Pass& p : s.passes) {
+    const StageRange& r = s.range(p);
+    if (p.backward && r.begin == range.begin && r.end == range.end) return true;
+  }
+  return false;
+}
+
+uint64_t GradPartBytes(const State& s, const StageRange& range) {
+  return RunsBackward(s, range) ? Align256(s.layout.stage_grad_bytes(range)) : 0;
+}
+
+}  // namespace
+
+uint64_t SlotBytes(const State& s, const StageRange& range) {
+  return Align256(s.layout.stage_weight_bytes(range)) +
+         Align256(s.layout.stage_adapter_bytes(range)) + GradPartBytes(s, range);
+}
+
+void CarveSlot(const State& s, Slot& slot, const StageRange& range) {
+  const uint64_t weights = s.layout.stage_weight_bytes(range);
+  const uint64_t adapters = s.layout.stage_adapter_bytes(range);
+  const uint64_t grads = GradPartBytes(s, range);
+  const uint64_t size = slot.arena.size_bytes();
+  slot.weights = backend::DeviceView(slot.arena, 0, weights);
+  slot.adapters = backend::DeviceView(slot.arena, Align256(weights), adapters);
+  slot.grads = grads == 0 ? DeviceBuffer()
+                          : backend::DeviceView(slot.arena, size - grads,
+                                                s.layout.stage_grad_bytes(range));
+}
+
+namespace {
+
 // Starts the upload of `range`'s weights W_k into `slot` on the H2D queue.
 absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t k) {
   const uint64_t bytes = s.layout.stage_weight_bytes(range);
+  // The slot's previous gradients (at the arena's end) may still be on their way to the store:
+  // where the new weights and adapters reach into them, the upload waits for that download.
+  if (!slot.grads.empty()) {
+    const uint64_t old_grads_begin = slot.arena.size_bytes() - Align256(slot.grads.size_bytes());
+    const uint64_t new_end =
+        Align256(bytes) + Align256(s.layout.stage_adapter_bytes(range));
+    if (new_end > old_grads_begin) {
+      MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.h2d, *slot.saved));
+    }
+  }
+  CarveSlot(s, slot, range);
   // The slot's gradients may still be on their way to the store; the weights may be overwritten
   // only after the compute queue is done with them (every pass ends by synchronising it).
   MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(

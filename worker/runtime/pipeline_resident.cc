@@ -273,6 +273,7 @@ absl::Status CheckResidentFits(const State& s, uint64_t activation_bytes) {
 
 absl::Status ResidentAllocate(State& s) {
   ResidentStage& res = *s.resident;
+  CarveSlot(s, s.slots[0], Range(s));  // the stage never moves
   const auto [begin, end] = OptimizerRegion(s);
   res.optimizer_offset = begin;
   MOBIUS_ASSIGN_OR_RETURN(res.optimizer, s.backend->Allocate(end - begin, "resident.optimizer"));

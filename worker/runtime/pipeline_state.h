@@ -64,9 +64,18 @@ inline double Since(Clock::time_point t) {
 // identified by the unit range and the weights it holds (W_k: after the run's k-th update), so a
 // forward and a backward pass over the same units share it (mobius: the first backward stages of
 // a rank need no upload).
+//
+// One allocation per slot (`arena`), sized for the largest pass of the rank: max over its ranges
+// of W + A + G (G only for a range whose backward the rank runs), not max W + max G; a forward
+// stage with many units and a backward stage with few then share it (what the planner's kRuntime
+// memory model counts, server/planner/estimator.cc). CarveSlot lays a range out in it: weights at
+// 0, adapters after them, gradients at the END (so that a range's new weights rarely overlap the
+// previous range's gradients still on their way to the store; Upload waits for them where they
+// do).
 struct Slot {
-  backend::DeviceBuffer weights;  // bf16, the largest pass of this rank
-  backend::DeviceBuffer grads;    // fp32 (LoRA: the adapters' gradients)
+  backend::DeviceBuffer arena;
+  backend::DeviceBuffer weights;   // views into arena: 16-bit weights of `range`
+  backend::DeviceBuffer grads;     // fp32 (LoRA: the adapters' gradients); empty: no backward
   backend::DeviceBuffer adapters;  // LoRA: the pass's fp32 adapters (uploaded with the weights)
   StageRange range{-1, -1};
   uint32_t index = 0;  // k of the W_k it holds (ComputeIndex)
@@ -266,6 +275,11 @@ uint32_t ComputeIndex(const PipelineWorker::State& s, uint32_t r);
 // Waits for a control word, counting the time as stall.
 absl::Status Await(PipelineWorker::State& s, int64_t word, uint32_t value);
 absl::Status SyncCompute(PipelineWorker::State& s);
+// The bytes of a slot that holds `range` (CarveSlot's layout, 256-byte aligned parts).
+uint64_t SlotBytes(const PipelineWorker::State& s, const StageRange& range);
+// Points slot.weights, .adapters and .grads at `range`'s parts of slot.arena (REQUIRES:
+// SlotBytes(range) <= the arena's size).
+void CarveSlot(const PipelineWorker::State& s, Slot& slot, const StageRange& range);
 // The backward stages whose updates of step r-1 the weights of `range` at step r depend on: those
 // overlapping it, and backward stage 0 (the embedding's owner) for a tied head.
 std::vector<int> WeightSources(const PipelineWorker::State& s, const StageRange& range);

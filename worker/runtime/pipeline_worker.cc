@@ -27,10 +27,11 @@ namespace {
 
 using State = PipelineWorker::State;
 
-// Device buffer sizes of one rank: its two slots (each sized for its largest pass; resident: one
-// slot, for its only stage) and one microbatch's activations and workspace.
+// Device buffer sizes of one rank: its two slots (each sized for its largest pass, weights,
+// adapters and gradients together: SlotBytes; resident: one slot, for its only stage) and one
+// microbatch's activations and workspace.
 struct DeviceNeeds {
-  uint64_t weight_bytes = 0, grad_bytes = 0, adapter_bytes = 0, workspace = 0;
+  uint64_t slot_bytes = 0, workspace = 0;
   int64_t max_units = 1;
   uint64_t tokens = 0, hidden = 0;  // [mb, T] int32; one bf16 boundary activation
 
@@ -43,9 +44,7 @@ DeviceNeeds Needs(const State& s) {
   DeviceNeeds d;
   for (const Pass& p : s.passes) {
     const StageRange& range = s.range(p);
-    d.weight_bytes = std::max(d.weight_bytes, s.layout.stage_weight_bytes(range));
-    if (p.backward) d.grad_bytes = std::max(d.grad_bytes, s.layout.stage_grad_bytes(range));
-    d.adapter_bytes = std::max(d.adapter_bytes, s.layout.stage_adapter_bytes(range));
+    d.slot_bytes = std::max(d.slot_bytes, SlotBytes(s, range));
     d.max_units = std::max(d.max_units, range.end - range.begin);
     for (int64_t u = range.begin; u < range.end; ++u) {
       d.workspace = std::max(d.workspace, s.runners[u]->WorkspaceBytes(s.mb, s.t));
@@ -60,13 +59,8 @@ absl::Status Allocate(State& s, const DeviceNeeds& d) {
   for (int i = 0; i < 2; ++i) {
     Slot& slot = s.slots[i];
     const bool used = i == 0 || s.resident == nullptr;  // resident: the stage never moves
-    MOBIUS_ASSIGN_OR_RETURN(slot.weights, s.backend->Allocate(used ? d.weight_bytes : 0,
-                                                              absl::StrCat("slot", i, ".weights")));
-    MOBIUS_ASSIGN_OR_RETURN(slot.grads, s.backend->Allocate(used ? d.grad_bytes : 0,
-                                                            absl::StrCat("slot", i, ".grads")));
-    MOBIUS_ASSIGN_OR_RETURN(slot.adapters,
-                            s.backend->Allocate(used ? d.adapter_bytes : 0,
-                                                absl::StrCat("slot", i, ".adapters")));
+    MOBIUS_ASSIGN_OR_RETURN(slot.arena, s.backend->Allocate(used ? d.slot_bytes : 0,
+                                                            absl::StrCat("slot", i)));
     MOBIUS_ASSIGN_OR_RETURN(slot.loaded, s.backend->CreateEvent());
     MOBIUS_ASSIGN_OR_RETURN(slot.saved, s.backend->CreateEvent());
   }

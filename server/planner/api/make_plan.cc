@@ -265,6 +265,24 @@ std::string HostMemorySource(const topology::Topology& t, const PlanOptions* o) 
   return absl::StrCat(" (the topology's ", t.numa_nodes.size(), " NUMA nodes)");
 }
 
+// Each stage fits on its own (the partitioners' rule), but a worker sizes its two slots for the
+// largest W + G among its passes and its activation buffers for its longest stage (pipeline_worker.cc):
+// those maxima can come from different stages.
+absl::Status CheckGpuMemory(const PlanContext& ctx, const Plan& plan) {
+  const MemoryEstimate& m = plan.memory;
+  if (m.max_gpu_bytes <= m.gpu_capacity_bytes) return absl::OkStatus();
+  size_t worst = 0;
+  for (size_t i = 0; i < m.gpu_bytes.size(); ++i) {
+    if (m.gpu_bytes[i] > m.gpu_bytes[worst]) worst = i;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "GPU memory too small: GPU position ", worst, " needs ", GiB(m.max_gpu_bytes),
+      " (reserved ", GiB(ctx.problem.reserved_bytes),
+      " + two slots for its largest stage's weights and gradients + the inputs of its longest "
+      "stage's units, at microbatch ", ctx.job.microbatch, ") but has ",
+      GiB(m.gpu_capacity_bytes), "; a smaller microbatch or more stages fit"));
+}
+
 absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, int64_t available) {
   if (available <= 0 || m.host_bytes <= available) return absl::OkStatus();
   const int64_t params = model::TotalParameters(*ctx.model);
@@ -433,6 +451,10 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   eo.stale_weight_copy_bytes_per_parameter = options.optimizer_staleness == 1 ? 2 : 0;
   eo.checkpoint_copies = options.optimizer_staleness == 1 ? 2 : 1;
   eo.memory_margin_bytes = options.cost.memory_margin_bytes;
+  const int num_gpus = static_cast<int>(plan.mapping.gpu_order.size());
+  eo.every_pass_on_every_gpu =
+      plan.round_robin && num_gpus > 1 &&
+      (options.dispatch == "pool" || plan.num_passes() % num_gpus != 0);
   plan.memory = plan.round_robin
                     ? EstimateRoundRobinMemory(model, ctx.profile, ctx.problem, plan, eo)
                     : EstimateMemory(model, ctx.profile, ctx.problem, plan.partition, plan.mapping,
@@ -440,6 +462,10 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   r.host_memory_available_bytes = HostMemoryAvailable(topology, options);
   if (schedule != sim::Schedule::kResident) {
     MOBIUS_RETURN_IF_ERROR(CheckHostMemory(ctx, plan.memory, r.host_memory_available_bytes));
+  }
+  if (options.cost.memory_model == MemoryModel::kRuntime &&
+      (schedule == sim::Schedule::kMobius || schedule == sim::Schedule::kRoundRobin)) {
+    MOBIUS_RETURN_IF_ERROR(CheckGpuMemory(ctx, plan));
   }
 
   MOBIUS_ASSIGN_OR_RETURN(sim::SimResult sr, internal::SimulateSchedule(

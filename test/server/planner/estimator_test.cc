@@ -1,5 +1,7 @@
 #include "server/planner/estimator.h"
 
+#include <algorithm>
+
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/server/planner/test_models.h"
@@ -131,6 +133,50 @@ TEST(EstimateMemory, RuntimeGpuBytesByHand) {
   // The host side does not depend on the GPU rule.
   EXPECT_EQ(e.host_model_state_bytes, 18 * 210240);
   EXPECT_EQ(e.host_activation_bytes, 256 + 8192);
+}
+
+// Round-robin under kRuntime: a worker's slot holds one pass's weights and gradients together
+// (pipeline_state.h Slot), so GPU 0, running the whole-model forward (W only) and the backward of
+// [2, 4) (W + G), needs two slots of max(W_all, W_23 + G_23), not of W_all + G_23. With every pass
+// on every GPU (pool dispatch, or a pass count that is no multiple of the GPU count), each GPU
+// counts the largest of all passes.
+TEST(EstimateMemory, RoundRobinSlotHoldsOnePassesWeightsAndGradients) {
+  const model::ModelDescription m = TinyLlama();
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec());
+  ASSERT_TRUE(prof.ok());
+  absl::StatusOr<PartitionProblem> p =
+      MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4}, 4, 0);
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<RoundRobinPartition> rr =
+      ScoreRoundRobinPartition(*p, {{0, 4}}, {{0, 2}, {2, 4}});
+  ASSERT_TRUE(rr.ok()) << rr.status();
+  Plan plan;
+  plan.num_microbatches = 4;
+  plan.round_robin = *rr;
+  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4}, 3);
+  ASSERT_TRUE(map.ok());
+  plan.mapping = *map;
+  // Passes: F0 [0, 4) on GPU 0, B1 [2, 4) on GPU 1, B0 [0, 2) on GPU 0 (3 passes on 2 GPUs).
+  const StageCost& f0 = rr->forward.costs[0];
+  const StageCost& b0 = rr->backward.costs[0];
+  const StageCost& b1 = rr->backward.costs[1];
+  ASSERT_EQ(f0.gradient_bytes, 0);
+  const int64_t r = p->reserved_bytes;
+  const int64_t gpu0 = r + 2 * std::max(f0.weight_bytes, b0.weight_bytes + b0.gradient_bytes) +
+                       std::max(f0.activation_bytes, b0.activation_bytes);
+  const int64_t gpu1 = r + 2 * (b1.weight_bytes + b1.gradient_bytes) + b1.activation_bytes;
+  const MemoryEstimate e = EstimateRoundRobinMemory(m, *prof, *p, plan);
+  EXPECT_THAT(e.gpu_bytes, ElementsAre(gpu0, gpu1));
+  EXPECT_LT(e.gpu_bytes[0], r + 2 * (f0.weight_bytes + b0.gradient_bytes) + f0.activation_bytes);
+  EstimatorOptions every;
+  every.every_pass_on_every_gpu = true;
+  const MemoryEstimate all = EstimateRoundRobinMemory(m, *prof, *p, plan, every);
+  const int64_t largest =
+      r + 2 * std::max({f0.weight_bytes, b0.weight_bytes + b0.gradient_bytes,
+                        b1.weight_bytes + b1.gradient_bytes}) +
+      std::max({f0.activation_bytes, b0.activation_bytes, b1.activation_bytes});
+  EXPECT_THAT(all.gpu_bytes, ElementsAre(largest, largest));
 }
 
 TEST(EstimateMemory, LoraKeepsTheBaseOnceAndTheAdaptersState) {

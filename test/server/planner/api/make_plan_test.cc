@@ -449,6 +449,30 @@ TEST(MakePlanBadInput, HostRamTooSmall) {
   EXPECT_THAT(r.status().message(), HasSubstr("to fit"));
 }
 
+// Every stage fits alone, but a worker sizes its two slots for its largest W + G and its
+// activation buffers for its longest stage, which can come from different stages: Qwen3-32B in
+// fp16 at microbatch 8 on the 8x RTX 4090 box needs 23.73 GiB on one GPU of 23.64 GiB.
+TEST(MakePlanBadInput, GpuRamTooSmallForAWorkersPasses) {
+  const Fixture f = LoadTopology("rtx4090_2s_4sw_8gpu.xml");
+  PlanOptions o;
+  o.schedule = "roundrobin";
+  o.optimizer_staleness = 1;
+  JobShape job = Job(128, 8, 2048);
+  job.dtype = "fp16";
+  job.fp16_accumulate = true;
+  auto r = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("GPU memory too small"));
+  EXPECT_THAT(r.status().message(), HasSubstr("at microbatch 8"));
+  EXPECT_THAT(r.status().message(), HasSubstr("23.64 GiB"));
+  job = Job(128, 4, 2048);
+  job.dtype = "fp16";
+  job.fp16_accumulate = true;
+  auto fits = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  EXPECT_LE(fits->plan.memory.max_gpu_bytes, fits->plan.memory.gpu_capacity_bytes);
+}
+
 TEST(MakePlanBadInput, NoGpus) {
   const Fixture f = LoadTopology("cpu_only_1s.xml");
   auto r = MakePlan(LoadModel("gpt2.json"), f.topology, f.facts, Job(8, 1, 512));
