@@ -31,7 +31,7 @@ int64_t ChunkRows(int64_t n, int64_t hidden, int64_t width, int64_t chunk_tokens
 }
 
 WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64_t b, int64_t t,
-                                    int64_t chunk_tokens) {
+                                    int64_t chunk_tokens, bool half_backward) {
   const uint64_t n = b * t, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
   const uint64_t Q = cfg.num_heads * hd, K = cfg.num_kv_heads * hd;
   const bool qk = cfg.qk_norm, rope = cfg.position == PositionKind::kRope;
@@ -70,7 +70,10 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       w.d_att = bf(n * Q), w.dq = bf(n * Q), w.dk = bf(n * K), w.dv = bf(n * K);
       w.dq_pre = bf(rope ? n * Q : 0), w.dk_pre = bf(rope ? n * K : 0);
       w.dq_proj = bf(qk ? n * Q : 0), w.dk_proj = bf(qk ? n * K : 0);
-      w.d_norm_f32 = f32(std::max({n * C, n * Q, r * I})), w.d_norm = bf(n * C);
+      w.d_norm_f32 = f32(half_backward ? 0 : std::max({n * C, n * Q, r * I}));
+      w.d_norm = bf(n * C);
+      w.dy_half = bf(half_backward ? n * C : 0);
+      w.dw_half = bf(half_backward ? std::max({C * Q, C * K, C * I}) : 0);
       break;
     }
   }

@@ -1,7 +1,14 @@
 #include "server/planner/kernel_model.h"
 
 #include <algorithm>
+#include <cmath>
+#include <string>
 #include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "common/model/family.h"
+#include "common/model/unit_workspace.h"
 
 namespace mobius::planner {
 namespace {
@@ -39,6 +46,14 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   AddGemms(u.params, &gemms);
   AddGemms(u.shared_params, &gemms);
   const model::ParamSpec* mlp_output = model::MlpOutputProjection(model, unit);
+  const bool half_backward = device.half_backward && u.kind == model::UnitKind::kDecoderBlock;
+  const int64_t inter = model.config.intermediate_size;
+  const double mlp_chunks = std::ceil(
+      t / static_cast<double>(model::MlpChunkRows(model.config, tokens, /*chunk_tokens=*/0)));
+  const model::TensorNames& names = model::FamilyOf(model.config.family).tensors;
+  const bool fused_qkv = names.block.qkv != nullptr;
+  const std::string attention_output =
+      absl::StrCat(".", names.block.o != nullptr ? names.block.o : "", ".weight");
   UnitSeconds s;
   for (const model::ParamSpec& g : gemms) {
     const double n = static_cast<double>(g.shape[0]);
@@ -51,7 +66,20 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     s.forward += one;
     if (mlp_output != nullptr && g.name == mlp_output->name) s.mlp_output += one;
     // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
-    s.backward += (lora != nullptr ? 1 : 2) * fp32_out;
+    if (half_backward && lora == nullptr) {
+      const double half_out = Roofline(flops, bytes, gemm_rate, bw);
+      const bool mlp = g.shape[0] == inter || g.shape[1] == inter;
+      const bool strided = fused_qkv && !mlp && g.shape[0] != g.shape[1];  // c_attn [C, 3C]
+      const double calls = mlp ? mlp_chunks : 1.0;
+      s.backward += half_out + (strided ? fp32_out : half_out);
+      if (!strided) s.backward += calls * 12.0 * k * n / bw;  // fp16 dW out, in, fp32 dW +=
+      // The attention and MLP output projections read the fp32 residual gradient: rounded first.
+      const bool output_projection = (mlp_output != nullptr && g.name == mlp_output->name) ||
+                                     absl::EndsWith(g.name, attention_output);
+      if (output_projection) s.backward += 6.0 * t * n / bw;  // fp32 dy in, fp16 out
+    } else {
+      s.backward += (lora != nullptr ? 1 : 2) * fp32_out;
+    }
   }
   if (lora != nullptr && unit < static_cast<int64_t>(lora->unit_modules.size())) {
     const double r = static_cast<double>(lora->rank);

@@ -63,6 +63,15 @@ struct KernelDevice {
   // in a runtime whose fp16 mode sums in fp16 only into fp16 outputs (ours, worker/model/
   // linear.h); 0: gemm_peak_flops_per_s for those too (the published systems' all-fp16 GEMMs).
   double fp32_output_gemm_peak_flops_per_s = 0;
+  // Our runtime's fp16 backward (worker/model/linear.h half_backward: training.precision fp16,
+  // full fine-tuning): a decoder block's backward GEMMs write fp16, so they run at
+  // gemm_peak_flops_per_s, and add what the fp16 outputs cost: per weight and call (an MLP
+  // weight once per token chunk, model::MlpChunkRows) the fp16 dW written and added into the
+  // fp32 one (2 + 2 + 8 bytes per element), and the fp16 copy of an fp32 output gradient for the
+  // attention and MLP output projections (4 + 2 bytes per element). A strided weight (GPT-2's
+  // fused c_attn) keeps its fp32 dW. The removed roundings of fp32 input gradients are not
+  // subtracted (they are inside the calibrated elementwise passes). The head keeps fp32 outputs.
+  bool half_backward = false;
 };
 
 struct UnitSeconds {

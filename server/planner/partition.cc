@@ -1,6 +1,7 @@
 #include "server/planner/partition.h"
 
 #include <algorithm>
+#include <map>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -392,6 +393,23 @@ absl::StatusOr<RoundRobinPartition> ScoreRoundRobinPartition(
 }
 
 absl::StatusOr<RoundRobinPartition> ExactRoundRobinPartition(const PartitionProblem& problem) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<RoundRobinPartition> per_count,
+                          ExactRoundRobinPartitionsPerPassCount(problem));
+  // Least J_rr; ties: the smaller bottleneck (the first bound to reach it).
+  size_t best = 0;
+  for (size_t i = 1; i < per_count.size(); ++i) {
+    const RoundRobinPartition& a = per_count[i];
+    const RoundRobinPartition& b = per_count[best];
+    if (a.objective_seconds < b.objective_seconds ||
+        (a.objective_seconds == b.objective_seconds && a.max_pass_seconds < b.max_pass_seconds)) {
+      best = i;
+    }
+  }
+  return std::move(per_count[best]);
+}
+
+absl::StatusOr<std::vector<RoundRobinPartition>> ExactRoundRobinPartitionsPerPassCount(
+    const PartitionProblem& problem) {
   const PartitionProblem fp = PassProblem(problem, Pass::kForward);
   const PartitionProblem bp = PassProblem(problem, Pass::kBackward);
   // The backward slot (W + G + A) is the larger one: if every unit fits there, it fits forward.
@@ -402,22 +420,27 @@ absl::StatusOr<RoundRobinPartition> ExactRoundRobinPartition(const PartitionProb
   std::sort(candidates.begin(), candidates.end());
   candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
 
-  std::vector<StageRange> fwd, bwd, best_fwd, best_bwd;
-  double best = 0;
+  struct Best {
+    double j = 0;
+    std::vector<StageRange> fwd, bwd;
+  };
+  std::map<size_t, Best> per_count;  // by S_F + S_B
+  std::vector<StageRange> fwd, bwd;
   for (double t : candidates) {
     if (!GreedyPack(fp, t, &fwd) || !GreedyPack(bp, t, &bwd)) continue;
     const double bottleneck = std::max(Bottleneck(fp, fwd), Bottleneck(bp, bwd));
-    const double j =
-        RoundRobinObjective(problem, static_cast<int>(fwd.size() + bwd.size()), bottleneck);
-    if (best_fwd.empty() || j < best) {
-      best = j;
-      best_fwd = fwd;
-      best_bwd = bwd;
-    }
+    const size_t count = fwd.size() + bwd.size();
+    const double j = RoundRobinObjective(problem, static_cast<int>(count), bottleneck);
+    auto [it, inserted] = per_count.try_emplace(count);
+    if (inserted || j < it->second.j) it->second = Best{j, fwd, bwd};
   }
-  // Every unit fits, so the largest candidate packs both passes.
-  return FinishRoundRobin(problem, Finish(fp, std::move(best_fwd)),
-                          Finish(bp, std::move(best_bwd)));
+  // Every unit fits, so the largest candidate packs both passes: never empty.
+  std::vector<RoundRobinPartition> out;
+  for (auto& [count, b] : per_count) {
+    out.push_back(FinishRoundRobin(problem, Finish(fp, std::move(b.fwd)),
+                                   Finish(bp, std::move(b.bwd))));
+  }
+  return out;
 }
 
 absl::StatusOr<RoundRobinPartition> UniformRoundRobinPartition(const PartitionProblem& problem) {

@@ -118,6 +118,13 @@ absl::StatusOr<RoundRobinPartition> ScoreRoundRobinPartition(
 // The J_rr optimum (see above). FAILED_PRECONDITION when a unit alone does not fit.
 absl::StatusOr<RoundRobinPartition> ExactRoundRobinPartition(const PartitionProblem& problem);
 
+// For every total pass count S_F + S_B that some bottleneck candidate packs to, the least-J_rr
+// partition with that count (ExactRoundRobinPartition is the least of them), ascending by count:
+// what a choice by simulation picks among (J_rr's K_rr term misjudges the bubble of a pass
+// stream whose passes differ in length).
+absl::StatusOr<std::vector<RoundRobinPartition>> ExactRoundRobinPartitionsPerPassCount(
+    const PartitionProblem& problem);
+
 // Each pass: the smallest feasible S >= min(N, L) of equal unit counts (UniformPartition per pass).
 absl::StatusOr<RoundRobinPartition> UniformRoundRobinPartition(const PartitionProblem& problem);
 

@@ -81,10 +81,12 @@ int64_t Profile::MaxWorkspaceBytes() const {
 }
 
 int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit,
-                              const MicrobatchShape& shape, const LoraLayout* lora) {
+                              const MicrobatchShape& shape, const LoraLayout* lora,
+                              bool half_backward) {
   const model::ModelConfig& c = model.config;
-  const model::WorkspaceLayout ws = model::MakeWorkspaceLayout(
-      c, model.units[unit].kind, shape.microbatch_size, shape.seq_len, /*chunk_tokens=*/0);
+  const model::WorkspaceLayout ws =
+      model::MakeWorkspaceLayout(c, model.units[unit].kind, shape.microbatch_size, shape.seq_len,
+                                 /*chunk_tokens=*/0, half_backward && lora == nullptr);
   int64_t bytes = static_cast<int64_t>(ws.total);
   if (lora == nullptr) return bytes;
   const int64_t n = shape.tokens();
@@ -127,9 +129,11 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
   if (!options.fp16_accumulate_fp32_outputs) {
     kd.fp32_output_gemm_peak_flops_per_s = device.gemm_peak_flops_per_s(false);
   }
+  kd.half_backward = options.half_backward;
   const double backward_rate =
-      options.fp16_accumulate_fp32_outputs ? rate
-                                           : device.gemm_peak_flops_per_s(false) * device.efficiency;
+      options.fp16_accumulate_fp32_outputs || options.half_backward
+          ? rate
+          : device.gemm_peak_flops_per_s(false) * device.efficiency;
   kd.memory_bytes_per_s = device.memory_bytes_per_s;
   const model::ModelConfig& c = model.config;
   const int64_t widest = std::max(c.hidden_size, c.intermediate_size);
@@ -185,8 +189,9 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
     up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();
     if (options.memory_model == MemoryModel::kRuntime) {
       up.workspace_bytes = options.library_workspace_bytes +
-                           RuntimeWorkspaceBytes(model, u, shape, options.lora ? &*options.lora
-                                                                                : nullptr);
+                           RuntimeWorkspaceBytes(model, u, shape,
+                                                 options.lora ? &*options.lora : nullptr,
+                                                 options.half_backward);
     } else {
       const int64_t width =
           std::max(widest * options.activations.activation_bytes, act.boundary_bytes_per_token);

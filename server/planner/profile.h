@@ -171,6 +171,11 @@ struct AnalyticOptions {
   // whose GEMMs are all fp16 (true); false: those run at the fp32-accumulate peak (our runtime's
   // fp16 mode, worker/model/linear.h; the flat model charges the backward's FLOPs at it).
   bool fp16_accumulate_fp32_outputs = true;
+  // Our runtime's fp16 full fine-tuning (worker/model/linear.h half_backward): the blocks'
+  // backward GEMMs write fp16 (at the job's accumulation peak, KernelDevice::half_backward has
+  // what else it costs; the flat model charges the backward at the forward's rate) and their
+  // workspace is the fp16 backward's (common/model/unit_workspace.h).
+  bool half_backward = false;
   // Use the device's calibrated kernel model when it has one (DeviceSpec::kernels); false: the
   // flat efficiency model for every device.
   bool use_kernel_model = true;
@@ -208,7 +213,8 @@ struct AnalyticOptions {
 // The runtime's workspace of unit `unit` at `shape` (the kRuntime workspace above, without the
 // library workspace); `lora` may be null.
 int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit,
-                              const MicrobatchShape& shape, const LoraLayout* lora);
+                              const MicrobatchShape& shape, const LoraLayout* lora,
+                              bool half_backward = false);
 
 absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
                                         const MicrobatchShape& shape, const DeviceSpec& device,

@@ -73,7 +73,11 @@ absl::Status ValidateZero(const ZeroParams& p) {
 }
 
 absl::Status ValidateCast(const CastParams& p) {
-  return Elementwise("cast", p.n).Ptr("src", p.src, p.n > 0).Ptr("dst", p.dst, p.n > 0).status();
+  Check c = Elementwise("cast", p.n);
+  c.Ptr("src", p.src, p.n > 0).Ptr("dst", p.dst, p.n > 0);
+  c.Rule(!p.accumulate || p.dst_type == DType::kFp32,
+         absl::StrCat("accumulate needs an fp32 dst_type, got ", DTypeName(p.dst_type)));
+  return c.status();
 }
 
 absl::Status ValidateEmbedding(const EmbeddingParams& p) {

@@ -32,12 +32,15 @@ struct ZeroParams {
 };
 
 // dst[i] = src[i] converted (to a 16-bit type: rounded to nearest even; bf16 <-> fp16 through
-// fp32); src and dst must not overlap.
+// fp32); src and dst must not overlap. With `accumulate` (REQUIRES an fp32 dst): dst[i] += src[i]
+// in fp32 (a 16-bit source converts exactly): an fp16 per-microbatch weight gradient added into
+// the fp32 one, as PyTorch's autocast does.
 struct CastParams {
   int64_t n = 0;
   DType src_type = DType::kFp32, dst_type = DType::kBf16;
   const void* src = nullptr;
   void* dst = nullptr;
+  bool accumulate = false;
 };
 
 // out [B, T, C] bf16 = wte[tokens] (+ wpe[t]); tokens [B, T] int32 in [0, vocab); wte [vocab, C];

@@ -166,26 +166,33 @@ absl::Status UnitRunner::MlpChunkBackward(const Ctx& c, const BlockWeights& w, i
   const void* x = c.bf(ws.norm2) + row0 * C;
   const bool gelu = config_.mlp == model::MlpKind::kGeluTanh;
   const LinearWeight w_out = Rows(gelu ? w.proj : w.down, row0);
+  // fp16 backward: the GEMMs write the 16-bit gradients themselves; else fp32 scratch, rounded.
+  const bool hb = c.half_backward;
+  const DType dx_type = hb ? c.half : DType::kFp32;
+  void* d_norm_rows = c.bf(ws.d_norm) + row0 * C;
   MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w_out, c.at(ws.mlp_act), dout + row0 * C,
-                                        DType::kFp32, c.f32(ws.d_norm_f32), false, rows, I, C));
-  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_act), e));
+                                        DType::kFp32, hb ? c.at(ws.d_act) : c.at(ws.d_norm_f32),
+                                        dx_type, false, rows, I, C));
+  if (!hb) MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_act), e));
   MOBIUS_RETURN_IF_ERROR(zero(ws.d_in, e));
+  void* d_x = hb ? d_norm_rows : c.at(ws.d_norm_f32);
   if (gelu) {
     MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.dtype = c.half, .n = e, .dout = c.at(ws.d_act),
                                                .inp = c.at(ws.mlp_in), .dinp = c.at(ws.d_in)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.fc, row0), x, c.at(ws.d_in), c.half,
-                                          c.f32(ws.d_norm_f32), false, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.fc, row0), x, c.at(ws.d_in), c.half, d_x,
+                                          dx_type, false, rows, C, I));
   } else {
     MOBIUS_RETURN_IF_ERROR(zero(ws.d_up, e));
     MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.dtype = c.half, .n = e, .dout = c.at(ws.d_act),
                                                  .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
                                                  .dgate = c.at(ws.d_in), .dup = c.at(ws.d_up)}));
     MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.gate, row0), x, c.at(ws.d_in), c.half,
-                                          c.f32(ws.d_norm_f32), false, rows, C, I));
+                                          d_x, dx_type, false, rows, C, I));
     MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.up, row0), x, c.at(ws.d_up), c.half,
-                                          c.f32(ws.d_norm_f32), true, rows, C, I));
+                                          d_x, dx_type, true, rows, C, I));
   }
-  return to_bf16(c.at(ws.d_norm_f32), c.bf(ws.d_norm) + row0 * C, rows * C);
+  if (hb) return absl::OkStatus();
+  return to_bf16(c.at(ws.d_norm_f32), d_norm_rows, rows * C);
 }
 
 absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* dinp) const {
@@ -217,9 +224,12 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
                                       dinp, n));
 
   // Attention: d(mid) flows to o_proj and (residual) to x.
+  const bool hb = c.half_backward;  // fp16 backward: GEMMs write the 16-bit gradients
+  const DType dx_type = hb ? c.half : DType::kFp32;
   MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.o, c.at(ws.att), dinp, DType::kFp32,
-                                        c.f32(ws.d_norm_f32), false, n, Q, C));
-  MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_att), n * Q));
+                                        hb ? c.at(ws.d_att) : c.at(ws.d_norm_f32), dx_type, false,
+                                        n, Q, C));
+  if (!hb) MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_att), n * Q));
   MOBIUS_RETURN_IF_ERROR(zero(ws.dq, n * Q));
   MOBIUS_RETURN_IF_ERROR(zero(ws.dk, n * K));
   MOBIUS_RETURN_IF_ERROR(zero(ws.dv, n * K));
@@ -258,11 +268,11 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
             .dinp = c.at(ws.dk_proj), .dweight = c.NormG(ln.k_norm, 0)}));
     dq = ws.dq_proj, dk = ws.dk_proj;
   }
-  float* d_norm1 = c.f32(ws.d_norm_f32);
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.q, c.at(ws.norm1), c.at(dq), c.half, d_norm1, false, n, C, Q));
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.k, c.at(ws.norm1), c.at(dk), c.half, d_norm1, true, n, C, K));
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.v, c.at(ws.norm1), c.at(ws.dv), c.half, d_norm1, true, n, C, K));
-  MOBIUS_RETURN_IF_ERROR(to_bf16(d_norm1, c.at(ws.d_norm), n * C));
+  void* d_norm1 = hb ? c.at(ws.d_norm) : c.at(ws.d_norm_f32);
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.q, c.at(ws.norm1), c.at(dq), c.half, d_norm1, dx_type, false, n, C, Q));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.k, c.at(ws.norm1), c.at(dk), c.half, d_norm1, dx_type, true, n, C, K));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, w.v, c.at(ws.norm1), c.at(ws.dv), c.half, d_norm1, dx_type, true, n, C, K));
+  if (!hb) MOBIUS_RETURN_IF_ERROR(to_bf16(d_norm1, c.at(ws.d_norm), n * C));
   return NormBackward(c, ln.norm1_weight, ln.norm1_bias, c.at(ws.d_norm), c.mb.input,
                       c.f32(ws.norm1_mean), c.f32(ws.norm1_rstd), dinp, n);
 }
@@ -271,11 +281,14 @@ static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::
                                      const model::ModelConfig& cfg, bool in_out) {
   const int64_t C = cfg.hidden_size, I = cfg.intermediate_size;
   const int64_t Q = cfg.num_heads * cfg.head_dim, K = cfg.num_kv_heads * cfg.head_dim;
+  void* dy_half = c.half_backward ? c.at(c.ws.dy_half) : nullptr;
+  void* dw_half = c.half_backward ? c.at(c.ws.dw_half) : nullptr;
   // One projection `name` of `out` columns reading `in` features.
   // With frozen base weights (LoRA) G is null: no weight or bias gradient; Lora() attaches the
   // module's adapter, if it has one.
   auto linear = [&](const std::string& weight, const std::string& bias, int64_t in, int64_t out) {
     return LinearWeight{.in_out = in_out, .dtype = c.half, .half_accumulate = c.half_accumulate,
+                        .half_backward = c.half_backward, .dy_half = dy_half, .dw_half = dw_half,
                         .w = c.W(weight), .ld = in_out ? out : in,
                         .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias),
                         .lora = c.Lora(weight, 0, true, true)};
@@ -286,7 +299,8 @@ static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::
     // One adapter over the fused weight: each slice its rows of B, h computed by q, dx by v.
     auto slice = [&](int64_t col, bool first, bool last) {
       return LinearWeight{.in_out = true, .dtype = c.half, .half_accumulate = c.half_accumulate,
-                          .w = c.W(ln.qkv_weight, col), .ld = ld,
+                          .half_backward = c.half_backward, .dy_half = dy_half,
+                          .dw_half = dw_half, .w = c.W(ln.qkv_weight, col), .ld = ld,
                           .bias = c.W(ln.qkv_bias, col), .dw = c.G(ln.qkv_weight, col),
                           .dbias = c.G(ln.qkv_bias, col),
                           .lora = c.Lora(ln.qkv_weight, col, first, last)};

@@ -114,18 +114,36 @@ absl::Status LoraBackward(backend::Backend& be, backend::Queue& q, const LoraTer
 }  // namespace
 
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
-                            const void* x, const void* dy, DType dy_type, float* dx,
-                            bool accumulate_dx, int64_t n, int64_t in, int64_t out) {
+                            const void* x, const void* dy, DType dy_type, void* dx,
+                            DType dx_type, bool accumulate_dx, int64_t n, int64_t in,
+                            int64_t out) {
+  const bool half = w.half_backward;
+  if (half && (w.lora.a != nullptr || w.dtype != DType::kF16)) {
+    return absl::InvalidArgumentError("linear: the fp16 backward takes fp16 weights, no adapter");
+  }
+  if (IsHalf(dx_type) && !half) {
+    return absl::InvalidArgumentError("linear: a 16-bit input gradient needs the fp16 backward");
+  }
+  if (half && dy_type == DType::kFp32) {  // round dy to fp16 once: every GEMM below reads it
+    if (w.dy_half == nullptr) return absl::InvalidArgumentError("linear: no dy_half scratch");
+    MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = n * out, .src_type = DType::kFp32,
+                                       .dst_type = DType::kF16, .src = dy, .dst = w.dy_half}));
+    dy = w.dy_half, dy_type = DType::kF16;
+  }
+  // fp16 A, B and C: the products sum in fp16 where the device is faster so.
+  const bool sum_half = half && w.half_accumulate && dy_type == DType::kF16;
   if (dx != nullptr) {  // dx [N, in] = dy [N, out] * W^T
     GemmParams g;
     g.m = n, g.n = in, g.k = out;
     g.a_type = dy_type, g.a = dy, g.lda = out;
     g.b_type = w.dtype, g.b = w.w, g.ldb = w.ld, g.trans_b = w.in_out;
-    g.c_type = DType::kFp32, g.c = dx, g.ldc = in, g.beta = accumulate_dx ? 1.0f : 0.0f;
+    g.c_type = dx_type, g.c = dx, g.ldc = in, g.beta = accumulate_dx ? 1.0f : 0.0f;
+    g.half_accumulate = sum_half && dx_type == DType::kF16;
     MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
   }
   if (w.lora.a != nullptr) {
-    MOBIUS_RETURN_IF_ERROR(LoraBackward(be, q, w.lora, x, w.dtype, dy, dy_type, dx, n, in, out));
+    MOBIUS_RETURN_IF_ERROR(LoraBackward(be, q, w.lora, x, w.dtype, dy, dy_type,
+                                        static_cast<float*>(dx), n, in, out));
   }
   if (w.dw == nullptr) {  // frozen: no weight gradient
     if (w.dbias == nullptr) return absl::OkStatus();
@@ -135,6 +153,14 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
   GemmParams g;
   g.beta = 1.0f, g.trans_a = true;
   g.c_type = DType::kFp32, g.c = w.dw, g.ldc = w.ld;
+  // fp16: this call's dW in fp16 scratch (contiguous weights), then added into the fp32 dw.
+  const bool half_dw = half && w.ld == (w.in_out ? out : in);
+  if (half_dw) {
+    if (w.dw_half == nullptr) return absl::InvalidArgumentError("linear: no dw_half scratch");
+    g.beta = 0.0f;
+    g.c_type = DType::kF16, g.c = w.dw_half;
+    g.half_accumulate = sum_half;
+  }
   if (w.in_out) {  // dW [in, out] = x^T dy
     g.m = in, g.n = out, g.k = n;
     g.a_type = w.dtype, g.a = x, g.lda = in;
@@ -145,6 +171,11 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
     g.b_type = w.dtype, g.b = x, g.ldb = in;
   }
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
+  if (half_dw) {
+    MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = in * out, .src_type = DType::kF16,
+                                       .dst_type = DType::kFp32, .src = w.dw_half, .dst = w.dw,
+                                       .accumulate = true}));
+  }
   if (w.dbias == nullptr) return absl::OkStatus();
   return be.BiasBackward(q, {.n = n, .c = out, .dout_type = dy_type, .dout = dy, .dbias = w.dbias});
 }

@@ -41,6 +41,16 @@ struct LinearWeight {
   backend::DType dtype = backend::DType::kBf16;
   // fp16 only: GEMMs whose output is fp16 sum in fp16 (GemmParams::half_accumulate).
   bool half_accumulate = false;
+  // fp16 backward (training.precision fp16 without adapters; PyTorch autocast's order): every
+  // backward GEMM reads fp16 operands and writes an fp16 result: an fp32 dy is first rounded into
+  // dy_half [N, out]; the weight gradient of this call is computed into dw_half (fp16, the
+  // weight's elements, contiguous) and added into the fp32 dw (Cast with accumulate), so each
+  // microbatch's (or token chunk's) dW is rounded to fp16 once. A strided weight (a column slice of
+  // GPT-2's fused c_attn) keeps the fp32-output dW GEMM. Both scratch buffers are workspace
+  // (common/model/unit_workspace.h dy_half, dw_half).
+  bool half_backward = false;
+  void* dy_half = nullptr;
+  void* dw_half = nullptr;
   const void* w = nullptr;   // dtype device address
   int64_t ld = 0;            // row stride in elements
   const void* bias = nullptr;  // [out] dtype or nullptr
@@ -62,14 +72,16 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
 absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
                               const void* x, backend::DType x_type, int64_t n, int64_t in);
 
-// dx [N, in] fp32 (= when !accumulate_dx, += otherwise; dx may be null: skipped);
+// dx [N, in] dx_type (= when !accumulate_dx, += otherwise; dx may be null: skipped);
 // dW += x^T dy (in W's layout; skipped for a frozen W, dw null); dbias += column sums of dy;
 // the adapter's: dB += scale dy^T h, dA += gh^T x, dx += gh A (gh = scale dy B); with dropout x
 // is xd and the last term goes through the mask. dy [N, out] is dy_type (fp32 or w.dtype); x is
-// w.dtype.
+// w.dtype. dx_type is fp32, or (half_backward, no adapter) fp16: then a += sums in fp16 storage,
+// as autograd adds the gradients of a tensor used twice.
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
-                            const void* x, const void* dy, backend::DType dy_type, float* dx,
-                            bool accumulate_dx, int64_t n, int64_t in, int64_t out);
+                            const void* x, const void* dy, backend::DType dy_type, void* dx,
+                            backend::DType dx_type, bool accumulate_dx, int64_t n, int64_t in,
+                            int64_t out);
 
 }  // namespace mobius::units
 

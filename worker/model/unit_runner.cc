@@ -95,6 +95,9 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
   r->chunk_tokens_ = chunk_tokens;
   r->half_ = precision;
   r->half_accumulate_ = precision == backend::DType::kF16 && backend->half_accumulate_faster();
+  // fp16 with trainable weights: the backward's GEMMs write fp16 too (PyTorch autocast's order;
+  // LoRA's frozen base keeps fp32 input gradients, which its adapters add into).
+  r->half_backward_ = precision == backend::DType::kF16 && lora == nullptr;
   if (lora != nullptr) {
     if (lora->rank < 1) return absl::InvalidArgumentError("UnitRunner: LoRA rank must be >= 1");
     r->frozen_ = true;
@@ -156,7 +159,7 @@ LoraTerm LoraRows(LoraTerm l, int64_t row0) {
 
 uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
   return MakeLoraWorkspace(config_, adapter_, frozen_,
-                           model::MakeWorkspaceLayout(config_, kind_, b, t, chunk_tokens_), b, t)
+                           model::MakeWorkspaceLayout(config_, kind_, b, t, chunk_tokens_, half_backward_), b, t)
       .total;
 }
 
@@ -248,13 +251,14 @@ UnitRunner::Ctx UnitRunner::MakeCtx(backend::Queue& queue, const MicroBatch& mb,
                                     const backend::DeviceBuffer& workspace,
                                     const AdapterBuffers* adapter) const {
   Ctx c{&queue, mb, mb.b * mb.t, &weights, frozen_ ? nullptr : grads, &workspace,
-        model::MakeWorkspaceLayout(config_, kind_, mb.b, mb.t, chunk_tokens_), &layout_};
+        model::MakeWorkspaceLayout(config_, kind_, mb.b, mb.t, chunk_tokens_, half_backward_), &layout_};
   c.adapter = &adapter_;
   c.adapter_buffers = adapter;
   c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws, mb.b, mb.t);
   c.frozen = frozen_;
   c.half = half_;
   c.half_accumulate = half_accumulate_;
+  c.half_backward = half_backward_;
   return c;
 }
 
@@ -430,7 +434,8 @@ absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scal
                    .rows = ChunkRowsOf(c, r0)}));
     MOBIUS_RETURN_IF_ERROR(LinearBackward(*backend_, *c.queue, head, c.bf(c.ws.norm1) + r0 * C,
                                           c.at(c.ws.logits), DType::kFp32,
-                                          c.f32(c.ws.d_norm_f32) + r0 * C, false, rows, C, V));
+                                          c.f32(c.ws.d_norm_f32) + r0 * C, DType::kFp32, false,
+                                          rows, C, V));
   }
   MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * C, .src_type = DType::kFp32,
                                                    .dst_type = c.half,

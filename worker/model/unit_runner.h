@@ -91,7 +91,10 @@ class UnitRunner {
   // 0 = sized from memory, > 0 = at most that many rows, < 0 = unchunked).
   // `precision`: the 16-bit format of the weights, activations and the hidden states in and out
   // (bf16 or fp16; INVALID_ARGUMENT otherwise), arithmetic fp32 in both. With fp16, the GEMMs
-  // whose output is fp16 sum in fp16 where the backend is faster so (half_accumulate_faster).
+  // whose output is fp16 sum in fp16 where the backend is faster so (half_accumulate_faster);
+  // without adapters a block's backward GEMMs write fp16 too: input gradients in fp16 and each
+  // call's weight gradient rounded to fp16 before it is added into the fp32 one (linear.h
+  // half_backward, PyTorch autocast's order). The LM head keeps fp32 logits and gradients.
   static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
                                                             int64_t unit_index,
                                                             backend::Backend* backend,
@@ -194,6 +197,7 @@ class UnitRunner {
   int64_t chunk_tokens_ = 0;
   backend::DType half_ = backend::DType::kBf16;
   bool half_accumulate_ = false;
+  bool half_backward_ = false;  // fp16 without adapters: fp16 backward GEMM outputs (linear.h)
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
 };
 

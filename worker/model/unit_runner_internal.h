@@ -60,6 +60,7 @@ struct UnitRunner::Ctx {
   bool frozen = false;  // base weights frozen: grads is null, norm gradients go to the sink
   backend::DType half = backend::DType::kBf16;  // the weights' and activations' 16-bit format
   bool half_accumulate = false;                 // fp16 GEMMs with fp16 outputs sum in fp16
+  bool half_backward = false;  // the block's backward GEMMs write fp16 (linear.h half_backward)
 
   void* at(uint64_t offset) const { return workspace->at(offset); }
   uint16_t* bf(uint64_t offset) const { return static_cast<uint16_t*>(at(offset)); }

@@ -8,6 +8,7 @@
 #include "absl/strings/str_format.h"
 #include "common/status_macros.h"
 #include "server/planner/api/plan_context.h"
+#include "server/planner/estimator.h"
 #include "server/planner/mapping.h"
 #include "server/planner/partition.h"
 #ifdef MOBIUS_HAVE_MIP
@@ -156,11 +157,66 @@ absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const st
   return out;
 }
 
+bool RoundRobinFitsEveryGpu(const PlanContext& ctx, const RoundRobinPartition& rr,
+                            const Mapping& mapping) {
+  if (ctx.problem.memory_model != MemoryModel::kRuntime) return true;  // per stage = per GPU
+  Plan plan;
+  plan.num_microbatches = ctx.num_microbatches;
+  plan.round_robin = rr;
+  plan.mapping = mapping;
+  const int n = static_cast<int>(mapping.gpu_order.size());
+  EstimatorOptions eo;
+  eo.every_pass_on_every_gpu =
+      n > 1 && (ctx.options.dispatch == "pool" || rr.num_passes() % n != 0);
+  const MemoryEstimate m = EstimateRoundRobinMemory(*ctx.model, ctx.profile, ctx.problem, plan, eo);
+  return m.max_gpu_bytes <= m.gpu_capacity_bytes;
+}
+
+absl::StatusOr<RoundRobinPartition> ChooseRoundRobinBySimulation(const PlanContext& ctx) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<RoundRobinPartition> per_count,
+                          ExactRoundRobinPartitionsPerPassCount(ctx.problem));
+  const int n = static_cast<int>(ctx.gpus.size());
+  std::vector<size_t> order;
+  for (size_t i = 0; i < per_count.size(); ++i) order.push_back(i);
+  // No GPU without a pass where possible, then by J_rr.
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const bool fa = per_count[a].num_passes() >= n, fb = per_count[b].num_passes() >= n;
+    if (fa != fb) return fa;
+    return per_count[a].objective_seconds < per_count[b].objective_seconds;
+  });
+  const size_t keep = static_cast<size_t>(std::max(1, ctx.options.simulation_candidates));
+  size_t chosen = order.front();
+  double chosen_step = -1;
+  size_t simulated = 0;
+  for (size_t i : order) {
+    if (simulated == keep) break;
+    MOBIUS_ASSIGN_OR_RETURN(Mapping map,
+                            RunMapper(ctx, ctx.options.mapper, per_count[i].num_passes()));
+    // A worker sizes its slots for its largest pass: stages that fit alone may not together.
+    if (!RoundRobinFitsEveryGpu(ctx, per_count[i], map)) continue;
+    ++simulated;
+    MOBIUS_ASSIGN_OR_RETURN(sim::SimResult r,
+                            SimulateSchedule(ctx, sim::Schedule::kRoundRobin,
+                                             per_count[i].forward, map, &per_count[i]));
+    if (chosen_step < 0 || r.step_seconds < chosen_step) {
+      chosen = i;
+      chosen_step = r.step_seconds;
+    }
+  }
+  return std::move(per_count[chosen]);
+}
+
 absl::StatusOr<RoundRobinPartition> RunRoundRobinPartitioner(const PlanContext& ctx,
                                                              const std::string& name,
                                                              const Partition& shared) {
   if (ctx.options.num_stages > 0 || name == "mip") {
     return SharedRoundRobinPartition(ctx.problem, shared.stages);
+  }
+  // Our runtime's plans (kRuntime): the fastest simulated of the J-best pass counts that fit every
+  // GPU; the published systems' setups keep the J optimum their calibration was made with.
+  if (name == "exact" && ctx.options.choose_by_simulation &&
+      ctx.problem.memory_model == MemoryModel::kRuntime) {
+    return ChooseRoundRobinBySimulation(ctx);
   }
   if (name == "exact") return ExactRoundRobinPartition(ctx.problem);
   if (name == "uniform") return UniformRoundRobinPartition(ctx.problem);

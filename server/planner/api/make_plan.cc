@@ -226,6 +226,9 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
     ao.recompute_skips_mlp_output = options.cost.memory_model == MemoryModel::kRuntime;
     // Our runtime's fp16 mode sums in fp16 only into fp16 outputs (the forward's GEMMs).
     ao.fp16_accumulate_fp32_outputs = options.cost.memory_model != MemoryModel::kRuntime;
+    // ... and its fp16 full fine-tuning writes the blocks' backward GEMMs in fp16 too.
+    ao.half_backward = options.cost.memory_model == MemoryModel::kRuntime && job.dtype == "fp16" &&
+                       !lora.has_value();
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }

@@ -37,7 +37,8 @@ struct PartitionOutcome {
 absl::StatusOr<PartitionOutcome> RunPartitioner(const PlanContext& ctx, const std::string& name);
 
 // The round-robin schedule's forward and backward partitions for partitioner `name`: exact ->
-// ExactRoundRobinPartition; uniform -> UniformRoundRobinPartition; mip (and a fixed stage count)
+// ExactRoundRobinPartition (with PlanOptions::choose_by_simulation and the runtime's memory
+// model: ChooseRoundRobinBySimulation); uniform -> UniformRoundRobinPartition; mip (and a fixed stage count)
 // -> `shared`'s ranges for both passes (the MIP optimises one partition for both passes).
 absl::StatusOr<RoundRobinPartition> RunRoundRobinPartitioner(const PlanContext& ctx,
                                                              const std::string& name,
@@ -49,6 +50,13 @@ absl::StatusOr<RoundRobinPartition> RunRoundRobinPartitioner(const PlanContext& 
 // least simulated step wins (ties: the better J). The note says which S won and what the
 // J-optimal S simulates.
 absl::StatusOr<PartitionOutcome> ChooseBySimulation(const PlanContext& ctx);
+
+// The round-robin counterpart: of ExactRoundRobinPartitionsPerPassCount, those with at least N
+// passes first (where any), by J_rr; the first PlanOptions::simulation_candidates of them whose
+// per-GPU need fits (a worker's two slots for its largest pass, every pass where passes rotate or
+// pool: estimator.h) simulated under roundrobin; the least step wins (ties: the better J). None
+// fits: the J-best, which MakePlan then refuses with the numbers.
+absl::StatusOr<RoundRobinPartition> ChooseRoundRobinBySimulation(const PlanContext& ctx);
 
 // "cross" | "sequential" over ctx.gpus.
 absl::StatusOr<Mapping> RunMapper(const PlanContext& ctx, const std::string& name,

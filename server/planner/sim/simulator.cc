@@ -3,22 +3,24 @@
 #include <algorithm>
 #include <array>
 #include <map>
+#include <numeric>
 #include <tuple>
 
 namespace mobius::planner::sim {
 namespace {
 
-// Metrics of the reported step (the last one; SimResult::step_begin_seconds on).
+// Metrics of the reported steps (the last reported_steps; SimResult::step_begin_seconds on), per
+// step.
 void GpuMetrics(const SimMachine& m, SimResult& r) {
   const TaskGraph& g = r.graph;
   const std::vector<TaskTiming>& t = r.engine.timings;
   const int n = m.num_gpus();
-  const int last = r.steps - 1;
+  const int first = r.steps - r.reported_steps;
   r.gpus.assign(n, {});
   std::vector<std::vector<int>> computes(n);
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const Task& k = g.tasks[i];
-    if (k.step != last) continue;
+    if (k.step < first) continue;
     if (k.kind == TaskKind::kCompute) {
       computes[k.gpu].push_back(static_cast<int>(i));
       r.compute_end_seconds = std::max(r.compute_end_seconds, t[i].end);
@@ -65,10 +67,21 @@ void GpuMetrics(const SimMachine& m, SimResult& r) {
     s.idle_tail_seconds = r.compute_end_seconds - prev;
     busy_total += s.busy_seconds;
   }
-  // One step: idle share over [0, compute end]; several: over the last step's period.
-  const double window =
-      r.steps > 1 ? r.step_seconds : r.compute_end_seconds - r.step_begin_seconds;
+  // One step: idle share over [0, compute end]; several: over the reported steps' window.
+  const double window = r.steps > 1 ? r.reported_steps * r.step_seconds
+                                    : r.compute_end_seconds - r.step_begin_seconds;
   r.bubble_fraction = window > 0 ? 1.0 - busy_total / (n * window) : 0.0;
+  if (r.reported_steps > 1) {  // per step
+    const double k = r.reported_steps;
+    r.h2d_bytes /= r.reported_steps, r.d2h_bytes /= r.reported_steps;
+    r.p2p_bytes /= r.reported_steps, r.weight_upload_bytes /= r.reported_steps;
+    for (GpuStats& s : r.gpus) {
+      s.busy_seconds /= k, s.stall_prefetch_seconds /= k, s.stall_activation_seconds /= k;
+      s.stall_other_seconds /= k, s.idle_tail_seconds /= k;
+      s.h2d_bytes /= r.reported_steps, s.d2h_bytes /= r.reported_steps;
+      s.p2p_bytes /= r.reported_steps;
+    }
+  }
 }
 
 void StageMetrics(const SimMachine& m, SimResult& r, int num_stages) {
@@ -137,6 +150,17 @@ int StepsOf(const SimConfig& c) {
              : 1;
 }
 
+// The rotation cycle of a round-robin pass stream (simulator.h): N / gcd(P, N); 1 otherwise.
+int RotationCycle(const SimMachine& machine, const std::vector<SimStage>& stages,
+                  const SimConfig& c) {
+  if (c.schedule != Schedule::kRoundRobin) return 1;
+  const int n = c.gpu_order.empty() ? machine.num_gpus() : static_cast<int>(c.gpu_order.size());
+  const int sb = c.backward_stages.empty() ? static_cast<int>(stages.size())
+                                           : static_cast<int>(c.backward_stages.size());
+  const int p = static_cast<int>(stages.size()) + sb;
+  return n > 0 ? n / std::gcd(p, n) : 1;
+}
+
 absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
                                        const std::vector<SimStage>& stages,
                                        const SimConfig& config) {
@@ -149,20 +173,23 @@ absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
   r.graph = *std::move(graph);
   r.engine = *std::move(engine);
   r.steps = StepsOf(config);
+  r.reported_steps =
+      r.steps > 1 ? std::min(RotationCycle(machine, stages, config), r.steps - 1) : 1;
   std::vector<double> step_end(r.steps, 0);
   for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
     const int k = std::min(r.graph.tasks[i].step, r.steps - 1);
     step_end[k] = std::max(step_end[k], r.engine.timings[i].end);
   }
-  r.step_begin_seconds = r.steps > 1 ? step_end[r.steps - 2] : 0.0;
-  r.step_seconds = step_end[r.steps - 1] - r.step_begin_seconds;
+  r.step_begin_seconds = r.steps > 1 ? step_end[r.steps - 1 - r.reported_steps] : 0.0;
+  r.step_seconds = (step_end[r.steps - 1] - r.step_begin_seconds) / r.reported_steps;
   r.compute_end_seconds = r.step_begin_seconds;
-  // Link bytes of the reported step; busy time averaged over the steps.
+  // Link bytes per reported step; busy time averaged over the steps.
   std::vector<int64_t> bytes(machine.links.size(), 0);
   for (const Task& k : r.graph.tasks) {
-    if (k.step != r.steps - 1) continue;
+    if (k.step < r.steps - r.reported_steps) continue;
     for (int l : k.path) bytes[l] += k.bytes;
   }
+  for (int64_t& b : bytes) b /= r.reported_steps;
   for (size_t l = 0; l < machine.links.size(); ++l) {
     r.links.push_back({machine.links[l].name, machine.links[l].bytes_per_s, bytes[l],
                        r.engine.links[l].busy_seconds / r.steps});
@@ -240,12 +267,17 @@ absl::StatusOr<SimResult> SimulatePool(const SimMachine& machine,
 
 absl::StatusOr<SimResult> Simulate(const SimMachine& machine, const std::vector<SimStage>& stages,
                                    const SimConfig& config) {
-  if (config.schedule == Schedule::kRoundRobin && config.dispatch == Dispatch::kPool &&
-      config.pass_gpus.empty()) {
-    return SimulatePool(machine, stages, config);
+  SimConfig c = config;
+  // A rotating pass stream: one cycle + 1 steps at least, so that the reported mean covers every
+  // phase (simulator.h). Explicit pass_gpus keep the caller's steps (they fix their length).
+  const int cycle = RotationCycle(machine, stages, c);
+  if (cycle > 1 && c.pass_gpus.empty()) c.steps = std::min(64, std::max(c.steps, cycle + 1));
+  if (c.schedule == Schedule::kRoundRobin && c.dispatch == Dispatch::kPool &&
+      c.pass_gpus.empty()) {
+    return SimulatePool(machine, stages, c);
   }
-  absl::StatusOr<SimResult> r = SimulateOnce(machine, stages, config);
-  if (r.ok()) r->pass_gpus = config.pass_gpus;
+  absl::StatusOr<SimResult> r = SimulateOnce(machine, stages, c);
+  if (r.ok()) r->pass_gpus = c.pass_gpus;
   return r;
 }
 

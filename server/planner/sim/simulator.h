@@ -61,19 +61,28 @@ struct Residency {
   double begin = 0, end = 0;
 };
 
-// With several steps (SimConfig::steps) everything but `graph`/`engine` describes the LAST step:
-// its duration, its tasks' bytes and its GPUs' busy time; times stay absolute (from the first
-// step's start), the last step's window is [step_begin_seconds, step_begin + step_seconds].
+// With several steps (SimConfig::steps) everything but `graph`/`engine` describes the LAST
+// `reported_steps` steps, per step: their mean duration, their tasks' bytes and their GPUs' busy
+// time / reported_steps; times stay absolute (from the first step's start), the window is
+// [step_begin_seconds, step_begin + reported_steps x step_seconds].
+//
+// Round-robin passes continue the round-robin count across steps: with P passes per step on N
+// GPUs the pass -> GPU assignment repeats every N / gcd(P, N) steps (the rotation cycle), and
+// steps of one cycle differ (a GPU runs ceil or floor of P / N passes of a given step). Simulate
+// then runs at least one cycle + 1 steps (SimConfig::steps, or more: at most 64) and reports the
+// mean over the last cycle, not the last step, whose length depends on its phase.
 struct SimResult {
   std::string schedule;
-  int steps = 1;                    // simulated; the reported one is the last
-  double step_begin_seconds = 0;    // end of the step before the reported one (0: one step)
-  // One step: the end of its last task (optimizer included). Several: the end of the last step's
-  // last task minus that of the step before (the steady-state period).
+  int steps = 1;                    // simulated; the reported ones are the last
+  int reported_steps = 1;           // the rotation cycle (above), 1 without rotation
+  double step_begin_seconds = 0;    // end of the step before the reported ones (0: one step)
+  // One step: the end of its last task (optimizer included). Several: (the end of the last step's
+  // last task minus that of the step before the reported ones) / reported_steps (the
+  // steady-state period).
   double step_seconds = 0;
   double compute_end_seconds = 0;   // end of the reported step's last compute task
   // Idle share of the GPUs' compute streams: one step over [0, compute_end]; several over the
-  // last step's period: 1 - busy / (N x window).
+  // reported steps' window: 1 - busy / (N x window).
   double bubble_fraction = 0;
   std::vector<GpuStats> gpus;       // by machine position
   std::vector<LinkStats> links;     // by link id (bytes of the reported step; busy time / steps)

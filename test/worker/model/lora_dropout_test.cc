@@ -112,7 +112,7 @@ class LoraDropoutLinearTest : public ::testing::Test {
     EXPECT_TRUE(be_->CopyToDevice(*q_, scribble.data(), xd, 0, 4 * kN * kIn).ok());
     EXPECT_TRUE(be_->Synchronize(*q_).ok());
     EXPECT_TRUE(LinearBackward(*be_, *q_, lw, x.data(), dy.data(), DType::kFp32,
-                               static_cast<float*>(dx.data()), false, kN, kIn, kOut)
+                               dx.data(), DType::kFp32, false, kN, kIn, kOut)
                     .ok());
     return {Download(y, kN * kOut), Download(dx, kN * kIn), Download(da, a_.size()),
             Download(db, b_.size())};

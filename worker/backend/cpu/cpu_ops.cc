@@ -119,8 +119,17 @@ absl::Status CpuBackend::Cast(Queue& queue, const CastParams& p) {
   return EnqueueOp(queue, [p](ThreadPool* pool) {
     const int64_t src_bytes = DTypeBytes(p.src_type), dst_bytes = DTypeBytes(p.dst_type);
     k::ParallelForRange(pool, p.n, k::kElementwiseGrain, [&](int64_t b, int64_t e) {
-      CastRow(p.src_type, static_cast<const char*>(p.src) + b * src_bytes, p.dst_type,
-              static_cast<char*>(p.dst) + b * dst_bytes, e - b);
+      const char* src = static_cast<const char*>(p.src) + b * src_bytes;
+      char* dst = static_cast<char*>(p.dst) + b * dst_bytes;
+      if (!p.accumulate) return CastRow(p.src_type, src, p.dst_type, dst, e - b);
+      // dst += src, through an fp32 row of at most 1024 elements at a time.
+      float row[1024];
+      for (int64_t i = 0; i < e - b; i += 1024) {
+        const int64_t len = std::min<int64_t>(1024, e - b - i);
+        CastRow(p.src_type, src + i * src_bytes, DType::kFp32, row, len);
+        float* d = reinterpret_cast<float*>(dst) + i;
+        for (int64_t j = 0; j < len; ++j) d[j] += row[j];
+      }
     });
     return absl::OkStatus();
   });

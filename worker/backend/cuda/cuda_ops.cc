@@ -209,6 +209,12 @@ absl::Status CudaBackend::Zero(Queue& queue, const ZeroParams& p) {
 absl::Status CudaBackend::Cast(Queue& queue, const CastParams& p) {
   MOBIUS_VALIDATE(ValidateCast(p));
   return Launch(queue, [&](CudaQueue& q) -> KernelStatus {
+    if (p.accumulate) {  // dst fp32 (validated)
+      return p.src_type == DType::kFp32
+                 ? kc::add_fp32_to_fp32(F32(p.dst), F32(p.src), p.n, q.stream())
+                 : kc::add_half_to_fp32(Half(p.src_type), F32(p.dst), Bits(p.src), p.n,
+                                        q.stream());
+    }
     if (p.src_type == p.dst_type) {
       const size_t bytes = static_cast<size_t>(p.n) * DTypeBytes(p.src_type);
       if (bytes == 0) return kc::OkStatus();

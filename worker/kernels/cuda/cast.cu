@@ -27,7 +27,34 @@ KernelStatus Cast(Dst* dst, const Src* src, int64_t n, cudaStream_t stream) {
   return MOBIUS_KERNEL_LAUNCH_STATUS("cast_kernel");
 }
 
+template <typename Src>
+__global__ void add_kernel(float* dst, const Src* src, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    dst[i] += Load(src, i);
+  }
+}
+
+template <typename Src>
+KernelStatus Add(float* dst, const Src* src, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return OkStatus();
+  add_kernel<Src><<<GridFor(n, kThreads), kThreads, 0, stream>>>(dst, src, n);
+  return MOBIUS_KERNEL_LAUNCH_STATUS("add_kernel");
+}
+
 }  // namespace
+
+KernelStatus add_half_to_fp32(HalfType src_type, float* dst, const uint16_t* src, int64_t n,
+                              cudaStream_t stream) {
+  return internal::DispatchHalf(src_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    return Add(dst, As<T>(src), n, stream);
+  });
+}
+
+KernelStatus add_fp32_to_fp32(float* dst, const float* src, int64_t n, cudaStream_t stream) {
+  return Add(dst, src, n, stream);
+}
 
 KernelStatus cast_fp32_to_half(HalfType dst_type, uint16_t* dst, const float* src, int64_t n,
                                cudaStream_t stream) {

@@ -18,6 +18,10 @@ KernelStatus cast_fp32_to_half(HalfType dst_type, uint16_t* dst, const float* sr
                                cudaStream_t stream);
 KernelStatus cast_half_to_fp32(HalfType src_type, float* dst, const uint16_t* src, int64_t n,
                                cudaStream_t stream);
+// dst[i] += src[i] in fp32 (the backend's Cast with `accumulate`; src fp32 or 16-bit).
+KernelStatus add_half_to_fp32(HalfType src_type, float* dst, const uint16_t* src, int64_t n,
+                              cudaStream_t stream);
+KernelStatus add_fp32_to_fp32(float* dst, const float* src, int64_t n, cudaStream_t stream);
 KernelStatus cast_half_to_half(HalfType dst_type, HalfType src_type, uint16_t* dst,
                                const uint16_t* src, int64_t n, cudaStream_t stream);
 

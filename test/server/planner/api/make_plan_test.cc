@@ -451,12 +451,14 @@ TEST(MakePlanBadInput, HostRamTooSmall) {
 
 // Every stage fits alone, but a worker sizes its two slots for its largest W + G and its
 // activation buffers for its longest stage, which can come from different stages: Qwen3-32B in
-// fp16 at microbatch 8 on the 8x RTX 4090 box needs 23.73 GiB on one GPU of 23.64 GiB.
+// fp16 at microbatch 8 on the 8x RTX 4090 box, partitioned at the J optimum, needs more than a
+// GPU of 23.64 GiB; the choice by simulation (the default) skips such partitions.
 TEST(MakePlanBadInput, GpuRamTooSmallForAWorkersPasses) {
   const Fixture f = LoadTopology("rtx4090_2s_4sw_8gpu.xml");
   PlanOptions o;
   o.schedule = "roundrobin";
   o.optimizer_staleness = 1;
+  o.choose_by_simulation = false;
   JobShape job = Job(128, 8, 2048);
   job.dtype = "fp16";
   job.fp16_accumulate = true;
@@ -471,6 +473,13 @@ TEST(MakePlanBadInput, GpuRamTooSmallForAWorkersPasses) {
   auto fits = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
   ASSERT_TRUE(fits.ok()) << fits.status();
   EXPECT_LE(fits->plan.memory.max_gpu_bytes, fits->plan.memory.gpu_capacity_bytes);
+  job = Job(128, 8, 2048);
+  job.dtype = "fp16";
+  job.fp16_accumulate = true;
+  o.choose_by_simulation = true;
+  auto chosen = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_LE(chosen->plan.memory.max_gpu_bytes, chosen->plan.memory.gpu_capacity_bytes);
 }
 
 TEST(MakePlanBadInput, NoGpus) {

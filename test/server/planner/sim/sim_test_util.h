@@ -41,12 +41,16 @@ inline void ExpectInvariants(const SimResult& r) {
   ASSERT_EQ(t.size(), g.tasks.size());
   std::vector<std::vector<int>> by_stream(g.streams.size());
   std::vector<int64_t> link_bytes(r.links.size(), 0);
+  // The reported steps (simulator.h: the last rotation cycle), per step.
+  const int first = r.steps - r.reported_steps;
+  const int64_t reported = r.reported_steps;
+  ASSERT_GE(reported, 1);
   for (size_t i = 0; i < g.tasks.size(); ++i) {
     const Task& k = g.tasks[i];
     EXPECT_LE(t[i].start, t[i].end);
     for (int d : k.deps) EXPECT_GE(t[i].start, t[d].end - 1e-9) << k.label << " after " << g.tasks[d].label;
     if (g.streams[k.stream].capacity == 1) by_stream[k.stream].push_back(static_cast<int>(i));
-    if (k.step == r.steps - 1) {
+    if (k.step >= first) {
       for (int l : k.path) link_bytes[l] += k.bytes;
     }
     if (k.direction == Direction::kH2D && (k.kind == TaskKind::kActivation) && !k.deps.empty()) {
@@ -64,20 +68,22 @@ inline void ExpectInvariants(const SimResult& r) {
   }
   int64_t sum_links = 0, sum_paths = 0;
   for (size_t l = 0; l < r.links.size(); ++l) {
-    EXPECT_EQ(r.links[l].bytes, link_bytes[l]) << r.links[l].name;
-    sum_links += r.links[l].bytes;
+    EXPECT_EQ(r.links[l].bytes, link_bytes[l] / reported) << r.links[l].name;
+    sum_links += link_bytes[l];
   }
   for (const Task& k : g.tasks) {
-    if (k.step == r.steps - 1) sum_paths += k.bytes * static_cast<int64_t>(k.path.size());
+    if (k.step >= first) sum_paths += k.bytes * static_cast<int64_t>(k.path.size());
   }
   EXPECT_EQ(sum_links, sum_paths);
-  EXPECT_EQ(r.h2d_bytes + r.d2h_bytes + r.p2p_bytes, [&] {
-    int64_t s = 0;  // GPU copies (CPU optimizer steps move DRAM bytes, not GPU bytes)
-    for (const Task& k : g.tasks) {
-      if (k.step == r.steps - 1 && k.gpu >= 0) s += k.bytes;
-    }
-    return s;
-  }());
+  // GPU copies (CPU optimizer steps move DRAM bytes, not GPU bytes), per direction.
+  int64_t h2d = 0, d2h = 0, p2p = 0;
+  for (const Task& k : g.tasks) {
+    if (k.step < first || k.gpu < 0) continue;
+    (k.direction == Direction::kH2D ? h2d : k.direction == Direction::kD2H ? d2h : p2p) += k.bytes;
+  }
+  EXPECT_EQ(r.h2d_bytes, h2d / reported);
+  EXPECT_EQ(r.d2h_bytes, d2h / reported);
+  EXPECT_EQ(r.p2p_bytes, p2p / reported);
 }
 
 // Parses the trace and checks the keys Perfetto needs.
