@@ -107,6 +107,30 @@ TEST(CastCuda, Bf16AndFp16ConvertThroughFp32) {
   EXPECT_EQ(d_out2.ToHost(), f16_to_bf);
 }
 
+// dst += src in fp32 (the backend's Cast with accumulate): bitwise the host's dst + widen(src).
+TEST(CastCuda, AddIntoFp32IsBitwiseTheHostSum) {
+  MOBIUS_REQUIRE_GPU();
+  const std::vector<float> base = RandomFloats(kN, -10.0f, 10.0f, 6);
+  const std::vector<float> x = RandomFloats(kN, -3.0f, 3.0f, 7);
+  for (HalfType t : {HalfType::kBf16, HalfType::kF16}) {
+    std::vector<uint16_t> h(kN);
+    std::vector<float> want(kN);
+    for (int64_t i = 0; i < kN; ++i) {
+      h[i] = ToHalf(t, x[i]);
+      want[i] = base[i] + FromHalf(t, h[i]);
+    }
+    DeviceArray<float> d_dst(base);
+    DeviceArray<uint16_t> d_h(h);
+    MOBIUS_ASSERT_KERNEL_OK(add_half_to_fp32(t, d_dst.get(), d_h.get(), kN, nullptr));
+    EXPECT_EQ(d_dst.ToHost(), want);
+  }
+  std::vector<float> want(kN);
+  for (int64_t i = 0; i < kN; ++i) want[i] = base[i] + x[i];
+  DeviceArray<float> d_dst(base), d_x(x);
+  MOBIUS_ASSERT_KERNEL_OK(add_fp32_to_fp32(d_dst.get(), d_x.get(), kN, nullptr));
+  EXPECT_EQ(d_dst.ToHost(), want);
+}
+
 TEST(SumSquaresCuda, AccumulatesInDouble) {
   MOBIUS_REQUIRE_GPU();
   const std::vector<float> x = RandomFloats(kN, -3, 3, 2);

@@ -2,6 +2,8 @@
 // timings on one RTX 4090), and its size and precision behaviour.
 #include "server/planner/kernel_model.h"
 
+#include "common/model/unit_workspace.h"
+
 #include <cmath>
 #include <cstdio>
 
@@ -129,6 +131,38 @@ TEST(KernelModel, Fp32OutputGemmsRunAtTheFp32AccumulatePeak) {
   ASSERT_TRUE(p.ok()) << p.status();
   const UnitSeconds block = KernelUnitSeconds(d, 1, 8192, 2048, ours, k, a.activations);
   EXPECT_DOUBLE_EQ(p->units[1].backward_seconds, block.backward + block.forward - block.mlp_output);
+}
+
+// Our runtime's fp16 backward (KernelDevice::half_backward): a block's backward GEMMs at the
+// fp16-accumulate peak plus, per weight, the fp16 dW written, read and added into the fp32 one
+// (12 bytes per element, an MLP weight once per token chunk) and the rounding of the fp32 dy of
+// the attention and MLP output projections (6 bytes per element); the head keeps fp32 outputs.
+// By hand for Llama-3.1-8B at 8192 tokens (the MLP's token chunks: model::MlpChunkRows).
+TEST(KernelModel, HalfBackwardRunsTheBlocksBackwardGemmsAtTheFp16Peak) {
+  const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
+  const KernelModel k = *Rtx4090Spec().kernels;
+  KernelDevice ours = Rtx4090(true);
+  ours.fp32_output_gemm_peak_flops_per_s = Rtx4090Spec().gemm_peak_flops_per_s(false);
+  KernelDevice half = ours;
+  half.half_backward = true;
+  const int64_t head = d.num_units() - 1, t = 8192;
+  const UnitSeconds fp32_head = KernelUnitSeconds(d, head, t, 2048, ours, k);
+  const UnitSeconds half_head = KernelUnitSeconds(d, head, t, 2048, half, k);
+  EXPECT_DOUBLE_EQ(half_head.backward, fp32_head.backward);
+  EXPECT_DOUBLE_EQ(half_head.forward, fp32_head.forward);
+  const UnitSeconds o = KernelUnitSeconds(d, 1, t, 2048, ours, k);
+  const UnitSeconds h = KernelUnitSeconds(d, 1, t, 2048, half, k);
+  const UnitSeconds all16 = KernelUnitSeconds(d, 1, t, 2048, Rtx4090(true), k);
+  EXPECT_DOUBLE_EQ(h.forward, o.forward);
+  // Llama-3.1-8B: C 4096, I 14336, KV 1024; MLP chunk rows at 8192 tokens: ChunkRows.
+  const double c = 4096, inter = 14336, kv = 1024;
+  const double chunks =
+      std::ceil(t / static_cast<double>(model::MlpChunkRows(d.config, t, 0)));
+  const double bw = Rtx4090Spec().memory_bytes_per_s * k.memory_efficiency;
+  const double adds = 12.0 * (2 * c * c + 2 * c * kv + chunks * 3 * c * inter) / bw;
+  const double rounding = 6.0 * t * c * 2 / bw;
+  EXPECT_NEAR(h.backward, all16.backward + adds + rounding, 1e-12);
+  EXPECT_LT(h.backward, 0.6 * o.backward + adds + rounding);
 }
 
 TEST(KernelModel, AnalyticProfileUsesItForTheRtx4090Only) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "common/numeric/bf16.h"
@@ -342,6 +343,44 @@ TEST_F(CpuOpsF16Test, CastBetweenEveryPairOfTypes) {
   }
   EXPECT_EQ(f16[1], 0x7c00u);  // 65520 is past fp16's range: +inf
   EXPECT_EQ(f16[4], 0x7bffu);  // 65519 rounds to 65504
+}
+
+// Cast with `accumulate` (the fp16 backward's weight gradient, worker/model/linear.h): fp32 dst +=
+// the source widened exactly, for every source type, bit for bit dst + widen(src) in fp32 (an
+// fp16 inf propagates); a 16-bit dst is refused by name before anything runs.
+TEST_F(CpuOpsF16Test, CastAccumulatesIntoFp32) {
+  const int64_t n = 5 * 1024 + 7;  // several 1024-element rows and a tail
+  const std::vector<float> base = RandomF32(n, 10.0f);
+  const std::vector<float> f32 = RandomF32(n, 3.0f);
+  std::vector<uint16_t> bf16(n), f16(n);
+  for (int64_t i = 0; i < n; ++i) {
+    bf16[i] = numeric::Fp32ToBf16(f32[i]);
+    f16[i] = numeric::Fp32ToF16(f32[i]);
+  }
+  f16[3] = 0x7c00;  // +inf: the sum overflows as fp16 did
+  for (DType src : {DType::kFp32, DType::kBf16, DType::kF16}) {
+    SCOPED_TRACE(DTypeName(src));
+    const void* data = src == DType::kFp32   ? static_cast<const void*>(f32.data())
+                       : src == DType::kBf16 ? static_cast<const void*>(bf16.data())
+                                             : static_cast<const void*>(f16.data());
+    std::vector<float> dst = base;
+    ASSERT_TRUE(backend_->Cast(*queue_, {.n = n, .src_type = src, .dst_type = DType::kFp32,
+                                         .src = data, .dst = dst.data(), .accumulate = true})
+                    .ok());
+    Sync();
+    for (int64_t i = 0; i < n; ++i) {
+      const float add = src == DType::kFp32   ? f32[i]
+                        : src == DType::kBf16 ? numeric::Bf16ToFp32(bf16[i])
+                                              : numeric::F16ToFp32(f16[i]);
+      ASSERT_EQ(std::bit_cast<uint32_t>(dst[i]), std::bit_cast<uint32_t>(base[i] + add)) << i;
+    }
+  }
+  std::vector<uint16_t> out(n);
+  const absl::Status bad = backend_->Cast(*queue_, {.n = n, .src_type = DType::kF16,
+                                                    .dst_type = DType::kF16, .src = f16.data(),
+                                                    .dst = out.data(), .accumulate = true});
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.message().find("accumulate needs an fp32 dst_type"), std::string::npos) << bad;
 }
 
 // AdamW with out_type kF16: the CPU optimizer's step with out_fp16, bit for bit, and the copy is
