@@ -48,8 +48,10 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
     case UnitKind::kHead: {
       const uint64_t r = w.head_rows = HeadChunkRows(cfg, static_cast<int64_t>(n), chunk_tokens);
       w.norm1 = bf(n * C), w.norm1_mean = f32(layer ? n : 0), w.norm1_rstd = f32(n);
-      w.logits = f32(r * cfg.vocab_size), w.losses = f32(n), w.ce_lse = f32(n), w.loss = f32(1);
-      w.d_norm_f32 = f32(n * C), w.d_norm = bf(n * C);
+      // fp16 backward: fp16 logits and their gradient, the input gradient straight into d_norm.
+      w.logits = half_backward ? bf(r * cfg.vocab_size) : f32(r * cfg.vocab_size);
+      w.losses = f32(n), w.ce_lse = f32(n), w.loss = f32(1);
+      w.d_norm_f32 = f32(half_backward ? 0 : n * C), w.d_norm = bf(n * C);
       break;
     }
     case UnitKind::kDecoderBlock: {

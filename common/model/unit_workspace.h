@@ -58,14 +58,15 @@ struct WorkspaceLayout {
   uint64_t dq_pre = 0, dk_pre = 0, dq_proj = 0, dk_proj = 0, d_norm_f32 = 0, d_norm = 0;
   // block backward with half_backward (below): fp16 [N, C] and [the block's largest weight]
   uint64_t dy_half = 0, dw_half = 0;
-  // head (norm out and stats reuse norm1*, d_norm*): fp32; logits [R_h, V]
+  // head (norm out and stats reuse norm1*, d_norm*): fp32; logits [R_h, V] (fp16: above)
   uint64_t logits = 0, losses = 0, ce_lse = 0, loss = 0;
   // embedding backward: the bf16 copy of dout reuses d_norm
 };
 
 // `half_backward` (training.precision fp16 with trainable weights: worker/model/linear.h): the
 // block's backward GEMMs write fp16 outputs, so it has no fp32 d_norm_f32 but an fp16 copy of
-// an fp32 output gradient (dy_half) and one fp16 weight gradient (dw_half).
+// an fp32 output gradient (dy_half) and one fp16 weight gradient (dw_half); the head's logits
+// (and their gradient, in place) are fp16 [R_h, V] and it has no d_norm_f32 either.
 WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& config, UnitKind kind, int64_t b, int64_t t,
                                     int64_t chunk_tokens = 0, bool half_backward = false);
 

@@ -47,6 +47,7 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   AddGemms(u.shared_params, &gemms);
   const model::ParamSpec* mlp_output = model::MlpOutputProjection(model, unit);
   const bool half_backward = device.half_backward && u.kind == model::UnitKind::kDecoderBlock;
+  const bool half_head = device.half_backward && u.kind == model::UnitKind::kHead;
   const int64_t inter = model.config.intermediate_size;
   const double mlp_chunks = std::ceil(
       t / static_cast<double>(model::MlpChunkRows(model.config, tokens, /*chunk_tokens=*/0)));
@@ -60,19 +61,21 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     const double k = static_cast<double>(g.shape[1]);
     const double flops = 2 * t * k * n, bytes = a * (t * k + k * n + t * n);
     const double fp32_out = Roofline(flops, bytes, fp32_output_rate, bw);
-    // The LM head's output is the fp32 logits.
-    const double one =
-        u.kind == model::UnitKind::kHead ? fp32_out : Roofline(flops, bytes, gemm_rate, bw);
+    // The LM head's output is the fp32 logits (fp16 with the fp16 backward).
+    const double half_out = Roofline(flops, bytes, gemm_rate, bw);
+    const double one = u.kind == model::UnitKind::kHead && !half_head ? fp32_out : half_out;
     s.forward += one;
     if (mlp_output != nullptr && g.name == mlp_output->name) s.mlp_output += one;
     // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
-    if (half_backward && lora == nullptr) {
-      const double half_out = Roofline(flops, bytes, gemm_rate, bw);
+    if (half_head && lora == nullptr) {
+      s.backward += half_out + fp32_out;  // fp16 dX; dW into the fp32 gradient
+    } else if (half_backward && lora == nullptr) {
       const bool mlp = g.shape[0] == inter || g.shape[1] == inter;
       const bool strided = fused_qkv && !mlp && g.shape[0] != g.shape[1];  // c_attn [C, 3C]
       const double calls = mlp ? mlp_chunks : 1.0;
       s.backward += half_out + (strided ? fp32_out : half_out);
-      if (!strided) s.backward += calls * 12.0 * k * n / bw;  // fp16 dW out, in, fp32 dW +=
+      // The fp16 dW read and the fp32 one read and written (the GEMM writes it: its roofline).
+      if (!strided) s.backward += calls * 10.0 * k * n / bw;
       // The attention and MLP output projections read the fp32 residual gradient: rounded first.
       const bool output_projection = (mlp_output != nullptr && g.name == mlp_output->name) ||
                                      absl::EndsWith(g.name, attention_output);

@@ -67,10 +67,13 @@ struct KernelDevice {
   // full fine-tuning): a decoder block's backward GEMMs write fp16, so they run at
   // gemm_peak_flops_per_s, and add what the fp16 outputs cost: per weight and call (an MLP
   // weight once per token chunk, model::MlpChunkRows) the fp16 dW written and added into the
-  // fp32 one (2 + 2 + 8 bytes per element), and the fp16 copy of an fp32 output gradient for the
+  // fp32 one (the GEMM writes 2 bytes per element in its roofline, the add reads them and reads
+  // and writes the fp32 gradient: 2 + 8 more), and the fp16 copy of an fp32 output gradient for the
   // attention and MLP output projections (4 + 2 bytes per element). A strided weight (GPT-2's
   // fused c_attn) keeps its fp32 dW. The removed roundings of fp32 input gradients are not
-  // subtracted (they are inside the calibrated elementwise passes). The head keeps fp32 outputs.
+  // subtracted (they are inside the calibrated elementwise passes). The head's logits and input
+  // gradient are fp16 too (its forward and dX GEMMs at gemm_peak_flops_per_s); its weight
+  // gradient keeps the fp32 output (fp32_output_gemm_peak_flops_per_s).
   bool half_backward = false;
 };
 

@@ -154,9 +154,8 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
   g.beta = 1.0f, g.trans_a = true;
   g.c_type = DType::kFp32, g.c = w.dw, g.ldc = w.ld;
   // fp16: this call's dW in fp16 scratch (contiguous weights), then added into the fp32 dw.
-  const bool half_dw = half && w.ld == (w.in_out ? out : in);
+  const bool half_dw = half && w.dw_half != nullptr && w.ld == (w.in_out ? out : in);
   if (half_dw) {
-    if (w.dw_half == nullptr) return absl::InvalidArgumentError("linear: no dw_half scratch");
     g.beta = 0.0f;
     g.c_type = DType::kF16, g.c = w.dw_half;
     g.half_accumulate = sum_half;

@@ -46,7 +46,8 @@ struct LinearWeight {
   // dy_half [N, out]; the weight gradient of this call is computed into dw_half (fp16, the
   // weight's elements, contiguous) and added into the fp32 dw (Cast with accumulate), so each
   // microbatch's (or token chunk's) dW is rounded to fp16 once. A strided weight (a column slice of
-  // GPT-2's fused c_attn) keeps the fp32-output dW GEMM. Both scratch buffers are workspace
+  // GPT-2's fused c_attn) or no dw_half (the LM head, whose scratch would be vocabulary x hidden)
+  // keeps the fp32-output dW GEMM. Both scratch buffers are workspace
   // (common/model/unit_workspace.h dy_half, dw_half).
   bool half_backward = false;
   void* dy_half = nullptr;

@@ -381,23 +381,30 @@ absl::Status UnitRunner::HeadNorm(const Ctx& c) const {
 }
 
 absl::Status UnitRunner::HeadChunkLogits(const Ctx& c, int64_t row0, int64_t rows,
-                                         float* logits) const {
+                                         void* logits) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  const LinearWeight head{.in_out = false, .dtype = c.half, .w = c.W(names_.lm_head), .ld = C};
+  const LinearWeight head{.in_out = false, .dtype = c.half, .half_accumulate = c.half_accumulate,
+                          .w = c.W(names_.lm_head), .ld = C};
   return LinearForward(*backend_, *c.queue, head, c.bf(c.ws.norm1) + row0 * C, logits,
-                       DType::kFp32, rows, C, V);
+                       LogitsType(c), rows, C, V);
 }
 
 absl::Status UnitRunner::HeadLogits(const Ctx& c, float* logits) const {
   MOBIUS_RETURN_IF_ERROR(HeadNorm(c));
-  return HeadChunkLogits(c, 0, c.n, logits);
+  // Decoding's logits are fp32 whatever the training precision.
+  const int64_t C = config_.hidden_size, V = config_.vocab_size;
+  const LinearWeight head{.in_out = false, .dtype = c.half, .w = c.W(names_.lm_head), .ld = C};
+  return LinearForward(*backend_, *c.queue, head, c.bf(c.ws.norm1), logits, DType::kFp32, c.n,
+                       C, V);
 }
+
+DType UnitRunner::LogitsType(const Ctx& c) { return c.half_backward ? c.half : DType::kFp32; }
 
 absl::Status UnitRunner::HeadChunkLoss(const Ctx& c, int64_t row0, int64_t rows,
                                        float* mean_loss) const {
-  MOBIUS_RETURN_IF_ERROR(HeadChunkLogits(c, row0, rows, c.f32(c.ws.logits)));
+  MOBIUS_RETURN_IF_ERROR(HeadChunkLogits(c, row0, rows, c.at(c.ws.logits)));
   return backend_->CrossEntropyForward(
-      *c.queue, {.n = rows, .v = config_.vocab_size, .logits_type = DType::kFp32,
+      *c.queue, {.n = rows, .v = config_.vocab_size, .logits_type = LogitsType(c),
                  .logits = c.at(c.ws.logits), .targets = c.mb.targets + row0,
                  .losses = c.f32(c.ws.losses) + row0, .lse = c.f32(c.ws.ce_lse) + row0,
                  .mean_loss = mean_loss, .rows = ChunkRowsOf(c, row0)});
@@ -421,26 +428,34 @@ absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
 absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale,
                                       bool logits_ready) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  const LinearWeight head{.in_out = false, .dtype = c.half, .w = c.W(names_.lm_head), .ld = C,
+  // fp16 backward: fp16 logits gradient and input gradient (the weight gradient keeps its fp32
+  // output: no dw_half, linear.h).
+  const bool hb = c.half_backward;
+  const DType logits_type = LogitsType(c);
+  const LinearWeight head{.in_out = false, .dtype = c.half, .half_accumulate = c.half_accumulate,
+                          .half_backward = hb, .w = c.W(names_.lm_head), .ld = C,
                           .dw = c.G(names_.lm_head)};
   const int64_t step = c.ws.head_rows;
   for (int64_t r0 = 0; r0 < c.n; r0 += step) {
     const int64_t rows = std::min(step, c.n - r0);
     if (!logits_ready) MOBIUS_RETURN_IF_ERROR(HeadChunkLoss(c, r0, rows, nullptr));
     MOBIUS_RETURN_IF_ERROR(backend_->CrossEntropyBackward(
-        *c.queue, {.n = rows, .v = V, .logits_type = DType::kFp32, .logits = c.at(c.ws.logits),
+        *c.queue, {.n = rows, .v = V, .logits_type = logits_type, .logits = c.at(c.ws.logits),
                    .lse = c.f32(c.ws.ce_lse) + r0, .targets = c.mb.targets + r0,
                    .dloss = loss_scale, .dlogits = c.at(c.ws.logits),
                    .rows = ChunkRowsOf(c, r0)}));
+    void* dx = hb ? static_cast<void*>(c.bf(c.ws.d_norm) + r0 * C)
+                  : static_cast<void*>(c.f32(c.ws.d_norm_f32) + r0 * C);
     MOBIUS_RETURN_IF_ERROR(LinearBackward(*backend_, *c.queue, head, c.bf(c.ws.norm1) + r0 * C,
-                                          c.at(c.ws.logits), DType::kFp32,
-                                          c.f32(c.ws.d_norm_f32) + r0 * C, DType::kFp32, false,
-                                          rows, C, V));
+                                          c.at(c.ws.logits), logits_type, dx,
+                                          hb ? c.half : DType::kFp32, false, rows, C, V));
   }
-  MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * C, .src_type = DType::kFp32,
-                                                   .dst_type = c.half,
-                                                   .src = c.at(c.ws.d_norm_f32),
-                                                   .dst = c.at(c.ws.d_norm)}));
+  if (!hb) {
+    MOBIUS_RETURN_IF_ERROR(backend_->Cast(*c.queue, {.n = c.n * C, .src_type = DType::kFp32,
+                                                     .dst_type = c.half,
+                                                     .src = c.at(c.ws.d_norm_f32),
+                                                     .dst = c.at(c.ws.d_norm)}));
+  }
   MOBIUS_RETURN_IF_ERROR(backend_->Zero(*c.queue, {.dst = dinp, .bytes = 4 * uint64_t(c.n * C)}));
   return NormBackward(c, names_.final_norm_weight, names_.final_norm_bias, c.at(c.ws.d_norm),
                       c.mb.input, c.f32(c.ws.norm1_mean), c.f32(c.ws.norm1_rstd), dinp, c.n);

@@ -94,7 +94,8 @@ class UnitRunner {
   // whose output is fp16 sum in fp16 where the backend is faster so (half_accumulate_faster);
   // without adapters a block's backward GEMMs write fp16 too: input gradients in fp16 and each
   // call's weight gradient rounded to fp16 before it is added into the fp32 one (linear.h
-  // half_backward, PyTorch autocast's order). The LM head keeps fp32 logits and gradients.
+  // half_backward, PyTorch autocast's order), the LM head's logits and their gradient included
+  // (cross-entropy reads fp16 logits and sums in fp32); the head's weight gradient stays fp32.
   static absl::StatusOr<std::unique_ptr<UnitRunner>> Create(const model::ModelConfig& config,
                                                             int64_t unit_index,
                                                             backend::Backend* backend,
@@ -163,11 +164,13 @@ class UnitRunner {
   absl::Status EmbeddingForward(const Ctx& c, void* out) const;
   absl::Status EmbeddingBackward(const Ctx& c, const float* dout) const;
   // The head a chunk of rows at a time (common/model/unit_workspace.h): the final norm once, then
-  // per chunk [row0, row0 + rows) its logits (fp32, into `logits` or the workspace's chunk), its
+  // per chunk [row0, row0 + rows) its logits (LogitsType, into `logits` or the workspace's chunk), its
   // losses and lse, and in the backward its logits' gradient, the head's weight gradient (+=) and
   // the norm output's gradient rows. With one chunk the ops are the unchunked ones.
   absl::Status HeadNorm(const Ctx& c) const;
-  absl::Status HeadChunkLogits(const Ctx& c, int64_t row0, int64_t rows, float* logits) const;
+  absl::Status HeadChunkLogits(const Ctx& c, int64_t row0, int64_t rows, void* logits) const;
+  // The training logits' type: fp16 with the fp16 backward (Ctx::half_backward), else fp32.
+  static backend::DType LogitsType(const Ctx& c);
   absl::Status HeadChunkLoss(const Ctx& c, int64_t row0, int64_t rows, float* mean_loss) const;
   backend::CrossEntropyRows ChunkRowsOf(const Ctx& c, int64_t row0) const;
   absl::Status HeadForward(const Ctx& c, float* loss) const;
