@@ -268,24 +268,6 @@ std::string HostMemorySource(const topology::Topology& t, const PlanOptions* o) 
   return absl::StrCat(" (the topology's ", t.numa_nodes.size(), " NUMA nodes)");
 }
 
-// Each stage fits on its own (the partitioners' rule), but a worker sizes its two slots for the
-// largest W + G among its passes and its activation buffers for its longest stage (pipeline_worker.cc):
-// those maxima can come from different stages.
-absl::Status CheckGpuMemory(const PlanContext& ctx, const Plan& plan) {
-  const MemoryEstimate& m = plan.memory;
-  if (m.max_gpu_bytes <= m.gpu_capacity_bytes) return absl::OkStatus();
-  size_t worst = 0;
-  for (size_t i = 0; i < m.gpu_bytes.size(); ++i) {
-    if (m.gpu_bytes[i] > m.gpu_bytes[worst]) worst = i;
-  }
-  return absl::FailedPreconditionError(absl::StrCat(
-      "GPU memory too small: GPU position ", worst, " needs ", GiB(m.max_gpu_bytes),
-      " (reserved ", GiB(ctx.problem.reserved_bytes),
-      " + two slots for its largest stage's weights and gradients + the inputs of its longest "
-      "stage's units, at microbatch ", ctx.job.microbatch, ") but has ",
-      GiB(m.gpu_capacity_bytes), "; a smaller microbatch or more stages fit"));
-}
-
 absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, int64_t available) {
   if (available <= 0 || m.host_bytes <= available) return absl::OkStatus();
   const int64_t params = model::TotalParameters(*ctx.model);
@@ -468,7 +450,7 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
   }
   if (options.cost.memory_model == MemoryModel::kRuntime &&
       (schedule == sim::Schedule::kMobius || schedule == sim::Schedule::kRoundRobin)) {
-    MOBIUS_RETURN_IF_ERROR(CheckGpuMemory(ctx, plan));
+    MOBIUS_RETURN_IF_ERROR(internal::CheckGpuMemory(ctx, plan));
   }
 
   MOBIUS_ASSIGN_OR_RETURN(sim::SimResult sr, internal::SimulateSchedule(
@@ -530,6 +512,24 @@ absl::StatusOr<LoraOptions> LoraFromAdapterOptions(const train::AdapterOptions& 
 }
 
 namespace internal {
+
+// Each stage fits on its own (the partitioners' rule), but a worker sizes its two slots for the
+// largest W + G among its passes and its activation buffers for its longest stage (pipeline_worker.cc):
+// those maxima can come from different stages.
+absl::Status CheckGpuMemory(const PlanContext& ctx, const Plan& plan) {
+  const MemoryEstimate& m = plan.memory;
+  if (m.max_gpu_bytes <= m.gpu_capacity_bytes) return absl::OkStatus();
+  size_t worst = 0;
+  for (size_t i = 0; i < m.gpu_bytes.size(); ++i) {
+    if (m.gpu_bytes[i] > m.gpu_bytes[worst]) worst = i;
+  }
+  return absl::FailedPreconditionError(absl::StrCat(
+      "GPU memory too small: GPU position ", worst, " needs ", GiB(m.max_gpu_bytes),
+      " (reserved ", GiB(ctx.problem.reserved_bytes),
+      " + two slots for its largest stage's weights and gradients + the inputs of its longest "
+      "stage's units, at microbatch ", ctx.job.microbatch, ") but has ",
+      GiB(m.gpu_capacity_bytes), "; a smaller microbatch or more stages fit"));
+}
 
 double TokensPerSecond(const PlanContext& ctx, double step_seconds) {
   return step_seconds > 0

@@ -76,6 +76,11 @@ Partition UnitPartition(const PlanContext& ctx);
 // dispatch, optimizer barrier, 1F1B, ZeRO model).
 sim::SimConfig SimConfigFor(const PlanContext& ctx, sim::Schedule schedule);
 
+// FAILED_PRECONDITION ("GPU memory too small", the position, its need and the capacity) when the
+// plan's largest per-GPU need (plan.memory, estimator.h) exceeds the GPU: every stage fits alone,
+// but a worker sizes its slots and buffers for the largest among its passes.
+absl::Status CheckGpuMemory(const PlanContext& ctx, const Plan& plan);
+
 // Simulates one step. zero: unit stages, machine order; roundrobin with `rr`: its forward and
 // backward stages (without: `partition` in both passes); others: the partition's stages.
 absl::StatusOr<sim::SimResult> SimulateSchedule(const PlanContext& ctx, sim::Schedule schedule,

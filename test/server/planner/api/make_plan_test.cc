@@ -1,6 +1,7 @@
 // MakePlan on the hwloc fixtures and real config.json files: the paper's claims hold end to end,
 // the comparison table is complete, and bad input fails with numbers and a fix.
 #include "server/planner/api/make_plan.h"
+#include "server/planner/api/plan_context.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "common/model/model_config_parse.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -174,6 +176,37 @@ TEST(MakePlan, ChoiceBySimulationUsesEveryGpuAndIsNeverSlowerThanTheJOptimum) {
       EXPECT_LE(a->step_seconds, b->step_seconds * (1 + 1e-12)) << c.model << " on " << c.topology;
     }
   }
+}
+
+// Round-robin under the runtime's memory model: the partition is the fastest simulated of the
+// J-best pass counts whose per-GPU need fits (a worker sizes its slots for its largest pass, every
+// pass when passes rotate), never slower than the J optimum where that fits too.
+TEST(MakePlan, RoundRobinChoiceBySimulationFitsEveryGpu) {
+  const Fixture f = LoadTopology("rtx4090_2s_4sw_8gpu.xml");
+  const model::ModelDescription m = LoadModel("llama-3.1-8b-instruct.json");
+  PlanOptions o;
+  o.compare = false;
+  o.schedule = "roundrobin";
+  o.optimizer_staleness = 1;
+  PlanOptions j_only = o;
+  j_only.choose_by_simulation = false;
+  JobShape job = Job(256, 4, 2048);
+  job.dtype = "fp16";
+  job.fp16_accumulate = true;
+  auto chosen = MakePlan(m, f.topology, f.facts, job, o);
+  ASSERT_TRUE(chosen.ok()) << chosen.status();
+  EXPECT_LE(chosen->plan.memory.max_gpu_bytes, chosen->plan.memory.gpu_capacity_bytes);
+  auto j = MakePlan(m, f.topology, f.facts, job, j_only);
+  if (j.ok()) {
+    EXPECT_LE(chosen->step_seconds, j->step_seconds + 1e-9);
+  } else {
+    EXPECT_THAT(j.status().message(), HasSubstr("GPU memory too small"));
+  }
+  std::printf("llama-3.1-8b fp16 roundrobin mb 4: chosen %d passes %.3f s/step; J optimum %s\n",
+              chosen->plan.num_passes(), chosen->step_seconds,
+              j.ok() ? absl::StrFormat("%d passes %.3f s/step", j->plan.num_passes(),
+                                       j->step_seconds).c_str()
+                     : "does not fit");
 }
 
 TEST(MakePlan, ComparisonTableHasEveryAlternative) {
@@ -450,36 +483,24 @@ TEST(MakePlanBadInput, HostRamTooSmall) {
 }
 
 // Every stage fits alone, but a worker sizes its two slots for its largest W + G and its
-// activation buffers for its longest stage, which can come from different stages: Qwen3-32B in
-// fp16 at microbatch 8 on the 8x RTX 4090 box, partitioned at the J optimum, needs more than a
-// GPU of 23.64 GiB; the choice by simulation (the default) skips such partitions.
+// activation buffers for its longest stage, which can come from different stages: a plan whose
+// largest per-GPU need exceeds the GPU is a misfit, named with the numbers.
 TEST(MakePlanBadInput, GpuRamTooSmallForAWorkersPasses) {
-  const Fixture f = LoadTopology("rtx4090_2s_4sw_8gpu.xml");
-  PlanOptions o;
-  o.schedule = "roundrobin";
-  o.optimizer_staleness = 1;
-  o.choose_by_simulation = false;
-  JobShape job = Job(128, 8, 2048);
-  job.dtype = "fp16";
-  job.fp16_accumulate = true;
-  auto r = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition) << r.status();
-  EXPECT_THAT(r.status().message(), HasSubstr("GPU memory too small"));
-  EXPECT_THAT(r.status().message(), HasSubstr("at microbatch 8"));
-  EXPECT_THAT(r.status().message(), HasSubstr("23.64 GiB"));
-  job = Job(128, 4, 2048);
-  job.dtype = "fp16";
-  job.fp16_accumulate = true;
-  auto fits = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
-  ASSERT_TRUE(fits.ok()) << fits.status();
-  EXPECT_LE(fits->plan.memory.max_gpu_bytes, fits->plan.memory.gpu_capacity_bytes);
-  job = Job(128, 8, 2048);
-  job.dtype = "fp16";
-  job.fp16_accumulate = true;
-  o.choose_by_simulation = true;
-  auto chosen = MakePlan(LoadModel("qwen3-32b.json"), f.topology, f.facts, job, o);
-  ASSERT_TRUE(chosen.ok()) << chosen.status();
-  EXPECT_LE(chosen->plan.memory.max_gpu_bytes, chosen->plan.memory.gpu_capacity_bytes);
+  internal::PlanContext ctx;
+  ctx.job = Job(128, 8, 2048);
+  ctx.problem.reserved_bytes = int64_t{7} << 30;
+  Plan plan;
+  plan.memory.gpu_capacity_bytes = int64_t{24} << 30;
+  plan.memory.gpu_bytes = {int64_t{20} << 30, int64_t{25} << 30, int64_t{23} << 30};
+  plan.memory.max_gpu_bytes = int64_t{25} << 30;
+  const absl::Status s = internal::CheckGpuMemory(ctx, plan);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  for (const char* part : {"GPU memory too small", "GPU position 1 needs 25.00 GiB",
+                           "reserved 7.00 GiB", "at microbatch 8", "but has 24.00 GiB"}) {
+    EXPECT_THAT(s.message(), HasSubstr(part));
+  }
+  plan.memory.max_gpu_bytes = plan.memory.gpu_capacity_bytes;
+  EXPECT_TRUE(internal::CheckGpuMemory(ctx, plan).ok());
 }
 
 TEST(MakePlanBadInput, NoGpus) {
