@@ -45,6 +45,7 @@ absl::StatusOr<planner::PartitionProblem> Problem(const model::ModelDescription&
   if (o.lora.enabled()) {
     MOBIUS_ASSIGN_OR_RETURN(ao.lora, planner::MakeLoraLayout(model, o.lora));
   }
+  ao.half_backward = job.dtype == "fp16" && !o.lora.enabled();  // as MakePlan sets it
   MOBIUS_ASSIGN_OR_RETURN(
       planner::Profile profile,
       planner::AnalyticProfile(model, {job.microbatch, job.seq_len}, CalibratedDevice(o), ao));
@@ -117,6 +118,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   pr.optimizer_staleness = o.optimizer_staleness;
   pr.dispatch = o.dispatch;
   pr.lora = o.lora;
+  pr.precision = job.dtype;
   MOBIUS_ASSIGN_OR_RETURN(planner::PartitionProblem problem,
                           Problem(model, topology, facts, job, o));
   // roundrobin with its own partitioner: separate forward and backward partitions.
@@ -165,7 +167,8 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   if (sim_schedule != planner::sim::Schedule::kResident) {
     sc.steps = o.steps;
     sc.optimizer_staleness = o.optimizer_staleness;
-    sc.paper_barrier = o.optimizer_after_backward;
+    // fp16 waits for the global norm (the loss scaler's overflow check) as clipping does.
+    sc.paper_barrier = o.optimizer_after_backward || job.dtype == "fp16";
     MOBIUS_ASSIGN_OR_RETURN(sc.dispatch, planner::sim::ParseDispatch(o.dispatch));
   }
   if (plan.round_robin) sc.backward_stages = RuntimeStages(problem, plan.round_robin->backward);

@@ -87,6 +87,7 @@ struct Prediction {
   int optimizer_staleness = 0;     // what the run uses (PredictOptions)
   std::string dispatch = "static";
   planner::LoraOptions lora;       // what the run trains (PredictOptions)
+  std::string precision = "bf16";  // the job's dtype: training.precision of the run
   std::string mapper;
   int64_t gpu_memory_cap_bytes = 0;  // 0: none
   planner::PlanReport report;        // the plan and its simulated step (links scaled)

@@ -25,7 +25,11 @@
 // "-pool" = dispatch pool (roundrobin), e.g. mobius-async, roundrobin-pool, roundrobin-pool-async;
 // bench/pipeline/run_async.sh compares them. "-lora" trains LoRA adapters (rank 16, alpha 32, every
 // linear of the blocks) on the frozen bf16 base instead of the whole model, predicted with the
-// planner's LoRA mode; bench/pipeline/run_lora.sh compares LoRA with full fine-tuning. With --grad_clip > 0 the runtime's optimizer waits
+// planner's LoRA mode; bench/pipeline/run_lora.sh compares LoRA with full fine-tuning. "-fp16"
+// trains with training.precision fp16 (fp16 weights, activations and backward outputs, dynamic
+// loss scaling), predicted from a second calibration of the standalone trainer in fp16 (the CPU
+// backend's fp16 kernels have their own speed) with the planner's fp16 mode (no faster fp16
+// accumulation on a CPU); bench/pipeline/run_fp16.sh compares it with bf16. With --grad_clip > 0 the runtime's optimizer waits
 // for the whole backward (the clip needs the global norm), and the predictions model that.
 // --rr_partitioner: roundrobin's partitions (exact | uniform: the planner's own forward and
 // backward partitions; shared: the mobius stages for both passes). --gpus=0,1,..: plan and run on
@@ -48,6 +52,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -84,12 +89,14 @@ struct Args {
 [[noreturn]] void Usage(const std::string& why) { BenchUsage("pipeline_bench", why); }
 
 // A --schedules entry: a schedule the runtime runs, optionally with "-pool" (roundrobin),
-// "-async" (optimizer staleness 1; not resident) and "-lora" (not resident, not async).
+// "-async" (optimizer staleness 1; not resident), "-lora" (not resident, not async) and "-fp16"
+// (not resident).
 struct Variant {
   std::string schedule;
   int staleness = 0;
   std::string dispatch = "static";
   bool lora = false;
+  bool fp16 = false;
 };
 absl::StatusOr<Variant> ParseVariant(const std::string& name) {
   std::vector<std::string> parts = absl::StrSplit(name, '-');
@@ -102,6 +109,8 @@ absl::StatusOr<Variant> ParseVariant(const std::string& name) {
       v.dispatch = "pool";
     } else if (parts[i] == "lora") {
       v.lora = true;
+    } else if (parts[i] == "fp16") {
+      v.fp16 = true;
     } else {
       v.schedule.clear();
     }
@@ -110,11 +119,12 @@ absl::StatusOr<Variant> ParseVariant(const std::string& name) {
                      v.schedule == "resident";
   if (!known || (v.dispatch == "pool" && v.schedule != "roundrobin") ||
       (v.staleness == 1 && v.schedule == "resident") ||
-      (v.lora && (v.schedule == "resident" || v.staleness == 1))) {
+      (v.lora && (v.schedule == "resident" || v.staleness == 1)) ||
+      (v.fp16 && v.schedule == "resident")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--schedules: '", name, "' is not mobius, roundrobin or resident (the schedules the "
-        "runtime runs), optionally with -pool (roundrobin), -async (not resident) and -lora "
-        "(not resident, not with -async)"));
+        "runtime runs), optionally with -pool (roundrobin), -async (not resident), -lora "
+        "(not resident, not with -async) and -fp16 (not resident)"));
   }
   return v;
 }
@@ -230,6 +240,7 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
   em.link_scale = a.link_scale;
   train::TrainerOptions training = Training(a, in);
   training.optimizer_staleness = pred.optimizer_staleness;
+  training.precision = pred.precision;
   if (pred.lora.enabled()) {
     training.adapter.type = "lora";
     training.adapter.rank = pred.lora.rank;
@@ -308,6 +319,20 @@ int Main(int argc, char** argv) {
   absl::StatusOr<Calibration> cal =
       CalibrateStandalone(*in, Training(a, *in), a.calib_steps, a.calib_reps);
   if (!cal.ok()) return Fail(cal.status());
+  // fp16 variants: the standalone trainer's speed in fp16 (the CPU backend's own fp16 kernels).
+  std::optional<Calibration> cal16;
+  for (const std::string& sched : a.schedules) {
+    if (!ParseVariant(sched)->fp16 || cal16) continue;
+    train::TrainerOptions t16 = Training(a, *in);
+    t16.precision = "fp16";
+    std::fprintf(stderr, "calibrating fp16...\n");
+    absl::StatusOr<Calibration> c = CalibrateStandalone(*in, t16, a.calib_steps, a.calib_reps);
+    if (!c.ok()) return Fail(c.status());
+    cal16 = *std::move(c);
+    std::fprintf(stderr, "calibration: bf16 %.2f GFLOP/s, fp16 %.2f GFLOP/s (%.2fx)\n",
+                 cal->effective_flops_per_s / 1e9, cal16->effective_flops_per_s / 1e9,
+                 cal16->effective_flops_per_s / cal->effective_flops_per_s);
+  }
 
   planner::JobShape job;
   job.global_batch = a.batch;
@@ -330,6 +355,12 @@ int Main(int argc, char** argv) {
     PredictOptions vo = po;
     vo.optimizer_staleness = v.staleness;
     vo.dispatch = v.dispatch;
+    planner::JobShape vjob = job;
+    if (v.fp16) {
+      vo.effective_flops_per_s = cal16->effective_flops_per_s;
+      vo.optimizer_seconds_per_billion_params = cal16->fixed_seconds_per_billion_params;
+      vjob.dtype = "fp16";  // no faster fp16 accumulation on the CPU backend
+    }
     if (v.lora) {
       vo.lora.rank = 16;
       vo.lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj",
@@ -337,7 +368,7 @@ int Main(int argc, char** argv) {
     }
     for (const std::string& m : a.mappers) {
       absl::StatusOr<Prediction> p =
-          Predict(in->description, loaded->topology, facts, job, vo, v.schedule, m);
+          Predict(in->description, loaded->topology, facts, vjob, vo, v.schedule, m);
       if (!p.ok() && v.schedule != "mobius" && absl::IsFailedPrecondition(p.status())) {
         not_run.push_back(std::string(p.status().message()));  // e.g. resident does not fit
         continue;
