@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 #include <map>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -174,14 +175,16 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
     }
     r.mappings.push_back(SummarizeMapping(p, mine, setup.warmup));
   }
-  // Every run with the same optimizer staleness and training mode (full or LoRA) trains the same
-  // model on the same batches with the same arithmetic: the losses must agree bit for bit, across
-  // variants and reps, and the synchronous full ones with the standalone trainer's.
-  std::map<std::string, std::pair<int, bool>> staleness;
+  // Every run with the same optimizer staleness, training mode (full or LoRA) and precision trains
+  // the same model on the same batches with the same arithmetic: the losses must agree bit for
+  // bit, across variants and reps, and the synchronous full bf16 ones with the standalone
+  // trainer's.
+  using Group = std::tuple<int, bool, std::string>;
+  std::map<std::string, Group> staleness;
   for (const Prediction& p : predictions) {
-    staleness[p.name] = {p.optimizer_staleness, p.lora.enabled()};
+    staleness[p.name] = {p.optimizer_staleness, p.lora.enabled(), p.precision};
   }
-  std::map<std::pair<int, bool>, std::vector<float>> firsts;
+  std::map<Group, std::vector<float>> firsts;
   for (const MappingRun& run : runs) {
     std::vector<float> l;
     for (const runtime::StepReport& s : run.steps) l.push_back(s.loss);
@@ -195,7 +198,7 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
       if (!SameBits(l[i], ref[i])) r.losses_identical = false;
     }
   }
-  const std::pair<int, bool> plain{0, false};
+  const Group plain{0, false, "bf16"};
   const std::vector<float> first = firsts.count(plain) ? firsts[plain] : std::vector<float>();
   if (!first.empty() && calibration.large_batch == setup.batch) {
     const size_t n = std::min(first.size(), calibration.large_losses.size());
@@ -364,7 +367,7 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
     std::fprintf(out, "\n");
     std::fprintf(out,
                  "losses bit-identical across variants and reps (within each optimizer "
-                 "staleness): %s; synchronous runs equal to the standalone trainer's for the first "
+                 "staleness, training mode and precision): %s; synchronous runs equal to the standalone trainer's for the first "
                  "%d steps: %s\n",
                  r.losses_identical ? "yes" : "NO", r.losses_checked_vs_standalone,
                  r.losses_checked_vs_standalone == 0 ? "n/a"
