@@ -75,7 +75,10 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       w.d_norm_f32 = f32(half_backward ? 0 : std::max({n * C, n * Q, r * I}));
       w.d_norm = bf(n * C);
       w.dy_half = bf(half_backward ? n * C : 0);
-      w.dw_half = bf(half_backward ? std::max({C * Q, C * K, C * I}) : 0);
+      // One fp16 weight gradient at a time; with several MLP chunks one per MLP weight, summed
+      // over the chunks in fp16 and added into the fp32 gradient once per call (linear.h).
+      const uint64_t mlp_weights = r < n ? (swiglu ? 3 : 2) : 1;
+      w.dw_half = bf(half_backward ? std::max({C * Q, C * K, mlp_weights * C * I}) : 0);
       break;
     }
   }

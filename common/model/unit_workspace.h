@@ -65,7 +65,8 @@ struct WorkspaceLayout {
 
 // `half_backward` (training.precision fp16 with trainable weights: worker/model/linear.h): the
 // block's backward GEMMs write fp16 outputs, so it has no fp32 d_norm_f32 but an fp16 copy of
-// an fp32 output gradient (dy_half) and one fp16 weight gradient (dw_half); the head's logits
+// an fp32 output gradient (dy_half) and one fp16 weight gradient (dw_half; with several MLP token
+// chunks one per MLP weight, each summed over the chunks before its one add); the head's logits
 // (and their gradient, in place) are fp16 [R_h, V] and it has no d_norm_f32 either.
 WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& config, UnitKind kind, int64_t b, int64_t t,
                                     int64_t chunk_tokens = 0, bool half_backward = false);

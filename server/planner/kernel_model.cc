@@ -72,10 +72,11 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     } else if (half_backward && lora == nullptr) {
       const bool mlp = g.shape[0] == inter || g.shape[1] == inter;
       const bool strided = fused_qkv && !mlp && g.shape[0] != g.shape[1];  // c_attn [C, 3C]
-      const double calls = mlp ? mlp_chunks : 1.0;
       s.backward += half_out + (strided ? fp32_out : half_out);
-      // The fp16 dW read and the fp32 one read and written (the GEMM writes it: its roofline).
-      if (!strided) s.backward += calls * 10.0 * k * n / bw;
+      // The fp16 dW read and the fp32 one read and written (the GEMM writes it: its roofline),
+      // once per call: an MLP weight's token chunks sum into their fp16 scratch first; each
+      // chunk after the first reads it back (2 more bytes per element).
+      if (!strided) s.backward += (10.0 + (mlp ? 2.0 * (mlp_chunks - 1) : 0.0)) * k * n / bw;
       // The attention and MLP output projections read the fp32 residual gradient: rounded first.
       const bool output_projection = (mlp_output != nullptr && g.name == mlp_output->name) ||
                                      absl::EndsWith(g.name, attention_output);

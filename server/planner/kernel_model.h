@@ -65,10 +65,11 @@ struct KernelDevice {
   double fp32_output_gemm_peak_flops_per_s = 0;
   // Our runtime's fp16 backward (worker/model/linear.h half_backward: training.precision fp16,
   // full fine-tuning): a decoder block's backward GEMMs write fp16, so they run at
-  // gemm_peak_flops_per_s, and add what the fp16 outputs cost: per weight and call (an MLP
-  // weight once per token chunk, model::MlpChunkRows) the fp16 dW written and added into the
-  // fp32 one (the GEMM writes 2 bytes per element in its roofline, the add reads them and reads
-  // and writes the fp32 gradient: 2 + 8 more), and the fp16 copy of an fp32 output gradient for the
+  // gemm_peak_flops_per_s, and add what the fp16 outputs cost: per weight and call the fp16 dW
+  // added into the fp32 one (the GEMM writes 2 bytes per element in its roofline, the add reads
+  // them and reads and writes the fp32 gradient: 2 + 8 more; an MLP weight's token chunks,
+  // model::MlpChunkRows, sum into its fp16 scratch first, each after the first reading it back:
+  // 2 bytes per element per further chunk), and the fp16 copy of an fp32 output gradient for the
   // attention and MLP output projections (4 + 2 bytes per element). A strided weight (GPT-2's
   // fused c_attn) keeps its fp32 dW. The removed roundings of fp32 input gradients are not
   // subtracted (they are inside the calibrated elementwise passes). The head's logits and input

@@ -165,7 +165,16 @@ absl::Status UnitRunner::MlpChunkBackward(const Ctx& c, const BlockWeights& w, i
   if (ws.mlp_rows < c.n) MOBIUS_RETURN_IF_ERROR(MlpChunkForward(c, w, row0, rows, false));
   const void* x = c.bf(ws.norm2) + row0 * C;
   const bool gelu = config_.mlp == model::MlpKind::kGeluTanh;
-  const LinearWeight w_out = Rows(gelu ? w.proj : w.down, row0);
+  // fp16 backward with several chunks: MLP weight k's fp16 gradient is summed over the chunks in
+  // its own part of dw_half and added into the fp32 one after the last (linear.h).
+  auto chunked = [&](LinearWeight lw, int64_t k) {
+    if (!c.half_backward || ws.mlp_rows >= c.n) return lw;
+    lw.dw_half = c.bf(ws.dw_half) + k * C * I;
+    lw.dw_half_first = row0 == 0;
+    lw.dw_half_last = row0 + rows >= c.n;
+    return lw;
+  };
+  const LinearWeight w_out = chunked(Rows(gelu ? w.proj : w.down, row0), 0);
   // fp16 backward: the GEMMs write the 16-bit gradients themselves; else fp32 scratch, rounded.
   const bool hb = c.half_backward;
   const DType dx_type = hb ? c.half : DType::kFp32;
@@ -179,17 +188,17 @@ absl::Status UnitRunner::MlpChunkBackward(const Ctx& c, const BlockWeights& w, i
   if (gelu) {
     MOBIUS_RETURN_IF_ERROR(be.GeluBackward(q, {.dtype = c.half, .n = e, .dout = c.at(ws.d_act),
                                                .inp = c.at(ws.mlp_in), .dinp = c.at(ws.d_in)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.fc, row0), x, c.at(ws.d_in), c.half, d_x,
-                                          dx_type, false, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, chunked(Rows(w.fc, row0), 1), x, c.at(ws.d_in),
+                                          c.half, d_x, dx_type, false, rows, C, I));
   } else {
     MOBIUS_RETURN_IF_ERROR(zero(ws.d_up, e));
     MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(q, {.dtype = c.half, .n = e, .dout = c.at(ws.d_act),
                                                  .gate = c.at(ws.mlp_in), .up = c.at(ws.mlp_up),
                                                  .dgate = c.at(ws.d_in), .dup = c.at(ws.d_up)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.gate, row0), x, c.at(ws.d_in), c.half,
-                                          d_x, dx_type, false, rows, C, I));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Rows(w.up, row0), x, c.at(ws.d_up), c.half,
-                                          d_x, dx_type, true, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, chunked(Rows(w.gate, row0), 1), x, c.at(ws.d_in),
+                                          c.half, d_x, dx_type, false, rows, C, I));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, chunked(Rows(w.up, row0), 2), x, c.at(ws.d_up),
+                                          c.half, d_x, dx_type, true, rows, C, I));
   }
   if (hb) return absl::OkStatus();
   return to_bf16(c.at(ws.d_norm_f32), d_norm_rows, rows * C);

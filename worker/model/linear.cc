@@ -156,7 +156,7 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
   // fp16: this call's dW in fp16 scratch (contiguous weights), then added into the fp32 dw.
   const bool half_dw = half && w.dw_half != nullptr && w.ld == (w.in_out ? out : in);
   if (half_dw) {
-    g.beta = 0.0f;
+    g.beta = w.dw_half_first ? 0.0f : 1.0f;
     g.c_type = DType::kF16, g.c = w.dw_half;
     g.half_accumulate = sum_half;
   }
@@ -170,7 +170,7 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
     g.b_type = w.dtype, g.b = x, g.ldb = in;
   }
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
-  if (half_dw) {
+  if (half_dw && w.dw_half_last) {
     MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = in * out, .src_type = DType::kF16,
                                        .dst_type = DType::kFp32, .src = w.dw_half, .dst = w.dw,
                                        .accumulate = true}));

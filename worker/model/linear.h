@@ -52,6 +52,11 @@ struct LinearWeight {
   bool half_backward = false;
   void* dy_half = nullptr;
   void* dw_half = nullptr;
+  // Token chunks of one call (the MLP's, unit_workspace.h): the fp16 dW of the first chunk is
+  // written (beta 0), later chunks add into it in fp16 (beta 1) and the last adds it into the
+  // fp32 dw: one rounding into the fp32 gradient per call, as an unchunked GEMM, instead of one
+  // per chunk. Both true (the default): a call of its own.
+  bool dw_half_first = true, dw_half_last = true;
   const void* w = nullptr;   // dtype device address
   int64_t ld = 0;            // row stride in elements
   const void* bias = nullptr;  // [out] dtype or nullptr

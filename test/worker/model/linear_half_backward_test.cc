@@ -2,7 +2,8 @@
 // backend against a float64 host computation of PyTorch autocast's order:
 //   dy16 = fp16(dy)                               (an fp32 dy is rounded once first)
 //   dx   = fp16(dy16 W)                           (= when !accumulate, fp16(dx + dy16 W) else)
-//   dW  += fp32(fp16(dy16^T x)) per call          (each call's weight gradient rounded to fp16)
+//   dW  += fp32(fp16(dy16^T x)) per call          (each call's weight gradient rounded to fp16;
+//                                                  a call's token chunks sum in fp16 first)
 //   db  += column sums of dy16                    (fp32)
 // Tolerance: the CPU GEMM sums in fp32 (40 and 12 terms here) and rounds once, so each fp16 result
 // is within one fp16 step (2^-10 relative) of float64's rounding; dW after two calls within the
@@ -139,6 +140,45 @@ TEST_F(LinearHalfBackwardTest, OutputsAreFp16AndEachCallsWeightGradientIsRounded
     }
   }
   EXPECT_TRUE(rounded) << "no weight gradient element shows fp16 rounding";
+}
+
+// Token chunks of one call (dw_half_first / dw_half_last, the MLP's): the chunks' fp16 weight
+// gradients sum in the fp16 scratch and reach the fp32 gradient once, after the last chunk:
+// dW = dW0 + fp16(fp16(g1) + g2); before the last chunk the fp32 gradient is untouched.
+TEST_F(LinearHalfBackwardTest, ChunksOfOneCallReachTheFp32GradientOnce) {
+  const std::vector<uint16_t> w = Halves(kOut * kIn, 3, 0.5f);
+  const std::vector<uint16_t> x1 = Halves(kN * kIn, 5, 2.0f), x2 = Halves(kN * kIn, 9, 1.5f);
+  const std::vector<uint16_t> dy1 = Halves(kN * kOut, 7, 0.3f), dy2 = Halves(kN * kOut, 11, 0.3f);
+  std::vector<float> dw0(kOut * kIn, 0.25f);
+  DeviceBuffer d_w = Upload(w, "w"), d_x1 = Upload(x1, "x1"), d_x2 = Upload(x2, "x2");
+  DeviceBuffer d_dy1 = Upload(dy1, "dy1"), d_dy2 = Upload(dy2, "dy2"), d_dw = Upload(dw0, "dw");
+  DeviceBuffer d_dx = *be_->Allocate(2 * kN * kIn, "dx");
+  DeviceBuffer dw_half = *be_->Allocate(2 * kOut * kIn, "dw_half");
+  LinearWeight lw{.dtype = DType::kF16, .half_backward = true, .dw_half = dw_half.data(),
+                  .w = d_w.data(), .ld = kIn, .dw = static_cast<float*>(d_dw.data())};
+  lw.dw_half_last = false;
+  ASSERT_TRUE(LinearBackward(*be_, *q_, lw, d_x1.data(), d_dy1.data(), DType::kF16, d_dx.data(),
+                             DType::kF16, false, kN, kIn, kOut)
+                  .ok());
+  EXPECT_EQ(Download<float>(d_dw, kOut * kIn), dw0) << "the fp32 gradient moved before the last chunk";
+  lw.dw_half_first = false, lw.dw_half_last = true;
+  ASSERT_TRUE(LinearBackward(*be_, *q_, lw, d_x2.data(), d_dy2.data(), DType::kF16, d_dx.data(),
+                             DType::kF16, false, kN, kIn, kOut)
+                  .ok());
+  const std::vector<float> dw = Download<float>(d_dw, kOut * kIn);
+  auto h = [](uint16_t bits) { return static_cast<double>(numeric::F16ToFp32(bits)); };
+  for (int64_t o = 0; o < kOut; ++o) {
+    for (int64_t c = 0; c < kIn; ++c) {
+      double g1 = 0, g2 = 0;
+      for (int64_t r = 0; r < kN; ++r) {
+        g1 += h(dy1[r * kOut + o]) * h(x1[r * kIn + c]);
+        g2 += h(dy2[r * kOut + o]) * h(x2[r * kIn + c]);
+      }
+      const double sum = static_cast<double>(F16Round(g1)) + g2;
+      const int64_t i = o * kIn + c;
+      ASSERT_NEAR(dw[i], 0.25 + F16Round(sum), F16Step(g1) + F16Step(sum) + 1e-6) << i;
+    }
+  }
 }
 
 // A column slice of a wider weight (ld > out, GPT-2's fused c_attn in Conv1D layout [in, ld]):
