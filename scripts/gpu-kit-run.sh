@@ -278,6 +278,7 @@ torch_row gpt2-124m roundpipe 24 "${GT[@]}"
 torch_row gpt2-124m resident 0 "${GT[@]}"
 mobius_row gpt2-124m resident "$GPU_GIB" "${G[@]}"
 mobius_row llama-1b mobius 24 "${L[@]}"
+mobius_row llama-1b mobius 24 "${L[@]}" --precision=fp16  # issue 31: the fp16 mode end to end
 torch_row llama-1b fsdp2-offload 24 "${LT[@]}" --act-ckpt
 torch_row llama-1b roundpipe 24 "${LT[@]}"
 torch_row llama-1b resident 0 "${LT[@]}"

@@ -26,9 +26,11 @@
 //
 //   e2e_train_bench --model=gpt2-124m --schedule=mobius --seq=1024 --batch=8 --microbatch=4
 //                   --steps=6 --warmup=2 --cap_gib=24 --backend=cuda --gpu_name="NVIDIA H200"
-//                   --peak_tflops=989.4 [--measure_profile --num_stages=0 --threads=4 --topology=F
-//                   --gpu=0
-//                   --worker=PATH --work_dir=DIR --out=FILE]
+//                   --peak_tflops=989.4 [--precision=bf16|fp16 --measure_profile --num_stages=0
+//                   --threads=4 --topology=F --gpu=0 --worker=PATH --work_dir=DIR --out=FILE]
+// --precision=fp16 trains with training.precision fp16 (record mode "SCHEDULE-fp16"); its plan is
+// the planner's fp16 mode (fp16 sums where the GPU's name says GeForce); a measured profile is
+// measured in bf16 (the worker's profile verb has no precision yet).
 #include <unistd.h>
 
 #include <algorithm>
@@ -66,6 +68,7 @@ namespace {
 
 struct Args {
   std::string model = "tiny-llama", schedule = "mobius", backend = "cuda";
+  std::string precision = "bf16";  // training.precision: bf16 | fp16
   int64_t seq = 1024, batch = 8, microbatch = 4, steps = 6, warmup = 2;
   int num_stages = 0, threads = 4, gpu = 0;
   double cap_gib = 24, peak_tflops = 0;
@@ -100,7 +103,8 @@ Args Parse(int argc, char** argv) {
       {"--model", &a.model},       {"--schedule", &a.schedule},
       {"--backend", &a.backend},   {"--gpu_name", &a.gpu_name},
       {"--topology", &a.topology}, {"--worker", &a.worker},
-      {"--work_dir", &a.work_dir}, {"--out", &a.out}};
+      {"--work_dir", &a.work_dir}, {"--out", &a.out},
+      {"--precision", &a.precision}};
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     const size_t eq = arg.find('=');
@@ -132,6 +136,12 @@ Args Parse(int argc, char** argv) {
   }
   if (a.threads < 1) Usage("--threads must be >= 1");
   if (!(a.cap_gib > 0)) Usage("--cap_gib must be positive");
+  if (a.precision != "bf16" && a.precision != "fp16") {
+    Usage(absl::StrCat("--precision: '", a.precision, "' is not bf16 or fp16"));
+  }
+  if (a.precision == "fp16" && a.schedule == "resident") {
+    Usage("--precision=fp16 runs with --schedule mobius or roundrobin (resident trains in bf16)");
+  }
   if (a.schedule != "mobius" && a.schedule != "resident" && a.schedule != "roundrobin") {
     Usage(absl::StrCat("--schedule: '", a.schedule, "' is not mobius, resident or roundrobin"));
   }
@@ -190,7 +200,8 @@ nlohmann::json BaseRecord(const Args& a) {
   nlohmann::json r;
   r["bench"] = "train";
   r["impl"] = "mobius";
-  r["mode"] = a.schedule;
+  r["mode"] = a.precision == "fp16" ? a.schedule + "-fp16" : a.schedule;
+  r["precision"] = a.precision;
   r["model"] = a.model;
   r["seq"] = a.seq;
   r["batch"] = a.batch;
@@ -271,6 +282,10 @@ int Main(int argc, char** argv) {
   job.global_batch = a.batch;
   job.microbatch = a.microbatch;
   job.seq_len = a.seq;
+  // fp16 sums in fp16 where the runtime does (CudaBackend::half_accumulate_faster: GeForce).
+  job.dtype = a.precision;
+  job.fp16_accumulate =
+      a.precision == "fp16" && a.gpu_name.find("GeForce") != std::string::npos;
   planner::PlanOptions po;
   po.schedule = a.schedule;
   po.gpus = {a.gpu};
@@ -310,6 +325,7 @@ int Main(int argc, char** argv) {
   t.weight_decay = 0.1;
   t.threads = a.threads;
   t.device_memory_bytes = static_cast<uint64_t>(cap);
+  t.precision = a.precision;
   // No checkpoint: the run's last step would include writing it (a 1.1B model's master weights
   // and moments, seconds), and the median over few timed steps would take it in.
   launch::EmulationOptions em;
