@@ -249,8 +249,8 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
   out << absl::StrFormat(
       "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s), %s\n",
       o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device,
-      o.precision == "fp16" ? "fp16 (dynamic loss scaling; forward GEMMs sum in fp16 where the "
-                              "GPU is faster so)"
+      o.precision == "fp16" ? "fp16 (dynamic loss scaling; GEMMs into fp16 outputs, forward, "
+                              "backward and logits, sum in fp16 where the GPU is faster so)"
                             : "bf16 (fp32 accumulation)");
   out << absl::StrFormat("Profile: %s\n", ProfileLine(r, profile));
   out << absl::StrFormat("Training: %s\n", TrainingLine(r));
