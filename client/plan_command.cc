@@ -111,6 +111,7 @@ absl::StatusOr<planner::MeasuredProfile> RunWorkerProfile(const PlanCommandOptio
   req.microbatch = o.microbatch;
   req.seq = o.seq;
   req.backend = "cpu";
+  req.precision = o.precision;  // ResolveFree: pinned, or bf16
   req.cache_dir = o.profile_cache_dir;
   if (::access(req.worker.c_str(), X_OK) != 0) {
     return absl::FailedPreconditionError(absl::StrCat(
@@ -537,7 +538,7 @@ Free ResolveFree(PlanCommandOptions& o) {
   if (fixed || o.profile != "analytic") {
     if (f.microbatch) o.microbatch = 1;
     f.microbatch = false;
-    // A measured profile is the worker's bf16 kernels.
+    // A measured profile is one precision's kernels: bf16 unless --precision pins fp16.
     if (f.precision) o.precision = "bf16";
     f.precision = false;
   }

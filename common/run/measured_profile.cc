@@ -78,9 +78,10 @@ std::string ModelConfigHash(const model::ModelConfig& c) {
 
 std::string ProfileCacheKey(const std::string& model_hash, const MicrobatchShape& shape,
                             const std::string& backend, const std::string& device,
-                            const std::string& build_version) {
+                            const std::string& build_version, const std::string& precision) {
   return absl::StrCat(FileSafe(model_hash), "-b", shape.microbatch_size, "-t", shape.seq_len, "-",
-                      FileSafe(backend), "-", FileSafe(device), "-v", FileSafe(build_version));
+                      FileSafe(backend), "-", FileSafe(device), "-v", FileSafe(build_version),
+                      precision == "bf16" ? "" : "-" + FileSafe(precision));
 }
 
 absl::Status ValidateMeasuredProfile(const MeasuredProfile& p) {
@@ -98,6 +99,9 @@ absl::Status ValidateMeasuredProfile(const MeasuredProfile& p) {
   }
   if (p.repetitions < 1) {
     return FieldError("repetitions", absl::StrCat("must be >= 1 (got ", p.repetitions, ")"));
+  }
+  if (p.precision != "bf16" && p.precision != "fp16") {
+    return FieldError("precision", absl::StrCat("must be bf16 or fp16 (got \"", p.precision, "\")"));
   }
   std::set<std::string> seen;
   for (size_t i = 0; i < p.kinds.size(); ++i) {

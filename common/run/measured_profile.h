@@ -72,6 +72,9 @@ struct MeasuredProfile {
   std::string backend;        // "cpu", "cuda"
   std::string device;         // "cpu", "NVIDIA GeForce RTX 4090"
   std::string build_version;  // mobius version that measured it
+  // The units' 16-bit format (training.precision): "bf16" or "fp16" (the fp16 backward and head,
+  // worker/model/linear.h). A profile file without the field was measured in bf16.
+  std::string precision = "bf16";
   int warmup = 0;
   int repetitions = 0;
   int64_t copy_bytes = 0;  // bytes per timed copy
@@ -86,14 +89,17 @@ struct MeasuredProfile {
 // scaling. Not the token ids or norm epsilon.
 std::string ModelConfigHash(const model::ModelConfig& config);
 
-// The cache key: model hash, microbatch shape, backend, device and build version, made safe as a
-// file name, e.g. "3f2a...-b1-t1024-cpu-cpu-v0.1.0".
+// The cache key: model hash, microbatch shape, backend, device, build version and (fp16 only, so
+// bf16 keys stay as they were) precision, made safe as a file name, e.g.
+// "3f2a...-b1-t1024-cpu-cpu-v0.1.0" or "...-v0.1.0-fp16".
 std::string ProfileCacheKey(const std::string& model_hash, const MicrobatchShape& shape,
                             const std::string& backend, const std::string& device,
-                            const std::string& build_version);
+                            const std::string& build_version,
+                            const std::string& precision = "bf16");
 
 // INVALID_ARGUMENT naming the field: negative or non-finite times or bytes, zero repetitions, a
-// kind other than embedding/block/head, duplicate kinds, non-positive shape.
+// kind other than embedding/block/head, duplicate kinds, non-positive shape, a precision other
+// than bf16 or fp16.
 absl::Status ValidateMeasuredProfile(const MeasuredProfile& profile);
 
 }  // namespace mobius::planner

@@ -30,7 +30,8 @@ std::string ProfileCachePath(const std::string& dir, const std::string& key) {
 }
 
 std::string CacheKeyOf(const MeasuredProfile& p) {
-  return ProfileCacheKey(p.model_hash, p.shape, p.backend, p.device, p.build_version);
+  return ProfileCacheKey(p.model_hash, p.shape, p.backend, p.device, p.build_version,
+                         p.precision);
 }
 
 absl::StatusOr<MeasuredProfile> ReadProfileFile(const std::string& path) {

@@ -138,6 +138,9 @@ absl::Status Parse(const Reader& r, const json& j, MeasuredProfile* p) {
   MOBIUS_JSON_TRY(r.String(j, "backend", "backend", &p->backend));
   MOBIUS_JSON_TRY(r.String(j, "device", "device", &p->device));
   MOBIUS_JSON_TRY(r.String(j, "build_version", "build_version", &p->build_version));
+  if (r.Get(j, "precision") != nullptr) {  // absent: bf16 (profiles written before the field)
+    MOBIUS_JSON_TRY(r.String(j, "precision", "precision", &p->precision));
+  }
   MOBIUS_JSON_TRY(r.Int(j, "warmup", "warmup", &warmup));
   MOBIUS_JSON_TRY(r.Int(j, "repetitions", "repetitions", &reps));
   if (warmup < 0 || warmup > 1 << 20) return r.Error("warmup", "out of range");
@@ -179,6 +182,7 @@ std::string MeasuredProfileToJson(const MeasuredProfile& p) {
   j["backend"] = p.backend;
   j["device"] = p.device;
   j["build_version"] = p.build_version;
+  j["precision"] = p.precision;
   j["warmup"] = p.warmup;
   j["repetitions"] = p.repetitions;
   j["copy_bytes"] = p.copy_bytes;

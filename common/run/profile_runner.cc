@@ -35,6 +35,7 @@ absl::StatusOr<MeasuredProfile> RunWorkerProfile(const WorkerProfileRequest& req
                                    "--out",
                                    out};
   if (!request.cache_dir.empty()) args.push_back("--cache_dir=" + request.cache_dir);
+  if (request.precision != "bf16") args.push_back("--precision=" + request.precision);
   args.insert(args.end(), request.extra_args.begin(), request.extra_args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

@@ -22,6 +22,7 @@ struct WorkerProfileRequest {
   int64_t microbatch = 1;
   int64_t seq = 1024;
   std::string backend = "cpu";
+  std::string precision = "bf16";       // --precision: the units' 16-bit format
   std::string cache_dir;                // empty: the worker's default
   std::vector<std::string> extra_args;  // e.g. "--device_memory_bytes=N", "--threads=N"
 };

@@ -18,6 +18,7 @@ absl::StatusOr<Profile> MeasuredToProfile(const MeasuredProfile& m,
   }
   Profile p;
   p.source = "measured";
+  p.precision = m.precision;
   p.device = m.device;
   p.shape = m.shape;
   int64_t params = 0, grads = 0;

@@ -131,6 +131,9 @@ struct Profile {
   // Analytic profiles: "kernel model" (calibrated, kernel_model.h) or "flat 0.50" (efficiency).
   std::string compute_model;
   bool fp16_accumulate = false;  // analytic: the GEMM peak is the fp16-accumulate one
+  // Measured profiles: the units' 16-bit format they were measured in (MeasuredProfile::precision);
+  // empty for analytic ones (made for the job's own dtype).
+  std::string precision;
   MicrobatchShape shape;
   int64_t gradient_bytes_per_parameter = 4;  // 4 = fp32 (the runtime), 2 = bf16
   std::vector<UnitProfile> units;  // one per model unit, in execution order

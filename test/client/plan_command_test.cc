@@ -197,6 +197,19 @@ TEST(PlanCommand, MeasuredProfileFromTheWorkerAndFromAFile) {
   r = RunCommand(other);
   EXPECT_EQ(r.code, kExitUsage);
   EXPECT_THAT(r.err, HasSubstr("no such file"));
+  // --precision fp16 with --profile=measured: the worker profiles the fp16 units (its own cache
+  // entry) and the plan is fp16; the bf16 file for an fp16 job: exit 2, naming the mismatch.
+  PlanCommandOptions half = o;
+  half.profile = "measured";
+  half.precision = "fp16";
+  r = RunCommand(half);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("-fp16.json)"));
+  EXPECT_THAT(r.out, HasSubstr("x 32 tokens, 2 GPUs (cpu), fp16"));
+  half.profile = file;
+  r = RunCommand(half);
+  EXPECT_EQ(r.code, kExitUsage);
+  EXPECT_THAT(r.err, HasSubstr("measured in bf16 but the job trains in fp16"));
 }
 
 TEST(PlanCommand, RoundRobinShowsBothPartitions) {

@@ -68,7 +68,8 @@ ABSL_FLAG(int64_t, chunk_tokens, 0,
           "< 0: unchunked; common/model/unit_workspace.h)");
 ABSL_FLAG(std::string, precision, "bf16",
           "train: weights and activations in bf16 (fp32 accumulation) or fp16 (dynamic loss "
-          "scaling: overflowing steps are skipped; TrainerOptions::precision)");
+          "scaling: overflowing steps are skipped; TrainerOptions::precision). profile: the "
+          "units measured in that format (the cache key names fp16).");
 ABSL_FLAG(double, loss_scale_init, 65536.0,
           "train, fp16: the initial loss scale, a power of two in [1, 2^24]");
 ABSL_FLAG(int64_t, loss_scale_window, 2000,

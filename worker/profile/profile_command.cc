@@ -62,6 +62,11 @@ int RunProfileCommand(const std::vector<std::string>& args) {
   o.repetitions = absl::GetFlag(FLAGS_profile_repetitions);
   o.num_devices = absl::GetFlag(FLAGS_devices);
   o.measure_links = absl::GetFlag(FLAGS_links);
+  const std::string precision = absl::GetFlag(FLAGS_precision);
+  if (precision != "bf16" && precision != "fp16") {
+    return Usage(absl::StrCat("--precision must be bf16 or fp16 (got \"", precision, "\")"));
+  }
+  o.precision = precision == "fp16" ? backend::DType::kF16 : backend::DType::kBf16;
   const int64_t copy_mib = absl::GetFlag(FLAGS_copy_mib);
   if (o.warmup < 0 || o.repetitions < 1 || o.num_devices < 1 || copy_mib < 1) {
     return Usage(
@@ -116,7 +121,8 @@ int RunProfileCommand(const std::vector<std::string>& args) {
   absl::StatusOr<std::string> dir = planner::ResolveProfileCacheDir(absl::GetFlag(FLAGS_cache_dir));
   if (!dir.ok()) return Fail(dir.status());
   const std::string key = planner::ProfileCacheKey(
-      planner::ModelConfigHash(*config), shape, backend_name, device_name, planner::BuildVersion());
+      planner::ModelConfigHash(*config), shape, backend_name, device_name, planner::BuildVersion(),
+      precision);
   const std::string path = planner::ProfileCachePath(*dir, key);
 
   std::optional<planner::MeasuredProfile> profile;

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
 #include "common/status_macros.h"
 #include "worker/model/unit_runner.h"
 
@@ -60,10 +61,13 @@ absl::StatusOr<DeviceBuffer> Upload(Backend& b, Queue& q, const void* src, uint6
   return d;
 }
 
-std::vector<uint16_t> RandomBf16(size_t n, std::mt19937_64& rng) {
+std::vector<uint16_t> RandomHalf(size_t n, backend::DType type, std::mt19937_64& rng) {
   std::uniform_real_distribution<float> dist(-0.05f, 0.05f);
   std::vector<uint16_t> v(n);
-  for (uint16_t& x : v) x = numeric::Fp32ToBf16(dist(rng));
+  for (uint16_t& x : v) {
+    x = type == backend::DType::kF16 ? numeric::Fp32ToF16(dist(rng))
+                                     : numeric::Fp32ToBf16(dist(rng));
+  }
   return v;
 }
 
@@ -121,7 +125,9 @@ absl::StatusOr<planner::UnitKindMeasurement> MeasureUnit(const model::ModelDescr
   }
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<Backend> b, factory(0));
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<units::UnitRunner> runner,
-                          units::UnitRunner::Create(model.config, unit, b.get()));
+                          units::UnitRunner::Create(model.config, unit, b.get(),
+                                                    /*lora=*/nullptr, /*chunk_tokens=*/0,
+                                                    o.precision));
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<Queue> q, b->CreateQueue(QueueKind::kCompute, 0));
   const model::UnitKind kind = model.units[unit].kind;
   const int64_t bt = shape.tokens(), c = model.config.hidden_size, v = model.config.vocab_size;
@@ -137,7 +143,7 @@ absl::StatusOr<planner::UnitKindMeasurement> MeasureUnit(const model::ModelDescr
   }
   {
     // The device buffers of one unit run, in the order a stage would hold them.
-    const std::vector<uint16_t> w = RandomBf16(layout.total_elements, rng);
+    const std::vector<uint16_t> w = RandomHalf(layout.total_elements, o.precision, rng);
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer weights,
                             Upload(*b, *q, w.data(), layout.weight_bytes(), "profile.weights"));
     const std::vector<float> zeros(layout.total_elements, 0.0f);
@@ -148,7 +154,7 @@ absl::StatusOr<planner::UnitKindMeasurement> MeasureUnit(const model::ModelDescr
       const std::vector<int32_t> ids = RandomIds(bt, v, rng);
       MOBIUS_ASSIGN_OR_RETURN(input, Upload(*b, *q, ids.data(), 4 * bt, "profile.input"));
     } else {
-      const std::vector<uint16_t> h = RandomBf16(bt * c, rng);
+      const std::vector<uint16_t> h = RandomHalf(bt * c, o.precision, rng);
       MOBIUS_ASSIGN_OR_RETURN(input, Upload(*b, *q, h.data(), 2 * bt * c, "profile.input"));
     }
     if (kind == model::UnitKind::kHead) {
@@ -326,6 +332,7 @@ absl::StatusOr<planner::MeasuredProfile> MeasureProfile(
   p.backend = backend_name;
   p.device = device_name;
   p.build_version = build_version;
+  p.precision = o.precision == backend::DType::kF16 ? "fp16" : "bf16";
   p.warmup = o.warmup;
   p.repetitions = o.repetitions;
   p.copy_bytes = static_cast<int64_t>(o.copy_bytes);

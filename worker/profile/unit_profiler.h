@@ -49,6 +49,9 @@ struct ProfilerOptions {
   int num_devices = 1;                       // devices measured; they form one contention group
   bool measure_links = true;
   uint64_t seed = 1;
+  // The units' 16-bit format (the job's training.precision): bf16, or fp16 with the fp16 backward
+  // and head (worker/model/linear.h); MeasuredProfile::precision says which.
+  backend::DType precision = backend::DType::kBf16;
 };
 
 // One unit (its kind's representative). INVALID_ARGUMENT for a bad unit or shape;

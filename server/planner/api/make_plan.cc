@@ -131,6 +131,11 @@ absl::Status CheckProfileFits(const Profile& p, const model::ModelDescription& m
         " x seq ", p.shape.seq_len, " but the job runs microbatch ", job.microbatch, " x seq ",
         job.seq_len, "; profile again at the job's shape"));
   }
+  if (!p.precision.empty() && p.precision != job.dtype) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the ", p.source, " profile was measured in ", p.precision, " but the job trains in ",
+        job.dtype, "; profile again with --precision ", job.dtype));
+  }
   return absl::OkStatus();
 }
 

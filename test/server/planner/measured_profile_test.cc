@@ -113,6 +113,28 @@ TEST(MeasuredProfileJson, ErrorsNameFileAndField) {
   EXPECT_THAT(with([](auto& k) { k["links"][0]["d2h_bytes_per_s"] = -5; }),
               HasSubstr("field links[0].d2h_bytes_per_s"));
   EXPECT_THAT(with([](auto& k) { k["repetitions"] = 0; }), HasSubstr("field repetitions"));
+  EXPECT_THAT(with([](auto& k) { k["precision"] = "fp8"; }),
+              HasSubstr("field precision: must be bf16 or fp16 (got \"fp8\")"));
+}
+
+// The units' precision (training.precision fp16 profiles the fp16 backward): written, read back,
+// bf16 for a file written before the field, and carried into the planner's Profile, where MakePlan
+// refuses a job of the other precision (make_plan_test).
+TEST(MeasuredProfileJson, PrecisionRoundTripsAndDefaultsToBf16) {
+  MeasuredProfile p = FromAnalytic(TinyLlama(), {2, 8});
+  p.precision = "fp16";
+  absl::StatusOr<MeasuredProfile> q = MeasuredProfileFromJson(MeasuredProfileToJson(p), "x.json");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->precision, "fp16");
+  nlohmann::json old = nlohmann::json::parse(MeasuredProfileToJson(p));
+  old.erase("precision");
+  q = MeasuredProfileFromJson(old.dump(), "old.json");
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(q->precision, "bf16");
+  p.precision = "fp16";
+  absl::StatusOr<Profile> planner_profile = MeasuredToProfile(p, TinyLlama());
+  ASSERT_TRUE(planner_profile.ok()) << planner_profile.status();
+  EXPECT_EQ(planner_profile->precision, "fp16");
 }
 
 TEST(ProfileCache, KeyDependsOnEveryPart) {
@@ -133,6 +155,9 @@ TEST(ProfileCache, KeyDependsOnEveryPart) {
   EXPECT_NE(ProfileCacheKey(h, {1, 128}, "cuda", "cpu", "0.1.0"), k);
   EXPECT_NE(ProfileCacheKey(h, {1, 128}, "cpu", "cuda", "0.1.0"), k);
   EXPECT_NE(ProfileCacheKey(h, {1, 128}, "cpu", "cpu", "0.2.0"), k);
+  // bf16 keys are the ones of before the precision; fp16 ones say so.
+  EXPECT_EQ(ProfileCacheKey(h, {1, 128}, "cpu", "cpu", "0.1.0", "bf16"), k);
+  EXPECT_EQ(ProfileCacheKey(h, {1, 128}, "cpu", "cpu", "0.1.0", "fp16"), k + "-fp16");
   // Device names become file-name safe.
   EXPECT_EQ(ProfileCacheKey("ab", {1, 2}, "cuda", "NVIDIA GeForce RTX 4090/x", "1"),
             "ab-b1-t2-cuda-nvidia_geforce_rtx_4090_x-v1");

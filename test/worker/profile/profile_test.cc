@@ -147,6 +147,20 @@ TEST(ProfileVerb, MeasuresOnceThenAnswersFromTheCache) {
   // The cache file is where the key says.
   EXPECT_TRUE(
       std::filesystem::exists(planner::ProfileCachePath(dir + "/cache", planner::CacheKeyOf(*p))));
+  EXPECT_EQ(p->precision, "bf16");
+  // --precision fp16: the fp16 units, cached under their own key (the bf16 entry stays).
+  WorkerRun fp16 = Worker(args + " --precision fp16");
+  ASSERT_EQ(fp16.code, 0) << fp16.out;
+  EXPECT_THAT(fp16.out, HasSubstr("-fp16.json (measured)"));
+  absl::StatusOr<planner::MeasuredProfile> h = planner::ReadProfileFile(dir + "/out.json");
+  ASSERT_TRUE(h.ok()) << h.status();
+  EXPECT_EQ(h->precision, "fp16");
+  EXPECT_EQ(h->Find("block")->parameter_bytes, p->Find("block")->parameter_bytes);
+  EXPECT_TRUE(
+      std::filesystem::exists(planner::ProfileCachePath(dir + "/cache", planner::CacheKeyOf(*p))));
+  WorkerRun bad_precision = Worker(args + " --precision fp8");
+  EXPECT_EQ(bad_precision.code, 2);
+  EXPECT_THAT(bad_precision.out, HasSubstr("--precision must be bf16 or fp16"));
   // Bad usage: exit 2 with one line.
   WorkerRun bad = Worker("profile --microbatch 2 --seq 32");
   EXPECT_EQ(bad.code, 2);

@@ -373,6 +373,17 @@ TEST(MakePlan, MeasuredProfileIsUsedAndChecked) {
   auto wrong_model = MakePlan(LoadModel("llama-2-7b.json"), f.topology, f.facts, Job(8, 1, 512), o);
   EXPECT_EQ(wrong_model.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(wrong_model.status().message(), HasSubstr("another model"));
+  // A profile measured in one precision plans jobs of that precision only.
+  o.profile->precision = "bf16";
+  JobShape fp16 = Job(8, 1, 512);
+  fp16.dtype = "fp16";
+  auto wrong_precision = MakePlan(m, f.topology, f.facts, fp16, o);
+  EXPECT_EQ(wrong_precision.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(wrong_precision.status().message(),
+              HasSubstr("measured in bf16 but the job trains in fp16; profile again with "
+                        "--precision fp16"));
+  o.profile->precision = "fp16";
+  EXPECT_TRUE(MakePlan(m, f.topology, f.facts, fp16, o).ok());
 }
 
 // A GPU the presets do not know plans with a measured profile (no peak FLOP/s needed), its
