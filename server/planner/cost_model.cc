@@ -82,7 +82,7 @@ double OptimizerSeconds(int64_t parameters, double seconds_per_billion) {
 
 void StageAccumulator::Add(int unit) {
   const UnitCost& c = problem_->units[unit];
-  forward_seconds_ += c.forward_seconds;
+  forward_seconds_ += problem_->ForwardPassSeconds(unit);
   backward_seconds_ += c.backward_seconds;
   weight_bytes_ += c.weight_bytes;
   gradient_bytes_ += c.gradient_bytes;
@@ -237,6 +237,7 @@ absl::StatusOr<PartitionProblem> MakePartitionProblem(
   p.memory_model = options.memory_model;
   p.reserved_bytes = options.memory_margin_bytes + profile.MaxWorkspaceBytes();
   p.forward_keeps_boundaries_only = options.forward_keeps_boundaries_only;
+  p.forward_skips_head = runtime;
   p.stage_overhead_seconds = options.stage_overhead_seconds;
   const int64_t trained = profile.lora ? profile.lora->parameters : model::TotalParameters(model);
   p.optimizer_seconds = OptimizerSeconds(trained, options.optimizer_seconds_per_billion_params);

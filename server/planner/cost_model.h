@@ -168,8 +168,17 @@ struct PartitionProblem {
   // conservative sum of every unit's activations, as for a backward.
   bool forward_keeps_boundaries_only = false;
   MemoryModel memory_model = MemoryModel::kRuntime;
+  // Our runtime's forward passes stop before the LM head (the last unit): the head's backward
+  // recomputes its forward anyway and gives the loss (worker/runtime/pipeline_passes.cc), so a
+  // forward pass holding the head never runs it. MakePartitionProblem sets it under kRuntime;
+  // false: every forward pass runs all its units (the published systems' setups).
+  bool forward_skips_head = false;
 
   int num_units() const { return static_cast<int>(units.size()); }
+  // What a forward pass spends on unit u per microbatch (0 for a skipped head).
+  double ForwardPassSeconds(int u) const {
+    return forward_skips_head && u == num_units() - 1 ? 0.0 : units[u].forward_seconds;
+  }
   int64_t stage_memory_budget_bytes() const { return gpu_memory_bytes - reserved_bytes; }
 };
 

@@ -294,7 +294,7 @@ absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
                                   const backend::DeviceBuffer& grads, const float* dout,
                                   float* dinp, float loss_scale,
                                   const backend::DeviceBuffer& workspace, bool recompute,
-                                  const AdapterBuffers* adapter) const {
+                                  const AdapterBuffers* adapter, float* loss) const {
   MOBIUS_RETURN_IF_ERROR(CheckCall(mb, weights, &grads, workspace, adapter, true, false));
   if (kind_ != UnitKind::kHead && dout == nullptr) {
     return absl::InvalidArgumentError("unit backward: null dout");
@@ -312,9 +312,12 @@ absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
       // One chunk: the forward's logits are the backward's (recomputed here unless kept). Several:
       // the backward recomputes each chunk's logits from the final norm's output.
       const bool one_chunk = c.ws.head_rows >= c.n;
-      if (recompute && one_chunk) MOBIUS_RETURN_IF_ERROR(HeadForward(c, c.f32(c.ws.loss)));
+      // With recompute the loss comes out of the recomputed forward (`loss`, else the workspace's).
+      float* mean_loss = recompute && loss != nullptr ? loss : c.f32(c.ws.loss);
+      if (recompute && one_chunk) MOBIUS_RETURN_IF_ERROR(HeadForward(c, mean_loss));
       if (recompute && !one_chunk) MOBIUS_RETURN_IF_ERROR(HeadNorm(c));
-      return HeadBackward(c, dinp, loss_scale, /*logits_ready=*/one_chunk);
+      return HeadBackward(c, dinp, loss_scale, /*logits_ready=*/one_chunk,
+                          recompute && !one_chunk ? loss : nullptr);
     }
   }
   return absl::InternalError("unknown unit kind");
@@ -426,7 +429,7 @@ absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
 }
 
 absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale,
-                                      bool logits_ready) const {
+                                      bool logits_ready, float* loss) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
   // fp16 backward: fp16 logits gradient and input gradient (the weight gradient keeps its fp32
   // output: no dw_half, linear.h).
@@ -438,7 +441,9 @@ absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scal
   const int64_t step = c.ws.head_rows;
   for (int64_t r0 = 0; r0 < c.n; r0 += step) {
     const int64_t rows = std::min(step, c.n - r0);
-    if (!logits_ready) MOBIUS_RETURN_IF_ERROR(HeadChunkLoss(c, r0, rows, nullptr));
+    if (!logits_ready) {
+      MOBIUS_RETURN_IF_ERROR(HeadChunkLoss(c, r0, rows, r0 + rows == c.n ? loss : nullptr));
+    }
     MOBIUS_RETURN_IF_ERROR(backend_->CrossEntropyBackward(
         *c.queue, {.n = rows, .v = V, .logits_type = logits_type, .logits = c.at(c.ws.logits),
                    .lse = c.f32(c.ws.ce_lse) + r0, .targets = c.mb.targets + r0,

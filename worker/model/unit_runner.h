@@ -138,12 +138,14 @@ class UnitRunner {
                       const backend::DeviceBuffer& workspace) const;
 
   // A frozen unit ignores `grads` (may be empty) and needs `adapter`'s params and grads when it
-  // has adapters.
+  // has adapters. `loss` (the head with recompute; ignored otherwise): device memory that gets the
+  // microbatch's mean loss [1] fp32 of the forward the backward recomputes, the value Forward
+  // writes to `out`, so a pipeline's forward pass need not run the head at all.
   absl::Status Backward(backend::Queue& queue, const MicroBatch& mb,
                         const backend::DeviceBuffer& weights, const backend::DeviceBuffer& grads,
                         const float* dout, float* dinp, float loss_scale,
                         const backend::DeviceBuffer& workspace, bool recompute,
-                        const AdapterBuffers* adapter = nullptr) const;
+                        const AdapterBuffers* adapter = nullptr, float* loss = nullptr) const;
 
   struct Ctx;  // one call's addresses; internal (unit_runner_internal.h)
 
@@ -176,7 +178,9 @@ class UnitRunner {
   absl::Status HeadForward(const Ctx& c, float* loss) const;
   absl::Status HeadLogits(const Ctx& c, float* logits) const;  // final norm + LM head, all rows
   // logits_ready: the workspace holds the (single) chunk's logits and lse of this microbatch.
-  absl::Status HeadBackward(const Ctx& c, float* dinp, float loss_scale, bool logits_ready) const;
+  // `loss`: where the last chunk's recomputed cross-entropy writes the mean loss (nullptr: none).
+  absl::Status HeadBackward(const Ctx& c, float* dinp, float loss_scale, bool logits_ready,
+                            float* loss) const;
   absl::Status BlockForward(const Ctx& c, void* out) const;  // out null: internals only
   absl::Status BlockBackward(const Ctx& c, const float* dout, float* dinp) const;
   // The block's MLP a token chunk at a time (common/model/unit_workspace.h; block_runner.cc).

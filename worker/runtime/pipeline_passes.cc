@@ -251,9 +251,10 @@ absl::Status ForwardUnits(State& s, const StageRange& range, const Slot& slot,
   return absl::OkStatus();
 }
 
-absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
-                         std::vector<float>& losses) {
+absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) {
   const StageRange range = s.fwd(f);
+  // The units it runs: not the head (its backward recomputes it and gives the loss).
+  const StageRange run{range.begin, std::min<int64_t>(range.end, s.num_units() - 1)};
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
   // Step r overwrites the checkpoints step r - c wrote at this stage's output and at its interior
   // units where a backward stage starts (c = checkpoint_copies: 1, or 2 with optimizer staleness):
@@ -271,11 +272,9 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
       MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b), earlier));
     }
   }
-  const bool head = range.end == s.num_units();
-  if (head) s.ran_head = true;
   const uint64_t bytes = 2 * s.layout.boundary_elements;
   std::vector<int> written;  // checkpoints written for the current microbatch
-  for (int m = 0; m < s.layout.num_microbatches; ++m) {
+  for (int m = 0; m < s.layout.num_microbatches && run.begin < run.end; ++m) {
     SetDropout(s, r, m);
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
     written.clear();
@@ -283,7 +282,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
     // output for the next forward stage; in roundrobin also interior units that start a backward
     // stage).
     MOBIUS_RETURN_IF_ERROR(ForwardUnits(
-        s, range, *slot, [&](int64_t u, const DeviceBuffer& out) -> absl::Status {
+        s, run, *slot, [&](int64_t u, const DeviceBuffer& out) -> absl::Status {
           const int k = u + 1 < s.num_units() ? s.layout.checkpoint_of(u + 1) : -1;
           if (k < 0) return absl::OkStatus();
           written.push_back(k);
@@ -292,7 +291,6 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
                                        s.store->at<uint8_t>(s.layout.activation_offset(k, m, r)),
                                        bytes);
         }));
-    if (head) MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(*s.compute, s.loss, 0, &losses[m], 4));
     MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
     for (int k : written) s.store->Publish(s.layout.act_ready_word(k, m), r);
   }
@@ -301,7 +299,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch,
 }
 
 absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
-                          const std::vector<float>& shares) {
+                          const std::vector<float>& shares, std::vector<float>& losses) {
   const StageRange range = s.bwd(b);
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
   // Step r overwrites step r-1's input gradients for backward stage b-1 in the store: b-1's
@@ -317,8 +315,10 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   const uint64_t hidden_bytes = 4 * s.layout.boundary_elements;
   // The head scales its loss's gradient by the step's loss scale (fp16; 1 otherwise).
   float loss_scale = 1.0f;
-  if (range.end == num_units) {
+  const bool head = range.end == num_units;
+  if (head) {
     MOBIUS_ASSIGN_OR_RETURN(loss_scale, StepLossScale(s, r));
+    s.ran_head = true;
   }
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
     SetDropout(s, r, m);
@@ -348,9 +348,11 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
       MOBIUS_RETURN_IF_ERROR(s.runners[u]->Backward(
           *s.compute, Micro(s, range, u), UnitWeights(s, *slot, u), UnitGrads(s, *slot, u), dout,
           dinp, shares[m] * loss_scale, s.workspace, /*recompute=*/true,
-          UnitAdapters(s, *slot, u, views)));
+          UnitAdapters(s, *slot, u, views),
+          u == num_units - 1 ? static_cast<float*>(s.loss.data()) : nullptr));
       cur = 1 - cur;
     }
+    if (head) MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(*s.compute, s.loss, 0, &losses[m], 4));
     if (b > 0 && GradientOverTransport(s, b, b - 1, r)) {
       MOBIUS_RETURN_IF_ERROR(SendGradient(s, b, r, s.dh[cur]));
     } else if (b > 0) {

@@ -173,7 +173,7 @@ struct PipelineWorker::State {
   std::vector<int> backward_stages;  // ascending
   bool pool = false;                 // PoolDispatch(run)
   uint64_t pool_claim = UINT64_MAX;  // pool: the ticket claimed and not yet run (UINT64_MAX: none)
-  bool ran_head = false;             // this step: this rank ran the head's forward (the loss)
+  bool ran_head = false;             // this step: this rank ran the head's backward (the loss)
   int passes_run = 0;                // this step: passes this rank ran (the report's `passes`)
   train::TrainingStart start;
   // The weights' and activations' 16-bit format (run.training.precision) and, fp16, the loss
@@ -289,15 +289,17 @@ absl::StatusOr<Slot*> EnsureLoaded(PipelineWorker::State& s, const StageRange& r
 // Prefetches `next`'s weights W_k into the slot not used by `current`, if they are ready.
 absl::Status Prefetch(PipelineWorker::State& s, const Slot* current, const StageRange& next,
                       uint32_t k);
-// The forward of forward stage f for every microbatch (loss on the head's stage; activation
-// checkpoints to the store), then forward_done.
-absl::Status ForwardPass(PipelineWorker::State& s, int f, uint32_t r, const data::Batch& batch,
-                         std::vector<float>& losses);
+// The forward of forward stage f for every microbatch (activation checkpoints to the store),
+// then forward_done. It stops before the head: the head's backward recomputes the head's forward
+// anyway, so running it here would only compute the loss twice (a stage of the head alone runs
+// nothing).
+absl::Status ForwardPass(PipelineWorker::State& s, int f, uint32_t r, const data::Batch& batch);
 // The backward of backward stage b for every microbatch (recompute from its checkpoint); its
 // gradients go to the store and the stage to the optimizer thread (resident: they stay on the
-// device for ResidentUpdate).
+// device for ResidentUpdate). The head's stage writes each microbatch's loss to `losses` (from the
+// head's recomputed forward) and sets ran_head.
 absl::Status BackwardPass(PipelineWorker::State& s, int b, uint32_t r, const data::Batch& batch,
-                          const std::vector<float>& shares);
+                          const std::vector<float>& shares, std::vector<float>& losses);
 // LoRA: unit u's adapters in `slot` (its values and gradients), for the unit runner; nullptr
 // without LoRA or for a unit without adapters. `views` holds the device views it points to.
 struct AdapterViews {

@@ -174,8 +174,8 @@ void TakeMicrobatches(data::Batch& batch, int64_t first_row, int64_t rows) {
 absl::Status RunPass(State& s, const Pass& pass, uint32_t r, const data::Batch& batch,
                      const std::vector<float>& shares, std::vector<float>& losses) {
   ++s.passes_run;
-  return pass.backward ? BackwardPass(s, pass.stage, r, batch, shares)
-                       : ForwardPass(s, pass.stage, r, batch, losses);
+  return pass.backward ? BackwardPass(s, pass.stage, r, batch, shares, losses)
+                       : ForwardPass(s, pass.stage, r, batch);
 }
 
 // The passes of step r in this rank's order (mobius: forward ascending, backward descending;

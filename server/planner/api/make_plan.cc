@@ -223,7 +223,6 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
     ao.gradient_bytes_per_parameter = options.gradient_bytes_per_parameter;
     ao.fp16_accumulate = job.fp16_accumulate;
     ao.use_kernel_model = options.use_kernel_model;
-    ao.activations.logits_bytes = options.logits_bytes;
     ao.lora = lora;
     ao.memory_model = options.cost.memory_model;
     // Our runtime (MemoryModel::kRuntime) recomputes a block without its MLP output projection;
@@ -234,6 +233,8 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
     // ... and its fp16 full fine-tuning writes the blocks' backward GEMMs in fp16 too.
     ao.half_backward = options.cost.memory_model == MemoryModel::kRuntime && job.dtype == "fp16" &&
                        !lora.has_value();
+    ao.activations.logits_bytes =
+        options.logits_bytes >= 0 ? options.logits_bytes : (ao.half_backward ? 2 : 4);
     MOBIUS_ASSIGN_OR_RETURN(ctx.profile,
                             AnalyticProfile(model, {job.microbatch, job.seq_len}, ctx.device, ao));
   }

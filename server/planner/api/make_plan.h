@@ -131,9 +131,12 @@ struct PlanOptions {
   // resident: FAILED_PRECONDITION when a stage does not fit (false: plan and simulate anyway, for
   // timing a system whose real footprint our rule over-counts; the caller reports the fit).
   bool resident_memory_check = true;
-  // Analytic profile: bytes per logit kept for the loss backward (4: fp32 logits, our runtime;
-  // 0: a fused or chunked loss that keeps none, RoundPipe's chunked linear + cross-entropy).
-  int64_t logits_bytes = 4;
+  // Analytic profile: bytes per logit the head's elementwise passes touch (the cross-entropy's
+  // reads and its gradient's writes; kernel_model.h charges them as passes over the unit's saved
+  // bytes). -1: our runtime's logit type, 2 where its fp16 head writes fp16 logits (fp16 full
+  // fine-tuning, worker/model/unit_runner.cc LogitsType), else 4 (fp32); 0: a fused or chunked
+  // loss charged nothing there, RoundPipe's chunked linear + cross-entropy as calibrated.
+  int64_t logits_bytes = -1;
   // The zero schedule (the comparison table's ZeRO-3 offload row). With zero_as_deepspeed_runs_it
   // (the default), the job as DeepSpeed ZeRO-3 with CPU offload would run it: one microbatch per
   // GPU per accumulation micro-step (M / N micro-steps), each gathering every layer's parameters

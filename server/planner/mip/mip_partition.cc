@@ -47,7 +47,7 @@ Coefficients MakeCoefficients(const PartitionProblem& p) {
   c.act_d2h = act / p.d2h_bytes_per_s;
   for (int u = 0; u < p.num_units(); ++u) {
     const UnitCost& unit = p.units[u];
-    c.fwd.push_back(m * unit.forward_seconds);
+    c.fwd.push_back(m * p.ForwardPassSeconds(u));
     c.bwd.push_back(m * unit.backward_seconds);
     c.h2d.push_back(static_cast<double>(unit.weight_bytes) / p.h2d_bytes_per_s);
     c.d2h.push_back(static_cast<double>(unit.gradient_bytes) / p.d2h_bytes_per_s);

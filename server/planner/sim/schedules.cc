@@ -15,7 +15,11 @@ int64_t OptimizerParameters(const PartitionProblem& p, int u, bool given) {
   return given ? p.units[u].optimizer_parameters : p.units[u].weight_bytes / 2;
 }
 
-std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<StageRange>& ranges) {
+// `pass_forward`: a pipeline stage's forward is what its forward pass runs
+// (PartitionProblem::ForwardPassSeconds); false: every unit's whole forward (ZeRO's per-unit
+// stages, whose forward computes the loss).
+std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<StageRange>& ranges,
+                               bool pass_forward) {
   bool given = false;
   for (const UnitCost& u : p.units) given = given || u.optimizer_parameters > 0;
   int64_t total = 0;
@@ -24,7 +28,7 @@ std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<Stag
   for (size_t s = 0; s < ranges.size(); ++s) {
     SimStage st;
     for (int u = ranges[s].begin; u < ranges[s].end; ++u) {
-      st.forward_seconds += p.units[u].forward_seconds;
+      st.forward_seconds += pass_forward ? p.ForwardPassSeconds(u) : p.units[u].forward_seconds;
       st.backward_seconds += p.units[u].backward_seconds;
       st.weight_bytes += p.units[u].weight_bytes;
       st.gradient_bytes += p.units[u].gradient_bytes;
@@ -54,13 +58,13 @@ absl::StatusOr<Dispatch> ParseDispatch(const std::string& name) {
 }
 
 std::vector<SimStage> MakeSimStages(const PartitionProblem& problem, const Partition& partition) {
-  return StagesOf(problem, partition.stages);
+  return StagesOf(problem, partition.stages, /*pass_forward=*/true);
 }
 
 std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem) {
   std::vector<StageRange> r;
   for (int u = 0; u < problem.num_units(); ++u) r.push_back({u, u + 1});
-  return StagesOf(problem, r);
+  return StagesOf(problem, r, /*pass_forward=*/false);
 }
 
 std::vector<SimStage> MakeZeroSimStages(const PartitionProblem& problem,

@@ -133,9 +133,10 @@ struct SimStage {
 // (token ids, taken as 0); overhead = stage_overhead_seconds / 2 per pass; parameters = the units'
 // UnitCost::optimizer_parameters (a hand-built problem without them: weight_bytes / 2, the bf16
 // weights'), the optimizer time split in proportion to them (full fine-tuning: to weight bytes;
-// LoRA: to adapter parameters).
+// LoRA: to adapter parameters). forward_seconds is what the stage's forward pass runs
+// (PartitionProblem::ForwardPassSeconds: without a skipped head).
 std::vector<SimStage> MakeSimStages(const PartitionProblem& problem, const Partition& partition);
-// One stage per unit (the ZeRO model's layer granularity).
+// One stage per unit (the ZeRO model's layer granularity), every unit's whole forward.
 std::vector<SimStage> MakeUnitSimStages(const PartitionProblem& problem);
 // The ZeRO-offload reference's stages: one per unit, with the gradients DeepSpeed moves to the
 // host in bf16 (2 bytes/parameter) whatever the problem's gradient dtype

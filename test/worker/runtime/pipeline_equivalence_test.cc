@@ -50,6 +50,9 @@ struct Case {
   // first (skipped steps, halvings) and a window of 2 (doublings), so every rule of the scaler
   // and the staleness of its scale run.
   std::string precision = "";
+  // > 0: training.chunk_tokens on both sides: the head (and the MLP) by token chunks of at most
+  // this many rows, so the loss the head's backward recomputes is the last chunk's mean.
+  int64_t chunk_tokens = 0;
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -77,6 +80,7 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
     o.loss_scale_init = 16777216.0;
     o.loss_scale_window = 2;
   }
+  o.chunk_tokens = c.chunk_tokens;
   if (c.eval_every > 0) {
     o.eval_every = c.eval_every;
     o.eval_fraction = 0.25;
@@ -242,7 +246,14 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"fp16_rr_llama_F2_B3_G2_M2_clip", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 0,
              {0, 2, 4, 6}, false, "", 0, "", 8, 0, "fp16"},
         Case{"fp16_pool_stale_rr_gpt2_F3_B3_G3_M2", "gpt2", 4, {0, 2, 4, 6}, 3, 4, 2, 1.0, 0,
-             {0, 2, 4, 6}, false, "", 1, "pool", 8, 0, "fp16"}),
+             {0, 2, 4, 6}, false, "", 1, "pool", 8, 0, "fp16"},
+        // Token chunks of 5 and 7 rows (32-row microbatches): the forward passes skip the head,
+        // whose backward recomputes it chunk by chunk and gives the loss (the last chunk's mean);
+        // a forward stage of the head alone (mobius) runs nothing.
+        Case{"chunked_rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2,
+             {0, 2, 4, 6}, false, "", 0, "", 3, 0, "", 5},
+        Case{"chunked_fp16_gpt2_S4_G2_M2_clip", "gpt2", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
+             false, "", 0, "", 6, 0, "fp16", 7}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
