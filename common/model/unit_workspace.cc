@@ -52,6 +52,12 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       w.logits = half_backward ? bf(r * cfg.vocab_size) : f32(r * cfg.vocab_size);
       w.losses = f32(n), w.ce_lse = f32(n), w.loss = f32(1);
       w.d_norm_f32 = f32(half_backward ? 0 : n * C), w.d_norm = bf(n * C);
+      if (half_backward) {
+        const uint64_t V = cfg.vocab_size;
+        w.head_dw_rows = static_cast<int64_t>(
+            std::min<uint64_t>(V, std::max<uint64_t>(n, kMinChunkRows)));
+        w.dw_half = bf(w.head_dw_rows * C);
+      }
       break;
     }
     case UnitKind::kDecoderBlock: {

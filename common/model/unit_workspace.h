@@ -47,6 +47,9 @@ struct WorkspaceLayout {
   uint64_t total = 0;
   int64_t mlp_rows = 0;   // R: rows of the MLP buffers below
   int64_t head_rows = 0;  // R_h: rows of `logits`
+  // half_backward: vocabulary rows of the head's fp16 weight gradient block (dw_half
+  // [head_dw_rows, C]): min(V, max(N, kMinChunkRows)), no larger than the [N, C] buffers.
+  int64_t head_dw_rows = 0;
   // block forward, bf16: [N, *] except mlp_in, mlp_up, mlp_act [R, I]
   uint64_t norm1 = 0, q_proj = 0, k_proj = 0, q_normed = 0, k_normed = 0, q = 0, k = 0, v = 0;
   uint64_t att = 0, o = 0, mid = 0, norm2 = 0, mlp_in = 0, mlp_up = 0, mlp_act = 0, mlp_out = 0;
@@ -67,7 +70,9 @@ struct WorkspaceLayout {
 // block's backward GEMMs write fp16 outputs, so it has no fp32 d_norm_f32 but an fp16 copy of
 // an fp32 output gradient (dy_half) and one fp16 weight gradient (dw_half; with several MLP token
 // chunks one per MLP weight, each summed over the chunks before its one add); the head's logits
-// (and their gradient, in place) are fp16 [R_h, V] and it has no d_norm_f32 either.
+// (and their gradient, in place) are fp16 [R_h, V], it has no d_norm_f32 either, and its weight
+// gradient goes through an fp16 block of head_dw_rows vocabulary rows (dw_half), added into the
+// fp32 gradient block by block once per token chunk.
 WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& config, UnitKind kind, int64_t b, int64_t t,
                                     int64_t chunk_tokens = 0, bool half_backward = false);
 

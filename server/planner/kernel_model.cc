@@ -51,6 +51,8 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   const int64_t inter = model.config.intermediate_size;
   const double mlp_chunks = std::ceil(
       t / static_cast<double>(model::MlpChunkRows(model.config, tokens, /*chunk_tokens=*/0)));
+  const double head_chunks = std::ceil(
+      t / static_cast<double>(model::HeadChunkRows(model.config, tokens, /*chunk_tokens=*/0)));
   const model::TensorNames& names = model::FamilyOf(model.config.family).tensors;
   const bool fused_qkv = names.block.qkv != nullptr;
   const std::string attention_output =
@@ -68,7 +70,9 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     if (mlp_output != nullptr && g.name == mlp_output->name) s.mlp_output += one;
     // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
     if (half_head && lora == nullptr) {
-      s.backward += half_out + fp32_out;  // fp16 dX; dW into the fp32 gradient
+      // fp16 dX and dW; the dW of each token chunk added into the fp32 gradient block by block
+      // (2 + 8 bytes per element beyond the GEMM's write, once per chunk).
+      s.backward += 2 * half_out + 10.0 * head_chunks * k * n / bw;
     } else if (half_backward && lora == nullptr) {
       const bool mlp = g.shape[0] == inter || g.shape[1] == inter;
       const bool strided = fused_qkv && !mlp && g.shape[0] != g.shape[1];  // c_attn [C, 3C]

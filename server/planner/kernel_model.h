@@ -73,8 +73,9 @@ struct KernelDevice {
   // attention and MLP output projections (4 + 2 bytes per element). A strided weight (GPT-2's
   // fused c_attn) keeps its fp32 dW. The removed roundings of fp32 input gradients are not
   // subtracted (they are inside the calibrated elementwise passes). The head's logits and input
-  // gradient are fp16 too (its forward and dX GEMMs at gemm_peak_flops_per_s); its weight
-  // gradient keeps the fp32 output (fp32_output_gemm_peak_flops_per_s).
+  // gradient are fp16 too (its forward, dX and dW GEMMs at gemm_peak_flops_per_s), its fp16 dW
+  // added into the fp32 one once per token chunk (model::HeadChunkRows; 2 + 8 bytes per element,
+  // through blocks of vocabulary rows, common/model/unit_workspace.h head_dw_rows).
   bool half_backward = false;
 };
 

@@ -150,11 +150,33 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
     return be.BiasBackward(q, {.n = n, .c = out, .dout_type = dy_type, .dout = dy,
                                .dbias = w.dbias});
   }
+  // fp16: this call's dW in fp16 scratch (contiguous weights), then added into the fp32 dw.
+  const bool half_dw = half && w.dw_half != nullptr && w.ld == (w.in_out ? out : in);
+  if (half_dw && w.dw_block_rows > 0 && w.dw_block_rows < out) {
+    if (w.in_out || !w.dw_half_first || !w.dw_half_last) {
+      return absl::InvalidArgumentError(
+          "linear: a blocked fp16 dW takes an [out, in] weight in a call of its own");
+    }
+    for (int64_t r0 = 0; r0 < out; r0 += w.dw_block_rows) {  // dW[r0 .. r0 + rows) = dy^T x
+      const int64_t rows = std::min(w.dw_block_rows, out - r0);
+      GemmParams g;
+      g.trans_a = true, g.m = rows, g.n = in, g.k = n;
+      g.a_type = dy_type, g.a = static_cast<const uint16_t*>(dy) + r0, g.lda = out;
+      g.b_type = w.dtype, g.b = x, g.ldb = in;
+      g.c_type = DType::kF16, g.c = w.dw_half, g.ldc = in;
+      g.half_accumulate = sum_half;
+      MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
+      MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = rows * in, .src_type = DType::kF16,
+                                         .dst_type = DType::kFp32, .src = w.dw_half,
+                                         .dst = w.dw + r0 * in, .accumulate = true}));
+    }
+    if (w.dbias == nullptr) return absl::OkStatus();
+    return be.BiasBackward(q, {.n = n, .c = out, .dout_type = dy_type, .dout = dy,
+                               .dbias = w.dbias});
+  }
   GemmParams g;
   g.beta = 1.0f, g.trans_a = true;
   g.c_type = DType::kFp32, g.c = w.dw, g.ldc = w.ld;
-  // fp16: this call's dW in fp16 scratch (contiguous weights), then added into the fp32 dw.
-  const bool half_dw = half && w.dw_half != nullptr && w.ld == (w.in_out ? out : in);
   if (half_dw) {
     g.beta = w.dw_half_first ? 0.0f : 1.0f;
     g.c_type = DType::kF16, g.c = w.dw_half;

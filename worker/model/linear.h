@@ -46,12 +46,15 @@ struct LinearWeight {
   // dy_half [N, out]; the weight gradient of this call is computed into dw_half (fp16, the
   // weight's elements, contiguous) and added into the fp32 dw (Cast with accumulate), so each
   // microbatch's (or token chunk's) dW is rounded to fp16 once. A strided weight (a column slice of
-  // GPT-2's fused c_attn) or no dw_half (the LM head, whose scratch would be vocabulary x hidden)
-  // keeps the fp32-output dW GEMM. Both scratch buffers are workspace
-  // (common/model/unit_workspace.h dy_half, dw_half).
+  // GPT-2's fused c_attn) or no dw_half keeps the fp32-output dW GEMM. Both scratch buffers are
+  // workspace (common/model/unit_workspace.h dy_half, dw_half).
   bool half_backward = false;
   void* dy_half = nullptr;
   void* dw_half = nullptr;
+  // > 0 (kOutIn, a call of its own): the fp16 dW a block of this many output rows at a time,
+  // dw_half holding dw_block_rows x in elements, each block added into its rows of the fp32 dw:
+  // the LM head, whose whole fp16 dW would be vocabulary x hidden. 0: the whole weight at once.
+  int64_t dw_block_rows = 0;
   // Token chunks of one call (the MLP's, unit_workspace.h): the fp16 dW of the first chunk is
   // written (beta 0), later chunks add into it in fp16 (beta 1) and the last adds it into the
   // fp32 dw: one rounding into the fp32 gradient per call, as an unchunked GEMM, instead of one

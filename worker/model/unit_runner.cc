@@ -431,13 +431,14 @@ absl::Status UnitRunner::HeadForward(const Ctx& c, float* loss) const {
 absl::Status UnitRunner::HeadBackward(const Ctx& c, float* dinp, float loss_scale,
                                       bool logits_ready, float* loss) const {
   const int64_t C = config_.hidden_size, V = config_.vocab_size;
-  // fp16 backward: fp16 logits gradient and input gradient (the weight gradient keeps its fp32
-  // output: no dw_half, linear.h).
+  // fp16 backward: fp16 logits gradient, input gradient and weight gradient, the last through
+  // an fp16 block of head_dw_rows vocabulary rows added into the fp32 gradient (linear.h).
   const bool hb = c.half_backward;
   const DType logits_type = LogitsType(c);
   const LinearWeight head{.in_out = false, .dtype = c.half, .half_accumulate = c.half_accumulate,
-                          .half_backward = hb, .w = c.W(names_.lm_head), .ld = C,
-                          .dw = c.G(names_.lm_head)};
+                          .half_backward = hb, .dw_half = hb ? c.at(c.ws.dw_half) : nullptr,
+                          .dw_block_rows = hb ? c.ws.head_dw_rows : 0, .w = c.W(names_.lm_head),
+                          .ld = C, .dw = c.G(names_.lm_head)};
   const int64_t step = c.ws.head_rows;
   for (int64_t r0 = 0; r0 < c.n; r0 += step) {
     const int64_t rows = std::min(step, c.n - r0);

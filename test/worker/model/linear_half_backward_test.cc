@@ -181,6 +181,60 @@ TEST_F(LinearHalfBackwardTest, ChunksOfOneCallReachTheFp32GradientOnce) {
   }
 }
 
+// The LM head's blocked weight gradient (dw_block_rows, an [out, in] weight): blocks of 7 of the
+// 24 output rows (none divides it) through a 7 x in fp16 scratch, each block's rows rounded to
+// fp16 once and added into the fp32 gradient: dW = dW0 + fp16(dy16^T x), as the unblocked call,
+// with the same dx; a blocked Conv1D weight or a blocked chunk of a longer call is refused.
+TEST_F(LinearHalfBackwardTest, BlockedWeightGradientMatchesTheWholeOne) {
+  constexpr int64_t kBlock = 7;
+  const std::vector<uint16_t> w = Halves(kOut * kIn, 3, 0.5f), x = Halves(kN * kIn, 5, 2.0f);
+  const std::vector<uint16_t> dy = Halves(kN * kOut, 7, 0.3f);
+  std::vector<float> dw0(kOut * kIn);
+  for (int64_t i = 0; i < kOut * kIn; ++i) dw0[i] = 0.001f * static_cast<float>(i % 23);
+  DeviceBuffer d_w = Upload(w, "w"), d_x = Upload(x, "x"), d_dy = Upload(dy, "dy");
+  DeviceBuffer d_dw = Upload(dw0, "dw"), d_dx = *be_->Allocate(2 * kN * kIn, "dx");
+  DeviceBuffer dw_half = *be_->Allocate(2 * kBlock * kIn, "dw_half");
+  LinearWeight lw{.dtype = DType::kF16, .half_accumulate = true, .half_backward = true,
+                  .dw_half = dw_half.data(), .dw_block_rows = kBlock, .w = d_w.data(),
+                  .ld = kIn, .dw = static_cast<float*>(d_dw.data())};
+  ASSERT_TRUE(LinearBackward(*be_, *q_, lw, d_x.data(), d_dy.data(), DType::kF16, d_dx.data(),
+                             DType::kF16, false, kN, kIn, kOut)
+                  .ok());
+  const std::vector<float> dw = Download<float>(d_dw, kOut * kIn);
+  const std::vector<uint16_t> dx = Download<uint16_t>(d_dx, kN * kIn);
+  auto h = [](uint16_t bits) { return static_cast<double>(numeric::F16ToFp32(bits)); };
+  bool rounded = false;
+  for (int64_t o = 0; o < kOut; ++o) {
+    for (int64_t c = 0; c < kIn; ++c) {
+      double g = 0;
+      for (int64_t r = 0; r < kN; ++r) g += h(dy[r * kOut + o]) * h(x[r * kIn + c]);
+      const int64_t i = o * kIn + c;
+      ASSERT_NEAR(dw[i], dw0[i] + F16Round(g), F16Step(g) + 1e-6) << "dW [" << o << ", " << c << "]";
+      rounded = rounded || std::fabs(dw[i] - (dw0[i] + g)) > 1e-4 * std::fabs(g) + 1e-6;
+    }
+  }
+  EXPECT_TRUE(rounded) << "no weight gradient element shows fp16 rounding";
+  for (int64_t r = 0; r < kN; ++r) {
+    for (int64_t c = 0; c < kIn; ++c) {
+      double s = 0;
+      for (int64_t o = 0; o < kOut; ++o) s += h(dy[r * kOut + o]) * h(w[o * kIn + c]);
+      ASSERT_NEAR(h(dx[r * kIn + c]), s, F16Step(s)) << "dx [" << r << ", " << c << "]";
+    }
+  }
+  LinearWeight conv = lw;
+  conv.in_out = true, conv.ld = kOut;
+  EXPECT_EQ(LinearBackward(*be_, *q_, conv, d_x.data(), d_dy.data(), DType::kF16, d_dx.data(),
+                           DType::kF16, false, kN, kIn, kOut)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+  LinearWeight chunk = lw;
+  chunk.dw_half_last = false;
+  EXPECT_EQ(LinearBackward(*be_, *q_, chunk, d_x.data(), d_dy.data(), DType::kF16, d_dx.data(),
+                           DType::kF16, false, kN, kIn, kOut)
+                .code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 // A column slice of a wider weight (ld > out, GPT-2's fused c_attn in Conv1D layout [in, ld]):
 // the fp16 dx still, but dW += x^T dy16 straight into the strided fp32 gradient, whose other
 // columns stay untouched.

@@ -92,12 +92,13 @@ TEST(MakePlanModes, Fp16AccumulationPicksTheDoublePeak) {
   const double published = ratio(MemoryModel::kTwoSlot);
   EXPECT_GT(published, 1.4);
   EXPECT_LT(published, 2.0);
-  // Our runtime: only the forward's GEMMs (fp16 outputs) sum in fp16; the LM head and the
-  // backward keep fp32 sums.
+  // Our runtime: every GEMM sums in fp16 too (the fp16 backward and head), but each microbatch's
+  // fp16 weight gradients are added into fp32 ones, while its fp16 logits move half the bytes of
+  // fp32 ones: within 5% of the published setups' gain.
   const double ours = ratio(MemoryModel::kRuntime);
   std::printf("  fp16 / bf16 tokens/s: published setups %.3f, our runtime %.3f\n", published, ours);
-  EXPECT_GT(ours, 1.01);
-  EXPECT_LT(ours, published);
+  EXPECT_GT(ours, 1.3);
+  EXPECT_NEAR(ours / published, 1.0, 0.05);
 }
 
 // Llama-3.1-8B under Megatron's pipeline: 8 stages of 4 blocks, the embedding with the first and
