@@ -54,8 +54,11 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       w.d_norm_f32 = f32(half_backward ? 0 : n * C), w.d_norm = bf(n * C);
       if (half_backward) {
         const uint64_t V = cfg.vocab_size;
-        w.head_dw_rows = static_cast<int64_t>(
-            std::min<uint64_t>(V, std::max<uint64_t>(n, kMinChunkRows)));
+        // chunk_tokens > 0 (tests, tuning): blocks of at most that many rows too; < 0: one.
+        const uint64_t rows = chunk_tokens > 0   ? static_cast<uint64_t>(chunk_tokens)
+                              : chunk_tokens < 0 ? V
+                                                 : std::max<uint64_t>(n, kMinChunkRows);
+        w.head_dw_rows = static_cast<int64_t>(std::min<uint64_t>(V, rows));
         w.dw_half = bf(w.head_dw_rows * C);
       }
       break;

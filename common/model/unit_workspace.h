@@ -48,7 +48,8 @@ struct WorkspaceLayout {
   int64_t mlp_rows = 0;   // R: rows of the MLP buffers below
   int64_t head_rows = 0;  // R_h: rows of `logits`
   // half_backward: vocabulary rows of the head's fp16 weight gradient block (dw_half
-  // [head_dw_rows, C]): min(V, max(N, kMinChunkRows)), no larger than the [N, C] buffers.
+  // [head_dw_rows, C]): min(V, max(N, kMinChunkRows)), no larger than the [N, C] buffers
+  // (chunk_tokens > 0: min(V, chunk_tokens); < 0: V).
   int64_t head_dw_rows = 0;
   // block forward, bf16: [N, *] except mlp_in, mlp_up, mlp_act [R, I]
   uint64_t norm1 = 0, q_proj = 0, k_proj = 0, q_normed = 0, k_normed = 0, q = 0, k = 0, v = 0;

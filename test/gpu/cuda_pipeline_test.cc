@@ -1,7 +1,8 @@
 // The pipeline runtime on the GPU: the same job as test/worker/runtime/pipeline_equivalence_test
 // with every rank on CudaBackend (`backend: cuda`, all ranks on device 0, each with its own 1 GiB
 // arena) against the standalone trainer on the CPU backend (the oracle), for the mobius schedule
-// (S > G: stages swapped through two slots) and resident (S == G: the optimizer on the device).
+// (S > G: stages swapped through two slots), resident (S == G: the optimizer on the device),
+// roundrobin, and fp16 (training.precision; the fp16 backward, token-chunked heads).
 //
 // Tolerance: the CUDA kernels sum in other orders than the CPU kernels (cuBLASLt's K split, warp
 // reductions), so a bf16 activation may land one rounding step apart, and the difference
@@ -20,6 +21,7 @@ namespace mobius::runtime {
 namespace {
 
 using testing::MakeLaunch;
+using testing::MakeRoundRobinRun;
 using testing::MakeRun;
 using testing::TempDir;
 using testing::WriteModel;
@@ -30,6 +32,10 @@ struct Case {
   std::vector<int64_t> cuts;
   int workers;
   bool resident;
+  // Non-empty: schedule roundrobin, `cuts` forward and these backward stages.
+  std::vector<int64_t> backward_cuts = {};
+  std::string precision = "";  // "fp16": training.precision fp16 on both sides
+  int64_t chunk_tokens = 0;    // > 0: the head and MLP by token chunks (and head dW blocks)
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -53,6 +59,8 @@ TEST_P(CudaPipelineTest, MatchesTheCpuTrainerWithinTolerance) {
   o.grad_clip = 1.0;
   o.threads = 2;
   o.device_memory_bytes = uint64_t{1} << 30;
+  o.chunk_tokens = c.chunk_tokens;
+  if (c.precision == "fp16") o.precision = "fp16";
 
   train::TrainerOptions so = o;
   so.checkpoint_dir = dir / "standalone";
@@ -62,7 +70,9 @@ TEST_P(CudaPipelineTest, MatchesTheCpuTrainerWithinTolerance) {
 
   train::TrainerOptions po = o;
   po.checkpoint_dir = dir / "pipeline";
-  RunConfig run = MakeRun(po, c.cuts, c.workers);
+  RunConfig run = c.backward_cuts.empty()
+                      ? MakeRun(po, c.cuts, c.workers)
+                      : MakeRoundRobinRun(po, c.cuts, c.backward_cuts, c.workers);
   run.backend = "cuda";
   run.rank_device.assign(c.workers, 0);  // every rank on the one GPU of the test machine
   if (c.resident) run.schedule = runtime::Schedule::kResident;
@@ -87,7 +97,15 @@ INSTANTIATE_TEST_SUITE_P(
     Cases, CudaPipelineTest,
     ::testing::Values(Case{"gpt2_S4_G2", "gpt2", 2, {0, 1, 2, 3, 4}, 2, false},
                       Case{"llama_S5_G2_uneven", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, false},
-                      Case{"resident_gpt2_S2_G2", "gpt2", 2, {0, 3, 4}, 2, true}),
+                      Case{"resident_gpt2_S2_G2", "gpt2", 2, {0, 3, 4}, 2, true},
+                      // Roundrobin (forward passes without the head: the loss from the head's
+                      // backward); fp16 with the fp16 backward, token-chunked heads and the head's
+                      // weight gradient in fp16 blocks of 5 or 7 vocabulary rows.
+                      Case{"rr_llama_F2_B3_G2", "llama", 4, {0, 3, 6}, 2, false, {0, 2, 4, 6}},
+                      Case{"fp16_llama_S5_G2_chunked", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, false,
+                           {}, "fp16", 5},
+                      Case{"fp16_rr_gpt2_F2_B3_G2_chunked", "gpt2", 4, {0, 3, 6}, 2, false,
+                           {0, 2, 4, 6}, "fp16", 7}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
