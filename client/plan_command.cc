@@ -212,6 +212,21 @@ std::string Join(const std::vector<int>& v) {
   return s;
 }
 
+std::string ModelLine(const model::ModelDescription& m, const std::string& path,
+                      int64_t parameters) {
+  std::string line = absl::StrFormat("Model: %s (%s), %.2fB parameters", m.config.model_type,
+                                     path, parameters / 1e9);
+  const model::MoeConfig& moe = m.config.moe;
+  if (moe.enabled()) {
+    absl::StrAppendFormat(&line,
+                          ", %.2fB active per token (%d of %d experts); planned only: the "
+                          "runtime does not train mixtures of experts yet (issue 32)",
+                          model::ActiveParameters(m) / 1e9, moe.experts_per_token,
+                          moe.num_experts);
+  }
+  return line + "\n";
+}
+
 std::string ProfileLine(const PlanReport& r, const ProfileChoice& c) {
   std::string line = absl::StrCat(r.profile_source, " (", r.device);
   if (!c.path.empty()) absl::StrAppend(&line, ", ", c.path);
@@ -245,8 +260,7 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
                const ProfileChoice& profile, std::ostream& out) {
   const planner::Plan& p = r.plan;
   const planner::MemoryEstimate& mem = p.memory;
-  out << absl::StrFormat("Model: %s (%s), %.2fB parameters\n", m.config.model_type, o.model,
-                         r.parameters / 1e9);
+  out << ModelLine(m, o.model, r.parameters);
   out << absl::StrFormat(
       "Job: global batch %d = %d microbatches x %d sequences x %d tokens, %d GPUs (%s), %s\n",
       o.batch, p.num_microbatches, p.shape.microbatch_size, p.shape.seq_len, r.num_gpus, r.device,

@@ -33,6 +33,10 @@ struct ProfileChoice {
 std::string Gib(int64_t bytes);  // "1.23 GiB"
 // "analytic (RTX 4090), gradients fp32 (4 bytes/parameter)" and the like.
 std::string ProfileLine(const planner::PlanReport& r, const ProfileChoice& c);
+// "Model: TYPE (PATH), 8.03B parameters", and for a mixture of experts what a token uses and that
+// the runtime cannot train it yet (issue 32), newline-terminated.
+std::string ModelLine(const model::ModelDescription& m, const std::string& path,
+                      int64_t parameters);
 // The training mode: full fine-tuning or LoRA's rank, targets and host bytes per parameter.
 std::string TrainingLine(const planner::PlanReport& r);
 // The single-node plan as `mobius plan --json` prints it.

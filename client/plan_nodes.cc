@@ -84,8 +84,7 @@ void PrintNodesText(const PlanCommandOptions& o, const model::ModelDescription& 
                     std::ostream& out) {
   const PlanReport& one = r.single_node;
   out << "Several nodes: " << kNodesPlannedOnly << "\n";
-  out << absl::StrFormat("Model: %s (%s), %.2fB parameters\n", m.config.model_type, o.model,
-                         one.parameters / 1e9);
+  out << ModelLine(m, o.model, one.parameters);
   out << absl::StrFormat(
       "Job: global batch %d sequences x %d tokens, microbatch %d; each node %d GPUs (%s)\n",
       o.batch, o.seq, o.microbatch, one.num_gpus, one.device);

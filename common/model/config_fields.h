@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 #include <utility>
 
 #include "absl/status/status.h"
@@ -71,6 +72,33 @@ class ConfigFields {
       return Error(key, absl::StrCat("must be a positive number (got ", ShowJson(*v), ")"));
     }
     return v->get<double>();
+  }
+
+  // A finite number >= 0.
+  absl::StatusOr<double> NonNegativeNumber(absl::string_view key, double fallback) const {
+    const nlohmann::json* v = Find(key);
+    if (v == nullptr) return fallback;
+    if (!v->is_number() || !std::isfinite(v->get<double>()) || v->get<double>() < 0) {
+      return Error(key, absl::StrCat("must be a number >= 0 (got ", ShowJson(*v), ")"));
+    }
+    return v->get<double>();
+  }
+
+  // A list of integers in [0, max) (empty when absent).
+  absl::StatusOr<std::vector<int64_t>> IndexList(absl::string_view key, int64_t max) const {
+    const nlohmann::json* v = Find(key);
+    std::vector<int64_t> out;
+    if (v == nullptr) return out;
+    if (!v->is_array()) return Error(key, absl::StrCat("must be a list (got ", ShowJson(*v), ")"));
+    for (const nlohmann::json& e : *v) {
+      std::optional<int64_t> n = JsonAsInt64(e);
+      if (!n || *n < 0 || *n >= max) {
+        return Error(key, absl::StrCat("must hold integers in [0, ", max, ") (got ", ShowJson(e),
+                                       ")"));
+      }
+      out.push_back(*n);
+    }
+    return out;
   }
 
   absl::StatusOr<bool> Bool(absl::string_view key, bool fallback) const {

@@ -11,7 +11,8 @@ namespace {
 
 // The table: one line per family.
 const FamilyDescriptor* const kFamilies[] = {
-    &kGpt2Family, &kLlamaFamily, &kMistralFamily, &kQwen2Family, &kQwen3Family,
+    &kGpt2Family,  &kLlamaFamily,    &kMistralFamily, &kQwen2Family,
+    &kQwen3Family, &kQwen3MoeFamily, &kMixtralFamily,
 };
 
 }  // namespace

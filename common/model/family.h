@@ -44,6 +44,14 @@ struct BlockTensorNames {
   const char* gate = nullptr;  // SwiGLU MLP: down(silu(gate) * up)
   const char* up = nullptr;
   const char* down = nullptr;
+  // Mixture of experts (ModelConfig::moe; a layer with experts has these instead of gate/up/down):
+  // the router linear "<moe_router>.weight" [E, C] (no bias) and expert e's SwiGLU
+  // "<moe_experts>.<e>.<moe_gate | moe_up | moe_down>.weight".
+  const char* moe_router = nullptr;
+  const char* moe_experts = nullptr;
+  const char* moe_gate = nullptr;
+  const char* moe_up = nullptr;
+  const char* moe_down = nullptr;
 };
 
 struct TensorNames {

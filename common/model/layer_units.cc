@@ -1,5 +1,6 @@
 #include "common/model/layer_units.h"
 
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -69,7 +70,19 @@ std::vector<ParamSpec> Block(const ModelConfig& c, const TensorNames& names, int
     AddNorm(out, p + n.k_norm, c.head_dim, NormKind::kRmsNorm);
   }
   AddNorm(out, p + n.norm2, C, c.norm);
-  if (c.mlp == MlpKind::kGeluTanh) {
+  if (c.moe.IsMoeLayer(i)) {  // the router, then each expert's gate, up, down (HF order)
+    const int64_t E = c.moe.num_experts, Ie = c.moe.expert_intermediate_size;
+    linear(n.moe_router, C, E, false);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = absl::StrCat(p, n.moe_experts, ".", e, ".");
+      for (const auto& [module, in, out_features] :
+           {std::tuple<const char*, int64_t, int64_t>{n.moe_gate, C, Ie}, {n.moe_up, C, Ie},
+            {n.moe_down, Ie, C}}) {
+        AddLinear(out, x + module, WeightShape(names, in, out_features), out_features, false);
+        out.back().expert = e;
+      }
+    }
+  } else if (c.mlp == MlpKind::kGeluTanh) {
     linear(n.fc, C, I, c.mlp_bias);
     linear(n.proj, I, C, c.mlp_bias);
   } else {
@@ -149,6 +162,17 @@ int64_t TotalParameters(const ModelDescription& model) {
   return n;
 }
 
+int64_t ActiveParameters(const ModelDescription& model) {
+  const MoeConfig& m = model.config.moe;
+  int64_t idle = 0;  // expert elements a token does not use
+  for (const LayerUnit& unit : model.units) {
+    int64_t experts = 0;
+    for (const ParamSpec& p : unit.params) experts += p.expert >= 0 ? p.num_elements : 0;
+    if (experts > 0) idle += experts / m.num_experts * (m.num_experts - m.experts_per_token);
+  }
+  return TotalParameters(model) - idle;
+}
+
 int64_t NonEmbeddingParameters(const ModelDescription& model) {
   int64_t n = TotalParameters(model) - model.embedding().num_parameters();
   for (const ParamSpec& p : model.head().params) {
@@ -187,8 +211,13 @@ UnitActivationBytes UnitActivations(const ModelDescription& model, int64_t unit_
       out.boundary_bytes_per_token = C * e;
       // norm1 out, q, k, v, attention out, residual, norm2 out.
       int64_t elements = C + A + 2 * K + A + C + C;
-      elements += (c.mlp == MlpKind::kSwiGlu ? 3 : 2) * I;
       int64_t bytes = 2 * NormStatsBytes(c.norm);
+      if (c.moe.IsMoeLayer(unit.layer)) {
+        elements += 3 * c.moe.experts_per_token * c.moe.expert_intermediate_size;
+        bytes += kFp32Bytes * c.moe.num_experts;
+      } else {
+        elements += (c.mlp == MlpKind::kSwiGlu ? 3 : 2) * I;
+      }
       if (c.qk_norm) {
         elements += A + K;
         bytes += kFp32Bytes * (H + c.num_kv_heads);
@@ -231,9 +260,15 @@ UnitFlopsPerToken UnitFlops(const ModelDescription& model, int64_t unit_index, i
   const LayerUnit& unit = model.units.at(unit_index);
   UnitFlopsPerToken out;
   if (unit.kind == UnitKind::kEmbedding) return out;  // a lookup; its backward a scatter-add
-  const int64_t matmul_elements =
-      SumElements(unit.params, true) + SumElements(unit.shared_params, true);
-  out.forward_flops = 2.0 * static_cast<double>(matmul_elements) +
+  double matmul_elements = static_cast<double>(SumElements(unit.shared_params, true));
+  const MoeConfig& m = model.config.moe;
+  for (const ParamSpec& p : unit.params) {  // a token runs k of a MoE layer's E experts
+    if (p.role != ParamRole::kMatmulWeight) continue;
+    matmul_elements += p.expert < 0 ? static_cast<double>(p.num_elements)
+                                    : static_cast<double>(p.num_elements) * m.experts_per_token /
+                                          static_cast<double>(m.num_experts);
+  }
+  out.forward_flops = 2.0 * matmul_elements +
                       UnitAttentionForwardFlopsPerToken(model, unit_index, seq_len);
   out.backward_flops = 2.0 * out.forward_flops;
   return out;

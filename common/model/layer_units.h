@@ -46,6 +46,9 @@ struct ParamSpec {
   int64_t num_elements = 0;      // product of shape
   ParamRole role = ParamRole::kMatmulWeight;
   bool weight_decay = false;     // AdamW applies decay to it (see above)
+  // A mixture-of-experts layer's expert weight: its expert's index (a token uses k of the E
+  // experts, ModelConfig::moe); -1 for every other tensor (the router included).
+  int64_t expert = -1;
 };
 
 struct LayerUnit {
@@ -74,6 +77,9 @@ absl::StatusOr<ModelDescription> DescribeModel(const ModelConfig& config);
 // ---- Parameters ----------------------------------------------------------------------------------
 
 int64_t TotalParameters(const ModelDescription& model);         // every tensor once (tied: once)
+// What one token computes with: the total less, in every mixture-of-experts layer, the experts it
+// is not routed to ((E - k) / E of the expert weights). == TotalParameters for a dense model.
+int64_t ActiveParameters(const ModelDescription& model);
 // Total minus the token embedding, the position embedding (GPT-2) and an untied lm_head: the
 // "non-embedding" count of Kaplan et al. and of the Qwen model cards.
 int64_t NonEmbeddingParameters(const ModelDescription& model);
@@ -101,6 +107,8 @@ struct ActivationOptions {
 //     block:  norm1 out C, q A, k K, v K (after RoPE), attention out A (o_proj input),
 //             residual after attention C (norm2 input), norm2 out C,
 //             MLP: GELU: fc out I + gelu out I; SwiGLU: gate I, up I, silu(gate)*up I;
+//             mixture of experts: the router's fp32 probabilities E and, per routed expert
+//             (k), gate, up and silu(gate)*up of its width instead of the dense MLP's;
 //             Qwen3 qk_norm: pre-norm q A and k K, plus an fp32 rstd per head (4 * (H + KVH));
 //             norm statistics in fp32 (LayerNorm mean + rstd: 8 bytes per norm; RMSNorm: 4);
 //             flash attention: fp32 logsumexp per head, 4 * H bytes;
@@ -129,6 +137,8 @@ UnitActivationBytes UnitActivations(const ModelDescription& model, int64_t unit_
 // 2 FLOPs per multiply-accumulate. Per token at sequence length T:
 //   matmuls:    2 * (elements of the matmul weights the unit uses), i.e. per block
 //               2 * (C*A + 2*C*K + A*C + {2,3}*C*I), head 2 * V * C (tied or not), embedding 0;
+//               a mixture-of-experts block counts its router [E, C] and k / E of its expert
+//               weights (each token runs k experts);
 //   attention:  per block, scores Q K^T and the weighted sum P V each cost H * head_dim MACs per
 //               key attended: 2 * 2 * H * head_dim * keys(T) FLOPs, where keys(T) is the mean
 //               number of keys a query attends to: causal, so (T + 1) / 2 (the causal halving; PaLM

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model/model_config_parse.h"
+#include "common/status_macros.h"
 
 namespace mobius::model {
 namespace {
@@ -27,7 +28,50 @@ absl::Status CheckTokenId(absl::string_view member, int64_t id, int64_t vocab_si
   return absl::OkStatus();
 }
 
+absl::Status ValidateMoe(const ModelConfig& c) {
+  const MoeConfig& m = c.moe;
+  if (!m.enabled()) return absl::OkStatus();
+  if (m.num_experts > kMaxExperts) {
+    return Invalid("moe.num_experts", absl::StrCat("is ", m.num_experts, ", more than ", kMaxExperts));
+  }
+  if (m.experts_per_token < 1 || m.experts_per_token > m.num_experts) {
+    return Invalid("moe.experts_per_token", absl::StrCat("is ", m.experts_per_token,
+                                                         ", must be in [1, ", m.num_experts, "]"));
+  }
+  MOBIUS_RETURN_IF_ERROR(CheckRange("moe.expert_intermediate_size", m.expert_intermediate_size,
+                                    kMaxIntermediateSize));
+  MOBIUS_RETURN_IF_ERROR(CheckRange("moe.sparse_step", m.sparse_step, c.num_layers));
+  int64_t previous = -1;
+  for (int64_t layer : m.mlp_only_layers) {
+    if (layer <= previous || layer >= c.num_layers) {
+      return Invalid("moe.mlp_only_layers",
+                     absl::StrCat("must be ascending layer indices in [0, ", c.num_layers,
+                                  ") (got ", layer, ")"));
+    }
+    previous = layer;
+  }
+  if (!(m.router_aux_loss_coef >= 0)) return Invalid("moe.router_aux_loss_coef", "must be >= 0");
+  if (c.mlp != MlpKind::kSwiGlu) return Invalid("moe", "experts are SwiGLU MLPs");
+  return absl::OkStatus();
+}
+
 }  // namespace
+
+bool MoeConfig::IsMoeLayer(int64_t layer) const {
+  if (!enabled()) return false;
+  for (int64_t l : mlp_only_layers) {
+    if (l == layer) return false;
+  }
+  return (layer + 1) % sparse_step == 0;
+}
+
+absl::Status CheckTrainable(const ModelConfig& c) {
+  if (!c.moe.enabled()) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      "model_type \"", c.model_type, "\" (mixture of experts, ", c.moe.num_experts,
+      " experts, ", c.moe.experts_per_token,
+      " per token): training is not implemented yet (issue 32); `mobius plan` plans it"));
+}
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {
   for (auto [member, value, max] : {
@@ -61,6 +105,7 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
     return Invalid("sliding_window", absl::StrCat("is ", c.sliding_window, ", must be 0 (none) or ",
                                                   "in [1, ", kMaxPositions, "]"));
   }
+  MOBIUS_RETURN_IF_ERROR(ValidateMoe(c));
   if (absl::Status s = CheckTokenId("bos_token_id", c.bos_token_id, c.vocab_size); !s.ok()) {
     return s;
   }

@@ -3,7 +3,8 @@
 // One struct for every supported family; family-specific switches are explicit fields, so the
 // reference model, the backends and the planner never look at the family name to decide math.
 // Families: GPT-2 ("gpt2"), Llama 2/3 ("llama"), Mistral ("mistral"), Qwen2 ("qwen2"),
-// Qwen3 ("qwen3").
+// Qwen3 ("qwen3"), and the mixtures of experts Qwen3-MoE ("qwen3_moe") and Mixtral ("mixtral"),
+// which the planner describes and the backends do not run yet (issue 32: model::CheckTrainable).
 //
 // Value type; thread-compatible. Parsing lives in model_config_parse.h.
 #ifndef MOBIUS_COMMON_MODEL_MODEL_CONFIG_H_
@@ -11,10 +12,11 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace mobius::model {
 
-enum class Family { kGpt2, kLlama, kMistral, kQwen2, kQwen3 };
+enum class Family { kGpt2, kLlama, kMistral, kQwen2, kQwen3, kQwen3Moe, kMixtral };
 
 enum class NormKind { kLayerNorm, kRmsNorm };       // GPT-2: LayerNorm with bias; others: RMSNorm
 enum class MlpKind { kGeluTanh, kSwiGlu };          // GPT-2: fc -> gelu(tanh) -> proj; others: SwiGLU
@@ -27,6 +29,26 @@ struct RopeScaling {
   double low_freq_factor = 1.0;            // llama3
   double high_freq_factor = 4.0;           // llama3
   int64_t original_max_position_embeddings = 0;  // llama3
+};
+
+// A sparse mixture-of-experts MLP (transformers' Qwen3MoeSparseMoeBlock, MixtralSparseMoeBlock):
+// a router linear [E, C] scores the experts per token, the top k (softmax, then renormalised over
+// the k when norm_topk_prob) weight the outputs of k SwiGLU experts of width
+// expert_intermediate_size. num_experts 0: every layer's MLP is dense.
+struct MoeConfig {
+  int64_t num_experts = 0;               // E: num_experts (Qwen3-MoE), num_local_experts (Mixtral)
+  int64_t experts_per_token = 0;         // k: num_experts_per_tok
+  int64_t expert_intermediate_size = 0;  // moe_intermediate_size (Mixtral: intermediate_size)
+  // Qwen3-MoE: layer i has experts iff i is not in mlp_only_layers and (i + 1) % sparse_step == 0;
+  // the others keep a dense MLP of intermediate_size. Mixtral: every layer (step 1, none listed).
+  int64_t sparse_step = 1;                // decoder_sparse_step
+  std::vector<int64_t> mlp_only_layers;   // ascending, each in [0, num_layers)
+  bool norm_topk_prob = true;             // Mixtral: always (softmax over the top k)
+  double router_aux_loss_coef = 0.001;    // the load-balancing loss's weight
+  bool output_router_logits = false;      // transformers adds the aux loss to the loss when true
+
+  bool enabled() const { return num_experts > 0; }
+  bool IsMoeLayer(int64_t layer) const;
 };
 
 struct ModelConfig {
@@ -60,6 +82,8 @@ struct ModelConfig {
 
   int64_t bos_token_id = -1;               // -1 when absent
   int64_t eos_token_id = -1;
+
+  MoeConfig moe;                           // mixture of experts (qwen3_moe, mixtral)
 };
 
 // The family's model_type ("llama"); family.h holds everything else about it.

@@ -58,10 +58,16 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
   const std::string attention_output =
       absl::StrCat(".", names.block.o != nullptr ? names.block.o : "", ".weight");
   UnitSeconds s;
+  const model::MoeConfig& moe = model.config.moe;
   for (const model::ParamSpec& g : gemms) {
     const double n = static_cast<double>(g.shape[0]);
     const double k = static_cast<double>(g.shape[1]);
-    const double flops = 2 * t * k * n, bytes = a * (t * k + k * n + t * n);
+    // An expert's GEMM runs over the tokens routed to it: k / E of them on average (a balanced
+    // router), so its roofline is that of the smaller per-expert matrix.
+    const double rows = g.expert < 0 ? t
+                                     : t * static_cast<double>(moe.experts_per_token) /
+                                           static_cast<double>(moe.num_experts);
+    const double flops = 2 * rows * k * n, bytes = a * (rows * k + k * n + rows * n);
     const double fp32_out = Roofline(flops, bytes, fp32_output_rate, bw);
     // The LM head's output is the fp32 logits (fp16 with the fp16 backward).
     const double half_out = Roofline(flops, bytes, gemm_rate, bw);

@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 #include "worker/kernels/dropout_mask.h"
 #include "worker/model/linear.h"
@@ -87,6 +88,7 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
                                                    " is not a 16-bit format (bf16, fp16)"));
   }
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
+  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));  // no MoE kernels yet (issue 32)
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
   MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
   const UnitKind kind = model.units[unit_index].kind;

@@ -9,6 +9,7 @@
 #include "worker/reference/ops_attention.h"
 #include "worker/reference/ops_embedding.h"
 #include "worker/reference/ops_linear.h"
+#include "common/model/model_config_parse.h"
 #include "worker/reference/ops_loss.h"
 #include "worker/reference/ops_norm.h"
 #include "worker/reference/ops_rope.h"
@@ -18,6 +19,7 @@ namespace mobius::reference {
 absl::StatusOr<ReferenceModel> ReferenceModel::Create(const model::ModelConfig& config,
                                                       Parameters params) {
   MOBIUS_RETURN_IF_ERROR(ValidateConfig(config));
+  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));  // no MoE math yet (issue 32)
   MOBIUS_RETURN_IF_ERROR(ValidateParameters(config, params));
   return ReferenceModel(config, std::move(params));
 }

@@ -54,7 +54,15 @@ LayerNames BlockNames(const ModelConfig& config, int64_t layer) {
   }
   Linear(p, b.o, config.attention_output_bias, &n.o_weight, &n.o_bias);
   Linear(p, b.norm2, norm_bias, &n.norm2_weight, &n.norm2_bias);
-  if (gelu) {
+  if (config.moe.IsMoeLayer(layer)) {
+    n.router_weight = absl::StrCat(p, b.moe_router, ".weight");
+    for (int64_t e = 0; e < config.moe.num_experts; ++e) {
+      const std::string x = absl::StrCat(p, b.moe_experts, ".", e, ".");
+      n.experts.push_back({absl::StrCat(x, b.moe_gate, ".weight"),
+                           absl::StrCat(x, b.moe_up, ".weight"),
+                           absl::StrCat(x, b.moe_down, ".weight")});
+    }
+  } else if (gelu) {
     Linear(p, b.fc, config.mlp_bias, &n.fc_weight, &n.fc_bias);
     Linear(p, b.proj, config.mlp_bias, &n.proj_weight, &n.proj_bias);
   } else {
@@ -222,6 +230,13 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
     vec(n.up_bias, I);
     weight(n.down_weight, I, C);
     vec(n.down_bias, C);
+    weight(n.router_weight, C, config.moe.num_experts);
+    const int64_t Ie = config.moe.expert_intermediate_size;
+    for (const LayerNames::Expert& e : n.experts) {
+      weight(e.gate_weight, C, Ie);
+      weight(e.up_weight, C, Ie);
+      weight(e.down_weight, Ie, C);
+    }
   }
   vec(names.final_norm_weight, C);
   vec(names.final_norm_bias, C);

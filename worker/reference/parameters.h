@@ -53,6 +53,13 @@ struct LayerNames {
   std::string norm2_weight, norm2_bias;                    // ln_2 / post_attention_layernorm
   std::string fc_weight, fc_bias, proj_weight, proj_bias;  // GELU MLP (GPT-2)
   std::string gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias;  // SwiGLU
+  // A mixture-of-experts layer (ModelConfig::moe): the router [E, C] and each expert's SwiGLU
+  // weights (no biases) instead of gate/up/down above, which are then empty.
+  struct Expert {
+    std::string gate_weight, up_weight, down_weight;
+  };
+  std::string router_weight;
+  std::vector<Expert> experts;
 };
 
 struct ModelNames {

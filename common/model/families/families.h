@@ -19,11 +19,21 @@ extern const FamilyDescriptor kLlamaFamily;    // llama.cc
 extern const FamilyDescriptor kMistralFamily;  // mistral.cc
 extern const FamilyDescriptor kQwen2Family;    // qwen2.cc
 extern const FamilyDescriptor kQwen3Family;    // qwen3.cc
+extern const FamilyDescriptor kQwen3MoeFamily;  // qwen3_moe.cc
+extern const FamilyDescriptor kMixtralFamily;   // mixtral.cc
 
 // ---- Shared by the Llama-like families (llama_like.cc) -----------------------------------------
 
-// The HF tensor names of LlamaForCausalLM and its descendants (q_norm/k_norm: Qwen3).
+// The HF tensor names of LlamaForCausalLM and its descendants (q_norm/k_norm: Qwen3), and of the
+// two MoE families (Llama's plus their router and experts).
 extern const TensorNames kLlamaTensorNames;
+extern const TensorNames kQwen3MoeTensorNames;
+extern const TensorNames kMixtralTensorNames;
+
+// The MoE keys Qwen3-MoE and Mixtral share: num_experts_per_tok, router_aux_loss_coef,
+// output_router_logits (the expert count and width keys are each family's).
+absl::Status ParseMoeCommon(const ConfigFields& f, ModelConfig& c);
+void WriteMoeCommon(const ModelConfig& c, nlohmann::ordered_json& j);
 
 enum class HeadDimKey { kOptional, kRequired, kNever };  // "head_dim": read if given / must / never
 

@@ -90,6 +90,57 @@ const TensorNames kLlamaTensorNames = {
               .down = "mlp.down_proj"},
 };
 
+// Llama's names plus the router and experts (literal, so constant-initialized: other files'
+// descriptors copy them during static initialization).
+const TensorNames kQwen3MoeTensorNames = {
+    .token_embedding = "model.embed_tokens.weight",
+    .position_embedding = nullptr,
+    .layer_prefix = "model.layers.",
+    .final_norm = "model.norm",
+    .lm_head = "lm_head.weight",
+    .in_out_layout = false,
+    .block = {.norm1 = "input_layernorm",
+              .q = "self_attn.q_proj",
+              .k = "self_attn.k_proj",
+              .v = "self_attn.v_proj",
+              .o = "self_attn.o_proj",
+              .q_norm = "self_attn.q_norm",
+              .k_norm = "self_attn.k_norm",
+              .norm2 = "post_attention_layernorm",
+              .gate = "mlp.gate_proj",
+              .up = "mlp.up_proj",
+              .down = "mlp.down_proj",
+              .moe_router = "mlp.gate",
+              .moe_experts = "mlp.experts",
+              .moe_gate = "gate_proj",
+              .moe_up = "up_proj",
+              .moe_down = "down_proj"},
+};
+const TensorNames kMixtralTensorNames = {
+    .token_embedding = "model.embed_tokens.weight",
+    .position_embedding = nullptr,
+    .layer_prefix = "model.layers.",
+    .final_norm = "model.norm",
+    .lm_head = "lm_head.weight",
+    .in_out_layout = false,
+    .block = {.norm1 = "input_layernorm",
+              .q = "self_attn.q_proj",
+              .k = "self_attn.k_proj",
+              .v = "self_attn.v_proj",
+              .o = "self_attn.o_proj",
+              .q_norm = "self_attn.q_norm",
+              .k_norm = "self_attn.k_norm",
+              .norm2 = "post_attention_layernorm",
+              .gate = "mlp.gate_proj",
+              .up = "mlp.up_proj",
+              .down = "mlp.down_proj",
+              .moe_router = "block_sparse_moe.gate",
+              .moe_experts = "block_sparse_moe.experts",
+              .moe_gate = "w1",
+              .moe_up = "w3",
+              .moe_down = "w2"},
+};
+
 absl::Status ParseLlamaLike(const ConfigFields& f, ModelConfig& c, const LlamaLikeRules& rules) {
   MOBIUS_ASSIGN_OR_RETURN(c.hidden_size, f.Positive("hidden_size", kMaxHiddenSize));
   MOBIUS_ASSIGN_OR_RETURN(c.num_layers, f.Positive("num_hidden_layers", kMaxLayers));
@@ -162,6 +213,20 @@ void WriteLlamaLike(const ModelConfig& c, bool head_dim, Json& j) {
   j["rope_theta"] = c.rope_theta;
   j["rope_scaling"] = RopeScalingJson(c.rope_scaling);
   j["attention_dropout"] = 0.0;
+}
+
+absl::Status ParseMoeCommon(const ConfigFields& f, ModelConfig& c) {
+  MoeConfig& m = c.moe;
+  MOBIUS_ASSIGN_OR_RETURN(m.experts_per_token, f.Positive("num_experts_per_tok", m.num_experts));
+  MOBIUS_ASSIGN_OR_RETURN(m.router_aux_loss_coef, f.NonNegativeNumber("router_aux_loss_coef", 0.001));
+  MOBIUS_ASSIGN_OR_RETURN(m.output_router_logits, f.Bool("output_router_logits", false));
+  return absl::OkStatus();
+}
+
+void WriteMoeCommon(const ModelConfig& c, Json& j) {
+  j["num_experts_per_tok"] = c.moe.experts_per_token;
+  j["router_aux_loss_coef"] = c.moe.router_aux_loss_coef;
+  j["output_router_logits"] = c.moe.output_router_logits;
 }
 
 void WriteQwenWindowKeys(const ModelConfig& c, Json& j) {

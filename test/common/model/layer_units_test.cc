@@ -64,6 +64,59 @@ TEST(LayerUnitsTest, ParameterCountsMatchPublishedTotals) {
   }
 }
 
+// Mixtures of experts (issue 32): totals and the parameters a token uses, against the model
+// cards (Qwen3-30B-A3B: 30.5B total, 3.3B activated; Mixtral-8x7B: 46.7B, 12.9B active) within
+// 0.5%, and exactly the config arithmetic, e.g. Qwen3-30B-A3B: 2 * 151936 * 2048 + 2048 +
+// 48 * (2048*4096*2 + 2048*512*2 + 2*128 + 2*2048 + 128*2048 + 128 * 3*2048*768); active: 8 of
+// the 128 experts per layer (3,353,032,704).
+TEST(LayerUnitsTest, MixtureOfExpertsCountsTotalAndActiveParameters) {
+  struct Moe {
+    const char* fixture;
+    int64_t total, active;
+    double card_total, card_active;
+    int64_t experts, per_token;
+  };
+  for (const Moe& e : {Moe{"qwen3-30b-a3b.json", 30'532'122'624, 3'353'032'704, 30.5e9, 3.3e9,
+                           128, 8},
+                       Moe{"mixtral-8x7b.json", 46'702'792'704, 12'879'925'248, 46.7e9, 12.9e9,
+                           8, 2}}) {
+    SCOPED_TRACE(e.fixture);
+    ModelDescription model = Describe(e.fixture);
+    ASSERT_EQ(model.config.moe.num_experts, e.experts);
+    ASSERT_EQ(model.config.moe.experts_per_token, e.per_token);
+    EXPECT_EQ(TotalParameters(model), e.total);
+    EXPECT_EQ(ActiveParameters(model), e.active);
+    EXPECT_NEAR(TotalParameters(model) / e.card_total, 1.0, 0.005);
+    EXPECT_NEAR(ActiveParameters(model) / e.card_active, 1.0, 0.02);  // cards round to 0.1B
+    // Every block routes: the router and E x 3 expert weights, no dense MLP; FLOPs count the
+    // router and k / E of the experts.
+    const LayerUnit& block = model.units[1];
+    int64_t experts = 0, matmul = 0;
+    for (const ParamSpec& p : block.params) {
+      experts += p.expert >= 0 ? 1 : 0;
+      matmul += p.role == ParamRole::kMatmulWeight ? p.num_elements : 0;
+    }
+    EXPECT_EQ(experts, 3 * e.experts);
+    const double attention = UnitAttentionForwardFlopsPerToken(model, 1, 2048);
+    const double active_block = static_cast<double>(matmul) -
+                                (e.experts - e.per_token) * 3.0 * model.config.hidden_size *
+                                    model.config.moe.expert_intermediate_size;
+    EXPECT_NEAR(UnitFlops(model, 1, 2048).forward_flops - attention, 2 * active_block,
+                1e-6 * active_block);
+  }
+}
+
+// The backends cannot run experts yet: CheckTrainable (called by UnitRunner::Create, the reference
+// model and job admission) says so, naming the model type; dense models pass.
+TEST(LayerUnitsTest, MixtureOfExpertsIsPlannedButNotTrainable) {
+  const ModelDescription moe = Describe("mixtral-8x7b.json");
+  const absl::Status s = CheckTrainable(moe.config);
+  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("\"mixtral\""));
+  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("issue 32"));
+  EXPECT_TRUE(CheckTrainable(Describe("qwen3-8b.json").config).ok());
+}
+
 TEST(LayerUnitsTest, UnitOrderAndKinds) {
   ModelDescription model = Describe("llama-2-7b.json");
   ASSERT_EQ(model.num_units(), 34);

@@ -192,7 +192,7 @@ constexpr BadCase kBadCases[] = {
     {"negative_num_attention_heads", "num_attention_heads", "must be a positive integer (got -4)"},
     {"string_n_head", "n_head", "must be a positive integer (got \"12\")"},
     {"unknown_model_type", "model_type",
-     "unknown model_type \"bert\" (supported: gpt2, llama, mistral, qwen2, qwen3)"},
+     "unknown model_type \"bert\" (supported: gpt2, llama, mistral, qwen2, qwen3, qwen3_moe, mixtral)"},
     {"missing_model_type", "model_type", "missing"},
     {"numeric_model_type", "model_type", "must be a string (got 7)"},
     {"hidden_not_divisible_by_heads", "num_attention_heads",
