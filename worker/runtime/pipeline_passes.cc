@@ -276,7 +276,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) 
   std::vector<int> written;  // checkpoints written for the current microbatch
   for (int m = 0; m < s.layout.num_microbatches && run.begin < run.end; ++m) {
     SetDropout(s, r, m);
-    MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
+    MOBIUS_RETURN_IF_ERROR(UploadInput(s, run, m, r, batch));  // no targets: no head here
     written.clear();
     // Every unit output that is the input of a checkpoint unit goes to the store (the stage's
     // output for the next forward stage; in roundrobin also interior units that start a backward

@@ -29,7 +29,8 @@ struct Bytes {
 };
 
 // What one step of rank `rank` must copy under resident: per microbatch, each of its two passes
-// takes its input (tokens or the boundary activation) and, at the head, the targets; the forward
+// takes its input (tokens or the boundary activation; not the forward of a stage of the head
+// alone, which runs nothing) and the head's backward the targets; the forward
 // sends its output activation, the backward receives its output gradient and sends its input
 // gradient; the norm partials go to the store; a tied matrix split across ranks sends the head's
 // fp32 gradient to the embedding's rank and its bf16 weights back.
@@ -39,8 +40,10 @@ Bytes ResidentStepBytes(const StoreLayout& l, const RunConfig& run, int stage) {
   const uint64_t n = static_cast<uint64_t>(run.training.microbatch * run.training.seq);
   const uint64_t act = 2 * l.boundary_elements, dact = 4 * l.boundary_elements;
   Bytes b;
-  const uint64_t input = (r.begin == 0 ? 4 * n : act) + (r.end == units ? 4 * n : 0);
-  b.h2d = l.num_microbatches * (2 * input + (r.end == units ? 0 : dact));
+  const uint64_t input = r.begin == 0 ? 4 * n : act;
+  const uint64_t forward_input = r.begin == units - 1 ? 0 : input;
+  const uint64_t targets = r.end == units ? 4 * n : 0;
+  b.h2d = l.num_microbatches * (forward_input + input + targets + (r.end == units ? 0 : dact));
   b.d2h = l.num_microbatches * ((r.end == units ? 0 : act) + (r.begin == 0 ? 0 : dact));
   for (const auto& [name, t] : l.tensors) {
     if (t.owner_unit >= r.begin && t.owner_unit < r.end) b.d2h += 8 * t.num_chunks;
