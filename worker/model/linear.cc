@@ -111,6 +111,63 @@ absl::Status LoraBackward(backend::Backend& be, backend::Queue& q, const LoraTer
                         .row_offset = l.row_offset});
 }
 
+// dW (+)= x^T dy in W's layout: into the fp32 dw, or (half_dw) into the fp16 scratch, added into
+// dw after the call's last chunk.
+absl::Status WeightGradient(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
+                            const void* x, const void* dy, DType dy_type, bool half_dw,
+                            bool sum_half, int64_t n, int64_t in, int64_t out) {
+  GemmParams g;
+  g.beta = 1.0f, g.trans_a = true;
+  g.c_type = DType::kFp32, g.c = w.dw, g.ldc = w.ld;
+  if (half_dw) {
+    g.beta = w.dw_half_first ? 0.0f : 1.0f;
+    g.c_type = DType::kF16, g.c = w.dw_half;
+    g.half_accumulate = sum_half;
+  }
+  if (w.in_out) {  // dW [in, out] = x^T dy
+    g.m = in, g.n = out, g.k = n;
+    g.a_type = w.dtype, g.a = x, g.lda = in;
+    g.b_type = dy_type, g.b = dy, g.ldb = out;
+  } else {  // dW [out, in] = dy^T x
+    g.m = out, g.n = in, g.k = n;
+    g.a_type = dy_type, g.a = dy, g.lda = out;
+    g.b_type = w.dtype, g.b = x, g.ldb = in;
+  }
+  MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
+  if (half_dw && w.dw_half_last) {
+    MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = in * out, .src_type = DType::kF16,
+                                       .dst_type = DType::kFp32, .src = w.dw_half, .dst = w.dw,
+                                       .accumulate = true}));
+  }
+  return absl::OkStatus();
+}
+
+// The fp16 dW of an [out, in] weight dw_block_rows output rows at a time through the
+// block-sized scratch, each block added into its rows of the fp32 dw (LinearWeight::dw_block_rows).
+absl::Status BlockedHalfWeightGradient(backend::Backend& be, backend::Queue& q,
+                                       const LinearWeight& w, const void* x, const void* dy,
+                                       DType dy_type, bool sum_half, int64_t n, int64_t in,
+                                       int64_t out) {
+  if (w.in_out || !w.dw_half_first || !w.dw_half_last) {
+    return absl::InvalidArgumentError(
+        "linear: a blocked fp16 dW takes an [out, in] weight in a call of its own");
+  }
+  for (int64_t r0 = 0; r0 < out; r0 += w.dw_block_rows) {  // dW[r0 .. r0 + rows) = dy^T x
+    const int64_t rows = std::min(w.dw_block_rows, out - r0);
+    GemmParams g;
+    g.trans_a = true, g.m = rows, g.n = in, g.k = n;
+    g.a_type = dy_type, g.a = static_cast<const uint16_t*>(dy) + r0, g.lda = out;
+    g.b_type = w.dtype, g.b = x, g.ldb = in;
+    g.c_type = DType::kF16, g.c = w.dw_half, g.ldc = in;
+    g.half_accumulate = sum_half;
+    MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
+    MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = rows * in, .src_type = DType::kF16,
+                                       .dst_type = DType::kFp32, .src = w.dw_half,
+                                       .dst = w.dw + r0 * in, .accumulate = true}));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
@@ -153,49 +210,9 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
   // fp16: this call's dW in fp16 scratch (contiguous weights), then added into the fp32 dw.
   const bool half_dw = half && w.dw_half != nullptr && w.ld == (w.in_out ? out : in);
   if (half_dw && w.dw_block_rows > 0 && w.dw_block_rows < out) {
-    if (w.in_out || !w.dw_half_first || !w.dw_half_last) {
-      return absl::InvalidArgumentError(
-          "linear: a blocked fp16 dW takes an [out, in] weight in a call of its own");
-    }
-    for (int64_t r0 = 0; r0 < out; r0 += w.dw_block_rows) {  // dW[r0 .. r0 + rows) = dy^T x
-      const int64_t rows = std::min(w.dw_block_rows, out - r0);
-      GemmParams g;
-      g.trans_a = true, g.m = rows, g.n = in, g.k = n;
-      g.a_type = dy_type, g.a = static_cast<const uint16_t*>(dy) + r0, g.lda = out;
-      g.b_type = w.dtype, g.b = x, g.ldb = in;
-      g.c_type = DType::kF16, g.c = w.dw_half, g.ldc = in;
-      g.half_accumulate = sum_half;
-      MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
-      MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = rows * in, .src_type = DType::kF16,
-                                         .dst_type = DType::kFp32, .src = w.dw_half,
-                                         .dst = w.dw + r0 * in, .accumulate = true}));
-    }
-    if (w.dbias == nullptr) return absl::OkStatus();
-    return be.BiasBackward(q, {.n = n, .c = out, .dout_type = dy_type, .dout = dy,
-                               .dbias = w.dbias});
-  }
-  GemmParams g;
-  g.beta = 1.0f, g.trans_a = true;
-  g.c_type = DType::kFp32, g.c = w.dw, g.ldc = w.ld;
-  if (half_dw) {
-    g.beta = w.dw_half_first ? 0.0f : 1.0f;
-    g.c_type = DType::kF16, g.c = w.dw_half;
-    g.half_accumulate = sum_half;
-  }
-  if (w.in_out) {  // dW [in, out] = x^T dy
-    g.m = in, g.n = out, g.k = n;
-    g.a_type = w.dtype, g.a = x, g.lda = in;
-    g.b_type = dy_type, g.b = dy, g.ldb = out;
-  } else {  // dW [out, in] = dy^T x
-    g.m = out, g.n = in, g.k = n;
-    g.a_type = dy_type, g.a = dy, g.lda = out;
-    g.b_type = w.dtype, g.b = x, g.ldb = in;
-  }
-  MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
-  if (half_dw && w.dw_half_last) {
-    MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = in * out, .src_type = DType::kF16,
-                                       .dst_type = DType::kFp32, .src = w.dw_half, .dst = w.dw,
-                                       .accumulate = true}));
+    MOBIUS_RETURN_IF_ERROR(BlockedHalfWeightGradient(be, q, w, x, dy, dy_type, sum_half, n, in, out));
+  } else {
+    MOBIUS_RETURN_IF_ERROR(WeightGradient(be, q, w, x, dy, dy_type, half_dw, sum_half, n, in, out));
   }
   if (w.dbias == nullptr) return absl::OkStatus();
   return be.BiasBackward(q, {.n = n, .c = out, .dout_type = dy_type, .dout = dy, .dbias = w.dbias});

@@ -70,76 +70,47 @@ Json RopeScalingJson(const RopeScaling& s) {
 
 }  // namespace
 
-const TensorNames kLlamaTensorNames = {
-    .token_embedding = "model.embed_tokens.weight",
-    .position_embedding = nullptr,
-    .layer_prefix = "model.layers.",
-    .final_norm = "model.norm",
-    .lm_head = "lm_head.weight",
-    .in_out_layout = false,  // nn.Linear: [out, in]
-    .block = {.norm1 = "input_layernorm",
-              .q = "self_attn.q_proj",
-              .k = "self_attn.k_proj",
-              .v = "self_attn.v_proj",
-              .o = "self_attn.o_proj",
-              .q_norm = "self_attn.q_norm",
-              .k_norm = "self_attn.k_norm",
-              .norm2 = "post_attention_layernorm",
-              .gate = "mlp.gate_proj",
-              .up = "mlp.up_proj",
-              .down = "mlp.down_proj"},
-};
+namespace {
 
-// Llama's names plus the router and experts (literal, so constant-initialized: other files'
-// descriptors copy them during static initialization).
-const TensorNames kQwen3MoeTensorNames = {
-    .token_embedding = "model.embed_tokens.weight",
-    .position_embedding = nullptr,
-    .layer_prefix = "model.layers.",
-    .final_norm = "model.norm",
-    .lm_head = "lm_head.weight",
-    .in_out_layout = false,
-    .block = {.norm1 = "input_layernorm",
-              .q = "self_attn.q_proj",
-              .k = "self_attn.k_proj",
-              .v = "self_attn.v_proj",
-              .o = "self_attn.o_proj",
-              .q_norm = "self_attn.q_norm",
-              .k_norm = "self_attn.k_norm",
-              .norm2 = "post_attention_layernorm",
-              .gate = "mlp.gate_proj",
-              .up = "mlp.up_proj",
-              .down = "mlp.down_proj",
-              .moe_router = "mlp.gate",
-              .moe_experts = "mlp.experts",
-              .moe_gate = "gate_proj",
-              .moe_up = "up_proj",
-              .moe_down = "down_proj"},
-};
-const TensorNames kMixtralTensorNames = {
-    .token_embedding = "model.embed_tokens.weight",
-    .position_embedding = nullptr,
-    .layer_prefix = "model.layers.",
-    .final_norm = "model.norm",
-    .lm_head = "lm_head.weight",
-    .in_out_layout = false,
-    .block = {.norm1 = "input_layernorm",
-              .q = "self_attn.q_proj",
-              .k = "self_attn.k_proj",
-              .v = "self_attn.v_proj",
-              .o = "self_attn.o_proj",
-              .q_norm = "self_attn.q_norm",
-              .k_norm = "self_attn.k_norm",
-              .norm2 = "post_attention_layernorm",
-              .gate = "mlp.gate_proj",
-              .up = "mlp.up_proj",
-              .down = "mlp.down_proj",
-              .moe_router = "block_sparse_moe.gate",
-              .moe_experts = "block_sparse_moe.experts",
-              .moe_gate = "w1",
-              .moe_up = "w3",
-              .moe_down = "w2"},
-};
+// LlamaForCausalLM's names, with a mixture-of-experts family's router and expert modules
+// (nullptr: dense). constexpr and constinit below: other files' descriptors copy these tables
+// during static initialization, so they must be constant-initialized.
+constexpr TensorNames LlamaNames(const char* router = nullptr, const char* experts = nullptr,
+                                 const char* gate = nullptr, const char* up = nullptr,
+                                 const char* down = nullptr) {
+  return {
+      .token_embedding = "model.embed_tokens.weight",
+      .position_embedding = nullptr,
+      .layer_prefix = "model.layers.",
+      .final_norm = "model.norm",
+      .lm_head = "lm_head.weight",
+      .in_out_layout = false,  // nn.Linear: [out, in]
+      .block = {.norm1 = "input_layernorm",
+                .q = "self_attn.q_proj",
+                .k = "self_attn.k_proj",
+                .v = "self_attn.v_proj",
+                .o = "self_attn.o_proj",
+                .q_norm = "self_attn.q_norm",
+                .k_norm = "self_attn.k_norm",
+                .norm2 = "post_attention_layernorm",
+                .gate = "mlp.gate_proj",
+                .up = "mlp.up_proj",
+                .down = "mlp.down_proj",
+                .moe_router = router,
+                .moe_experts = experts,
+                .moe_gate = gate,
+                .moe_up = up,
+                .moe_down = down},
+  };
+}
+
+}  // namespace
+
+constinit const TensorNames kLlamaTensorNames = LlamaNames();
+constinit const TensorNames kQwen3MoeTensorNames =
+    LlamaNames("mlp.gate", "mlp.experts", "gate_proj", "up_proj", "down_proj");
+constinit const TensorNames kMixtralTensorNames =
+    LlamaNames("block_sparse_moe.gate", "block_sparse_moe.experts", "w1", "w3", "w2");
 
 absl::Status ParseLlamaLike(const ConfigFields& f, ModelConfig& c, const LlamaLikeRules& rules) {
   MOBIUS_ASSIGN_OR_RETURN(c.hidden_size, f.Positive("hidden_size", kMaxHiddenSize));
