@@ -14,7 +14,11 @@ void Activations::Resize(const model::ModelConfig& c, int64_t batch, int64_t seq
   residual.resize(c.num_layers + 1);
   for (auto& r : residual) size(r, n * C);
   layers.resize(c.num_layers);
-  for (LayerActivations& a : layers) {
+  const int64_t E = c.moe.num_experts, K = c.moe.experts_per_token;
+  const int64_t Ie = c.moe.expert_intermediate_size;
+  for (int64_t l = 0; l < c.num_layers; ++l) {
+    LayerActivations& a = layers[l];
+    const bool moe = c.moe.IsMoeLayer(l);
     size(a.norm1, n * C);
     size(a.norm1_mean, layer_norm ? n : 0);
     size(a.norm1_rstd, n);
@@ -33,10 +37,21 @@ void Activations::Resize(const model::ModelConfig& c, int64_t batch, int64_t seq
     size(a.norm2, n * C);
     size(a.norm2_mean, layer_norm ? n : 0);
     size(a.norm2_rstd, n);
-    size(a.mlp_in, n * I);
-    size(a.mlp_up, swiglu ? n * I : 0);
-    size(a.mlp_act, n * I);
+    size(a.mlp_in, moe ? 0 : n * I);
+    size(a.mlp_up, swiglu && !moe ? n * I : 0);
+    size(a.mlp_act, moe ? 0 : n * I);
+    size(a.router_probs, moe ? n * E : 0);
+    a.expert_ids.assign(moe ? n * K : 0, 0);
+    size(a.route_weights, moe ? n * K : 0);
+    size(a.expert_gate, moe ? n * K * Ie : 0);
+    size(a.expert_up, moe ? n * K * Ie : 0);
+    size(a.expert_act, moe ? n * K * Ie : 0);
+    size(a.expert_out, moe ? n * K * C : 0);
   }
+  expert_counts.assign(E, 0.0);
+  expert_prob_sums.assign(E, 0.0);
+  routed_rows = 0;
+  aux_loss = 0.0f;
   size(final_norm, n * C);
   size(final_norm_mean, layer_norm ? n : 0);
   size(final_norm_rstd, n);

@@ -27,6 +27,13 @@ struct LayerActivations {
   std::vector<float> mlp_in;                  // [N, I]  c_fc output (GELU) or gate_proj (SwiGLU)
   std::vector<float> mlp_up;                  // [N, I]  up_proj (SwiGLU only)
   std::vector<float> mlp_act;                 // [N, I]  gelu(c_fc) or silu(gate) * up
+  // A mixture-of-experts layer (ModelConfig::moe) instead of the three above; E experts, K per
+  // token, Ie = expert_intermediate_size; rows N * K are (token, slot) pairs (ops_moe.h).
+  std::vector<float> router_probs;                      // [N, E]  softmax of the router logits
+  std::vector<int32_t> expert_ids;                      // [N, K]
+  std::vector<float> route_weights;                     // [N, K]
+  std::vector<float> expert_gate, expert_up, expert_act;  // [N * K, Ie]
+  std::vector<float> expert_out;                        // [N * K, C]  before the route weight
 };
 
 struct Activations {
@@ -42,6 +49,10 @@ struct Activations {
   std::vector<float> logits;                            // [N, V]
   std::vector<float> probs;                             // [N, V] softmax(logits)
   std::vector<float> losses;                            // [N] per position, 0 where ignored
+  // The load-balancing loss's sums over every MoE layer (ops_moe.h): [E] each, and its rows.
+  std::vector<double> expert_counts, expert_prob_sums;
+  int64_t routed_rows = 0;
+  float aux_loss = 0.0f;  // E * sum f P, before router_aux_loss_coef (0 without MoE layers)
 
   // Sizes every buffer for `config` and a [b, t] batch.
   void Resize(const model::ModelConfig& config, int64_t b, int64_t t);

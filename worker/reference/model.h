@@ -35,7 +35,10 @@ class ReferenceModel {
 
   // tokens [B, T] in [0, V); targets [B, T] in [0, V) or kIgnoreIndex (-100), or nullptr for
   // logits only. Returns the mean cross-entropy over non-ignored targets (0 without targets or
-  // when all are ignored). INVALID_ARGUMENT for out-of-range ids or T beyond learned positions.
+  // when all are ignored), plus router_aux_loss_coef times the load-balancing loss of a mixture of
+  // experts whose config sets output_router_logits (as transformers' ForCausalLM adds it; the aux
+  // loss alone is activations().aux_loss, computed for every MoE model). INVALID_ARGUMENT for
+  // out-of-range ids or T beyond learned positions.
   absl::StatusOr<float> Forward(const int32_t* tokens, const int32_t* targets, int64_t b,
                                 int64_t t);
 
@@ -62,6 +65,12 @@ class ReferenceModel {
   void BlockForward(int64_t layer);
   void HeadForward();
   void BlockBackward(int64_t layer, std::vector<float>& dresidual);
+  // A mixture-of-experts MLP (model_moe.cc): out [N, C] = moe(norm2); the backward adds
+  // d/d norm2 into dnorm2 and every router and expert gradient, given d out; aux_grad [E] is the
+  // load-balancing loss's gradient per router probability (empty without it).
+  void MoeForward(int64_t layer, float* out);
+  void MoeBackward(int64_t layer, const float* dout, float* dnorm2,
+                   const std::vector<float>& aux_grad);
   // Norm over rows of width c, dispatching on config_.norm; bias names may be empty.
   void NormForward(float* out, float* mean, float* rstd, const float* inp,
                    const std::string& weight, const std::string& bias, int64_t n, int64_t c);
@@ -76,6 +85,7 @@ class ReferenceModel {
   std::vector<float> inv_freq_;  // [hd / 2] RoPE inverse frequencies (RoPE only)
   Activations acts_;
   bool have_targets_ = false;
+  std::vector<float> aux_grad_;  // [E] during Backward when the aux loss is on; else empty
 };
 
 }  // namespace mobius::reference

@@ -9,6 +9,7 @@
 #include "worker/reference/ops_embedding.h"
 #include "worker/reference/ops_linear.h"
 #include "worker/reference/ops_loss.h"
+#include "worker/reference/ops_moe.h"
 #include "worker/reference/ops_norm.h"
 #include "worker/reference/ops_rope.h"
 
@@ -49,6 +50,12 @@ absl::Status ReferenceModel::Backward(float loss_scale) {
   NormBackward(dresidual.data(), dfinal.data(), acts_.residual[config_.num_layers].data(),
                acts_.final_norm_mean.data(), acts_.final_norm_rstd.data(), names_.final_norm_weight,
                names_.final_norm_bias, n, C);
+  if (config_.moe.output_router_logits) {
+    aux_grad_ = LoadBalancingGrad(acts_.expert_counts, acts_.routed_rows,
+                                  loss_scale * config_.moe.router_aux_loss_coef);
+  } else {
+    aux_grad_.clear();
+  }
   for (int64_t l = config_.num_layers - 1; l >= 0; --l) BlockBackward(l, dresidual);
 
   EmbeddingBackward(grads_.data(names_.token_embedding),
@@ -68,8 +75,11 @@ void ReferenceModel::BlockBackward(int64_t layer, std::vector<float>& dresidual)
 
   // MLP block: out = residual_mid + mlp(norm2(residual_mid)). dresidual is d out; the skip path
   // passes it through unchanged, the MLP path adds its input gradient below.
-  std::vector<float> dact(n * I, 0.0f), dnorm2(n * C, 0.0f);
-  if (c.mlp == model::MlpKind::kGeluTanh) {
+  std::vector<float> dnorm2(n * C, 0.0f);
+  if (!names.router_weight.empty()) {
+    MoeBackward(layer, dresidual.data(), dnorm2.data(), aux_grad_);
+  } else if (c.mlp == model::MlpKind::kGeluTanh) {
+    std::vector<float> dact(n * I, 0.0f);
     LinearBackward(dact.data(), grads_.data(names.proj_weight),
                    grads_.optional_data(names.proj_bias), dresidual.data(), a.mlp_act.data(),
                    params_.data(names.proj_weight), n, I, C, layout);
@@ -78,6 +88,7 @@ void ReferenceModel::BlockBackward(int64_t layer, std::vector<float>& dresidual)
     LinearBackward(dnorm2.data(), grads_.data(names.fc_weight), grads_.optional_data(names.fc_bias),
                    dfc.data(), a.norm2.data(), params_.data(names.fc_weight), n, C, I, layout);
   } else {
+    std::vector<float> dact(n * I, 0.0f);
     LinearBackward(dact.data(), grads_.data(names.down_weight),
                    grads_.optional_data(names.down_bias), dresidual.data(), a.mlp_act.data(),
                    params_.data(names.down_weight), n, I, C, layout);

@@ -11,6 +11,7 @@
 #include "worker/reference/ops_linear.h"
 #include "common/model/model_config_parse.h"
 #include "worker/reference/ops_loss.h"
+#include "worker/reference/ops_moe.h"
 #include "worker/reference/ops_norm.h"
 #include "worker/reference/ops_rope.h"
 
@@ -19,7 +20,6 @@ namespace mobius::reference {
 absl::StatusOr<ReferenceModel> ReferenceModel::Create(const model::ModelConfig& config,
                                                       Parameters params) {
   MOBIUS_RETURN_IF_ERROR(ValidateConfig(config));
-  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));  // no MoE math yet (issue 32)
   MOBIUS_RETURN_IF_ERROR(ValidateParameters(config, params));
   return ReferenceModel(config, std::move(params));
 }
@@ -61,9 +61,15 @@ absl::StatusOr<float> ReferenceModel::Forward(const int32_t* tokens, const int32
   EmbedForward();
   for (int64_t l = 0; l < config_.num_layers; ++l) BlockForward(l);
   HeadForward();
+  acts_.aux_loss = static_cast<float>(
+      LoadBalancingLoss(acts_.expert_counts, acts_.expert_prob_sums, acts_.routed_rows));
   if (!have_targets_) return 0.0f;
-  return CrossEntropyForward(acts_.probs.data(), acts_.losses.data(), acts_.logits.data(),
-                             acts_.targets.data(), n, V);
+  float loss = CrossEntropyForward(acts_.probs.data(), acts_.losses.data(), acts_.logits.data(),
+                                   acts_.targets.data(), n, V);
+  if (config_.moe.output_router_logits) {
+    loss += static_cast<float>(config_.moe.router_aux_loss_coef) * acts_.aux_loss;
+  }
+  return loss;
 }
 
 void ReferenceModel::EmbedForward() {
@@ -147,7 +153,9 @@ void ReferenceModel::BlockForward(int64_t layer) {
   NormForward(a.norm2.data(), a.norm2_mean.data(), a.norm2_rstd.data(), a.residual_mid.data(),
               names.norm2_weight, names.norm2_bias, n, C);
   std::vector<float> m(n * C);
-  if (c.mlp == model::MlpKind::kGeluTanh) {
+  if (!names.router_weight.empty()) {
+    MoeForward(layer, m.data());
+  } else if (c.mlp == model::MlpKind::kGeluTanh) {
     LinearForward(a.mlp_in.data(), a.norm2.data(), params_.data(names.fc_weight),
                   params_.optional_data(names.fc_bias), n, C, I, layout);
     GeluForward(a.mlp_act.data(), a.mlp_in.data(), n * I);

@@ -161,6 +161,15 @@ absl::Status ValidateConfig(const ModelConfig& c) {
     return absl::UnimplementedError(
         "reference model: Llama-family tensors need RMSNorm, SwiGLU and RoPE");
   }
+  if (c.moe.enabled() &&
+      (c.moe.experts_per_token <= 0 || c.moe.experts_per_token > c.moe.num_experts ||
+       c.moe.expert_intermediate_size <= 0 || c.moe.sparse_step <= 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "model config: a mixture of experts needs 0 < num_experts_per_tok (",
+        c.moe.experts_per_token, ") <= num_experts (", c.moe.num_experts,
+        "), a positive expert width (", c.moe.expert_intermediate_size,
+        ") and a positive decoder_sparse_step (", c.moe.sparse_step, ")"));
+  }
   return absl::OkStatus();
 }
 

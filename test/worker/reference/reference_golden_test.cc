@@ -1,7 +1,10 @@
 // The reference model against PyTorch (test/reference/make_golden.py): logits, loss, the gradient
 // of every parameter, and 10 AdamW steps (losses and final parameters) on tiny GPT-2, Llama (GQA),
 // Qwen3 (qk_norm, head_dim * heads != hidden), Llama 3 RoPE scaling and Qwen2 (q/k/v bias, linear
-// RoPE scaling) models.
+// RoPE scaling) models; and mixtures of experts from transformers' own Qwen3MoeForCausalLM and
+// MixtralForCausalLM (test/reference/make_moe_golden.py): Qwen3-MoE top-2 of 6 with a dense layer
+// and no renormalisation, Qwen3-MoE top-3 of 8 renormalised, and Mixtral top-2 of 4, the last two
+// with the load-balancing loss in the loss (its value is compared for all three).
 //
 // Tolerances (fp32 on both sides; the reference accumulates in double, torch in fp32):
 //   logits            max|diff| <= 1e-5 + 1e-5 * max|golden|
@@ -125,6 +128,11 @@ TEST_P(GoldenTest, LogitsLossAndGradients) {
     ASSERT_TRUE(model_->grads().tensors.contains(name)) << name;
     worst.Check("grad " + name, model_->grads().at(name).data, golden.data, 1e-7, 1e-4);
   }
+  if (outputs_.tensors.contains("aux_loss")) {
+    const float aux = model_->activations().aux_loss, golden_aux = outputs_.at("aux_loss").data[0];
+    EXPECT_NEAR(aux, golden_aux, 1e-5 * std::fabs(golden_aux));
+    std::printf("  aux loss %.8f golden %.8f\n", aux, golden_aux);
+  }
 }
 
 // The cases make_golden.py also trains.
@@ -175,8 +183,11 @@ TEST_P(GoldenGpt2Test, KeyBiasIsInTheNullSpace) {
 
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("gpt2", "llama_gqa", "qwen3", "llama3_rope",
-                                           "qwen2_linear_rope"));
-INSTANTIATE_TEST_SUITE_P(Models, GoldenTrainTest, ::testing::Values("gpt2", "llama_gqa", "qwen3"));
+                                           "qwen2_linear_rope", "qwen3_moe", "qwen3_moe_aux",
+                                           "mixtral_aux"));
+INSTANTIATE_TEST_SUITE_P(Models, GoldenTrainTest,
+                         ::testing::Values("gpt2", "llama_gqa", "qwen3", "qwen3_moe",
+                                           "qwen3_moe_aux", "mixtral_aux"));
 INSTANTIATE_TEST_SUITE_P(Models, GoldenGpt2Test, ::testing::Values("gpt2"));
 
 }  // namespace

@@ -16,6 +16,7 @@
 #include "worker/reference/ops_embedding.h"
 #include "worker/reference/ops_linear.h"
 #include "worker/reference/ops_loss.h"
+#include "worker/reference/ops_moe.h"
 #include "worker/reference/ops_norm.h"
 #include "worker/reference/ops_rope.h"
 
@@ -191,6 +192,82 @@ TEST(ReferenceOps, SwiGlu) {
         SwiGluBackward(dg.data(), du.data(), dy.data(), gate.data(), up.data(), n);
         return std::vector<Buffer>{dg, du};
       });
+}
+
+// Top-k routing: the route weights' gradient through the top-k (renormalised or not) and the
+// softmax, by finite differences (seeded logits whose top-k margins exceed the step).
+void CheckRoute(bool renormalize) {
+  const int64_t n = 5, e = 6, k = 3;
+  Buffer logits = Random(n * e, 7, 2.0f);
+  Buffer probs(n * e), weights(n * k);
+  std::vector<int32_t> ids(n * k);
+  CheckGradients(
+      renormalize ? "route_renormalized" : "route", {&logits},
+      [&] {
+        RouteForward(probs.data(), ids.data(), weights.data(), logits.data(), n, e, k,
+                     renormalize);
+        return weights;
+      },
+      [&](const Buffer& dw) {
+        RouteForward(probs.data(), ids.data(), weights.data(), logits.data(), n, e, k,
+                     renormalize);
+        Buffer dlogits(n * e, 0.0f);
+        RouteBackward(dlogits.data(), dw.data(), nullptr, probs.data(), ids.data(),
+                      weights.data(), n, e, k, renormalize);
+        return std::vector<Buffer>{dlogits};
+      });
+}
+
+TEST(ReferenceOps, RouteTopK) { CheckRoute(false); }
+TEST(ReferenceOps, RouteTopKRenormalized) { CheckRoute(true); }
+
+TEST(ReferenceOps, RouteOrderAndTies) {
+  // Descending probability; equal logits keep the lower expert first.
+  const Buffer logits = {0.5f, 2.0f, 0.5f, -1.0f};
+  Buffer probs(4), weights(2);
+  std::vector<int32_t> ids(2);
+  RouteForward(probs.data(), ids.data(), weights.data(), logits.data(), 1, 4, 2, false);
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 0}));
+  EXPECT_FLOAT_EQ(weights[0], probs[1]);
+  RouteForward(probs.data(), ids.data(), weights.data(), logits.data(), 1, 4, 2, true);
+  EXPECT_NEAR(weights[0] + weights[1], 1.0f, 1e-6f);
+}
+
+TEST(ReferenceOps, LoadBalancingLossAndGradient) {
+  // aux = E sum_e f_e P_e; d aux / d logits through the softmax with f held (RouteBackward's
+  // aux_grad), against finite differences of aux computed with the routing of the unperturbed
+  // logits (f is piecewise constant).
+  const int64_t n = 4, e = 5, k = 2;
+  Buffer logits = Random(n * e, 3, 1.5f), probs(n * e), weights(n * k);
+  std::vector<int32_t> ids(n * k);
+  RouteForward(probs.data(), ids.data(), weights.data(), logits.data(), n, e, k, false);
+  std::vector<double> counts(e, 0.0), sums(e, 0.0);
+  AccumulateRouting(counts, sums, probs.data(), ids.data(), n, e, k);
+  double total = 0.0;
+  for (double c : counts) total += c;
+  EXPECT_EQ(total, n * k);
+  const std::vector<float> g = LoadBalancingGrad(counts, n, 1.0);
+  Buffer dlogits(n * e, 0.0f), zero(n * k, 0.0f);
+  RouteBackward(dlogits.data(), zero.data(), g.data(), probs.data(), ids.data(), weights.data(), n,
+                e, k, false);
+  auto aux = [&](const Buffer& l) {
+    Buffer p(n * e), w(n * k);
+    std::vector<int32_t> unused(n * k);
+    RouteForward(p.data(), unused.data(), w.data(), l.data(), n, e, k, false);
+    std::vector<double> s(e, 0.0), c(e, 0.0);
+    AccumulateRouting(c, s, p.data(), ids.data(), n, e, k);  // the unperturbed routing's counts
+    return LoadBalancingLoss(counts, s, n);
+  };
+  for (int64_t i = 0; i < n * e; ++i) {
+    Buffer up = logits, down = logits;
+    up[i] += 1e-3f;
+    down[i] -= 1e-3f;
+    const double numeric = (aux(up) - aux(down)) / (static_cast<double>(up[i]) - down[i]);
+    EXPECT_NEAR(dlogits[i], numeric, 2e-3 * std::fabs(numeric) + 1e-5) << "logit " << i;
+  }
+  // Perfect balance with uniform probabilities gives aux = k (its minimum).
+  std::vector<double> even(e, 2.0 * k), uniform(e, 2.0);
+  EXPECT_NEAR(LoadBalancingLoss(even, uniform, 2 * e), static_cast<double>(k), 1e-12);
 }
 
 TEST(ReferenceOps, Rope) {

@@ -1,0 +1,204 @@
+#!/usr/bin/env python3
+"""Golden data for the reference model's mixtures of experts, from transformers' own modules.
+
+Unlike make_golden.py (plain torch mirroring transformers), this runs Qwen3MoeForCausalLM and
+MixtralForCausalLM themselves, in fp32 with eager attention, so the routing (softmax, top-k,
+renormalisation, the index_add_ over experts) and the load-balancing loss are transformers' code.
+It needs a current transformers (written with 4.57.6 and torch 2.15, CPU):
+
+  python3 -m venv /tmp/moe-venv && /tmp/moe-venv/bin/pip install torch transformers==4.57.6
+  /tmp/moe-venv/bin/python test/reference/make_moe_golden.py [output_dir [case ...]]
+
+For every case it writes test/reference/golden/<name>/ in make_golden.py's format:
+  config.json          the HF config keys the case sets (what a real config.json spells)
+  model.safetensors    seeded initial parameters, HF tensor names (one tensor per expert)
+  outputs.safetensors  tokens, targets (F32, exact), logits, loss [1] (transformers' loss: the
+                       mean cross-entropy plus router_aux_loss_coef * aux_loss when
+                       output_router_logits), aux_loss [1], train_losses [10]
+  grads.safetensors    d loss / d param
+  final.safetensors    parameters after 10 AdamW steps on the same batch
+
+An expert no token routes to in a step gets no gradient from autograd (None), and torch's AdamW
+skips such a parameter (no weight decay, no moment decay, no step count). DeepSpeed, FSDP and
+Megatron step it on a zero gradient instead, and so does Mobius: the training loop here gives such
+parameters a zero gradient before each step, so that the golden steps are those semantics.
+"""
+import json
+import os
+import struct
+import sys
+
+import torch
+import transformers
+
+B, T = 2, 16
+IGNORE_INDEX = -100
+TRAIN_STEPS = 10
+ADAMW = dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
+
+COMMON = {
+    "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
+    "max_position_embeddings": 32, "rms_norm_eps": 1e-6, "rope_theta": 10000.0,
+    "hidden_act": "silu", "tie_word_embeddings": False, "bos_token_id": 1, "eos_token_id": 2,
+    "torch_dtype": "float32",
+}
+# Qwen3-MoE with a dense layer in the middle (mlp_only_layers), top-2 of 6, no renormalisation,
+# no aux loss: the defaults transformers' Qwen3MoeConfig would take for a real checkpoint's keys.
+QWEN3_MOE = dict(COMMON, architectures=["Qwen3MoeForCausalLM"], model_type="qwen3_moe",
+                 num_hidden_layers=3, head_dim=16, intermediate_size=48, moe_intermediate_size=24,
+                 num_experts=6, num_experts_per_tok=2, decoder_sparse_step=1, mlp_only_layers=[1],
+                 norm_topk_prob=False, output_router_logits=False, router_aux_loss_coef=0.001,
+                 attention_bias=False, use_sliding_window=False, tie_word_embeddings=True)
+# Top-3 of 8, renormalised (Qwen3-30B-A3B's norm_topk_prob), with the load-balancing loss.
+QWEN3_MOE_AUX = dict(QWEN3_MOE, num_hidden_layers=2, mlp_only_layers=[], num_experts=8,
+                     num_experts_per_tok=3, norm_topk_prob=True, output_router_logits=True,
+                     router_aux_loss_coef=0.05, tie_word_embeddings=False)
+# Mixtral: top-2 of 4 (always renormalised), experts intermediate_size wide, with the aux loss.
+MIXTRAL_AUX = dict(COMMON, architectures=["MixtralForCausalLM"], model_type="mixtral",
+                   num_hidden_layers=2, head_dim=8, intermediate_size=24, num_local_experts=4,
+                   num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.02,
+                   router_jitter_noise=0.0, sliding_window=None)
+
+# name -> (config, seed)
+CASES = {
+    "qwen3_moe": (QWEN3_MOE, 11),
+    "qwen3_moe_aux": (QWEN3_MOE_AUX, 12),
+    "mixtral_aux": (MIXTRAL_AUX, 16),
+}
+
+
+def build(cfg):
+    klass = {"qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
+             "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM)}
+    config_class, model_class = klass[cfg["model_type"]]
+    keys = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype")}
+    config = config_class(**keys, attn_implementation="eager")
+    return model_class(config).float().train()
+
+
+def init_params(model, seed):
+    """Seeded, larger than HF's std 0.02 (as make_golden.py), so routing is far from uniform."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
+            elif "embed_tokens" in name:
+                p.copy_(0.3 * torch.randn(p.shape, generator=g))
+            else:
+                p.copy_(0.15 * torch.randn(p.shape, generator=g))
+
+
+def state(model, grads=False):
+    """Parameters (or their gradients) by HF name; a tied head appears once, as the embedding."""
+    out = {}
+    for name, p in model.named_parameters():  # named_parameters skips the tied duplicate
+        out[name] = p.grad if grads else p
+    return out
+
+
+def write_safetensors(path, tensors):
+    """8-byte LE header length, JSON header (sorted names, F32), raw little-endian bytes."""
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        data = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
+                        "data_offsets": [offset, offset + len(data)]}
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)))
+        f.write(text)
+        for data in blobs:
+            f.write(data)
+
+
+def fixed_batch(vocab, seed):
+    g = torch.Generator().manual_seed(1000 + seed)
+    tokens = torch.randint(0, vocab, (B, T), generator=g)
+    targets = torch.full((B, T), IGNORE_INDEX, dtype=torch.int64)
+    targets[:, :-1] = tokens[:, 1:]
+    targets[0, 3] = IGNORE_INDEX
+    targets[1, 7:9] = IGNORE_INDEX
+    return tokens, targets
+
+
+def run(model, tokens, targets, **kwargs):
+    """transformers' loss: it shifts labels left by one, so labels[t + 1] = targets[t]. The
+    config's output_router_logits decides whether the aux loss is in it."""
+    labels = torch.full_like(targets, IGNORE_INDEX)
+    labels[:, 1:] = targets[:, :-1]
+    assert bool((targets[:, -1] == IGNORE_INDEX).all())
+    return model(input_ids=tokens, labels=labels, **kwargs)
+
+
+def routing_margin(model, tokens, targets, k):
+    """The smallest gap between the k-th and (k+1)-th router probability over every token and
+    MoE layer: a top-k decision this close could flip between two fp32 implementations, which is a
+    step in the loss, not an error. Cases keep it above MIN_MARGIN at every training step."""
+    with torch.no_grad():
+        logits = run(model, tokens, targets, output_router_logits=True).router_logits
+    probs = torch.softmax(torch.cat(logits, 0), dim=-1).sort(dim=-1, descending=True).values
+    return (probs[:, k - 1] - probs[:, k]).min().item()
+
+
+MIN_MARGIN = 1e-5
+
+
+def make_case(out_dir, name, cfg, seed):
+    d = os.path.join(out_dir, name)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, "config.json"), "w") as f:
+        json.dump(cfg, f, indent=2)
+        f.write("\n")
+    model = build(cfg)
+    init_params(model, seed)
+    write_safetensors(os.path.join(d, "model.safetensors"), state(model))
+
+    tokens, targets = fixed_batch(cfg["vocab_size"], seed)
+    with torch.no_grad():  # the aux loss alone, also where the loss leaves it out
+        aux = run(model, tokens, targets, output_router_logits=True).aux_loss
+    out = run(model, tokens, targets)
+    out.loss.backward()
+    write_safetensors(os.path.join(d, "grads.safetensors"), state(model, grads=True))
+    outputs = {"tokens": tokens.float(), "targets": targets.float(), "logits": out.logits,
+               "loss": out.loss.reshape(1), "aux_loss": aux.reshape(1)}
+
+    opt = torch.optim.AdamW(list(model.parameters()), **ADAMW)
+    losses = []
+    k = cfg["num_experts_per_tok"]
+    for i in range(TRAIN_STEPS):
+        margin = routing_margin(model, tokens, targets, k)
+        if margin < MIN_MARGIN:
+            sys.exit(f"make_moe_golden.py: {name} step {i}: top-{k} routing margin {margin:.2e} "
+                     f"< {MIN_MARGIN:g}: a near-tie; pick another seed")
+        opt.zero_grad()
+        step = run(model, tokens, targets)
+        step.loss.backward()
+        for p in model.parameters():  # ZERO_GRAD_FOR_UNROUTED_EXPERTS (the docstring)
+            if p.grad is None:
+                p.grad = torch.zeros_like(p)
+        opt.step()
+        losses.append(step.loss.item())
+    outputs["train_losses"] = torch.tensor(losses)
+    write_safetensors(os.path.join(d, "final.safetensors"), state(model))
+    write_safetensors(os.path.join(d, "outputs.safetensors"), outputs)
+    print(f"{name}: loss {out.loss.item():.6f} (aux {aux.item():.6f}), "
+          f"after {TRAIN_STEPS} steps {losses[-1]:.6f}")
+
+
+def main():
+    torch.manual_seed(0)
+    torch.set_num_threads(1)
+    out_dir = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "golden")
+    names = sys.argv[2:] or list(CASES)
+    for name in names:
+        if name not in CASES:
+            sys.exit(f"make_moe_golden.py: unknown case {name!r} (known: {', '.join(CASES)})")
+        make_case(out_dir, name, *CASES[name])
+
+
+if __name__ == "__main__":
+    main()
