@@ -54,5 +54,11 @@ absl::Status Backend::BiasBackward(Queue&, const BiasBackwardParams&) { return N
 absl::Status Backend::AdamW(Queue&, const AdamWParams&) { return NotImplemented(*this, "AdamW"); }
 absl::Status Backend::SumSquares(Queue&, const SumSquaresParams&) { return NotImplemented(*this, "SumSquares"); }
 absl::Status Backend::Dropout(Queue&, const DropoutParams&) { return NotImplemented(*this, "Dropout"); }
+absl::Status Backend::MoeRoute(Queue&, const MoeRouteParams&) { return NotImplemented(*this, "MoeRoute"); }
+absl::Status Backend::MoeRouteBackward(Queue&, const MoeRouteBackwardParams&) { return NotImplemented(*this, "MoeRouteBackward"); }
+absl::Status Backend::MoeGather(Queue&, const MoeGatherParams&) { return NotImplemented(*this, "MoeGather"); }
+absl::Status Backend::MoeCombine(Queue&, const MoeCombineParams&) { return NotImplemented(*this, "MoeCombine"); }
+absl::Status Backend::MoeCombineBackward(Queue&, const MoeCombineBackwardParams&) { return NotImplemented(*this, "MoeCombineBackward"); }
+absl::Status Backend::MoeScatterAdd(Queue&, const MoeScatterAddParams&) { return NotImplemented(*this, "MoeScatterAdd"); }
 
 }  // namespace mobius::backend

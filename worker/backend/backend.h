@@ -44,6 +44,7 @@
 #include "worker/backend/buffers.h"
 #include "worker/backend/gemm_params.h"
 #include "worker/backend/link_model.h"
+#include "worker/backend/moe_params.h"
 #include "worker/backend/op_params.h"
 
 namespace mobius::backend {
@@ -173,6 +174,13 @@ class Backend {
   virtual absl::Status AdamW(Queue& queue, const AdamWParams& params);
   virtual absl::Status SumSquares(Queue& queue, const SumSquaresParams& params);
   virtual absl::Status Dropout(Queue& queue, const DropoutParams& params);
+  // Mixture-of-experts routing (moe_params.h).
+  virtual absl::Status MoeRoute(Queue& queue, const MoeRouteParams& params);
+  virtual absl::Status MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& params);
+  virtual absl::Status MoeGather(Queue& queue, const MoeGatherParams& params);
+  virtual absl::Status MoeCombine(Queue& queue, const MoeCombineParams& params);
+  virtual absl::Status MoeCombineBackward(Queue& queue, const MoeCombineBackwardParams& params);
+  virtual absl::Status MoeScatterAdd(Queue& queue, const MoeScatterAddParams& params);
 
  protected:
   Backend() = default;

@@ -116,6 +116,12 @@ class CpuBackend final : public Backend {
   absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
   absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
   absl::Status Dropout(Queue& queue, const DropoutParams& params) override;
+  absl::Status MoeRoute(Queue& queue, const MoeRouteParams& params) override;
+  absl::Status MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& params) override;
+  absl::Status MoeGather(Queue& queue, const MoeGatherParams& params) override;
+  absl::Status MoeCombine(Queue& queue, const MoeCombineParams& params) override;
+  absl::Status MoeCombineBackward(Queue& queue, const MoeCombineBackwardParams& params) override;
+  absl::Status MoeScatterAdd(Queue& queue, const MoeScatterAddParams& params) override;
 
   // For CPU op implementations (worker/kernels/cpu): runs `task` on the queue's thread after the
   // work enqueued before it; an error it returns is reported by Synchronize. The task must only

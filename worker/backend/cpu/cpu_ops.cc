@@ -19,6 +19,7 @@
 #include "worker/kernels/cpu/embedding.h"
 #include "worker/kernels/cpu/gelu.h"
 #include "worker/kernels/cpu/layernorm.h"
+#include "worker/kernels/cpu/moe.h"
 #include "worker/kernels/cpu/residual.h"
 #include "worker/kernels/cpu/rmsnorm.h"
 #include "worker/kernels/cpu/rope.h"
@@ -401,6 +402,63 @@ absl::Status CpuBackend::SumSquares(Queue& queue, const SumSquaresParams& p) {
     for (int64_t j = 0, begin = 0; begin < p.n; ++j, begin += p.chunk) {
       p.out[j] += optim::SumOfSquares(p.x + begin, static_cast<size_t>(std::min(p.chunk, p.n - begin)));
     }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::MoeRoute(Queue& queue, const MoeRouteParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeRoute(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    k::moe_route(p.probs, p.ids, p.weights, p.order, p.pos, p.offsets, p.logits, p.n, p.experts,
+                 p.k, p.renormalize, pool);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeRouteBackward(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    k::moe_route_bwd(p.dlogits, p.dweights, p.probs, p.ids, p.weights, p.n, p.experts, p.k,
+                     p.renormalize, pool);
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::MoeGather(Queue& queue, const MoeGatherParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeGather(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::moe_gather(As<T>(p.dst), As<T>(p.src), p.order, p.n, p.k, p.c, pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::MoeCombine(Queue& queue, const MoeCombineParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeCombine(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::moe_combine(As<T>(p.out), As<T>(p.y), p.pos, p.weights, p.n, p.k, p.c, pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::MoeCombineBackward(Queue& queue, const MoeCombineBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeCombineBackward(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::moe_combine_bwd(p.dy, p.dweights, p.dout, As<T>(p.y), p.pos, p.weights, p.n, p.k, p.c,
+                         pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::MoeScatterAdd(Queue& queue, const MoeScatterAddParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeScatterAdd(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    k::moe_scatter_add(p.dst, p.src, p.pos, p.n, p.k, p.c, pool);
     return absl::OkStatus();
   });
 }

@@ -125,6 +125,12 @@ class CudaBackend final : public Backend, private BufferOwner {
   absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
   absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
   absl::Status Dropout(Queue& queue, const DropoutParams& params) override;
+  absl::Status MoeRoute(Queue& queue, const MoeRouteParams& params) override;
+  absl::Status MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& params) override;
+  absl::Status MoeGather(Queue& queue, const MoeGatherParams& params) override;
+  absl::Status MoeCombine(Queue& queue, const MoeCombineParams& params) override;
+  absl::Status MoeCombineBackward(Queue& queue, const MoeCombineBackwardParams& params) override;
+  absl::Status MoeScatterAdd(Queue& queue, const MoeScatterAddParams& params) override;
 
  private:
   CudaBackend(const CudaBackendOptions& options, void* arena_base, uint64_t arena_capacity,

@@ -20,6 +20,7 @@
 #include "worker/kernels/cuda/embedding.cuh"
 #include "worker/kernels/cuda/gelu.cuh"
 #include "worker/kernels/cuda/layernorm.cuh"
+#include "worker/kernels/cuda/moe.cuh"
 #include "worker/kernels/cuda/residual.cuh"
 #include "worker/kernels/cuda/rmsnorm.cuh"
 #include "worker/kernels/cuda/rope.cuh"
@@ -437,6 +438,53 @@ absl::Status CudaBackend::Dropout(Queue& queue, const DropoutParams& p) {
                              q.stream())
                : kc::dropout(Half(p.inp_type), p.out, Bits(p.inp), p.n, p.c, p.p, p.key,
                              p.row_offset, p.accumulate, q.stream());
+  });
+}
+
+absl::Status CudaBackend::MoeRoute(Queue& queue, const MoeRouteParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeRoute(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::moe_route(p.probs, p.ids, p.weights, p.order, p.pos, p.offsets, p.logits, p.n,
+                         p.experts, p.k, p.renormalize, q.stream());
+  });
+}
+
+absl::Status CudaBackend::MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeRouteBackward(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::moe_route_bwd(p.dlogits, p.dweights, p.probs, p.ids, p.weights, p.n, p.experts, p.k,
+                             p.renormalize, q.stream());
+  });
+}
+
+absl::Status CudaBackend::MoeGather(Queue& queue, const MoeGatherParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeGather(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::moe_gather(Half(p.dtype), Bits(p.dst), Bits(p.src), p.order, p.n, p.k, p.c,
+                          q.stream());
+  });
+}
+
+absl::Status CudaBackend::MoeCombine(Queue& queue, const MoeCombineParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeCombine(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::moe_combine(Half(p.dtype), Bits(p.out), Bits(p.y), p.pos, p.weights, p.n, p.k, p.c,
+                           q.stream());
+  });
+}
+
+absl::Status CudaBackend::MoeCombineBackward(Queue& queue, const MoeCombineBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeCombineBackward(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::moe_combine_bwd(Half(p.dtype), p.dy, p.dweights, p.dout, Bits(p.y), p.pos,
+                               p.weights, p.n, p.k, p.c, q.stream());
+  });
+}
+
+absl::Status CudaBackend::MoeScatterAdd(Queue& queue, const MoeScatterAddParams& p) {
+  MOBIUS_VALIDATE(ValidateMoeScatterAdd(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::moe_scatter_add(p.dst, p.src, p.pos, p.n, p.k, p.c, q.stream());
   });
 }
 
