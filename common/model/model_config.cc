@@ -66,11 +66,12 @@ bool MoeConfig::IsMoeLayer(int64_t layer) const {
 }
 
 absl::Status CheckTrainable(const ModelConfig& c) {
-  if (!c.moe.enabled()) return absl::OkStatus();
+  if (!c.moe.enabled() || !c.moe.output_router_logits) return absl::OkStatus();
   return absl::UnimplementedError(absl::StrCat(
-      "model_type \"", c.model_type, "\" (mixture of experts, ", c.moe.num_experts,
-      " experts, ", c.moe.experts_per_token,
-      " per token): training is not implemented yet (issue 32); `mobius plan` plans it"));
+      "model_type \"", c.model_type, "\": output_router_logits is true, and the load-balancing loss "
+      "(router_aux_loss_coef ", c.moe.router_aux_loss_coef,
+      ") is not trained yet (issue 32); set \"output_router_logits\": false in config.json to "
+      "fine-tune without it"));
 }
 
 absl::Status ValidateModelConfig(const ModelConfig& c) {

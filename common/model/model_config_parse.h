@@ -72,9 +72,10 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path_or_dir);
 // INVALID_ARGUMENT naming the ModelConfig member ("ModelConfig.num_kv_heads: ...").
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
-// Whether the backends can train (and run) `config`: UNIMPLEMENTED for a mixture of experts
-// (issue 32; the planner describes one, the unit runners and the reference model do not run one
-// yet), naming the model_type; OK otherwise. Called where a job or a run starts.
+// Whether the backends can train (and run) `config`: UNIMPLEMENTED for a mixture of experts whose
+// config asks for the load-balancing loss (output_router_logits: the reference model computes it,
+// the pipeline does not carry its per-microbatch expert counts across stages yet, issue 32),
+// naming the model_type and the key; OK otherwise. Called where a job or a run starts.
 absl::Status CheckTrainable(const ModelConfig& config);
 
 }  // namespace mobius::model

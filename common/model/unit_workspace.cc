@@ -32,7 +32,7 @@ int64_t ChunkRows(int64_t n, int64_t hidden, int64_t width, int64_t chunk_tokens
 
 WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64_t b, int64_t t,
                                     int64_t chunk_tokens, bool half_backward) {
-  const uint64_t n = b * t, C = cfg.hidden_size, I = cfg.intermediate_size, hd = cfg.head_dim;
+  const uint64_t n = b * t, C = cfg.hidden_size, hd = cfg.head_dim;
   const uint64_t Q = cfg.num_heads * hd, K = cfg.num_kv_heads * hd;
   const bool qk = cfg.qk_norm, rope = cfg.position == PositionKind::kRope;
   const bool swiglu = cfg.mlp == MlpKind::kSwiGlu;
@@ -65,6 +65,11 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
     }
     case UnitKind::kDecoderBlock: {
       const uint64_t r = w.mlp_rows = MlpChunkRows(cfg, static_cast<int64_t>(n), chunk_tokens);
+      // The dense MLP's buffers exist when some block has a dense MLP (not every block has
+      // experts); one layout serves every block of the model.
+      bool dense = !cfg.moe.enabled();
+      for (int64_t l = 0; l < cfg.num_layers && !dense; ++l) dense = !cfg.moe.IsMoeLayer(l);
+      const uint64_t I = dense ? cfg.intermediate_size : 0;
       w.norm1 = bf(n * C), w.q_proj = bf(n * Q), w.k_proj = bf(n * K);
       w.q_normed = bf(qk ? n * Q : 0), w.k_normed = bf(qk ? n * K : 0);
       w.q = bf(rope ? n * Q : 0), w.k = bf(rope ? n * K : 0), w.v = bf(n * K);
@@ -88,6 +93,19 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       // over the chunks in fp16 and added into the fp32 gradient once per call (linear.h).
       const uint64_t mlp_weights = r < n ? (swiglu ? 3 : 2) : 1;
       w.dw_half = bf(half_backward ? std::max({C * Q, C * K, mlp_weights * C * I}) : 0);
+      if (cfg.moe.enabled()) {
+        const uint64_t E = cfg.moe.num_experts, k = cfg.moe.experts_per_token;
+        const uint64_t Ie = cfg.moe.expert_intermediate_size, routed = n * k;
+        auto i32 = f32;  // 4-byte indices
+        w.moe_logits = f32(n * E), w.moe_probs = f32(n * E);
+        w.moe_ids = i32(n * k), w.moe_order = i32(routed), w.moe_pos = i32(routed);
+        w.moe_offsets = i32(E + 1), w.moe_weights = f32(n * k);
+        w.moe_x = bf(routed * C), w.moe_y = bf(routed * C);
+        w.moe_gate = bf(routed * Ie), w.moe_up = bf(routed * Ie), w.moe_act = bf(routed * Ie);
+        w.moe_d_act = bf(n * Ie), w.moe_d_gate = bf(n * Ie), w.moe_d_up = bf(n * Ie);
+        w.moe_d_act_f32 = f32(n * Ie);
+        w.moe_dy = f32(routed * C), w.moe_dnorm = f32(n * C), w.moe_dweights = f32(n * k);
+      }
       break;
     }
   }

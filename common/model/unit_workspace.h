@@ -62,6 +62,20 @@ struct WorkspaceLayout {
   uint64_t dq_pre = 0, dk_pre = 0, dq_proj = 0, dk_proj = 0, d_norm_f32 = 0, d_norm = 0;
   // block backward with half_backward (below): fp16 [N, C] and [the block's largest weight]
   uint64_t dy_half = 0, dw_half = 0;
+  // Mixture-of-experts blocks (config.moe; worker/backend/moe_params.h): E experts, k per token,
+  // Ie expert width, N k routed rows. Kept from forward to backward: the router's probabilities
+  // fp32 [N, E] and routing int32 ids [N, k], order and pos [N k], offsets [E + 1] and fp32
+  // weights [N, k]; the gathered inputs, expert outputs 16-bit [N k, C] and the experts'
+  // gate/up/act 16-bit [N k, Ie]. Backward scratch: one expert's rows at a time (an expert gets at
+  // most N) in d_act/d_gate/d_up 16-bit [N, Ie] and moe_d_act_f32 fp32 [N, Ie]; moe_dy fp32
+  // [N k, C] (the experts' output gradient, then their input gradient); moe_dnorm fp32 [N, C];
+  // moe_dweights fp32 [N, k]; the router logits fp32 [N, E] (forward) hold its gradient
+  // (backward). A block without experts leaves them unused.
+  uint64_t moe_logits = 0, moe_probs = 0, moe_ids = 0, moe_order = 0, moe_pos = 0;
+  uint64_t moe_offsets = 0, moe_weights = 0, moe_x = 0, moe_y = 0;
+  uint64_t moe_gate = 0, moe_up = 0, moe_act = 0;
+  uint64_t moe_d_act = 0, moe_d_gate = 0, moe_d_up = 0, moe_d_act_f32 = 0;
+  uint64_t moe_dy = 0, moe_dnorm = 0, moe_dweights = 0;
   // head (norm out and stats reuse norm1*, d_norm*): fp32; logits [R_h, V] (fp16: above)
   uint64_t logits = 0, losses = 0, ce_lse = 0, loss = 0;
   // embedding backward: the bf16 copy of dout reuses d_norm

@@ -106,6 +106,11 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
 
   MOBIUS_RETURN_IF_ERROR(Norm(c, ln.norm2_weight, ln.norm2_bias, c.at(ws.mid), c.at(ws.norm2),
                               c.f32(ws.norm2_mean), c.f32(ws.norm2_rstd), n));
+  if (!ln.router_weight.empty()) {  // experts (moe_runner.cc)
+    MOBIUS_RETURN_IF_ERROR(MoeForward(c, ln, /*combine=*/out != nullptr));
+    if (out == nullptr) return absl::OkStatus();
+    return be.ResidualAdd(q, {.dtype = c.half, .n = n * C, .a = c.at(ws.mid), .b = c.at(ws.mlp_out), .out = out});
+  }
   // Internals only (a backward's recompute) with several MLP chunks: the backward re-runs each
   // chunk's MLP itself, so there is nothing to keep here. With one chunk the recompute leaves out
   // the down projection: the backward reads its input (and its adapter's h), never its output.
@@ -222,8 +227,12 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
   };
 
   // MLP: dout flows to mlp_out and (residual) to mid; d_norm gets norm2's output gradient.
-  for (int64_t r0 = 0; r0 < n; r0 += ws.mlp_rows) {
-    MOBIUS_RETURN_IF_ERROR(MlpChunkBackward(c, w, r0, std::min(ws.mlp_rows, n - r0), dout));
+  if (!ln.router_weight.empty()) {
+    MOBIUS_RETURN_IF_ERROR(MoeBackward(c, ln, dout));
+  } else {
+    for (int64_t r0 = 0; r0 < n; r0 += ws.mlp_rows) {
+      MOBIUS_RETURN_IF_ERROR(MlpChunkBackward(c, w, r0, std::min(ws.mlp_rows, n - r0), dout));
+    }
   }
   // dinp holds d(mid) = dout + norm2'(d_norm).
   MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = n * C, .src_type = DType::kFp32,

@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
                                                    " is not a 16-bit format (bf16, fp16)"));
   }
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
-  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));  // no MoE kernels yet (issue 32)
+  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));  // no MoE aux loss yet (issue 32)
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
   MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
   const UnitKind kind = model.units[unit_index].kind;

@@ -188,6 +188,14 @@ class UnitRunner {
                                bool down) const;
   absl::Status MlpChunkBackward(const Ctx& c, const BlockWeights& w, int64_t row0, int64_t rows,
                                 const float* dout) const;
+  // A mixture-of-experts MLP (moe_runner.cc; backend/moe_params.h): router, routing, one GEMM
+  // set per expert over its rows, and with `combine` the weighted sum into mlp_out (a recompute
+  // for the backward keeps the experts' outputs only); the backward from dout (fp32 [N, C]) into
+  // d_norm. The host reads the experts' row offsets (a queue synchronisation per call).
+  absl::Status MoeForward(const Ctx& c, const reference::LayerNames& ln, bool combine) const;
+  absl::Status MoeBackward(const Ctx& c, const reference::LayerNames& ln,
+                           const float* dout) const;
+  absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const Ctx& c) const;
   absl::Status Norm(const Ctx& c, const std::string& weight, const std::string& bias,
                     const void* inp, void* out, float* mean, float* rstd, int64_t n) const;
   absl::Status NormBackward(const Ctx& c, const std::string& weight, const std::string& bias,

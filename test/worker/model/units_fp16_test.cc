@@ -205,7 +205,7 @@ TEST_P(UnitsFp16Test, LossScaleOverflowBecomesNonFiniteGradients) {
 
 INSTANTIATE_TEST_SUITE_P(Models, UnitsFp16Test,
                          ::testing::Values("gpt2", "llama_gqa", "qwen3", "llama3_rope",
-                                           "qwen2_linear_rope"));
+                                           "qwen2_linear_rope", "qwen3_moe", "mixtral_aux"));
 
 }  // namespace
 }  // namespace mobius::units

@@ -6,7 +6,11 @@
 //   unit outputs (hidden)   max|diff| <= 3e-2 * max|ref| per unit
 //   parameter gradients     max|diff| <= 3e-2 * max|ref| + 1e-6 per tensor (worst printed);
 //                           6e-2 for Qwen3's q_norm/k_norm weights: [head_dim] tensors that sum
-//                           bf16-rounded dq/dk over every row and head (observed 0.99 of 3e-2)
+//                           bf16-rounded dq/dk over every row and head (observed 0.99 of 3e-2);
+//                           5e-2 for an expert's weights (mixtures of experts): an expert's
+//                           gradient sums over the few rows routed to it (2-12 of 32 here), so
+//                           its bf16 rounding noise averages out less than a dense weight's
+//                           (observed 3.9e-2)
 //   2 microbatches vs 1     max|diff| <= 1e-2 * max|one batch| + 1e-6 per tensor; loss 1e-3 rel
 //   recompute vs keep       bitwise (same ops, same order, deterministic kernels)
 //   token chunks vs none    loss bitwise (every row's loss is the same, the mean over all rows);
@@ -32,6 +36,13 @@ namespace {
 
 using testing::Golden;
 using testing::MaxDiff;
+
+// The bound of a parameter gradient against the reference (the tolerances above).
+double ReferenceBound(const std::string& name, double max_want) {
+  const bool qk_norm = name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight");
+  const bool expert = name.find(".experts.") != std::string::npos;
+  return (qk_norm ? 6e-2 : expert ? 5e-2 : 3e-2) * max_want + 1e-6;
+}
 
 std::unique_ptr<backend::CpuBackend> MakeBackend(uint64_t capacity = 0) {
   backend::CpuBackendOptions options;
@@ -95,8 +106,7 @@ TEST_P(UnitsGoldenTest, LossUnitOutputsAndGradientsMatchReference) {
   for (const auto& [name, want] : ref->grads().tensors) {
     ASSERT_TRUE(grads->contains(name)) << name;
     const auto d = MaxDiff(grads->at(name), want.data);
-    const bool qk_norm = name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight");
-    const double bound = (qk_norm ? 6e-2 : 3e-2) * d.max_want + 1e-6;
+    const double bound = ReferenceBound(name, d.max_want);
     std::printf("  grad %-48s max|diff| %.3g max|ref| %.3g (%.2f of bound)\n", name.c_str(),
                 d.max_abs, d.max_want, d.max_abs / bound);
     EXPECT_LE(d.max_abs, bound) << name;
@@ -178,8 +188,7 @@ TEST_P(UnitsGoldenTest, TokenChunksMatchUnchunkedAndReference) {
         EXPECT_LE(d.max_abs, 1e-4 * d.max_want + 1e-7) << name;
         worst = std::max(worst, d.max_abs / (d.max_want + 1e-30));
         const auto r = MaxDiff(grads->at(name), ref->grads().at(name).data);
-        const bool qk_norm = name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight");
-        EXPECT_LE(r.max_abs, (qk_norm ? 6e-2 : 3e-2) * r.max_want + 1e-6) << name;
+        EXPECT_LE(r.max_abs, ReferenceBound(name, r.max_want)) << name;
       }
       std::printf("  chunk %lld%s: loss %.7f (unchunked %.7f), worst gradient diff %.2e of max\n",
                   static_cast<long long>(chunk), recompute ? "" : " (kept)", *loss, *base_loss,
@@ -190,7 +199,8 @@ TEST_P(UnitsGoldenTest, TokenChunksMatchUnchunkedAndReference) {
 
 INSTANTIATE_TEST_SUITE_P(Models, UnitsGoldenTest,
                          ::testing::Values("gpt2", "llama_gqa", "qwen3", "llama3_rope",
-                                           "qwen2_linear_rope"));
+                                           "qwen2_linear_rope", "qwen3_moe", "qwen3_moe_aux",
+                                           "mixtral_aux"));
 
 }  // namespace
 }  // namespace mobius::units

@@ -1,0 +1,146 @@
+// UnitRunner: a decoder block's mixture-of-experts MLP (reference: worker/reference/model_moe.cc).
+// norm2's output -> router logits (fp32) -> MoeRoute (probabilities, top k, weights, the routed
+// rows sorted by expert) -> MoeGather (inputs in expert order) -> per expert with rows: gate, up,
+// SwiGLU, down on its contiguous rows -> MoeCombine (the weighted sum) -> mlp_out. The backward
+// walks it in reverse; an expert's backward GEMMs write fp32 input gradients (the fp16 backward's
+// 16-bit outputs are a dense-MLP optimisation not applied here). The routing of a recompute is the
+// forward's bit for bit: every op is deterministic on its backend.
+#include <utility>
+#include <vector>
+
+#include "common/status_macros.h"
+#include "worker/model/linear.h"
+#include "worker/model/unit_runner_internal.h"
+
+namespace mobius::units {
+
+using backend::DType;
+
+namespace {
+
+int32_t* I32(const UnitRunner::Ctx& c, uint64_t offset) {
+  return static_cast<int32_t*>(c.at(offset));
+}
+
+// A bias-free projection `weight` of `out` features from `in` (no adapter: experts and the router
+// carry none yet).
+LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int64_t in,
+                        int64_t out, bool in_out) {
+  return LinearWeight{.in_out = in_out, .dtype = c.half, .half_accumulate = c.half_accumulate,
+                      .w = c.W(weight), .ld = in_out ? out : in, .dw = c.G(weight)};
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<int32_t>> UnitRunner::ExpertOffsets(const Ctx& c) const {
+  std::vector<int32_t> offsets(config_.moe.num_experts + 1);
+  MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*c.queue, *c.workspace, c.ws.moe_offsets,
+                                              offsets.data(), 4 * offsets.size()));
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*c.queue));
+  return offsets;
+}
+
+absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& ln,
+                                    bool combine) const {
+  const model::MoeConfig& m = config_.moe;
+  const int64_t n = c.n, C = config_.hidden_size, E = m.num_experts, K = m.experts_per_token;
+  const int64_t Ie = m.expert_intermediate_size;
+  const bool in_out = names_.layout == reference::WeightLayout::kInOut;
+  backend::Backend& be = *backend_;
+  backend::Queue& q = *c.queue;
+  const WorkspaceLayout& ws = c.ws;
+
+  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ln.router_weight, C, E, in_out),
+                                       c.at(ws.norm2), c.at(ws.moe_logits), DType::kFp32, n, C, E));
+  MOBIUS_RETURN_IF_ERROR(be.MoeRoute(
+      q, {.n = n, .experts = E, .k = K, .renormalize = m.norm_topk_prob,
+          .logits = c.f32(ws.moe_logits), .probs = c.f32(ws.moe_probs), .ids = I32(c, ws.moe_ids),
+          .weights = c.f32(ws.moe_weights), .order = I32(c, ws.moe_order),
+          .pos = I32(c, ws.moe_pos), .offsets = I32(c, ws.moe_offsets)}));
+  MOBIUS_RETURN_IF_ERROR(be.MoeGather(q, {.dtype = c.half, .n = n, .k = K, .c = C,
+                                          .order = I32(c, ws.moe_order), .src = c.at(ws.norm2),
+                                          .dst = c.at(ws.moe_x)}));
+  MOBIUS_ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(c));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t row0 = offsets[e], rows = offsets[e + 1] - offsets[e];
+    if (rows == 0) continue;
+    const reference::LayerNames::Expert& ex = ln.experts[e];
+    void* gate = c.bf(ws.moe_gate) + row0 * Ie;
+    void* up = c.bf(ws.moe_up) + row0 * Ie;
+    void* act = c.bf(ws.moe_act) + row0 * Ie;
+    const void* x = c.bf(ws.moe_x) + row0 * C;
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out), x,
+                                         gate, c.half, rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.up_weight, C, Ie, in_out), x, up,
+                                         c.half, rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(
+        be.SwiGluForward(q, {.dtype = c.half, .n = rows * Ie, .gate = gate, .up = up, .out = act}));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.down_weight, Ie, C, in_out), act,
+                                         c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
+  }
+  if (!combine) return absl::OkStatus();
+  return be.MoeCombine(q, {.dtype = c.half, .n = n, .k = K, .c = C, .pos = I32(c, ws.moe_pos),
+                           .weights = c.f32(ws.moe_weights), .y = c.at(ws.moe_y),
+                           .out = c.at(ws.mlp_out)});
+}
+
+absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& ln,
+                                     const float* dout) const {
+  const model::MoeConfig& m = config_.moe;
+  const int64_t n = c.n, C = config_.hidden_size, E = m.num_experts, K = m.experts_per_token;
+  const int64_t Ie = m.expert_intermediate_size;
+  const bool in_out = names_.layout == reference::WeightLayout::kInOut;
+  backend::Backend& be = *backend_;
+  backend::Queue& q = *c.queue;
+  const WorkspaceLayout& ws = c.ws;
+
+  MOBIUS_ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(c));
+  MOBIUS_RETURN_IF_ERROR(be.MoeCombineBackward(
+      q, {.dtype = c.half, .n = n, .k = K, .c = C, .pos = I32(c, ws.moe_pos),
+          .weights = c.f32(ws.moe_weights), .dout = dout, .y = c.at(ws.moe_y),
+          .dy = c.f32(ws.moe_dy), .dweights = c.f32(ws.moe_dweights)}));
+  for (int64_t e = 0; e < E; ++e) {
+    const int64_t row0 = offsets[e], rows = offsets[e + 1] - offsets[e];
+    if (rows == 0) continue;
+    const reference::LayerNames::Expert& ex = ln.experts[e];
+    // dy's rows of this expert: its output gradient, then (once read) its input gradient.
+    float* dy = c.f32(ws.moe_dy) + row0 * C;
+    const void* x = c.bf(ws.moe_x) + row0 * C;
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.down_weight, Ie, C, in_out),
+                                          c.bf(ws.moe_act) + row0 * Ie, dy, DType::kFp32,
+                                          c.at(ws.moe_d_act_f32), DType::kFp32, false, rows, Ie,
+                                          C));
+    MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = rows * Ie, .src_type = DType::kFp32,
+                                       .dst_type = c.half, .src = c.at(ws.moe_d_act_f32),
+                                       .dst = c.at(ws.moe_d_act)}));
+    const uint64_t bytes = 2 * static_cast<uint64_t>(rows * Ie);
+    MOBIUS_RETURN_IF_ERROR(be.Zero(q, {.dst = c.at(ws.moe_d_gate), .bytes = bytes}));
+    MOBIUS_RETURN_IF_ERROR(be.Zero(q, {.dst = c.at(ws.moe_d_up), .bytes = bytes}));
+    MOBIUS_RETURN_IF_ERROR(be.SwiGluBackward(
+        q, {.dtype = c.half, .n = rows * Ie, .dout = c.at(ws.moe_d_act),
+            .gate = c.bf(ws.moe_gate) + row0 * Ie, .up = c.bf(ws.moe_up) + row0 * Ie,
+            .dgate = c.at(ws.moe_d_gate), .dup = c.at(ws.moe_d_up)}));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out), x,
+                                          c.at(ws.moe_d_gate), c.half, dy, DType::kFp32, false,
+                                          rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.up_weight, C, Ie, in_out), x,
+                                          c.at(ws.moe_d_up), c.half, dy, DType::kFp32, true, rows,
+                                          C, Ie));
+  }
+  float* dnorm = c.f32(ws.moe_dnorm);
+  MOBIUS_RETURN_IF_ERROR(be.Zero(q, {.dst = dnorm, .bytes = 4 * static_cast<uint64_t>(n * C)}));
+  MOBIUS_RETURN_IF_ERROR(be.MoeScatterAdd(q, {.n = n, .k = K, .c = C, .pos = I32(c, ws.moe_pos),
+                                              .src = c.f32(ws.moe_dy), .dst = dnorm}));
+  MOBIUS_RETURN_IF_ERROR(be.MoeRouteBackward(
+      q, {.n = n, .experts = E, .k = K, .renormalize = m.norm_topk_prob,
+          .dweights = c.f32(ws.moe_dweights), .probs = c.f32(ws.moe_probs),
+          .ids = I32(c, ws.moe_ids), .weights = c.f32(ws.moe_weights),
+          .dlogits = c.f32(ws.moe_logits)}));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ln.router_weight, C, E, in_out),
+                                        c.at(ws.norm2), c.f32(ws.moe_logits), DType::kFp32, dnorm,
+                                        DType::kFp32, true, n, C, E));
+  return be.Cast(q, {.n = n * C, .src_type = DType::kFp32, .dst_type = c.half, .src = dnorm,
+                     .dst = c.at(ws.d_norm)});
+}
+
+}  // namespace mobius::units
