@@ -253,7 +253,20 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"chunked_rr_llama_F2_B3_G2_M2_eval", "llama", 4, {0, 3, 6}, 2, 4, 2, 1.0, 2,
              {0, 2, 4, 6}, false, "", 0, "", 3, 0, "", 5},
         Case{"chunked_fp16_gpt2_S4_G2_M2_clip", "gpt2", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
-             false, "", 0, "", 6, 0, "fp16", 7}),
+             false, "", 0, "", 6, 0, "fp16", 7},
+        // Mixtures of experts (tiny presets: Qwen3-MoE 8 experts top-2 renormalised, Mixtral 4
+        // top-2): mobius with uneven stages and eval, roundrobin with clipping, staleness with
+        // checkpoints, fp16, pool dispatch with token chunks.
+        Case{"moe_qwen3_S5_G2_M2_uneven_eval", "qwen3_moe", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0,
+             2},
+        Case{"moe_rr_mixtral_F2_B3_G2_M2_clip", "mixtral", 4, {0, 3, 6}, 2, 4, 2, 1.0, 0,
+             {0, 2, 4, 6}},
+        Case{"moe_stale_qwen3_S4_G3_M1_ckpt", "qwen3_moe", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.5, 0, {},
+             false, "", 1, "", 5, 2},
+        Case{"moe_fp16_mixtral_S4_G2_M2_clip", "mixtral", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
+             false, "", 0, "", 6, 0, "fp16"},
+        Case{"moe_chunked_pool_rr_qwen3_F3_B4_G3_M1", "qwen3_moe", 4, {0, 2, 4, 6}, 3, 2, 2, 0.0,
+             0, {0, 1, 3, 5, 6}, false, "", 0, "pool", 4, 0, "", 5}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -203,10 +203,14 @@ TEST(StandaloneTrainerTest, LearnsCountingSequences) {
 }
 
 // 6 steps in one go versus 3 steps, a checkpoint, and a resumed process for 3 more: the same
-// losses and final weights, bit for bit (warmup + cosine, eval and shuffling all in play).
-TEST(StandaloneTrainerTest, ResumeIsBitExact) {
+// losses and final weights, bit for bit (warmup + cosine, eval and shuffling all in play); for a
+// dense model and the two mixtures of experts (their experts' weights and moments in the
+// checkpoint, the same routing after the resume).
+class StandaloneResumeTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(StandaloneResumeTest, ResumeIsBitExact) {
   TempDir tmp;
-  const std::string model = testing::WriteTinyModel(tmp / "model", "gpt2");
+  const std::string model = testing::WriteTinyModel(tmp / "model", GetParam());
   const std::string data = testing::WriteRandomTokens(tmp / "data.tok", 512, 10, 100);
   TrainerOptions o = BaseOptions(model, data);
   o.steps = 6;
@@ -264,6 +268,9 @@ TEST(StandaloneTrainerTest, ResumeIsBitExact) {
   }
   EXPECT_TRUE(std::filesystem::exists(tmp / "split/checkpoint-00000006/DONE"));
 }
+
+INSTANTIATE_TEST_SUITE_P(Families, StandaloneResumeTest,
+                         ::testing::Values("gpt2", "qwen3_moe", "mixtral"));
 
 // Optimizer staleness 1 (TrainerOptions::optimizer_staleness): steps 1 and 2 compute with the
 // initial weights, step 3 with those after update 1. Checked against a synchronous run whose
