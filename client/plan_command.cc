@@ -218,11 +218,13 @@ std::string ModelLine(const model::ModelDescription& m, const std::string& path,
                                      path, parameters / 1e9);
   const model::MoeConfig& moe = m.config.moe;
   if (moe.enabled()) {
-    absl::StrAppendFormat(&line,
-                          ", %.2fB active per token (%d of %d experts); planned only: the "
-                          "runtime does not train mixtures of experts yet (issue 32)",
+    absl::StrAppendFormat(&line, ", %.2fB active per token (%d of %d experts)%s",
                           model::ActiveParameters(m) / 1e9, moe.experts_per_token,
-                          moe.num_experts);
+                          moe.num_experts,
+                          moe.output_router_logits
+                              ? "; output_router_logits: the load-balancing loss is not trained "
+                                "yet (issue 32), set it false to run"
+                              : "");
   }
   return line + "\n";
 }

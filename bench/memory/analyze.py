@@ -17,11 +17,21 @@ with open(os.path.join(d, "baselines.json")) as f:
 
 
 def params_of(model_dir):
-    with open(os.path.join(model_dir, "config.json")) as f:
-        c = json.load(f)
-    h, i, v, l = c["hidden_size"], c["intermediate_size"], c["vocab_size"], c["num_hidden_layers"]
-    kv = c["num_key_value_heads"] * (h // c["num_attention_heads"])
-    return 2 * v * h + h + l * (2 * h * h + 2 * h * kv + 3 * h * i + 2 * h)
+    """Every parameter of the model: the element counts of its safetensors header (every family,
+    a mixture of experts' experts included)."""
+    import struct
+    total = 0
+    for path in glob.glob(os.path.join(model_dir, "*.safetensors")):
+        with open(path, "rb") as f:
+            (n,) = struct.unpack("<Q", f.read(8))
+            header = json.loads(f.read(n))
+        for name, t in header.items():
+            if name != "__metadata__":
+                count = 1
+                for dim in t["shape"]:
+                    count *= dim
+                total += count
+    return total
 
 
 rows = []
@@ -30,7 +40,7 @@ for spec in sorted(glob.glob(os.path.join(d, "*-g*.yaml"))):
     size, n = tag.split("-g")
     row = {"model": size, "gpus": int(n)}
     row["mode"] = "LoRA" if "adapter:" in open(spec).read() else "full"
-    model_dir = os.path.join(d, "llama-" + size)
+    model_dir = os.path.join(d, "model-" + size)
     row["parameters"] = params_of(model_dir)
     with open(os.path.join(d, tag + ".rc")) as f:
         row["exit"] = int(f.read())
@@ -86,7 +96,7 @@ for path in sorted(glob.glob(os.path.join(d, "*-standalone.pss.json"))):
     size = os.path.basename(path).split("-standalone")[0]
     with open(path) as f:
         s = json.load(f)
-    p = params_of(os.path.join(d, "llama-" + size))
+    p = params_of(os.path.join(d, "model-" + size))
     standalone.append({"model": size, "parameters": p, "exit": s["exit_code"],
                        "peak_gib": s["peak"]["pss_bytes"] / GIB,
                        "bytes_per_param": s["peak"]["pss_bytes"] / p})

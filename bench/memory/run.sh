@@ -12,7 +12,10 @@
 # and reading the model file from the page cache (the fill's ceilings), dd with fdatasync to the
 # checkpoint file system (the checkpoint's ceiling).
 #
-#   bench/memory/run.sh [--sizes "0.3b 0.9b 1.1b"] [--gpus "1 2 4 8"] [--cap 1GiB] [--out DIR]
+#   bench/memory/run.sh [--sizes "0.3b 0.9b 1.1b moe0.9b"] [--gpus "1 2 4 8"] [--cap 1GiB]
+#                       [--out DIR]
+#                       (moe0.9b: a Qwen3-MoE of 0.92B parameters, 0.21B active: 16 layers of
+#                        32 experts, 4 per token; its LoRA adapts the attention only)
 #                       [--cold]   (drop the page cache before the first run of each model: root)
 #                       [--lora]   (LoRA jobs: rank 16, alpha 32, every linear of the blocks;
 #                                   the frozen base in bf16, docs/job-spec.md "adapter")
@@ -47,29 +50,43 @@ mkdir -p "$OUT"
 FIX=$SRC/test/data/topology/paper_testbed_2s_2sw_8x3090.xml
 echo "bench/memory: $(nproc) cores, $(awk '/MemTotal/ {printf "%.1f GiB", $2/1048576}' /proc/meminfo), out $OUT" >&2
 
-layers_of() {
+# init-model's flags for a size: Llama-shaped dense models, or a Qwen3-MoE.
+model_flags() {
+  local dense=(--family llama --hidden 2048 --heads 16 --kv_heads 8 --intermediate 5632)
   case $1 in
-    0.3b) echo 4 ;; 0.9b) echo 16 ;; 1.1b) echo 20 ;;
-    *) echo "size $1: 0.3b, 0.9b or 1.1b" >&2; exit 2 ;;
+    0.3b) echo "${dense[*]} --layers 4" ;;
+    0.9b) echo "${dense[*]} --layers 16" ;;
+    1.1b) echo "${dense[*]} --layers 20" ;;
+    moe0.9b) echo "--family qwen3_moe --layers 16 --hidden 1024 --heads 16 --kv_heads 4" \
+                  "--head_dim 64 --intermediate 2048 --experts 32 --experts_per_token 4" \
+                  "--expert_intermediate 512" ;;
+    *) echo "size $1: 0.3b, 0.9b, 1.1b or moe0.9b" >&2; exit 2 ;;
   esac
 }
-TARGETS=q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
-ADAPTER=""
-STANDALONE_LORA=()
-if [[ $LORA == 1 ]]; then
-  ADAPTER="adapter: {type: lora, rank: 16, alpha: 32, target_modules: [${TARGETS//,/, }]}"
-  STANDALONE_LORA=(--lora_rank 16 --lora_alpha 32 --lora_targets "$TARGETS")
-fi
+targets_of() {  # LoRA targets: every linear of the blocks (a MoE's experts carry none yet)
+  case $1 in
+    moe*) echo q_proj,k_proj,v_proj,o_proj ;;
+    *) echo q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj ;;
+  esac
+}
 
 python3 "$SRC/bench/memory/tokens.py" "$OUT/data.tok" --vocab 32000 --tokens 100000
 python3 "$SRC/bench/memory/baselines.py" --dir "$OUT" --populate_bench "$BIN/populate_bench" \
   >"$OUT/baselines.json"
 
 for size in $SIZES; do
-  model=$OUT/llama-$size
+  model=$OUT/model-$size
+  flags=$(model_flags "$size")
   if [[ ! -f $model/model.safetensors ]]; then
-    "$BIN/mobius-worker" init-model --family llama --layers "$(layers_of "$size")" --hidden 2048 \
-      --heads 16 --kv_heads 8 --intermediate 5632 --vocab 32000 --out "$model" >/dev/null
+    # shellcheck disable=SC2086
+    "$BIN/mobius-worker" init-model $flags --vocab 32000 --out "$model" >/dev/null
+  fi
+  ADAPTER=""
+  STANDALONE_LORA=()
+  if [[ $LORA == 1 ]]; then
+    TARGETS=$(targets_of "$size")
+    ADAPTER="adapter: {type: lora, rank: 16, alpha: 32, target_modules: [${TARGETS//,/, }]}"
+    STANDALONE_LORA=(--lora_rank 16 --lora_alpha 32 --lora_targets "$TARGETS")
   fi
   # The standalone trainer on the same model (one process, the CPU backend's memory is the model's).
   cat "$model/model.safetensors" >/dev/null

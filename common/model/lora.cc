@@ -22,8 +22,10 @@ struct ModuleSpec {
   int64_t in, out;
 };
 
-// A block's linear modules in block order, with their features.
-std::vector<ModuleSpec> BlockModules(const ModelConfig& c) {
+// Block `layer`'s linear modules in block order, with their features. A block with experts has no
+// dense MLP modules (and its experts carry no adapters yet: issue 32); layer -1: the modules of any
+// block.
+std::vector<ModuleSpec> BlockModules(const ModelConfig& c, int64_t layer) {
   const BlockTensorNames& n = FamilyOf(c.family).tensors.block;
   const int64_t C = c.hidden_size, I = c.intermediate_size;
   const int64_t Q = c.num_heads * c.head_dim, K = c.num_kv_heads * c.head_dim;
@@ -36,6 +38,11 @@ std::vector<ModuleSpec> BlockModules(const ModelConfig& c) {
   add(n.k, C, K);
   add(n.v, C, K);
   add(n.o, Q, C);
+  bool dense = !c.moe.enabled();
+  for (int64_t l = layer < 0 ? 0 : layer; l < (layer < 0 ? c.num_layers : layer + 1); ++l) {
+    dense = dense || !c.moe.IsMoeLayer(l);
+  }
+  if (!dense) return out;
   add(n.fc, C, I);
   add(n.proj, I, C);
   add(n.gate, C, I);
@@ -57,7 +64,7 @@ bool LoraModule::in_mlp() const { return absl::StrContains(path, ".mlp."); }
 
 std::vector<std::string> LoraTargetNames(const ModelConfig& config) {
   std::vector<std::string> names;
-  for (const ModuleSpec& m : BlockModules(config)) {
+  for (const ModuleSpec& m : BlockModules(config, -1)) {
     const std::string name = LastComponent(m.path);
     if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
   }
@@ -79,7 +86,9 @@ absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
     if (std::find(known.begin(), known.end(), targets[i]) == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, "[", i, "]: \"", targets[i], "\" is not a linear module of ",
-          FamilyName(config.family), " models (they have ", absl::StrJoin(known, ", "), ")"));
+          FamilyName(config.family), " models (they have ", absl::StrJoin(known, ", "), ")",
+          config.moe.enabled() ? "; adapters on the experts are not implemented yet (issue 32)"
+                               : ""));
     }
     if (std::find(targets.begin(), targets.begin() + i, targets[i]) != targets.begin() + i) {
       return absl::InvalidArgumentError(
@@ -93,7 +102,7 @@ absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
   const TensorNames& t = FamilyOf(config.family).tensors;
   std::vector<LoraModule> out;
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-    for (const ModuleSpec& m : BlockModules(config)) {
+    for (const ModuleSpec& m : BlockModules(config, layer)) {
       const std::string name = LastComponent(m.path);
       if (std::find(targets.begin(), targets.end(), name) == targets.end()) continue;
       LoraModule lm;

@@ -44,7 +44,8 @@ struct LoraModule {
 
 // The family's adaptable module names, in block order ("c_attn", "c_proj", "c_fc" for GPT-2;
 // "q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj" for the Llama
-// family).
+// family). A mixture of experts: the MLP's names only if some block is dense (its experts carry no
+// adapters yet, issue 32), and LoraModules adapts those in its dense blocks only.
 std::vector<std::string> LoraTargetNames(const ModelConfig& config);
 
 // PEFT's default target_modules for the family (transformers' model_type mapping in PEFT 0.10:

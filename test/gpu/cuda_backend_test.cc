@@ -493,6 +493,63 @@ TEST_F(CudaBackendTest, GeluSwiGlu) {
   }
 }
 
+// Mixture-of-experts routing (moe_params.h): 300 tokens, 16 experts, top 4, renormalised or not.
+// The routing (ids, order, pos, offsets) must be identical (its probabilities differ by float
+// rounding only: the CPU sums the softmax in double; a near-tie would flip a choice and show as
+// an ids mismatch), the gather, dy and the fp32 scatter bitwise, the 16-bit combine within
+// two ulps, the rest within 1e-5 of max|cpu|.
+TEST_F(CudaBackendTest, MoeRouting) {
+  const int64_t n = 300, e = 16, k = 4, c = 96;
+  auto as_float = [](const std::vector<int32_t>& v) { return std::vector<float>(v.begin(), v.end()); };
+  for (DType dt : HalfDTypes()) {
+    for (bool renormalize : {false, true}) {
+      const auto logits = gpu_test::RandomFloats(n * e, -3.0f, 3.0f, 40);
+      const auto x = HalfBits(dt, n * c, 1, 41), y = HalfBits(dt, n * k * c, 1, 42);
+      const auto dout = gpu_test::RandomFloats(n * c, -1.0f, 1.0f, 43);
+      const auto src = gpu_test::RandomFloats(n * k * c, -1.0f, 1.0f, 44);
+      Both(Name(renormalize ? "moe renormalised" : "moe", dt), [&](Side& s) -> Outputs {
+        float* probs = s.Zeros<float>(n * e);
+        float* weights = s.Zeros<float>(n * k);
+        int32_t* ids = s.Zeros<int32_t>(n * k);
+        int32_t* order = s.Zeros<int32_t>(n * k);
+        int32_t* pos = s.Zeros<int32_t>(n * k);
+        int32_t* offsets = s.Zeros<int32_t>(e + 1);
+        EXPECT_OK(s.b().MoeRoute(s.q(), {.n = n, .experts = e, .k = k,
+                                         .renormalize = renormalize, .logits = s.Put(logits),
+                                         .probs = probs, .ids = ids, .weights = weights,
+                                         .order = order, .pos = pos, .offsets = offsets}));
+        uint16_t* gathered = s.Zeros<uint16_t>(n * k * c);
+        EXPECT_OK(s.b().MoeGather(s.q(), {.dtype = dt, .n = n, .k = k, .c = c, .order = order,
+                                          .src = s.Put(x), .dst = gathered}));
+        const uint16_t* yd = s.Put(y);
+        uint16_t* out = s.Zeros<uint16_t>(n * c);
+        EXPECT_OK(s.b().MoeCombine(s.q(), {.dtype = dt, .n = n, .k = k, .c = c, .pos = pos,
+                                           .weights = weights, .y = yd, .out = out}));
+        float* dy = s.Zeros<float>(n * k * c);
+        float* dweights = s.Zeros<float>(n * k);
+        EXPECT_OK(s.b().MoeCombineBackward(
+            s.q(), {.dtype = dt, .n = n, .k = k, .c = c, .pos = pos, .weights = weights,
+                    .dout = s.Put(dout), .y = yd, .dy = dy, .dweights = dweights}));
+        float* dst = s.Put(dout);
+        EXPECT_OK(s.b().MoeScatterAdd(s.q(), {.n = n, .k = k, .c = c, .pos = pos,
+                                              .src = s.Put(src), .dst = dst}));
+        float* dlogits = s.Zeros<float>(n * e);
+        EXPECT_OK(s.b().MoeRouteBackward(
+            s.q(), {.n = n, .experts = e, .k = k, .renormalize = renormalize,
+                    .dweights = dweights, .probs = probs, .ids = ids, .weights = weights,
+                    .dlogits = dlogits}));
+        EXPECT_OK(s.Sync());
+        return {s.Get<float>(probs, n * e), s.Get<float>(weights, n * k),
+                as_float(s.Get<int32_t>(ids, n * k)), as_float(s.Get<int32_t>(order, n * k)),
+                as_float(s.Get<int32_t>(pos, n * k)), as_float(s.Get<int32_t>(offsets, e + 1)),
+                s.GetHalf(dt, gathered, n * k * c), s.GetHalf(dt, out, n * c),
+                s.Get<float>(dy, n * k * c), s.Get<float>(dweights, n * k),
+                s.Get<float>(dst, n * c), s.Get<float>(dlogits, n * e)};
+      }, {1e-5, 1e-5, 0, 0, 0, 0, 0, Tol(dt), 0, 1e-5, 0, 1e-5});
+    }
+  }
+}
+
 TEST_F(CudaBackendTest, Rope) {
   const int64_t b = 2, t = 16, nh = 3, hd = 32, half = hd / 2;
   std::vector<float> inv_freq(half);

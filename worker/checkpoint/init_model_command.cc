@@ -51,7 +51,11 @@ int RunInitModelCommand(const std::vector<std::string>& args) {
       !SizeFlag(FLAGS_head_dim, "head_dim", &o.head_dim, &error) ||
       !SizeFlag(FLAGS_intermediate, "intermediate", &o.intermediate, &error) ||
       !SizeFlag(FLAGS_vocab, "vocab", &o.vocab, &error) ||
-      !SizeFlag(FLAGS_max_positions, "max_positions", &o.max_positions, &error)) {
+      !SizeFlag(FLAGS_max_positions, "max_positions", &o.max_positions, &error) ||
+      !SizeFlag(FLAGS_experts, "experts", &o.experts, &error) ||
+      !SizeFlag(FLAGS_experts_per_token, "experts_per_token", &o.experts_per_token, &error) ||
+      !SizeFlag(FLAGS_expert_intermediate, "expert_intermediate", &o.expert_intermediate,
+                &error)) {
     return Usage(error);
   }
   auto config = PresetConfig(*family, absl::GetFlag(FLAGS_preset), o);

@@ -18,9 +18,10 @@
 namespace mobius::checkpoint {
 
 inline constexpr char kInitModelUsage[] =
-    "mobius-worker init-model --family gpt2|llama|mistral|qwen2|qwen3 [--preset tiny|small] "
-    "[--layers N --hidden C --heads H --kv_heads K --head_dim D --intermediate I --vocab V "
-    "--max_positions P] [--seed S] [--dtype bf16|fp32] --out DIR [--force]";
+    "mobius-worker init-model --family gpt2|llama|mistral|qwen2|qwen3|qwen3_moe|mixtral "
+    "[--preset tiny|small] [--layers N --hidden C --heads H --kv_heads K --head_dim D "
+    "--intermediate I --vocab V --max_positions P] [--experts E --experts_per_token K "
+    "--expert_intermediate I] [--seed S] [--dtype bf16|fp32] --out DIR [--force]";
 
 // `args` are the positional arguments, argv[0] first ("init-model" second). Returns the exit code.
 int RunInitModelCommand(const std::vector<std::string>& args);

@@ -86,6 +86,21 @@ absl::StatusOr<ModelConfig> PresetConfig(Family family, absl::string_view preset
   c.vocab_size = o.vocab.value_or(p->vocab);
   c.max_position_embeddings = o.max_positions.value_or(p->positions);
   d.set_defaults(c);
+  if (o.experts || o.experts_per_token || o.expert_intermediate) {
+    if (!c.moe.enabled()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          d.model_type, " is not a mixture of experts: --experts, --experts_per_token and "
+          "--expert_intermediate apply to qwen3_moe and mixtral"));
+    }
+    if (o.expert_intermediate && c.family == Family::kMixtral) {
+      return absl::InvalidArgumentError(
+          "mixtral: the experts are --intermediate wide (no --expert_intermediate)");
+    }
+    c.moe.num_experts = o.experts.value_or(c.moe.num_experts);
+    c.moe.experts_per_token = o.experts_per_token.value_or(c.moe.experts_per_token);
+    c.moe.expert_intermediate_size =
+        o.expert_intermediate.value_or(c.moe.expert_intermediate_size);
+  }
   if (d.check_generated != nullptr) MOBIUS_RETURN_IF_ERROR(d.check_generated(c));
   MOBIUS_RETURN_IF_ERROR(model::ValidateModelConfig(c));
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(c));

@@ -53,12 +53,16 @@ namespace mobius::checkpoint {
 struct SizeOverrides {
   std::optional<int64_t> layers, hidden, heads, kv_heads, head_dim, intermediate, vocab,
       max_positions;
+  // Mixtures of experts only (INVALID_ARGUMENT for a dense family): E, k, and (Qwen3-MoE) the
+  // experts' width.
+  std::optional<int64_t> experts, experts_per_token, expert_intermediate;
 };
 
 // The seed of one tensor's generator: SplitMix64(seed ^ FNV-1a(name)) (above).
 uint64_t TensorSeed(uint64_t seed, const std::string& name);
 
-// "gpt2" | "llama" | "mistral" | "qwen2" | "qwen3"; INVALID_ARGUMENT otherwise.
+// A model_type of the family table ("gpt2", "llama", ..., "qwen3_moe", "mixtral"); INVALID_ARGUMENT
+// otherwise, listing them.
 absl::StatusOr<model::Family> ParseFamily(absl::string_view name);
 
 // The preset with the overrides applied, checked by model::ValidateModelConfig and

@@ -13,6 +13,13 @@ ABSL_FLAG(int64_t, kv_heads, 0, "init-model: key/value heads, GQA (0: the preset
 ABSL_FLAG(int64_t, head_dim, 0,
           "init-model: per-head width (0: the preset's, or hidden/heads when those change).");
 ABSL_FLAG(int64_t, intermediate, 0, "init-model: MLP width (0: the preset's).");
+ABSL_FLAG(int64_t, experts, 0,
+          "init-model (qwen3_moe, mixtral): experts per MoE layer (0: the preset's).");
+ABSL_FLAG(int64_t, experts_per_token, 0,
+          "init-model (qwen3_moe, mixtral): experts routed per token, top k (0: the preset's).");
+ABSL_FLAG(int64_t, expert_intermediate, 0,
+          "init-model (qwen3_moe): an expert's MLP width, moe_intermediate_size (0: a quarter of "
+          "--intermediate; Mixtral's experts are --intermediate wide).");
 ABSL_FLAG(int64_t, vocab, 0,
           "init-model: vocabulary size; match the tokenizer you will use (0: the preset's).");
 ABSL_FLAG(int64_t, max_positions, 0, "init-model: max_position_embeddings (0: the preset's).");

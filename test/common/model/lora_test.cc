@@ -57,6 +57,27 @@ TEST(LoraTest, Gpt2CProjMatchesAttentionAndMlp) {
   EXPECT_EQ((*m)[3].in, 128);
 }
 
+// Mixtures of experts: the dense MLP's modules exist only in dense blocks (Qwen3-MoE's
+// mlp_only_layers; none in Mixtral), and adapters on the experts are refused, saying so.
+TEST(LoraTest, MixtureOfExpertsAdaptsAttentionAndDenseBlocksOnly) {
+  const ModelConfig qwen = Load("qwen3_moe");  // 3 layers, layer 1 dense (mlp_only_layers)
+  EXPECT_THAT(LoraTargetNames(qwen), ElementsAre("q_proj", "k_proj", "v_proj", "o_proj",
+                                                 "gate_proj", "up_proj", "down_proj"));
+  auto m = LoraModules(qwen, {"q_proj", "gate_proj"});
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->size(), 4u);  // q_proj x 3, gate_proj of the dense layer 1 only
+  EXPECT_EQ((*m)[1].path, "model.layers.1.self_attn.q_proj");
+  EXPECT_EQ((*m)[2].path, "model.layers.1.mlp.gate_proj");
+  EXPECT_EQ((*m)[3].path, "model.layers.2.self_attn.q_proj");
+
+  const ModelConfig mixtral = Load("mixtral_aux");
+  EXPECT_THAT(LoraTargetNames(mixtral), ElementsAre("q_proj", "k_proj", "v_proj", "o_proj"));
+  auto bad = LoraModules(mixtral, {"q_proj", "w1"});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("target_modules[1]"));
+  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("experts are not implemented"));
+}
+
 TEST(LoraTest, BadTargetsAndRanksNameTheField) {
   const ModelConfig c = Load("llama_gqa");
   absl::Status s =
