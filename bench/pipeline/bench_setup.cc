@@ -31,8 +31,14 @@ absl::StatusOr<BenchInputs> WriteBenchInputs(const std::string& dir, const Model
   o.intermediate = shape.intermediate;
   o.vocab = shape.vocab;
   o.max_positions = std::max<int64_t>(256, seq_len);
-  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config,
-                          checkpoint::PresetConfig(model::Family::kLlama, "tiny", o));
+  if (shape.experts > 0) {
+    o.experts = shape.experts;
+    o.experts_per_token = shape.experts_per_token;
+  }
+  MOBIUS_ASSIGN_OR_RETURN(
+      model::ModelConfig config,
+      checkpoint::PresetConfig(shape.experts > 0 ? model::Family::kQwen3Moe : model::Family::kLlama,
+                               "tiny", o));
   return WriteBenchInputsFor(dir, config, num_tokens);
 }
 

@@ -34,6 +34,11 @@ struct ModelShape {  // a Llama preset ("tiny") with these sizes (model_init.h S
   int64_t kv_heads = 2;
   int64_t intermediate = 688;
   int64_t vocab = 512;
+  // > 0: a Qwen3-MoE preset instead, with this many experts of width intermediate / 4 (the
+  // preset's rule), experts_per_token of them per token.
+  int64_t experts = 0;
+  int64_t experts_per_token = 2;
+  const char* family() const { return experts > 0 ? "qwen3_moe" : "llama"; }
 };
 
 struct BenchInputs {

@@ -37,7 +37,8 @@
 // Everything it reports is EMULATED: CPU processes behind token-bucket links, not GPUs.
 //
 //   pipeline_bench [--layers=16 --hidden=256 --heads=4 --kv_heads=2 --intermediate=688
-//                   --vocab=512 --seq=32 --batch=4 --microbatch=1 --steps=5 --reps=2
+//                   --vocab=512 --experts=0 --experts_per_token=2
+//                   --seq=32 --batch=4 --microbatch=1 --steps=5 --reps=2
 //                   --link_scale=1e-3 --num_stages=12 --units_per_stage=0 --partitioner=exact
 //                   --mappers=sequential,cross --schedules=mobius --rr_partitioner=exact
 //                   --warmup=1 --gpus=0,1,.. --grad_clip=0 --threads=1 --calib_steps=3
@@ -147,6 +148,8 @@ Args Parse(int argc, char** argv) {
                                           {"--kv_heads", &a.shape.kv_heads},
                                           {"--intermediate", &a.shape.intermediate},
                                           {"--vocab", &a.shape.vocab},
+                                          {"--experts", &a.shape.experts},
+                                          {"--experts_per_token", &a.shape.experts_per_token},
                                           {"--seq", &a.seq},
                                           {"--batch", &a.batch},
                                           {"--microbatch", &a.microbatch},
@@ -307,12 +310,14 @@ int Main(int argc, char** argv) {
   absl::StatusOr<BenchInputs> in = WriteBenchInputs(work, a.shape, a.seq, tokens);
   if (!in.ok()) return Fail(in.status());
   std::fprintf(stderr,
-               "model: llama L=%lld C=%lld H=%lld KV=%lld I=%lld V=%lld, %.2fM params; "
-               "work dir %s\n",
-               static_cast<long long>(a.shape.layers), static_cast<long long>(a.shape.hidden),
+               "model: %s L=%lld C=%lld H=%lld KV=%lld I=%lld V=%lld E=%lld k=%lld, %.2fM "
+               "params; work dir %s\n",
+               a.shape.family(), static_cast<long long>(a.shape.layers), static_cast<long long>(a.shape.hidden),
                static_cast<long long>(a.shape.heads), static_cast<long long>(a.shape.kv_heads),
                static_cast<long long>(a.shape.intermediate), static_cast<long long>(a.shape.vocab),
-               in->parameters / 1e6, work.c_str());
+               static_cast<long long>(a.shape.experts),
+               static_cast<long long>(a.shape.experts_per_token), in->parameters / 1e6,
+               work.c_str());
 
   std::fprintf(stderr, "calibrating: standalone steps with 1 and %lld microbatches...\n",
                static_cast<long long>(std::max<int64_t>(2, a.batch / a.microbatch)));

@@ -105,7 +105,12 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"fp16_llama_S5_G2_chunked", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, false,
                            {}, "fp16", 5},
                       Case{"fp16_rr_gpt2_F2_B3_G2_chunked", "gpt2", 4, {0, 3, 6}, 2, false,
-                           {0, 2, 4, 6}, "fp16", 7}),
+                           {0, 2, 4, 6}, "fp16", 7},
+                      // Mixtures of experts: the routing kernels, the host's read of the experts'
+                      // row counts and one GEMM set per expert on the GPU.
+                      Case{"moe_qwen3_S5_G2_uneven", "qwen3_moe", 4, {0, 2, 3, 4, 5, 6}, 2, false},
+                      Case{"moe_fp16_rr_mixtral_F2_B3_G2", "mixtral", 4, {0, 3, 6}, 2, false,
+                           {0, 2, 4, 6}, "fp16"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
