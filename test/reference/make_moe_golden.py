@@ -25,16 +25,14 @@ parameters a zero gradient before each step, so that the golden steps are those 
 """
 import json
 import os
-import struct
 import sys
 
 import torch
 import transformers
 
-B, T = 2, 16
-IGNORE_INDEX = -100
-TRAIN_STEPS = 10
-ADAMW = dict(lr=1e-2, betas=(0.9, 0.95), weight_decay=0.1, eps=1e-8)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# The batch, the file writer and the training settings are make_golden.py's (same format).
+from make_golden import ADAMW, IGNORE_INDEX, TRAIN_STEPS, fixed_batch, write_safetensors  # noqa: E402
 
 COMMON = {
     "vocab_size": 64, "hidden_size": 32, "num_attention_heads": 4, "num_key_value_heads": 2,
@@ -95,34 +93,6 @@ def state(model, grads=False):
     for name, p in model.named_parameters():  # named_parameters skips the tied duplicate
         out[name] = p.grad if grads else p
     return out
-
-
-def write_safetensors(path, tensors):
-    """8-byte LE header length, JSON header (sorted names, F32), raw little-endian bytes."""
-    header, blobs, offset = {}, [], 0
-    for name in sorted(tensors):
-        data = tensors[name].detach().to(torch.float32).contiguous().numpy().astype("<f4").tobytes()
-        header[name] = {"dtype": "F32", "shape": list(tensors[name].shape),
-                        "data_offsets": [offset, offset + len(data)]}
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    with open(path, "wb") as f:
-        f.write(struct.pack("<Q", len(text)))
-        f.write(text)
-        for data in blobs:
-            f.write(data)
-
-
-def fixed_batch(vocab, seed):
-    g = torch.Generator().manual_seed(1000 + seed)
-    tokens = torch.randint(0, vocab, (B, T), generator=g)
-    targets = torch.full((B, T), IGNORE_INDEX, dtype=torch.int64)
-    targets[:, :-1] = tokens[:, 1:]
-    targets[0, 3] = IGNORE_INDEX
-    targets[1, 7:9] = IGNORE_INDEX
-    return tokens, targets
 
 
 def run(model, tokens, targets, **kwargs):
