@@ -1,6 +1,7 @@
 #include "common/model/lora.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -18,13 +19,16 @@ std::string LastComponent(const char* path) {
 }
 
 struct ModuleSpec {
-  const char* path;  // relative to the block
+  std::string path;  // relative to the block
   int64_t in, out;
+  int64_t expert = -1;
 };
 
-// Block `layer`'s linear modules in block order, with their features. A block with experts has no
-// dense MLP modules (and its experts carry no adapters yet: issue 32); layer -1: the modules of any
-// block.
+std::string LastComponent(const std::string& path) { return LastComponent(path.c_str()); }
+
+// Block `layer`'s linear modules in block order, with their features. A block with experts has its
+// experts' modules instead of the dense MLP's (expert by expert, HF's order); layer -1: the modules
+// of any block, each name once.
 std::vector<ModuleSpec> BlockModules(const ModelConfig& c, int64_t layer) {
   const BlockTensorNames& n = FamilyOf(c.family).tensors.block;
   const int64_t C = c.hidden_size, I = c.intermediate_size;
@@ -33,6 +37,10 @@ std::vector<ModuleSpec> BlockModules(const ModelConfig& c, int64_t layer) {
   auto add = [&](const char* path, int64_t in, int64_t o) {
     if (path != nullptr) out.push_back({path, in, o});
   };
+  bool experts = false;
+  for (int64_t l = layer < 0 ? 0 : layer; l < (layer < 0 ? c.num_layers : layer + 1); ++l) {
+    experts = experts || c.moe.IsMoeLayer(l);
+  }
   add(n.qkv, C, Q + 2 * K);
   add(n.q, C, Q);
   add(n.k, C, K);
@@ -42,12 +50,21 @@ std::vector<ModuleSpec> BlockModules(const ModelConfig& c, int64_t layer) {
   for (int64_t l = layer < 0 ? 0 : layer; l < (layer < 0 ? c.num_layers : layer + 1); ++l) {
     dense = dense || !c.moe.IsMoeLayer(l);
   }
-  if (!dense) return out;
-  add(n.fc, C, I);
-  add(n.proj, I, C);
-  add(n.gate, C, I);
-  add(n.up, C, I);
-  add(n.down, I, C);
+  if (dense) {
+    add(n.fc, C, I);
+    add(n.proj, I, C);
+    add(n.gate, C, I);
+    add(n.up, C, I);
+    add(n.down, I, C);
+  }
+  if (!experts) return out;
+  const int64_t Ie = c.moe.expert_intermediate_size;
+  for (int64_t e = 0; e < (layer < 0 ? 1 : c.moe.num_experts); ++e) {
+    const std::string x = absl::StrCat(n.moe_experts, ".", e, ".");
+    out.push_back({x + n.moe_gate, C, Ie, e});
+    out.push_back({x + n.moe_up, C, Ie, e});
+    out.push_back({x + n.moe_down, Ie, C, e});
+  }
   return out;
 }
 
@@ -60,7 +77,7 @@ std::string LoraModule::b_name() const {
   return absl::StrCat("base_model.model.", path, ".lora_B.weight");
 }
 
-bool LoraModule::in_mlp() const { return absl::StrContains(path, ".mlp."); }
+bool LoraModule::in_mlp() const { return !routed() && absl::StrContains(path, ".mlp."); }
 
 std::vector<std::string> LoraTargetNames(const ModelConfig& config) {
   std::vector<std::string> names;
@@ -82,13 +99,17 @@ absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
                                                     const std::vector<std::string>& targets,
                                                     const std::string& field) {
   const std::vector<std::string> known = LoraTargetNames(config);
+  const char* router = FamilyOf(config.family).tensors.block.moe_router;
   for (size_t i = 0; i < targets.size(); ++i) {
+    if (config.moe.enabled() && router != nullptr && targets[i] == LastComponent(router)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, "[", i, "]: \"", targets[i], "\" is the experts' router (", router,
+          "), which stays frozen; adapt ", absl::StrJoin(known, ", ")));
+    }
     if (std::find(known.begin(), known.end(), targets[i]) == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat(
           field, "[", i, "]: \"", targets[i], "\" is not a linear module of ",
-          FamilyName(config.family), " models (they have ", absl::StrJoin(known, ", "), ")",
-          config.moe.enabled() ? "; adapters on the experts are not implemented yet (issue 32)"
-                               : ""));
+          FamilyName(config.family), " models (they have ", absl::StrJoin(known, ", "), ")"));
     }
     if (std::find(targets.begin(), targets.begin() + i, targets[i]) != targets.begin() + i) {
       return absl::InvalidArgumentError(
@@ -113,6 +134,7 @@ absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
       lm.in = m.in;
       lm.out = m.out;
       lm.in_out = t.in_out_layout;
+      lm.expert = m.expert;
       out.push_back(std::move(lm));
     }
   }
@@ -138,6 +160,30 @@ absl::Status ValidateLora(const ModelConfig& config, int64_t rank,
         "'s) (got ", rank, ")"));
   }
   return absl::OkStatus();
+}
+
+LoraStateSlots AssignLoraStateSlots(const std::vector<LoraModule>& unit_modules,
+                                    int64_t experts_per_token) {
+  LoraStateSlots s;
+  std::vector<std::pair<std::string, int64_t>> shared;  // expert target -> its first slot
+  bool routed = false;
+  for (const LoraModule& m : unit_modules) {
+    if (!m.routed()) {
+      s.first.push_back(s.count++);
+      continue;
+    }
+    routed = true;
+    auto it = std::find_if(shared.begin(), shared.end(),
+                           [&](const auto& p) { return p.first == m.target; });
+    if (it == shared.end()) {
+      shared.emplace_back(m.target, s.count);
+      s.count += experts_per_token;
+      it = shared.end() - 1;
+    }
+    s.first.push_back(it->second);
+  }
+  if (!unit_modules.empty()) s.scratch = routed ? std::max<int64_t>(1, experts_per_token) : 1;
+  return s;
 }
 
 int64_t LoraParameters(const std::vector<LoraModule>& modules, int64_t rank) {

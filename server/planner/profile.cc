@@ -97,7 +97,9 @@ int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit
     widest = std::max(widest, (mlp ? ws.mlp_rows : n) * m.in);
   }
   if (!modules.empty()) {
-    bytes += 4 * n * lora->rank * static_cast<int64_t>(modules.size() + 1) + 4 * widest;
+    const model::LoraStateSlots slots =
+        model::AssignLoraStateSlots(modules, c.moe.experts_per_token);
+    bytes += 4 * n * lora->rank * (slots.count + slots.scratch) + 4 * widest;
   }
   return bytes + 8 * std::max(c.hidden_size, c.head_dim);  // the frozen norms' gradient sink
 }

@@ -16,6 +16,8 @@ Base models are the fp32 golden models of make_golden.py, loaded with from_pretr
 test/reference/golden/<base>/ (config.json + model.safetensors), eager attention, eval() mode
 throughout (GPT2Config's default dropouts are 0.1; eval() turns them off; lora_dropout is 0).
 
+  .../python test/reference/make_lora_golden.py [output_dir [case ...]]
+
 For every case below it writes test/reference/golden_lora/<name>/:
   adapter_config.json, adapter_model.safetensors
                        the INITIAL adapter, exactly as PeftModel.save_pretrained writes it
@@ -65,6 +67,7 @@ os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
 import torch  # noqa: E402
 import peft  # noqa: E402
 import safetensors  # noqa: E402
+import safetensors.torch  # noqa: E402
 import transformers  # noqa: E402
 from peft import LoraConfig, get_peft_model, get_peft_model_state_dict  # noqa: E402
 from safetensors.torch import load_file  # noqa: E402
@@ -92,8 +95,20 @@ CASES = {
     "llama_gqa": ("llama_gqa", transformers.LlamaForCausalLM, LLAMA_ALL, 21),
     "llama_gqa_qv": ("llama_gqa", transformers.LlamaForCausalLM, ["q_proj", "v_proj"], 22),
 }
-# Qwen3 is not here: transformers only has Qwen3ForCausalLM from 4.51, and 4.50+ does
-# `import torch.distributed.tensor`, which torch 1.13 lacks. 4.49.0 is the newest that imports.
+# Mixtures of experts (bases from make_moe_golden.py, loaded without the load-balancing loss): every
+# expert's modules adapted, as PEFT matches "w1" or "gate_proj" in every expert (Qwen3-MoE's
+# "gate_proj" also its dense layer 1's MLP); the router stays frozen. Qwen3-MoE needs transformers
+# >= 4.51 (make_moe_golden.py's venv, with peft 0.10 added); a case whose class this transformers
+# lacks is skipped, saying so:
+#   /tmp/moe-venv/bin/python test/reference/make_lora_golden.py test/reference/golden_lora qwen3_moe_experts
+CASES["mixtral_experts"] = ("mixtral_aux", getattr(transformers, "MixtralForCausalLM", None),
+                            ["q_proj", "v_proj", "w1", "w2", "w3"], 31)
+CASES["qwen3_moe_experts"] = ("qwen3_moe", getattr(transformers, "Qwen3MoeForCausalLM", None),
+                              ["q_proj", "o_proj", "gate_proj", "up_proj", "down_proj"], 34)
+MOE_BASES = {"mixtral_aux": 16, "qwen3_moe": 11}  # make_moe_golden.py's seeds
+# The smallest gap allowed between the k-th and (k+1)-th router probability of the initial adapted
+# model: our bf16 routing must make PEFT's fp32 decisions (a flip is a step, not an error).
+MIN_MARGIN = 1e-3
 
 
 def ce(logits, targets):
@@ -119,11 +134,57 @@ def hand_weights(cfg, base, adapter, conv1d):
     return P
 
 
+def load_base(cls, base_dir, **kwargs):
+    """cls.from_pretrained(base_dir) in fp32, eager attention. transformers 4.40 wants the
+    safetensors metadata {"format": "pt"}, which make_golden.py's writer leaves out: then the
+    model loads from a temporary copy that has it, and keeps base_dir as its name (what
+    adapter_config.json records)."""
+    path = os.path.join(base_dir, "model.safetensors")
+    with safetensors.safe_open(path, framework="pt") as f:
+        has_format = (f.metadata() or {}).get("format") == "pt"
+    with tempfile.TemporaryDirectory() as tmp:
+        src = base_dir
+        if not has_format:
+            shutil.copyfile(os.path.join(base_dir, "config.json"), os.path.join(tmp, "config.json"))
+            safetensors.torch.save_file(load_file(path), os.path.join(tmp, "model.safetensors"),
+                                        metadata={"format": "pt"})
+            src = tmp
+        out = cls.from_pretrained(src, torch_dtype=torch.float32, attn_implementation="eager",
+                                  **kwargs)
+    model = out[0] if isinstance(out, tuple) else out
+    model.config._name_or_path = base_dir
+    model.name_or_path = base_dir
+    return out
+
+
+def routing_margin(model, tokens, k):
+    """The smallest gap between the k-th and (k+1)-th router probability over every token and
+    layer with experts (make_moe_golden.py's measure)."""
+    with torch.no_grad():
+        router = model(input_ids=tokens, output_router_logits=True).router_logits
+    probs = torch.softmax(torch.cat(router, 0), dim=-1).sort(dim=-1, descending=True).values
+    return (probs[:, k - 1] - probs[:, k]).min().item()
+
+
+def hand_logits(cfg, cls, base_dir, weights, tokens):
+    """The logits of `weights` (HF names): make_golden.py's plain-torch forward, or for a mixture
+    of experts (which it does not implement) transformers' own model run with those tensors
+    (torch.func.functional_call), a model PEFT never wrapped."""
+    if not cfg.get("num_experts", cfg.get("num_local_experts")):
+        return make_golden.forward(cfg, weights, tokens)
+    model = load_base(cls, base_dir, output_router_logits=False)
+    model.eval()
+    return torch.func.functional_call(model, weights, (tokens,)).logits
+
+
 def make_case(out_dir, name, base_name, cls, targets_modules, seed):
     print(f"{name}: base {base_name}, target_modules {targets_modules}")
+    if cls is None:
+        print(f"    SKIPPED: transformers {transformers.__version__} lacks its model class")
+        return
     base_dir = os.path.join("test", "reference", "golden", base_name)  # relative: lands in config
     cfg = json.load(open(os.path.join(base_dir, "config.json")))
-    base_seed = make_golden.CASES[base_name][1]
+    base_seed = MOE_BASES.get(base_name) or make_golden.CASES[base_name][1]
     d = os.path.join(out_dir, name)
     if os.path.isdir(d):
         shutil.rmtree(d)
@@ -134,8 +195,8 @@ def make_case(out_dir, name, base_name, cls, targets_modules, seed):
     want_tokens, want_targets = make_golden.fixed_batch(cfg["vocab_size"], base_seed)
     assert torch.equal(tokens, want_tokens) and torch.equal(targets, want_targets)
 
-    model, info = cls.from_pretrained(base_dir, torch_dtype=torch.float32, attn_implementation="eager",
-                                      output_loading_info=True)
+    extra = {"output_router_logits": False} if base_name in MOE_BASES else {}
+    model, info = load_base(cls, base_dir, output_loading_info=True, **extra)
     assert not any(info[k] for k in ("missing_keys", "unexpected_keys", "mismatched_keys")), info
     model.eval()
     with torch.no_grad():
@@ -163,6 +224,10 @@ def make_case(out_dir, name, base_name, cls, targets_modules, seed):
     names = [n for n, p in model.named_parameters() if p.requires_grad]
     assert names and all(".lora_A.default." in n or ".lora_B.default." in n for n in names), names
 
+    if base_name in MOE_BASES:
+        margin = routing_margin(model, tokens, cfg["num_experts_per_tok"])
+        print(f"    top-k routing margin {margin:.3g}")
+        assert margin >= MIN_MARGIN, f"a near-tie ({margin:.2e} < {MIN_MARGIN}): pick another seed"
     logits = model(input_ids=tokens).logits
     loss = ce(logits, targets)
     loss.backward()
@@ -182,7 +247,8 @@ def make_case(out_dir, name, base_name, cls, targets_modules, seed):
     # Independent check: plain torch (make_golden's forward) on W + (alpha/r) B A, by hand.
     base = {k: v for k, v in load_file(os.path.join(base_dir, "model.safetensors")).items()}
     leaves = {k: v.clone().requires_grad_(True) for k, v in init_adapter.items()}
-    hand_loss = ce(make_golden.forward(cfg, hand_weights(cfg, base, leaves, conv1d), tokens), targets)
+    hand_loss = ce(hand_logits(cfg, cls, base_dir, hand_weights(cfg, base, leaves, conv1d), tokens),
+                   targets)
     hand_loss.backward()
     print(f"    hand  loss at init {hand_loss.item():.7f}")
     check("hand loss vs PEFT loss", hand_loss.item(), loss.item(), 1e-5)
@@ -192,8 +258,10 @@ def make_case(out_dir, name, base_name, cls, targets_modules, seed):
     # Training: adapters only (PEFT froze the rest), same batch, no clipping.
     model.zero_grad(set_to_none=True)
     opt = torch.optim.AdamW(trainable, **ADAMW)
-    losses = []
+    losses, margins = [], []
     for _ in range(TRAIN_STEPS):
+        if base_name in MOE_BASES:
+            margins.append(routing_margin(model, tokens, cfg["num_experts_per_tok"]))
         opt.zero_grad()
         step_loss = ce(model(input_ids=tokens).logits, targets)
         step_loss.backward()
@@ -203,6 +271,8 @@ def make_case(out_dir, name, base_name, cls, targets_modules, seed):
     with torch.no_grad():
         final_loss = ce(model(input_ids=tokens).logits, targets)
     print(f"    losses {[round(x, 6) for x in losses]}, final {final_loss.item():.6f}")
+    if margins:  # informational: a later step's near-tie may route differently in 16 bits
+        print(f"    top-k routing margin before each step {[float(f'{m:.2g}') for m in margins]}")
     with tempfile.TemporaryDirectory() as tmp:
         model.save_pretrained(tmp)
         shutil.copyfile(os.path.join(tmp, "adapter_model.safetensors"),
@@ -235,8 +305,11 @@ def main():
     torch.set_num_threads(1)  # deterministic reductions
     out_dir = os.path.abspath(sys.argv[1]) if len(sys.argv) > 1 else os.path.join(HERE, "golden_lora")
     os.chdir(REPO)  # so that adapter_config.json's base_model_name_or_path is repo-relative
-    for name, case in CASES.items():
-        make_case(out_dir, name, *case)
+    names = sys.argv[2:] or list(CASES)
+    for name in names:
+        if name not in CASES:
+            sys.exit(f"make_lora_golden.py: unknown case {name!r} (known: {', '.join(CASES)})")
+        make_case(out_dir, name, *CASES[name])
 
 
 if __name__ == "__main__":

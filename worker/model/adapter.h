@@ -10,6 +10,7 @@
 #define MOBIUS_WORKER_MODEL_ADAPTER_H_
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -33,21 +34,24 @@ struct UnitAdapter {
     model::LoraModule module;
     int64_t a = 0, b = 0;  // element offsets of A [rank, in] and B [out, rank]
     int64_t index = 0;     // in LoraSpec::modules (its dropout key)
+    int64_t h_slot = 0;    // its forward-to-backward state's first slot (model::LoraStateSlots)
   };
   int64_t rank = 0;
   float scale = 0;
   float dropout = 0;
   std::vector<Module> modules;
+  int64_t h_slots = 0, gh_slots = 0;  // model::LoraStateSlots count and scratch
   int64_t num_elements = 0;
   bool empty() const { return modules.empty(); }
   uint64_t bytes() const { return 4 * static_cast<uint64_t>(num_elements); }
   // The module whose base weight is `weight` (HF tensor name); nullptr when not adapted.
   const Module* Find(const std::string& weight) const;
+  std::map<std::string, int64_t> by_weight;  // Find's index into modules
 };
 
 // The adapters of layer unit `unit` (decoder block i is unit i + 1; the embedding and the head
-// carry none).
-UnitAdapter MakeUnitAdapter(const LoraSpec& lora, int64_t unit);
+// carry none); experts_per_token: the model's K (0 without experts).
+UnitAdapter MakeUnitAdapter(const LoraSpec& lora, int64_t unit, int64_t experts_per_token);
 
 // A unit's adapter buffers for one call: the fp32 parameters and (backward) their gradients,
 // accumulated (+=) like every gradient.

@@ -3,7 +3,9 @@
 // rows sorted by expert) -> MoeGather (inputs in expert order) -> per expert with rows: gate, up,
 // SwiGLU, down on its contiguous rows -> MoeCombine (the weighted sum) -> mlp_out. The backward
 // walks it in reverse; an expert's backward GEMMs write fp32 input gradients (the fp16 backward's
-// 16-bit outputs are a dense-MLP optimisation not applied here). The routing of a recompute is the
+// 16-bit outputs are a dense-MLP optimisation not applied here). LoRA: an expert's adapters see its
+// routed rows (their h at those rows of their target's shared slots, model::LoraStateSlots); the
+// router has none. The routing of a recompute is the
 // forward's bit for bit: every op is deterministic on its backend.
 #include <utility>
 #include <vector>
@@ -22,12 +24,13 @@ int32_t* I32(const UnitRunner::Ctx& c, uint64_t offset) {
   return static_cast<int32_t*>(c.at(offset));
 }
 
-// A bias-free projection `weight` of `out` features from `in` (no adapter: experts and the router
-// carry none yet).
+// A bias-free projection `weight` of `out` features from `in` over the rows from `row0` of its
+// call (an expert's: its first routed row), with its adapter if it has one (the router never).
 LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int64_t in,
-                        int64_t out, bool in_out) {
+                        int64_t out, bool in_out, int64_t row0 = 0) {
   return LinearWeight{.in_out = in_out, .dtype = c.half, .half_accumulate = c.half_accumulate,
-                      .w = c.W(weight), .ld = in_out ? out : in, .dw = c.G(weight)};
+                      .w = c.W(weight), .ld = in_out ? out : in, .dw = c.G(weight),
+                      .lora = LoraRows(c.Lora(weight, 0, true, true), row0)};
 }
 
 }  // namespace
@@ -69,13 +72,13 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
     void* up = c.bf(ws.moe_up) + row0 * Ie;
     void* act = c.bf(ws.moe_act) + row0 * Ie;
     const void* x = c.bf(ws.moe_x) + row0 * C;
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out), x,
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0), x,
                                          gate, c.half, rows, C, Ie));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.up_weight, C, Ie, in_out), x, up,
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0), x, up,
                                          c.half, rows, C, Ie));
     MOBIUS_RETURN_IF_ERROR(
         be.SwiGluForward(q, {.dtype = c.half, .n = rows * Ie, .gate = gate, .up = up, .out = act}));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.down_weight, Ie, C, in_out), act,
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0), act,
                                          c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
   }
   if (!combine) return absl::OkStatus();
@@ -106,7 +109,7 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
     // dy's rows of this expert: its output gradient, then (once read) its input gradient.
     float* dy = c.f32(ws.moe_dy) + row0 * C;
     const void* x = c.bf(ws.moe_x) + row0 * C;
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.down_weight, Ie, C, in_out),
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0),
                                           c.bf(ws.moe_act) + row0 * Ie, dy, DType::kFp32,
                                           c.at(ws.moe_d_act_f32), DType::kFp32, false, rows, Ie,
                                           C));
@@ -120,10 +123,10 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
         q, {.dtype = c.half, .n = rows * Ie, .dout = c.at(ws.moe_d_act),
             .gate = c.bf(ws.moe_gate) + row0 * Ie, .up = c.bf(ws.moe_up) + row0 * Ie,
             .dgate = c.at(ws.moe_d_gate), .dup = c.at(ws.moe_d_up)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out), x,
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0), x,
                                           c.at(ws.moe_d_gate), c.half, dy, DType::kFp32, false,
                                           rows, C, Ie));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.up_weight, C, Ie, in_out), x,
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0), x,
                                           c.at(ws.moe_d_up), c.half, dy, DType::kFp32, true, rows,
                                           C, Ie));
   }

@@ -43,7 +43,6 @@ LoraTerm UnitRunner::Ctx::Lora(const std::string& weight, int64_t row, bool firs
   const UnitAdapter::Module* m = adapter->Find(weight);
   if (m == nullptr) return l;
   const int64_t r = adapter->rank;
-  const int64_t index = m - adapter->modules.data();
   float* params = static_cast<float*>(adapter_buffers->params->data());
   l.a = params + m->a;
   l.b = params + m->b + row * r;
@@ -54,7 +53,7 @@ LoraTerm UnitRunner::Ctx::Lora(const std::string& weight, int64_t row, bool firs
   }
   l.rank = r;
   l.scale = adapter->scale;
-  l.h = static_cast<float*>(workspace->at(lws.h + index * lws.h_stride));
+  l.h = static_cast<float*>(workspace->at(lws.h + m->h_slot * lws.h_stride));
   l.gh = static_cast<float*>(workspace->at(lws.gh));
   l.first = first;
   l.last = last;
@@ -103,7 +102,7 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
   if (lora != nullptr) {
     if (lora->rank < 1) return absl::InvalidArgumentError("UnitRunner: LoRA rank must be >= 1");
     r->frozen_ = true;
-    r->adapter_ = MakeUnitAdapter(*lora, unit_index);
+    r->adapter_ = MakeUnitAdapter(*lora, unit_index, config.moe.experts_per_token);
   }
   return r;
 }
@@ -127,11 +126,12 @@ LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdap
   if (!adapter.empty()) {
     w.h = at;
     w.h_stride = h;
-    at += h * adapter.modules.size();
+    at += h * adapter.h_slots;
     w.gh = at;
-    at += h;
+    at += h * adapter.gh_slots;
     if (adapter.dropout > 0) {
-      // The MLP's modules see a chunk of rows at a time (unit_workspace.h), the others all N.
+      // The MLP's modules see a chunk of rows at a time (unit_workspace.h), an expert's at most N
+      // (a token routes to an expert once), the others all N.
       uint64_t elements = 0;
       for (const UnitAdapter::Module& m : adapter.modules) {
         const bool mlp = m.module.in_mlp() && base.mlp_rows > 0;

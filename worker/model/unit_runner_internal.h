@@ -17,13 +17,14 @@ namespace mobius::units {
 // The workspace layout (common/model/unit_workspace.h: shared with the planner's memory model).
 using model::WorkspaceLayout;
 
-// The adapters' share of the workspace, after the unit's own (64-byte aligned): per adapted
-// module h = x A^T [N, rank] fp32 (forward to backward), one gh [N, rank] fp32 scratch, with
+// The adapters' share of the workspace, after the unit's own (64-byte aligned): the adapters'
+// h = x A^T fp32 (forward to backward) in UnitAdapter::h_slots slots of [N, rank] (a module's
+// from its h_slot: model::LoraStateSlots), gh scratch in gh_slots slots, with
 // dropout the dropped-out input xd [rows, in] fp32 of the widest module (rows: N, or the MLP's
 // chunk rows R for the MLP's modules), and (a frozen unit) a sink for the norm-parameter
 // gradients its kernels always write, 2 x max(C, hd) fp32, never read.
 struct LoraWorkspace {
-  uint64_t h = 0;        // offset of module 0's h; module i's at h + i * h_stride
+  uint64_t h = 0;        // offset of slot 0; slot i's at h + i * h_stride
   uint64_t h_stride = 0;
   uint64_t gh = 0;
   uint64_t xd = 0;  // with dropout: [N, max in] fp32, the dropped-out input (linear.h)

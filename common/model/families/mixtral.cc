@@ -3,7 +3,7 @@
 // layer (MixtralSparseMoeBlock): "num_local_experts" experts of width "intermediate_size",
 // "num_experts_per_tok" per token, softmax over the top-k router logits (the renormalised top-k
 // probabilities). Tensors: block_sparse_moe.gate (the router) and
-// block_sparse_moe.experts.<e>.{w1 (gate), w3 (up), w2 (down)}.
+// block_sparse_moe.experts.<e>.{w1 (gate), w3 (up), w2 (down)}. router_jitter_noise > 0 is refused.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -24,6 +24,14 @@ absl::Status Parse(const ConfigFields& f, ModelConfig& c) {
   MOBIUS_ASSIGN_OR_RETURN(m.num_experts, f.Positive("num_local_experts", kMaxExperts, 8));
   m.expert_intermediate_size = c.intermediate_size;
   m.norm_topk_prob = true;
+  // transformers multiplies the router's input by uniform noise in [1 - j, 1 + j] in training:
+  // a random routing the runtime does not reproduce, so it refuses rather than ignore it.
+  MOBIUS_ASSIGN_OR_RETURN(const double jitter, f.NonNegativeNumber("router_jitter_noise", 0));
+  if (jitter > 0) {
+    return f.Error("router_jitter_noise",
+                   absl::StrCat("router jitter (", jitter, ") is not supported: set it to 0 (the "
+                                "default; Mixtral's released configs use 0)"));
+  }
   return ParseMoeCommon(f, c);
 }
 

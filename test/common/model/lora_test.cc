@@ -57,25 +57,63 @@ TEST(LoraTest, Gpt2CProjMatchesAttentionAndMlp) {
   EXPECT_EQ((*m)[3].in, 128);
 }
 
-// Mixtures of experts: the dense MLP's modules exist only in dense blocks (Qwen3-MoE's
-// mlp_only_layers; none in Mixtral), and adapters on the experts are refused, saying so.
-TEST(LoraTest, MixtureOfExpertsAdaptsAttentionAndDenseBlocksOnly) {
-  const ModelConfig qwen = Load("qwen3_moe");  // 3 layers, layer 1 dense (mlp_only_layers)
+// Mixtures of experts: a name adapts every expert of every block with experts (PEFT's suffix match)
+// and the dense MLP's module in dense blocks (Qwen3-MoE's mlp_only_layers); the router is refused
+// by name. The experts' state shares K slots per target name.
+TEST(LoraTest, MixtureOfExpertsAdaptsEveryExpertAndNotTheRouter) {
+  const ModelConfig qwen = Load("qwen3_moe");  // 3 layers, layer 1 dense, 6 experts, k 2
   EXPECT_THAT(LoraTargetNames(qwen), ElementsAre("q_proj", "k_proj", "v_proj", "o_proj",
                                                  "gate_proj", "up_proj", "down_proj"));
   auto m = LoraModules(qwen, {"q_proj", "gate_proj"});
   ASSERT_TRUE(m.ok()) << m.status();
-  ASSERT_EQ(m->size(), 4u);  // q_proj x 3, gate_proj of the dense layer 1 only
-  EXPECT_EQ((*m)[1].path, "model.layers.1.self_attn.q_proj");
-  EXPECT_EQ((*m)[2].path, "model.layers.1.mlp.gate_proj");
-  EXPECT_EQ((*m)[3].path, "model.layers.2.self_attn.q_proj");
+  ASSERT_EQ(m->size(), 3u + 1 + 2 * 6);  // q_proj x 3, layer 1's gate_proj, 6 experts x 2 layers
+  EXPECT_EQ((*m)[0].path, "model.layers.0.self_attn.q_proj");
+  EXPECT_EQ((*m)[1].path, "model.layers.0.mlp.experts.0.gate_proj");
+  EXPECT_EQ((*m)[1].expert, 0);
+  EXPECT_FALSE((*m)[1].in_mlp());
+  EXPECT_EQ((*m)[1].in, 32);
+  EXPECT_EQ((*m)[1].out, 24);
+  EXPECT_EQ((*m)[6].path, "model.layers.0.mlp.experts.5.gate_proj");
+  EXPECT_EQ((*m)[6].weight, "model.layers.0.mlp.experts.5.gate_proj.weight");
+  EXPECT_EQ((*m)[6].a_name(),
+            "base_model.model.model.layers.0.mlp.experts.5.gate_proj.lora_A.weight");
+  EXPECT_EQ((*m)[7].path, "model.layers.1.self_attn.q_proj");
+  EXPECT_EQ((*m)[8].path, "model.layers.1.mlp.gate_proj");
+  EXPECT_EQ((*m)[8].expert, -1);
+  EXPECT_TRUE((*m)[8].in_mlp());
+  EXPECT_EQ((*m)[8].out, 48);
+  EXPECT_EQ((*m)[9].path, "model.layers.2.self_attn.q_proj");
 
-  const ModelConfig mixtral = Load("mixtral_aux");
-  EXPECT_THAT(LoraTargetNames(mixtral), ElementsAre("q_proj", "k_proj", "v_proj", "o_proj"));
-  auto bad = LoraModules(mixtral, {"q_proj", "w1"});
+  // Layer 0's modules: q_proj one slot; the 6 experts' gate_proj share k = 2; scratch k = 2.
+  const std::vector<LoraModule> layer0(m->begin(), m->begin() + 7);
+  const LoraStateSlots slots = AssignLoraStateSlots(layer0, 2);
+  EXPECT_THAT(slots.first, ElementsAre(0, 1, 1, 1, 1, 1, 1));
+  EXPECT_EQ(slots.count, 3);
+  EXPECT_EQ(slots.scratch, 2);
+  auto both = LoraModules(qwen, {"down_proj", "up_proj"});
+  ASSERT_TRUE(both.ok());
+  const std::vector<LoraModule> l0(both->begin(), both->begin() + 12);
+  EXPECT_EQ(AssignLoraStateSlots(l0, 2).count, 4);
+  EXPECT_EQ(AssignLoraStateSlots({(*m)[7], (*m)[8]}, 2).scratch, 1);  // no expert: 1
+
+  const ModelConfig mixtral = Load("mixtral_aux");  // 2 layers, 4 experts
+  EXPECT_THAT(LoraTargetNames(mixtral),
+              ElementsAre("q_proj", "k_proj", "v_proj", "o_proj", "w1", "w3", "w2"));
+  auto x = LoraModules(mixtral, {"w2", "w1"});
+  ASSERT_TRUE(x.ok()) << x.status();
+  ASSERT_EQ(x->size(), 2u * 4 * 2);
+  EXPECT_EQ((*x)[0].path, "model.layers.0.block_sparse_moe.experts.0.w1");
+  EXPECT_EQ((*x)[1].path, "model.layers.0.block_sparse_moe.experts.0.w2");
+  EXPECT_EQ((*x)[1].in, 24);
+  EXPECT_EQ((*x)[1].out, 32);
+  EXPECT_EQ((*x)[7].path, "model.layers.0.block_sparse_moe.experts.3.w2");
+  auto bad = LoraModules(mixtral, {"q_proj", "gate"});
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("target_modules[1]"));
-  EXPECT_THAT(std::string(bad.status().message()), HasSubstr("experts are not implemented"));
+  EXPECT_THAT(std::string(bad.status().message()),
+              HasSubstr("target_modules[1]: \"gate\" is the experts' router "
+                        "(block_sparse_moe.gate), which stays frozen"));
+  EXPECT_THAT(std::string(LoraModules(mixtral, {"gate_proj"}).status().message()),
+              HasSubstr("is not a linear module of mixtral models"));
 }
 
 TEST(LoraTest, BadTargetsAndRanksNameTheField) {

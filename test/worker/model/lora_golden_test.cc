@@ -23,6 +23,7 @@
 #include <string>
 
 #include "common/model/lora.h"
+#include "common/numeric/f16.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test/testing/paths.h"
@@ -40,7 +41,14 @@ using testing::MaxDiff;
 
 struct Case {
   std::string name, base;
+  // bf16's bounds (the header's); fp16 runs the same comparisons, its gradients within kF16GradTol
+  // and its 5 steps within f16_move_tol.
+  double grad_tol = 6e-2, move_tol = 0.25, f16_move_tol = 0.1;
 };
+// fp16 keeps 3 more mantissa bits than bf16: its differences from PEFT shrink about 8x where they
+// are rounding (observed: worst gradient 0.014, every case; a routing or indexing bug would not
+// shrink).
+constexpr double kF16GradTol = 2e-2;
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
 
 class LoraGoldenTest : public ::testing::TestWithParam<Case> {
@@ -65,13 +73,25 @@ class LoraGoldenTest : public ::testing::TestWithParam<Case> {
     backend_ = *backend::CpuBackend::Create(options);
   }
 
-  std::unique_ptr<ResidentModel> MakeModel() {
-    auto m = ResidentModel::Create(g_.config, backend_.get(), {.recompute = true, .lora = spec_});
+  // precision fp16: the base weights rounded from fp32 to fp16.
+  std::unique_ptr<ResidentModel> MakeModel(backend::DType precision = backend::DType::kBf16) {
+    auto m = ResidentModel::Create(g_.config, backend_.get(),
+                                   {.recompute = true, .lora = spec_, .precision = precision});
     EXPECT_TRUE(m.ok()) << m.status();
     if (!m.ok()) return nullptr;
-    EXPECT_TRUE((*m)->SetWeights(g_.bf16).ok());
+    std::map<std::string, std::vector<uint16_t>> f16;
+    if (precision == backend::DType::kF16) {
+      for (const auto& [name, t] : g_.fp32.tensors) {
+        std::vector<uint16_t>& bits = f16[name];
+        for (const float x : t.data) bits.push_back(numeric::Fp32ToF16(x));
+      }
+    }
+    EXPECT_TRUE((*m)->SetWeights(precision == backend::DType::kF16 ? f16 : g_.bf16).ok());
     return *std::move(m);
   }
+
+  void LossAndGradients(backend::DType precision, double grad_tol);
+  void FiveAdamWSteps(backend::DType precision, double move_tol);
 
   testing::Golden g_;
   std::string dir_;
@@ -79,12 +99,12 @@ class LoraGoldenTest : public ::testing::TestWithParam<Case> {
   std::unique_ptr<backend::CpuBackend> backend_;
 };
 
-TEST_P(LoraGoldenTest, LossAndAdapterGradientsMatchPeft) {
+void LoraGoldenTest::LossAndGradients(backend::DType precision, double grad_tol) {
   auto adapter = reference::testing::LoadSafetensors(dir_ + "/adapter_model.safetensors");
   auto want_grads = reference::testing::LoadSafetensors(dir_ + "/grads.safetensors");
   auto outputs = reference::testing::LoadSafetensors(dir_ + "/outputs.safetensors");
   ASSERT_TRUE(adapter.ok() && want_grads.ok() && outputs.ok());
-  auto model = MakeModel();
+  auto model = MakeModel(precision);
   ASSERT_NE(model, nullptr);
   // Every adapter tensor PEFT wrote is one of ours, and the other way round.
   EXPECT_EQ(model->AdapterTensors().size(), adapter->tensors.size());
@@ -105,7 +125,7 @@ TEST_P(LoraGoldenTest, LossAndAdapterGradientsMatchPeft) {
   for (const auto& [name, g] : *grads) {
     ASSERT_TRUE(want_grads->tensors.count(name)) << name;
     const auto d = MaxDiff(g, want_grads->at(name).data);
-    EXPECT_LE(d.max_abs, 6e-2 * d.max_want + 1e-6) << name;
+    EXPECT_LE(d.max_abs, grad_tol * d.max_want + 1e-6) << name;
     if (d.max_abs / (d.max_want + 1e-12) > worst) {
       worst = d.max_abs / (d.max_want + 1e-12);
       worst_name = name;
@@ -115,13 +135,13 @@ TEST_P(LoraGoldenTest, LossAndAdapterGradientsMatchPeft) {
               worst, worst_name.c_str());
 }
 
-TEST_P(LoraGoldenTest, FiveAdamWStepsTrackPeft) {
+void LoraGoldenTest::FiveAdamWSteps(backend::DType precision, double move_tol) {
   auto adapter = reference::testing::LoadSafetensors(dir_ + "/adapter_model.safetensors");
   auto final_adapter = reference::testing::LoadSafetensors(dir_ + "/final_adapter.safetensors");
   auto outputs = reference::testing::LoadSafetensors(dir_ + "/outputs.safetensors");
   ASSERT_TRUE(adapter.ok() && final_adapter.ok() && outputs.ok());
   const std::vector<float>& want = outputs->at("train_losses").data;
-  auto model = MakeModel();
+  auto model = MakeModel(precision);
   ASSERT_NE(model, nullptr);
   std::map<std::string, std::vector<float>> master, m, v;
   for (const auto& [name, elements] : model->AdapterTensors()) {
@@ -162,9 +182,25 @@ TEST_P(LoraGoldenTest, FiveAdamWStepsTrackPeft) {
     }
     const double rel = std::sqrt(diff / moved);
     worst = std::max(worst, rel);
-    EXPECT_LE(rel, 0.25) << name;
+    EXPECT_LE(rel, move_tol) << name;
   }
   std::printf("  final adapters: worst ||ours - PEFT|| / ||PEFT's movement|| %.3f\n", worst);
+}
+
+TEST_P(LoraGoldenTest, LossAndAdapterGradientsMatchPeft) {
+  LossAndGradients(backend::DType::kBf16, GetParam().grad_tol);
+}
+
+TEST_P(LoraGoldenTest, FiveAdamWStepsTrackPeft) {
+  FiveAdamWSteps(backend::DType::kBf16, GetParam().move_tol);
+}
+
+TEST_P(LoraGoldenTest, Fp16LossAndAdapterGradientsMatchPeftCloser) {
+  LossAndGradients(backend::DType::kF16, kF16GradTol);
+}
+
+TEST_P(LoraGoldenTest, Fp16FiveAdamWStepsTrackPeftCloser) {
+  FiveAdamWSteps(backend::DType::kF16, GetParam().f16_move_tol);
 }
 
 TEST_P(LoraGoldenTest, ZeroBIsTheBaseModelAndTheBaseIsFrozen) {
@@ -233,7 +269,17 @@ TEST_P(LoraGoldenTest, TokenChunksWithDropoutMatchUnchunked) {
 INSTANTIATE_TEST_SUITE_P(Peft, LoraGoldenTest,
                          ::testing::Values(Case{"llama_gqa", "llama_gqa"},
                                            Case{"llama_gqa_qv", "llama_gqa"},
-                                           Case{"gpt2", "gpt2"}, Case{"gpt2_c_attn", "gpt2"}),
+                                           Case{"gpt2", "gpt2"}, Case{"gpt2_c_attn", "gpt2"},
+                                           Case{"mixtral_experts", "mixtral_aux"},
+                                           // Layer 0's expert 3 sees few tokens: its small
+                                           // gradients differ by 0.125 x max in bf16, 0.014 in
+                                           // fp16 (rounding: 9x less with 3 more bits). After
+                                           // step 1 PEFT's top-2 margin falls to 0.001
+                                           // (make_lora_golden.py prints it): a token's routing
+                                           // flips in 16 bits and steps 2-5 track PEFT within
+                                           // 0.4% (fp16) and 1.8% (bf16) of the loss, the
+                                           // adapters' movement within 0.25 and 0.26.
+                                           Case{"qwen3_moe_experts", "qwen3_moe", 0.15, 0.35, 0.3}),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
