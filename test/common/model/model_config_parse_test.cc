@@ -225,6 +225,8 @@ constexpr BadCase kBadCases[] = {
     {"llama_gelu", "hidden_act", "unsupported \"gelu\" (supported: silu)"},
     {"qwen2_use_sliding_window", "use_sliding_window", "true is not supported"},
     {"mistral_negative_sliding_window", "sliding_window", "must be a positive integer (got -1)"},
+    {"mixtral_router_jitter", "router_jitter_noise",
+     "router jitter (0.01) is not supported: set it to 0"},
     {"gpt2_zero_n_inner", "n_inner", "must be a positive integer (got 0)"},
     {"missing_intermediate_size", "intermediate_size", "missing"},
     {"missing_max_position_embeddings", "max_position_embeddings", "missing"},
