@@ -1,7 +1,8 @@
 // The KV-cache decoder (worker/generate/decoder.h) against the training forward recomputed on the
 // whole sequence at every step (Decoder::FullForward: the same units without the cache), on the
 // golden tiny models of test/reference/golden (Llama GQA, GPT-2, Qwen3 with qk-norm, Llama 3 and
-// linear RoPE scaling) and with the PEFT adapters of test/reference/golden_lora.
+// linear RoPE scaling, Qwen3-MoE and Mixtral) and with the PEFT adapters of
+// test/reference/golden_lora (the MoE ones on every expert).
 //
 // Teacher forcing: the golden batch's first sequence is prefilled up to its middle, then fed one
 // token at a time; each step's logits are compared with FullForward's last row over the sequence
@@ -44,6 +45,12 @@ constexpr double kLogitTol = 1.5e-2;  // see above
 struct Case {
   std::string base;
   std::string adapter;  // test/reference/golden_lora/<adapter>, or empty
+  // Greedy generation's bound. A mixture of experts runs each expert's GEMMs over the rows routed
+  // to it: one row per step in the decoder, up to the sequence in the full forward, so the
+  // shape-dependent fp32 sums differ in more GEMMs and flip more bf16 roundings of the experts'
+  // outputs (adapters on every expert add their own). Observed: mixtral_experts_lora 0.033 at 6
+  // of 27 tokens (each a flip, not growing; argmax the same); every other case <= 1e-6.
+  double greedy_tol = kLogitTol;
 };
 void PrintTo(const Case& c, std::ostream* os) { *os << c.base << "/" << c.adapter; }
 
@@ -144,7 +151,7 @@ TEST_P(DecoderTest, GreedyTokensAreTheFullForwardsArgmax) {
     EXPECT_EQ(r->tokens[i], Argmax(want.data(), g_.config.vocab_size)) << "new token " << i;
     const double diff = units::testing::MaxDiff(r->logits[i], want).max_abs;
     worst = std::max(worst, diff);
-    EXPECT_LE(diff, kLogitTol) << "new token " << i;
+    EXPECT_LE(diff, GetParam().greedy_tol) << "new token " << i;
     seq.push_back(r->tokens[i]);
   }
   std::printf("%s: greedy, %lld tokens, max |logit diff| vs full forward: %.3g\n",
@@ -185,7 +192,10 @@ INSTANTIATE_TEST_SUITE_P(
     ::testing::Values(Case{"llama_gqa", ""}, Case{"gpt2", ""}, Case{"qwen3", ""},
                       Case{"llama3_rope", ""}, Case{"qwen2_linear_rope", ""},
                       Case{"llama_gqa", "llama_gqa"}, Case{"llama_gqa", "llama_gqa_qv"},
-                      Case{"gpt2", "gpt2"}, Case{"gpt2", "gpt2_c_attn"}),
+                      Case{"gpt2", "gpt2"}, Case{"gpt2", "gpt2_c_attn"},
+                      Case{"qwen3_moe", ""}, Case{"mixtral_aux", ""},
+                      Case{"qwen3_moe", "qwen3_moe_experts"},
+                      Case{"mixtral_aux", "mixtral_experts", 5e-2}),
     [](const auto& info) { return Name(info.param); });
 
 }  // namespace
