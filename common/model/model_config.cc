@@ -65,15 +65,6 @@ bool MoeConfig::IsMoeLayer(int64_t layer) const {
   return (layer + 1) % sparse_step == 0;
 }
 
-absl::Status CheckTrainable(const ModelConfig& c) {
-  if (!c.moe.enabled() || !c.moe.output_router_logits) return absl::OkStatus();
-  return absl::UnimplementedError(absl::StrCat(
-      "model_type \"", c.model_type, "\": output_router_logits is true, and the load-balancing loss "
-      "(router_aux_loss_coef ", c.moe.router_aux_loss_coef,
-      ") is not trained yet (issue 32); set \"output_router_logits\": false in config.json to "
-      "fine-tune without it"));
-}
-
 absl::Status ValidateModelConfig(const ModelConfig& c) {
   for (auto [member, value, max] : {
            std::tuple<const char*, int64_t, int64_t>{"vocab_size", c.vocab_size, kMaxVocabSize},

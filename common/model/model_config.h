@@ -4,7 +4,7 @@
 // reference model, the backends and the planner never look at the family name to decide math.
 // Families: GPT-2 ("gpt2"), Llama 2/3 ("llama"), Mistral ("mistral"), Qwen2 ("qwen2"),
 // Qwen3 ("qwen3"), and the mixtures of experts Qwen3-MoE ("qwen3_moe") and Mixtral ("mixtral"),
-// which every backend trains (without the load-balancing loss yet: model::CheckTrainable).
+// which every backend trains (with the load-balancing loss where config.json asks for it).
 //
 // Value type; thread-compatible. Parsing lives in model_config_parse.h.
 #ifndef MOBIUS_COMMON_MODEL_MODEL_CONFIG_H_

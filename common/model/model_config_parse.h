@@ -72,12 +72,6 @@ absl::StatusOr<ModelConfig> LoadModelConfig(const std::string& path_or_dir);
 // INVALID_ARGUMENT naming the ModelConfig member ("ModelConfig.num_kv_heads: ...").
 absl::Status ValidateModelConfig(const ModelConfig& config);
 
-// Whether the backends can train (and run) `config`: UNIMPLEMENTED for a mixture of experts whose
-// config asks for the load-balancing loss (output_router_logits: the reference model computes it,
-// the pipeline does not carry its per-microbatch expert counts across stages yet, issue 32),
-// naming the model_type and the key; OK otherwise. Called where a job or a run starts.
-absl::Status CheckTrainable(const ModelConfig& config);
-
 }  // namespace mobius::model
 
 #endif  // MOBIUS_COMMON_MODEL_MODEL_CONFIG_PARSE_H_

@@ -105,6 +105,7 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
         w.moe_d_act = bf(n * Ie), w.moe_d_gate = bf(n * Ie), w.moe_d_up = bf(n * Ie);
         w.moe_d_act_f32 = f32(n * Ie);
         w.moe_dy = f32(routed * C), w.moe_dnorm = f32(n * C), w.moe_dweights = f32(n * k);
+        w.moe_prob_sums = f32(E), w.moe_aux_grad = f32(E);
       }
       break;
     }

@@ -76,6 +76,9 @@ struct WorkspaceLayout {
   uint64_t moe_gate = 0, moe_up = 0, moe_act = 0;
   uint64_t moe_d_act = 0, moe_d_gate = 0, moe_d_up = 0, moe_d_act_f32 = 0;
   uint64_t moe_dy = 0, moe_dnorm = 0, moe_dweights = 0;
+  // The load-balancing loss (output_router_logits): the probabilities' column sums fp32 [E]
+  // (forward) and the loss's gradient per probability column fp32 [E] (backward).
+  uint64_t moe_prob_sums = 0, moe_aux_grad = 0;
   // head (norm out and stats reuse norm1*, d_norm*): fp32; logits [R_h, V] (fp16: above)
   uint64_t logits = 0, losses = 0, ce_lse = 0, loss = 0;
   // embedding backward: the bf16 copy of dout reuses d_norm

@@ -14,8 +14,9 @@
 //   MoeCombineBackward  dy [R, C] fp32 = weights * dout rows; dweights [N, K] = dout . y rows
 //   MoeScatterAdd   dst [N, C] fp32 += sum_j src[pos[t K + j]] (the gathered rows' gradient;
 //                   the same order)
-//   MoeRouteBackward dlogits [N, E] fp32 = d/d logits of sum dweights . weights (softmax, top k,
-//                   renormalisation; = not +=)
+//   MoeRouteBackward dlogits [N, E] fp32 = d/d logits of (sum dweights . weights + sum over rows of
+//                   aux_grad . probs) (softmax, top k, renormalisation; = not +=); aux_grad [E]
+//                   (or null): the load-balancing loss's d/d probs, the same for every row
 //
 // Index buffers are int32 device memory; N * K must fit in int32 and K <= kMaxMoeTopK.
 #ifndef MOBIUS_WORKER_BACKEND_MOE_PARAMS_H_
@@ -49,6 +50,7 @@ struct MoeRouteBackwardParams {
   const float* probs = nullptr;     // MoeRoute's
   const int32_t* ids = nullptr;
   const float* weights = nullptr;
+  const float* aux_grad = nullptr;  // [E] fp32 device memory, or nullptr
   float* dlogits = nullptr;  // [N, E], written
 };
 

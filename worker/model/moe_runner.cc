@@ -5,7 +5,9 @@
 // walks it in reverse; an expert's backward GEMMs write fp32 input gradients (the fp16 backward's
 // 16-bit outputs are a dense-MLP optimisation not applied here). LoRA: an expert's adapters see its
 // routed rows (their h at those rows of their target's shared slots, model::LoraStateSlots); the
-// router has none. The routing of a recompute is the
+// router has none. The load-balancing loss (MicroBatch::moe_stats, moe_aux_grad): the forward
+// sums the probabilities' columns and hands the host the experts' row counts with the offsets it
+// reads anyway; the backward adds the loss's gradient to the router's. The routing of a recompute is the
 // forward's bit for bit: every op is deterministic on its backend.
 #include <utility>
 #include <vector>
@@ -35,10 +37,16 @@ LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int
 
 }  // namespace
 
-absl::StatusOr<std::vector<int32_t>> UnitRunner::ExpertOffsets(const Ctx& c) const {
-  std::vector<int32_t> offsets(config_.moe.num_experts + 1);
+absl::StatusOr<std::vector<int32_t>> UnitRunner::ExpertOffsets(const Ctx& c,
+                                                                float* prob_sums) const {
+  const int64_t E = config_.moe.num_experts;
+  std::vector<int32_t> offsets(E + 1);
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*c.queue, *c.workspace, c.ws.moe_offsets,
                                               offsets.data(), 4 * offsets.size()));
+  if (prob_sums != nullptr) {
+    MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*c.queue, *c.workspace, c.ws.moe_prob_sums,
+                                                prob_sums, 4 * static_cast<uint64_t>(E)));
+  }
   MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*c.queue));
   return offsets;
 }
@@ -63,7 +71,20 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
   MOBIUS_RETURN_IF_ERROR(be.MoeGather(q, {.dtype = c.half, .n = n, .k = K, .c = C,
                                           .order = I32(c, ws.moe_order), .src = c.at(ws.norm2),
                                           .dst = c.at(ws.moe_x)}));
-  MOBIUS_ASSIGN_OR_RETURN(const std::vector<int32_t> offsets, ExpertOffsets(c));
+  // The load-balancing loss's statistics: each expert's routed rows, its probabilities' sum.
+  float* stats = c.mb.moe_stats;
+  if (stats != nullptr) {
+    MOBIUS_RETURN_IF_ERROR(
+        be.Zero(q, {.dst = c.at(ws.moe_prob_sums), .bytes = 4 * static_cast<uint64_t>(E)}));
+    MOBIUS_RETURN_IF_ERROR(be.BiasBackward(q, {.n = n, .c = E, .dout_type = DType::kFp32,
+                                               .dout = c.at(ws.moe_probs),
+                                               .dbias = c.f32(ws.moe_prob_sums)}));
+  }
+  MOBIUS_ASSIGN_OR_RETURN(const std::vector<int32_t> offsets,
+                          ExpertOffsets(c, stats == nullptr ? nullptr : stats + E));
+  if (stats != nullptr) {
+    for (int64_t e = 0; e < E; ++e) stats[e] = static_cast<float>(offsets[e + 1] - offsets[e]);
+  }
   for (int64_t e = 0; e < E; ++e) {
     const int64_t row0 = offsets[e], rows = offsets[e + 1] - offsets[e];
     if (rows == 0) continue;
@@ -134,10 +155,16 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
   MOBIUS_RETURN_IF_ERROR(be.Zero(q, {.dst = dnorm, .bytes = 4 * static_cast<uint64_t>(n * C)}));
   MOBIUS_RETURN_IF_ERROR(be.MoeScatterAdd(q, {.n = n, .k = K, .c = C, .pos = I32(c, ws.moe_pos),
                                               .src = c.f32(ws.moe_dy), .dst = dnorm}));
+  const float* aux_grad = nullptr;  // the load-balancing loss's, the same for every row
+  if (c.mb.moe_aux_grad != nullptr) {
+    MOBIUS_RETURN_IF_ERROR(be.CopyToDevice(q, c.mb.moe_aux_grad, *c.workspace, ws.moe_aux_grad,
+                                           4 * static_cast<uint64_t>(E)));
+    aux_grad = c.f32(ws.moe_aux_grad);
+  }
   MOBIUS_RETURN_IF_ERROR(be.MoeRouteBackward(
       q, {.n = n, .experts = E, .k = K, .renormalize = m.norm_topk_prob,
           .dweights = c.f32(ws.moe_dweights), .probs = c.f32(ws.moe_probs),
-          .ids = I32(c, ws.moe_ids), .weights = c.f32(ws.moe_weights),
+          .ids = I32(c, ws.moe_ids), .weights = c.f32(ws.moe_weights), .aux_grad = aux_grad,
           .dlogits = c.f32(ws.moe_logits)}));
   MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ln.router_weight, C, E, in_out),
                                         c.at(ws.norm2), c.f32(ws.moe_logits), DType::kFp32, dnorm,

@@ -1,5 +1,7 @@
 #include "worker/model/resident_model.h"
 
+#include "worker/model/moe_aux.h"
+
 #include <algorithm>
 #include <utility>
 
@@ -7,6 +9,7 @@
 #include "common/numeric/bf16.h"
 #include "common/numeric/f16.h"
 #include "common/status_macros.h"
+#include "worker/model/moe_aux.h"
 
 namespace mobius::units {
 
@@ -174,9 +177,18 @@ const DeviceBuffer& ResidentModel::Workspace(int64_t unit) const {
 
 MicroBatch ResidentModel::Batch(int64_t unit) const {
   const int64_t units = num_units();
-  return MicroBatch{b_, t_, unit == 0 ? tokens_.data() : inputs_[unit].data(),
-                    unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr,
-                    dropout_key_, row_offset_};
+  MicroBatch mb{b_, t_, unit == 0 ? tokens_.data() : inputs_[unit].data(),
+                unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr,
+                dropout_key_, row_offset_};
+  const int64_t block = runners_[unit]->kind() == model::UnitKind::kDecoderBlock
+                            ? MoeBlockIndex(config_, unit - 1)
+                            : -1;
+  if (block >= 0 && !moe_stats_.empty()) {
+    const int64_t E = config_.moe.num_experts;
+    mb.moe_stats = const_cast<float*>(moe_stats_.data()) + block * 2 * E;
+    if (!moe_aux_grad_.empty()) mb.moe_aux_grad = moe_aux_grad_.data();
+  }
+  return mb;
 }
 
 absl::Status ResidentModel::EnqueueForward(const int32_t* tokens, const int32_t* targets,
@@ -212,7 +224,16 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
                                                      uint64_t dropout_key, int64_t row_offset) {
   dropout_key_ = dropout_key;
   row_offset_ = row_offset;
+  // The load-balancing loss: the forward writes the routing statistics (each MoE block's
+  // synchronises the queue, so they are on the host when EnqueueForward returns).
+  moe_aux_grad_.clear();
+  if (MoeAuxEnabled(config_)) moe_stats_.assign(MoeBlocks(config_) * 2 * config_.moe.num_experts, 0);
   MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
+  MoeAux aux;
+  if (MoeAuxEnabled(config_)) {
+    aux = MoeAuxLoss(config_, moe_stats_.data(), b * t, loss_scale);
+    moe_aux_grad_ = aux.grad;
+  }
   backend::Queue& q = *queue_;
   float loss = 0.0f;
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(q, loss_, 0, &loss, 4));
@@ -228,7 +249,9 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
                                                  &adapters_[u]));
   }
   MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(q));
-  return loss;
+  moe_stats_.clear();
+  moe_aux_grad_.clear();
+  return static_cast<float>(loss + aux.loss);
 }
 
 absl::StatusOr<float> ResidentModel::Step(const int32_t* tokens, const int32_t* targets, int64_t b,

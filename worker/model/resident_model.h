@@ -67,14 +67,16 @@ class ResidentModel {
 
   // One microbatch [b, t] (host tokens and targets, targets -100 = ignored): forward through all
   // units, then backward in reverse; gradients += loss_scale * d(mean loss) / d(param). Returns the
-  // microbatch's mean loss. INVALID_ARGUMENT for out-of-range ids (reported by the op).
+  // microbatch's mean loss (a mixture of experts with output_router_logits: plus its
+  // load-balancing loss, moe_aux.h). INVALID_ARGUMENT for out-of-range ids (reported by the op).
   // LoRA dropout: `dropout_key` (0: none) and the microbatch's first token row in its batch
   // (MicroBatch in unit_runner.h).
   absl::StatusOr<float> ForwardBackward(const int32_t* tokens, const int32_t* targets, int64_t b,
                                         int64_t t, float loss_scale, uint64_t dropout_key = 0,
                                         int64_t row_offset = 0);
 
-  // The forward alone (eval): the microbatch's mean loss; gradients are untouched.
+  // The forward alone (eval): the microbatch's mean loss (the cross-entropy alone, moe_aux.h);
+  // gradients are untouched.
   absl::StatusOr<float> Forward(const int32_t* tokens, const int32_t* targets, int64_t b,
                                 int64_t t);
 
@@ -123,6 +125,10 @@ class ResidentModel {
   uint64_t dropout_key_ = 0;  // of the ForwardBackward running (0: none, as in Forward)
   int64_t row_offset_ = 0;
   MicroBatch Batch(int64_t unit) const;  // of the current shape
+  // The load-balancing loss (moe_aux.h): the MoE blocks' routing statistics of the microbatch
+  // running, and the gradient its backward adds (empty when the loss is off or in Forward).
+  std::vector<float> moe_stats_;
+  std::vector<float> moe_aux_grad_;
 
   model::ModelConfig config_;
   backend::Backend* backend_;

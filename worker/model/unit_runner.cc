@@ -87,7 +87,6 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
                                                    " is not a 16-bit format (bf16, fp16)"));
   }
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
-  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));  // no MoE aux loss yet (issue 32)
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
   MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
   const UnitKind kind = model.units[unit_index].kind;
@@ -304,7 +303,9 @@ absl::Status UnitRunner::Backward(backend::Queue& queue, const MicroBatch& mb,
   if (kind_ != UnitKind::kEmbedding && dinp == nullptr) {
     return absl::InvalidArgumentError("unit backward: null dinp");
   }
-  const Ctx c = MakeCtx(queue, mb, weights, &grads, workspace, adapter);
+  MicroBatch once = mb;  // the recompute writes no routing statistics (MicroBatch::moe_stats)
+  once.moe_stats = nullptr;
+  const Ctx c = MakeCtx(queue, once, weights, &grads, workspace, adapter);
   switch (kind_) {
     case UnitKind::kEmbedding: return EmbeddingBackward(c, dout);
     case UnitKind::kDecoderBlock:

@@ -79,6 +79,14 @@ struct MicroBatch {
   // requires position 0 (the training forward).
   int64_t position = 0;
   const KvCache* kv = nullptr;
+  // A mixture of experts' load-balancing loss (config moe.output_router_logits; moe_aux.h). A MoE
+  // block's Forward writes this microbatch's routing statistics to moe_stats (host memory, 2E
+  // floats: each expert's count of routed rows, then its probability summed over the N rows);
+  // the recompute inside Backward writes nothing. Its Backward adds moe_aux_grad (host memory, E
+  // floats, valid until the queue ran the call: d(scaled loss)/d probs[row, e], the same for every
+  // row) to the router's probability gradient. nullptr: not this microbatch or unit.
+  float* moe_stats = nullptr;
+  const float* moe_aux_grad = nullptr;
 };
 
 class UnitRunner {
@@ -195,7 +203,10 @@ class UnitRunner {
   absl::Status MoeForward(const Ctx& c, const reference::LayerNames& ln, bool combine) const;
   absl::Status MoeBackward(const Ctx& c, const reference::LayerNames& ln,
                            const float* dout) const;
-  absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const Ctx& c) const;
+  // The experts' row offsets [E + 1] on the host (a queue synchronisation); with prob_sums, the
+  // workspace's probability column sums [E] copied there too.
+  absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const Ctx& c,
+                                                     float* prob_sums = nullptr) const;
   absl::Status Norm(const Ctx& c, const std::string& weight, const std::string& bias,
                     const void* inp, void* out, float* mean, float* rstd, int64_t n) const;
   absl::Status NormBackward(const Ctx& c, const std::string& weight, const std::string& bias,

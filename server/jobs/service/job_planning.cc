@@ -121,8 +121,6 @@ absl::StatusOr<PlannedJob> PlanJob(const jobspec::JobSpec& spec,
   const model::ModelConfig& config =
       options.model_config != nullptr ? *options.model_config : loaded;
   MOBIUS_RETURN_IF_ERROR(CheckAdapterFitsModel(spec, config));
-  // A mixture of experts is planned by `mobius plan`, not run (issue 32): refused at admission.
-  MOBIUS_RETURN_IF_ERROR(model::CheckTrainable(config));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription desc, model::DescribeModel(config));
   planner::JobShape shape;
   shape.global_batch = spec.training.global_batch;

@@ -106,20 +106,6 @@ TEST(LayerUnitsTest, MixtureOfExpertsCountsTotalAndActiveParameters) {
   }
 }
 
-// Mixtures of experts train, except with the load-balancing loss (output_router_logits), which
-// the pipeline does not carry yet: CheckTrainable (UnitRunner::Create, job admission) says so,
-// naming the model type and the key; dense models pass.
-TEST(LayerUnitsTest, MixtureOfExpertsTrainsWithoutTheAuxLoss) {
-  ModelDescription moe = Describe("mixtral-8x7b.json");
-  EXPECT_TRUE(CheckTrainable(moe.config).ok());
-  moe.config.moe.output_router_logits = true;
-  const absl::Status s = CheckTrainable(moe.config);
-  EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("\"mixtral\""));
-  EXPECT_THAT(std::string(s.message()), ::testing::HasSubstr("output_router_logits"));
-  EXPECT_TRUE(CheckTrainable(Describe("qwen3-8b.json").config).ok());
-}
-
 TEST(LayerUnitsTest, UnitOrderAndKinds) {
   ModelDescription model = Describe("llama-2-7b.json");
   ASSERT_EQ(model.num_units(), 34);

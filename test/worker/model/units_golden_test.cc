@@ -12,6 +12,13 @@
 //                           its bf16 rounding noise averages out less than a dense weight's
 //                           (observed 3.9e-2)
 //   2 microbatches vs 1     max|diff| <= 1e-2 * max|one batch| + 1e-6 per tensor; loss 1e-3 rel
+//                           (with the load-balancing loss, which each microbatch computes over
+//                           its own rows: against the reference run on each half, weighted by
+//                           its share, at the reference bounds)
+//   load-balancing loss     (output_router_logits) our loss with it minus without it against
+//                           the reference's coef x aux: within 2e-2 of the term; the router
+//                           gradients' change the same way against the reference's, within
+//                           5e-2 of its largest + 1e-2 of the router's whole gradient
 //   recompute vs keep       bitwise (same ops, same order, deterministic kernels)
 //   token chunks vs none    loss bitwise (every row's loss is the same, the mean over all rows);
 //                           gradients max|diff| <= 1e-4 * max|unchunked| + 1e-7 (the weight
@@ -22,12 +29,14 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "test/worker/model/units_test_util.h"
 #include "worker/backend/cpu/cpu_backend.h"
+#include "worker/model/moe_aux.h"
 #include "worker/model/resident_model.h"
 #include "worker/reference/model.h"
 
@@ -134,6 +143,37 @@ TEST_P(UnitsGoldenTest, RecomputeEqualsKeepingInternalsBitwise) {
 
 TEST_P(UnitsGoldenTest, TwoMicrobatchesMatchOneBatch) {
   ASSERT_EQ(g_.b % 2, 0);
+  if (MoeAuxEnabled(g_.config)) {
+    // Each microbatch's aux loss is over its own rows: the reference on each half, by its share.
+    const int64_t half = g_.b / 2 * g_.t;
+    int64_t counted[2] = {0, 0};
+    for (int h = 0; h < 2; ++h) {
+      for (int64_t i = 0; i < half; ++i) counted[h] += g_.targets[h * half + i] != -100;
+    }
+    auto ref = reference::ReferenceModel::Create(g_.config, g_.params);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    double want = 0;
+    for (int h = 0; h < 2; ++h) {
+      const float share = static_cast<float>(counted[h]) / (counted[0] + counted[1]);
+      auto l = ref->Forward(g_.tokens.data() + h * half, g_.targets.data() + h * half, g_.b / 2,
+                            g_.t);
+      ASSERT_TRUE(l.ok()) << l.status();
+      ASSERT_TRUE(ref->Backward(share).ok());
+      want += share * *l;
+    }
+    auto model = MakeModel(true);
+    ASSERT_NE(model, nullptr);
+    auto two = model->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 2);
+    ASSERT_TRUE(two.ok()) << two.status();
+    EXPECT_NEAR(*two, want, 1e-2 * std::fabs(want));
+    auto grads = model->Grads();
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    for (const auto& [name, w] : ref->grads().tensors) {
+      const auto d = MaxDiff(grads->at(name), w.data);
+      EXPECT_LE(d.max_abs, ReferenceBound(name, d.max_want)) << name;
+    }
+    return;
+  }
   auto model = MakeModel(true);
   ASSERT_NE(model, nullptr);
   auto one = model->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
@@ -195,6 +235,63 @@ TEST_P(UnitsGoldenTest, TokenChunksMatchUnchunkedAndReference) {
                   worst);
     }
   }
+}
+
+// The load-balancing loss itself (output_router_logits): what turning it on adds to our loss and
+// to the routers' gradients, against what it adds to the reference's.
+TEST_P(UnitsGoldenTest, LoadBalancingLossAddsWhatTheReferenceAdds) {
+  if (!MoeAuxEnabled(g_.config)) GTEST_SKIP() << "no load-balancing loss in this config";
+  model::ModelConfig off = g_.config;
+  off.moe.output_router_logits = false;
+  std::map<std::string, std::vector<float>> ours[2], refs[2];
+  double our_loss[2], ref_loss[2], aux = 0;
+  for (int on = 0; on < 2; ++on) {
+    const model::ModelConfig& c = on ? g_.config : off;
+    auto ref = reference::ReferenceModel::Create(c, g_.params);
+    ASSERT_TRUE(ref.ok()) << ref.status();
+    auto rl = ref->Forward(g_.tokens.data(), g_.targets.data(), g_.b, g_.t);
+    ASSERT_TRUE(rl.ok() && ref->Backward().ok());
+    ref_loss[on] = *rl;
+    aux = ref->activations().aux_loss;
+    for (const auto& [name, t] : ref->grads().tensors) refs[on][name] = t.data;
+    auto m = ResidentModel::Create(c, backend_.get(), {.recompute = true});
+    ASSERT_TRUE(m.ok()) << m.status();
+    ASSERT_TRUE((*m)->SetWeights(g_.bf16).ok());
+    auto l = (*m)->Step(g_.tokens.data(), g_.targets.data(), g_.b, g_.t, 1);
+    ASSERT_TRUE(l.ok()) << l.status();
+    our_loss[on] = *l;
+    auto grads = (*m)->Grads();
+    ASSERT_TRUE(grads.ok()) << grads.status();
+    ours[on] = *std::move(grads);
+  }
+  const double term = g_.config.moe.router_aux_loss_coef * aux;
+  std::printf("  coef x aux: reference %.6g (%.6g - %.6g), ours %.6g\n", term, ref_loss[1],
+              ref_loss[0], our_loss[1] - our_loss[0]);
+  EXPECT_GT(term, 0.0);
+  EXPECT_NEAR(our_loss[1] - our_loss[0], term, 2e-2 * term);
+  int routers = 0;
+  for (const auto& [name, on] : refs[1]) {
+    if (name.find("experts") != std::string::npos || name.find(".gate.weight") == std::string::npos) {
+      continue;  // the routers: mlp.gate / block_sparse_moe.gate
+    }
+    ++routers;
+    std::vector<float> want(on.size()), got(on.size());
+    for (size_t i = 0; i < on.size(); ++i) {
+      want[i] = on[i] - refs[0].at(name)[i];
+      got[i] = ours[1].at(name)[i] - ours[0].at(name)[i];
+    }
+    const auto d = MaxDiff(got, want);
+    std::printf("  %s: the aux loss's gradient max|ref| %.3g, max|diff| %.3g\n", name.c_str(),
+                d.max_want, d.max_abs);
+    // An earlier block's router also sees the later aux terms through the residual stream, a
+    // second-order change our bf16 backward computes with its own rounding: 1e-2 of the
+    // router's whole gradient on top.
+    double full = 0;
+    for (float x : on) full = std::max(full, std::fabs(double{x}));
+    EXPECT_GT(d.max_want, 0.0) << name;
+    EXPECT_LE(d.max_abs, 5e-2 * d.max_want + 1e-2 * full) << name;
+  }
+  EXPECT_GT(routers, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, UnitsGoldenTest,

@@ -17,9 +17,6 @@ absl::StatusOr<Golden> LoadGolden(const std::string& name) {
                               : mobius::testing::SourcePath("test/reference/golden/" + name);
   Golden g;
   MOBIUS_ASSIGN_OR_RETURN(g.config, model::LoadModelConfig(dir + "/config.json"));
-  // The units do not train the experts' load-balancing loss yet (model::CheckTrainable): the
-  // golden MoE models that ask for it are compared without it (the reference computes both).
-  g.config.moe.output_router_logits = false;
   MOBIUS_ASSIGN_OR_RETURN(g.fp32, reference::testing::LoadSafetensors(dir + "/model.safetensors"));
   g.params = g.fp32;
   for (auto& [tensor_name, tensor] : g.params.tensors) {

@@ -24,8 +24,7 @@ struct Golden {
   int64_t b = 0, t = 0;
 };
 
-// `name`: a case of test/reference/golden, or an absolute path to a case's directory. A mixture of
-// experts comes with output_router_logits false (the units train no load-balancing loss yet).
+// `name`: a case of test/reference/golden, or an absolute path to a case's directory.
 absl::StatusOr<Golden> LoadGolden(const std::string& name);
 
 // max|got - want| and max|want| of one tensor.

@@ -115,7 +115,7 @@ void moe_route(float* probs, int32_t* ids, float* weights, int32_t* order, int32
   }
 }
 
-void moe_route_bwd(float* dlogits, const float* dweights, const float* probs, const int32_t* ids,
+void moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad, const float* probs, const int32_t* ids,
                    const float* weights, int64_t n, int64_t e, int64_t k, bool renormalize,
                    ThreadPool* pool) {
   ParallelForRange(pool, n, kRowGrain, [&](int64_t begin, int64_t end) {
@@ -124,7 +124,11 @@ void moe_route_bwd(float* dlogits, const float* dweights, const float* probs, co
       const float* p = probs + t * e;
       const float* w = weights + t * k;
       const float* dw = dweights + t * k;
-      std::fill(dp.begin(), dp.end(), 0.0f);
+      if (aux_grad != nullptr) {
+        std::copy(aux_grad, aux_grad + e, dp.begin());
+      } else {
+        std::fill(dp.begin(), dp.end(), 0.0f);
+      }
       if (renormalize) {
         float s = 0.0f, dot = 0.0f;
         for (int64_t j = 0; j < k; ++j) {

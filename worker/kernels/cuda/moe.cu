@@ -86,9 +86,9 @@ __global__ void place_kernel(int32_t* order, int32_t* pos, const int32_t* offset
   }
 }
 
-__global__ void route_bwd_kernel(float* dlogits, const float* dweights, const float* probs,
-                                 const int32_t* ids, const float* weights, int64_t n, int64_t e,
-                                 int64_t k, bool renormalize) {
+__global__ void route_bwd_kernel(float* dlogits, const float* dweights, const float* aux_grad,
+                                 const float* probs, const int32_t* ids, const float* weights,
+                                 int64_t n, int64_t e, int64_t k, bool renormalize) {
   MOBIUS_GRID_STRIDE(t, n) {
     const float* p = probs + t * e;
     const float* w = weights + t * k;
@@ -100,12 +100,15 @@ __global__ void route_bwd_kernel(float* dlogits, const float* dweights, const fl
       dot += dw[j] * w[j];
     }
     float pdp = 0.0f;
+    if (aux_grad != nullptr) {
+      for (int64_t i = 0; i < e; ++i) pdp += p[i] * aux_grad[i];
+    }
     for (int64_t j = 0; j < k; ++j) {
       dsel[j] = renormalize ? (dw[j] - dot) / s : dw[j];
       pdp += p[ids[t * k + j]] * dsel[j];
     }
     for (int64_t i = 0; i < e; ++i) {
-      float dp = 0.0f;
+      float dp = aux_grad != nullptr ? aux_grad[i] : 0.0f;
       for (int64_t j = 0; j < k; ++j) dp += ids[t * k + j] == i ? dsel[j] : 0.0f;
       dlogits[t * e + i] = p[i] * (dp - pdp);
     }
@@ -195,12 +198,13 @@ KernelStatus moe_route(float* probs, int32_t* ids, float* weights, int32_t* orde
   return MOBIUS_KERNEL_LAUNCH_STATUS("place_kernel");
 }
 
-KernelStatus moe_route_bwd(float* dlogits, const float* dweights, const float* probs,
-                           const int32_t* ids, const float* weights, int64_t n, int64_t e,
-                           int64_t k, bool renormalize, cudaStream_t stream) {
+KernelStatus moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad,
+                           const float* probs, const int32_t* ids, const float* weights,
+                           int64_t n, int64_t e, int64_t k, bool renormalize,
+                           cudaStream_t stream) {
   if (n == 0) return OkStatus();
-  route_bwd_kernel<<<GridFor(n, kThreads), kThreads, 0, stream>>>(dlogits, dweights, probs, ids,
-                                                                   weights, n, e, k, renormalize);
+  route_bwd_kernel<<<GridFor(n, kThreads), kThreads, 0, stream>>>(
+      dlogits, dweights, aux_grad, probs, ids, weights, n, e, k, renormalize);
   return MOBIUS_KERNEL_LAUNCH_STATUS("route_bwd_kernel");
 }
 
