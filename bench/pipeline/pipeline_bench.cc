@@ -404,13 +404,12 @@ int Main(int argc, char** argv) {
 
   BenchSetup setup;
   setup.topology = a.topology;
-  setup.model =
-      absl::StrCat(a.shape.experts > 0 ? "qwen3_moe" : "llama", " L=", a.shape.layers,
-                   " C=", a.shape.hidden, " H=", a.shape.heads, " KV=", a.shape.kv_heads,
-                   " I=", a.shape.intermediate, " V=", a.shape.vocab,
-                   a.shape.experts > 0 ? absl::StrCat(" E=", a.shape.experts, " k=",
-                                                      a.shape.experts_per_token)
-                                       : "");
+  setup.model = absl::StrCat(
+      a.shape.experts > 0 ? "qwen3_moe" : "llama", " L=", a.shape.layers, " C=", a.shape.hidden,
+      " H=", a.shape.heads, " KV=", a.shape.kv_heads, " I=", a.shape.intermediate,
+      " V=", a.shape.vocab,
+      a.shape.experts > 0 ? absl::StrCat(" E=", a.shape.experts, " k=", a.shape.experts_per_token)
+                          : "");
   setup.parameters = in->parameters;
   setup.seq = a.seq;
   setup.batch = a.batch;

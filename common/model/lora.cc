@@ -102,9 +102,9 @@ absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
   const char* router = FamilyOf(config.family).tensors.block.moe_router;
   for (size_t i = 0; i < targets.size(); ++i) {
     if (config.moe.enabled() && router != nullptr && targets[i] == LastComponent(router)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          field, "[", i, "]: \"", targets[i], "\" is the experts' router (", router,
-          "), which stays frozen; adapt ", absl::StrJoin(known, ", ")));
+      return absl::InvalidArgumentError(
+          absl::StrCat(field, "[", i, "]: \"", targets[i], "\" is the experts' router (", router,
+                       "), which stays frozen; adapt ", absl::StrJoin(known, ", ")));
     }
     if (std::find(known.begin(), known.end(), targets[i]) == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -42,7 +42,8 @@ struct LoraModule {
   std::string a_name() const;  // PEFT's "base_model.model.<path>.lora_A.weight"
   std::string b_name() const;  // ... ".lora_B.weight"
   // A module of the block's dense MLP (every family's MLP modules sit under ".mlp."): it sees the
-  // MLP's token chunks (unit_workspace.h) rather than all of a microbatch's rows. False for experts.
+  // MLP's token chunks (unit_workspace.h) rather than all of a microbatch's rows. False for
+  // experts.
   bool in_mlp() const;
 };
 

@@ -215,8 +215,8 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
       l.moe_blocks += config.moe.IsMoeLayer(layer) ? 1 : 0;
     }
     l.moe_stats_stride = 8 * static_cast<uint64_t>(l.moe_blocks * config.moe.num_experts);
-    at += Align(static_cast<uint64_t>(l.checkpoint_copies) * l.num_microbatches *
-                l.moe_stats_stride);
+    at +=
+        Align(static_cast<uint64_t>(l.checkpoint_copies) * l.num_microbatches * l.moe_stats_stride);
   }
   l.total_bytes = at;
   return l;

@@ -112,12 +112,11 @@ struct StoreLayout {
   // (units::MicroBatch::moe_stats), written by the forward pass that runs the block and read by
   // the head (the loss) and every backward pass (its gradient). 0 bytes otherwise.
   uint64_t moe_stats = 0;
-  int64_t moe_blocks = 0;             // MoE blocks with the aux loss on (0: off)
-  uint64_t moe_stats_stride = 0;      // bytes of one microbatch's statistics (all blocks)
+  int64_t moe_blocks = 0;         // MoE blocks with the aux loss on (0: off)
+  uint64_t moe_stats_stride = 0;  // bytes of one microbatch's statistics (all blocks)
   uint64_t moe_stats_offset(int mb, uint32_t r) const {  // step r's, microbatch mb, block 0
-    return moe_stats +
-           ((r % checkpoint_copies) * static_cast<uint64_t>(num_microbatches) + mb) *
-               moe_stats_stride;
+    return moe_stats + ((r % checkpoint_copies) * static_cast<uint64_t>(num_microbatches) + mb) *
+                           moe_stats_stride;
   }
   uint64_t link_words = 0;                    // offset of 4 uint64 per emulated link (link_emulator.h),
                                               // links.size() + 1 of them: the last is the emulated

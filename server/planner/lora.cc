@@ -15,9 +15,9 @@ int64_t Chunks(int64_t elements) {
 
 // The share of an expert's tokens: k / E (1 without experts).
 double RoutedShare(const model::ModelConfig& c) {
-  return c.moe.enabled() ? static_cast<double>(c.moe.experts_per_token) /
-                               static_cast<double>(c.moe.num_experts)
-                         : 1.0;
+  return c.moe.enabled()
+             ? static_cast<double>(c.moe.experts_per_token) / static_cast<double>(c.moe.num_experts)
+             : 1.0;
 }
 
 // The matmul weights one token computes with: k / E of a mixture of experts' expert weights.

@@ -7,8 +7,8 @@
 // routed rows (their h at those rows of their target's shared slots, model::LoraStateSlots); the
 // router has none. The load-balancing loss (MicroBatch::moe_stats, moe_aux_grad): the forward
 // sums the probabilities' columns and hands the host the experts' row counts with the offsets it
-// reads anyway; the backward adds the loss's gradient to the router's. The routing of a recompute is the
-// forward's bit for bit: every op is deterministic on its backend.
+// reads anyway; the backward adds the loss's gradient to the router's. The routing of a recompute
+// is the forward's bit for bit: every op is deterministic on its backend.
 #include <utility>
 #include <vector>
 
@@ -30,15 +30,19 @@ int32_t* I32(const UnitRunner::Ctx& c, uint64_t offset) {
 // call (an expert's: its first routed row), with its adapter if it has one (the router never).
 LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int64_t in,
                         int64_t out, bool in_out, int64_t row0 = 0) {
-  return LinearWeight{.in_out = in_out, .dtype = c.half, .half_accumulate = c.half_accumulate,
-                      .w = c.W(weight), .ld = in_out ? out : in, .dw = c.G(weight),
+  return LinearWeight{.in_out = in_out,
+                      .dtype = c.half,
+                      .half_accumulate = c.half_accumulate,
+                      .w = c.W(weight),
+                      .ld = in_out ? out : in,
+                      .dw = c.G(weight),
                       .lora = LoraRows(c.Lora(weight, 0, true, true), row0)};
 }
 
 }  // namespace
 
 absl::StatusOr<std::vector<int32_t>> UnitRunner::ExpertOffsets(const Ctx& c,
-                                                                float* prob_sums) const {
+                                                               float* prob_sums) const {
   const int64_t E = config_.moe.num_experts;
   std::vector<int32_t> offsets(E + 1);
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToHost(*c.queue, *c.workspace, c.ws.moe_offsets,
@@ -76,7 +80,9 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
   if (stats != nullptr) {
     MOBIUS_RETURN_IF_ERROR(
         be.Zero(q, {.dst = c.at(ws.moe_prob_sums), .bytes = 4 * static_cast<uint64_t>(E)}));
-    MOBIUS_RETURN_IF_ERROR(be.BiasBackward(q, {.n = n, .c = E, .dout_type = DType::kFp32,
+    MOBIUS_RETURN_IF_ERROR(be.BiasBackward(q, {.n = n,
+                                               .c = E,
+                                               .dout_type = DType::kFp32,
                                                .dout = c.at(ws.moe_probs),
                                                .dbias = c.f32(ws.moe_prob_sums)}));
   }
@@ -93,14 +99,14 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
     void* up = c.bf(ws.moe_up) + row0 * Ie;
     void* act = c.bf(ws.moe_act) + row0 * Ie;
     const void* x = c.bf(ws.moe_x) + row0 * C;
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0), x,
-                                         gate, c.half, rows, C, Ie));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0), x, up,
-                                         c.half, rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0),
+                                         x, gate, c.half, rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0), x,
+                                         up, c.half, rows, C, Ie));
     MOBIUS_RETURN_IF_ERROR(
         be.SwiGluForward(q, {.dtype = c.half, .n = rows * Ie, .gate = gate, .up = up, .out = act}));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0), act,
-                                         c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0),
+                                         act, c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
   }
   if (!combine) return absl::OkStatus();
   return be.MoeCombine(q, {.dtype = c.half, .n = n, .k = K, .c = C, .pos = I32(c, ws.moe_pos),
@@ -130,10 +136,9 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
     // dy's rows of this expert: its output gradient, then (once read) its input gradient.
     float* dy = c.f32(ws.moe_dy) + row0 * C;
     const void* x = c.bf(ws.moe_x) + row0 * C;
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0),
-                                          c.bf(ws.moe_act) + row0 * Ie, dy, DType::kFp32,
-                                          c.at(ws.moe_d_act_f32), DType::kFp32, false, rows, Ie,
-                                          C));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(
+        be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0), c.bf(ws.moe_act) + row0 * Ie, dy,
+        DType::kFp32, c.at(ws.moe_d_act_f32), DType::kFp32, false, rows, Ie, C));
     MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = rows * Ie, .src_type = DType::kFp32,
                                        .dst_type = c.half, .src = c.at(ws.moe_d_act_f32),
                                        .dst = c.at(ws.moe_d_act)}));
@@ -144,12 +149,12 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
         q, {.dtype = c.half, .n = rows * Ie, .dout = c.at(ws.moe_d_act),
             .gate = c.bf(ws.moe_gate) + row0 * Ie, .up = c.bf(ws.moe_up) + row0 * Ie,
             .dgate = c.at(ws.moe_d_gate), .dup = c.at(ws.moe_d_up)}));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0), x,
-                                          c.at(ws.moe_d_gate), c.half, dy, DType::kFp32, false,
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0),
+                                          x, c.at(ws.moe_d_gate), c.half, dy, DType::kFp32, false,
                                           rows, C, Ie));
-    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0), x,
-                                          c.at(ws.moe_d_up), c.half, dy, DType::kFp32, true, rows,
-                                          C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0),
+                                          x, c.at(ws.moe_d_up), c.half, dy, DType::kFp32, true,
+                                          rows, C, Ie));
   }
   float* dnorm = c.f32(ws.moe_dnorm);
   MOBIUS_RETURN_IF_ERROR(be.Zero(q, {.dst = dnorm, .bytes = 4 * static_cast<uint64_t>(n * C)}));
@@ -161,11 +166,16 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
                                            4 * static_cast<uint64_t>(E)));
     aux_grad = c.f32(ws.moe_aux_grad);
   }
-  MOBIUS_RETURN_IF_ERROR(be.MoeRouteBackward(
-      q, {.n = n, .experts = E, .k = K, .renormalize = m.norm_topk_prob,
-          .dweights = c.f32(ws.moe_dweights), .probs = c.f32(ws.moe_probs),
-          .ids = I32(c, ws.moe_ids), .weights = c.f32(ws.moe_weights), .aux_grad = aux_grad,
-          .dlogits = c.f32(ws.moe_logits)}));
+  MOBIUS_RETURN_IF_ERROR(be.MoeRouteBackward(q, {.n = n,
+                                                 .experts = E,
+                                                 .k = K,
+                                                 .renormalize = m.norm_topk_prob,
+                                                 .dweights = c.f32(ws.moe_dweights),
+                                                 .probs = c.f32(ws.moe_probs),
+                                                 .ids = I32(c, ws.moe_ids),
+                                                 .weights = c.f32(ws.moe_weights),
+                                                 .aux_grad = aux_grad,
+                                                 .dlogits = c.f32(ws.moe_logits)}));
   MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ln.router_weight, C, E, in_out),
                                         c.at(ws.norm2), c.f32(ws.moe_logits), DType::kFp32, dnorm,
                                         DType::kFp32, true, n, C, E));

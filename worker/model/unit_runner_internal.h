@@ -24,7 +24,7 @@ using model::WorkspaceLayout;
 // chunk rows R for the MLP's modules), and (a frozen unit) a sink for the norm-parameter
 // gradients its kernels always write, 2 x max(C, hd) fp32, never read.
 struct LoraWorkspace {
-  uint64_t h = 0;        // offset of slot 0; slot i's at h + i * h_stride
+  uint64_t h = 0;  // offset of slot 0; slot i's at h + i * h_stride
   uint64_t h_stride = 0;
   uint64_t gh = 0;
   uint64_t xd = 0;  // with dropout: [N, max in] fp32, the dropped-out input (linear.h)

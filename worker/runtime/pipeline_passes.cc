@@ -5,6 +5,7 @@
 
 #include "common/status_macros.h"
 #include "worker/kernels/dropout_mask.h"
+#include "worker/model/moe_aux.h"
 #include "worker/runtime/pipeline_state.h"
 
 namespace mobius::runtime {
@@ -183,13 +184,32 @@ absl::Status UploadInput(State& s, const StageRange& range, int m, uint32_t r,
   return absl::OkStatus();
 }
 
-units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit) {
+// The load-balancing loss (units/moe_aux.h): microbatch m's routing statistics of step r in the
+// store (every MoE block's, StoreLayout::moe_stats); nullptr when the loss is off.
+float* MoeStats(State& s, int m, uint32_t r) {
+  if (s.layout.moe_blocks == 0) return nullptr;
+  return s.store->at<float>(s.layout.moe_stats_offset(m, r));
+}
+
+// `stats` (the microbatch's, all blocks) and `aux_grad` ([E]) where `unit` is a MoE block.
+units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit,
+                        float* stats = nullptr, const float* aux_grad = nullptr) {
   const void* input = unit == 0             ? s.tokens.data()
                       : unit == range.begin ? s.stage_in.data()
                                             : s.hidden[unit - range.begin - 1].data();
   const bool head = unit == s.num_units() - 1;
-  return {s.mb, s.t, input, head ? static_cast<const int32_t*>(s.targets.data()) : nullptr,
-          s.dropout_key, s.row_offset};
+  units::MicroBatch mb{
+      s.mb,          s.t,
+      input,         head ? static_cast<const int32_t*>(s.targets.data()) : nullptr,
+      s.dropout_key, s.row_offset};
+  const model::ModelConfig& c = s.start.config;
+  const int64_t block =
+      unit > 0 && unit + 1 < s.num_units() ? units::MoeBlockIndex(c, unit - 1) : -1;
+  if (block >= 0) {
+    if (stats != nullptr) mb.moe_stats = stats + block * 2 * c.moe.num_experts;
+    mb.moe_aux_grad = aux_grad;
+  }
+  return mb;
 }
 
 }  // namespace
@@ -235,15 +255,15 @@ absl::Status Prefetch(State& s, const Slot* current, const StageRange& next, uin
   return Upload(s, other, next, k);
 }
 
-absl::Status ForwardUnits(State& s, const StageRange& range, const Slot& slot,
-                          const std::function<absl::Status(int64_t, const DeviceBuffer&)>&
-                              after_unit) {
+absl::Status ForwardUnits(
+    State& s, const StageRange& range, const Slot& slot,
+    const std::function<absl::Status(int64_t, const DeviceBuffer&)>& after_unit, float* moe_stats) {
   for (int64_t u = range.begin; u < range.end; ++u) {
     const DeviceBuffer& out = u == s.num_units() - 1 ? s.loss
                               : u == range.end - 1    ? s.out
                                                       : s.hidden[u - range.begin];
     AdapterViews views;
-    MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, range, u),
+    MOBIUS_RETURN_IF_ERROR(s.runners[u]->Forward(*s.compute, Micro(s, range, u, moe_stats),
                                                  UnitWeights(s, slot, u), out.data(), s.workspace,
                                                  UnitAdapters(s, slot, u, views)));
     MOBIUS_RETURN_IF_ERROR(after_unit(u, out));
@@ -282,7 +302,8 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) 
     // output for the next forward stage; in roundrobin also interior units that start a backward
     // stage).
     MOBIUS_RETURN_IF_ERROR(ForwardUnits(
-        s, run, *slot, [&](int64_t u, const DeviceBuffer& out) -> absl::Status {
+        s, run, *slot,
+        [&](int64_t u, const DeviceBuffer& out) -> absl::Status {
           const int k = u + 1 < s.num_units() ? s.layout.checkpoint_of(u + 1) : -1;
           if (k < 0) return absl::OkStatus();
           written.push_back(k);
@@ -290,7 +311,8 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) 
           return s.backend->CopyToHost(*s.compute, out, 0,
                                        s.store->at<uint8_t>(s.layout.activation_offset(k, m, r)),
                                        bytes);
-        }));
+        },
+        MoeStats(s, m, r)));
     MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
     for (int k : written) s.store->Publish(s.layout.act_ready_word(k, m), r);
   }
@@ -316,10 +338,15 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   // The head scales its loss's gradient by the step's loss scale (fp16; 1 otherwise).
   float loss_scale = 1.0f;
   const bool head = range.end == num_units;
-  if (head) {
+  // (Every stage with the load-balancing loss: its gradient carries the scale too.)
+  if (head || s.layout.moe_blocks > 0) {
     MOBIUS_ASSIGN_OR_RETURN(loss_scale, StepLossScale(s, r));
-    s.ran_head = true;
   }
+  if (head) s.ran_head = true;
+  // The load-balancing loss of each microbatch, from every MoE block's statistics (written by the
+  // forward passes): its gradient for the blocks here (kept until the queue has run them) and, at
+  // the head, the loss term.
+  std::vector<units::MoeAux> aux(s.layout.moe_blocks > 0 ? s.layout.num_microbatches : 0);
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
     SetDropout(s, r, m);
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
@@ -340,15 +367,22 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
           hidden_bytes));
       s.h2d_bytes += hidden_bytes;
     }
+    // Every forward of microbatch m is done: the head's input (its last checkpoint) or, for any
+    // other stage, the output gradient just received comes after them.
+    if (!aux.empty()) {
+      aux[m] = units::MoeAuxLoss(s.start.config, MoeStats(s, m, r), s.mb * s.t,
+                                 double{shares[m] * loss_scale});
+    }
+    const float* aux_grad = aux.empty() ? nullptr : aux[m].grad.data();
     for (int64_t u = range.end - 1; u >= range.begin; --u) {
       const float* dout =
           u == num_units - 1 ? nullptr : static_cast<const float*>(s.dh[cur].data());
       float* dinp = u > 0 ? static_cast<float*>(s.dh[1 - cur].data()) : nullptr;
       AdapterViews views;
       MOBIUS_RETURN_IF_ERROR(s.runners[u]->Backward(
-          *s.compute, Micro(s, range, u), UnitWeights(s, *slot, u), UnitGrads(s, *slot, u), dout,
-          dinp, shares[m] * loss_scale, s.workspace, /*recompute=*/true,
-          UnitAdapters(s, *slot, u, views),
+          *s.compute, Micro(s, range, u, nullptr, aux_grad), UnitWeights(s, *slot, u),
+          UnitGrads(s, *slot, u), dout, dinp, shares[m] * loss_scale, s.workspace,
+          /*recompute=*/true, UnitAdapters(s, *slot, u, views),
           u == num_units - 1 ? static_cast<float*>(s.loss.data()) : nullptr));
       cur = 1 - cur;
     }
@@ -365,6 +399,9 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
     }
   }
   MOBIUS_RETURN_IF_ERROR(SyncCompute(s));
+  if (head) {  // the cross-entropy plus coef x aux, as the standalone trainer adds them
+    for (size_t m = 0; m < aux.size(); ++m) losses[m] = static_cast<float>(losses[m] + aux[m].loss);
+  }
   s.store->Publish(s.layout.backward_done_word(b), r);
   // Resident: the gradients stay on the device; ResidentUpdate (pipeline_resident.cc) uses them.
   if (s.resident != nullptr) return absl::OkStatus();

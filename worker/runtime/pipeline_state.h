@@ -310,10 +310,13 @@ const units::AdapterBuffers* UnitAdapters(const PipelineWorker::State& s, const 
                                           int64_t unit, AdapterViews& views);
 // Runs the units of a forward range on one microbatch whose input is already on the device
 // (tokens or stage_in; targets for the head); the last unit's output goes to `out` (the loss for
-// the head). Calls `after_unit(u, output)` after each unit is enqueued.
-absl::Status ForwardUnits(PipelineWorker::State& s, const StageRange& range, const Slot& slot,
-                          const std::function<absl::Status(int64_t, const backend::DeviceBuffer&)>&
-                              after_unit);
+// the head). Calls `after_unit(u, output)` after each unit is enqueued. `moe_stats`: where the
+// microbatch's MoE blocks write their routing statistics (the store's, StoreLayout::moe_stats;
+// nullptr: not written, as in eval passes).
+absl::Status ForwardUnits(
+    PipelineWorker::State& s, const StageRange& range, const Slot& slot,
+    const std::function<absl::Status(int64_t, const backend::DeviceBuffer&)>& after_unit,
+    float* moe_stats = nullptr);
 
 // ---- store_fill.cc (main thread, before the first barrier) ----
 

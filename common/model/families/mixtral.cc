@@ -29,7 +29,8 @@ absl::Status Parse(const ConfigFields& f, ModelConfig& c) {
   MOBIUS_ASSIGN_OR_RETURN(const double jitter, f.NonNegativeNumber("router_jitter_noise", 0));
   if (jitter > 0) {
     return f.Error("router_jitter_noise",
-                   absl::StrCat("router jitter (", jitter, ") is not supported: set it to 0 (the "
+                   absl::StrCat("router jitter (", jitter,
+                                ") is not supported: set it to 0 (the "
                                 "default; Mixtral's released configs use 0)"));
   }
   return ParseMoeCommon(f, c);

@@ -188,6 +188,8 @@ INSTANTIATE_TEST_SUITE_P(
         // with uneven stages, eval and checkpoints; roundrobin with pool dispatch and dropout.
         Case{"moe_qwen3_S5_G2_M2_experts_eval_ckpt", "qwen3_moe", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2,
              1.0, {"q_proj", "gate_proj", "up_proj", "down_proj"}, 2, {}, "", 4, 2},
+        Case{"moe_aux_rr_qwen3_F2_B3_G2_M2_experts", "qwen3_moe+aux", 4, {0, 3, 6}, 2, 4, 2, 1.0,
+             {"q_proj", "up_proj"}, 0, {0, 2, 4, 6}},
         Case{"moe_drop_pool_rr_mixtral_F2_B3_G2_M2", "mixtral", 4, {0, 3, 6}, 2, 4, 2, 0.5,
              {"v_proj", "w1", "w2", "w3"}, 0, {0, 2, 4, 6}, "pool", 3, 0, 0.1}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });

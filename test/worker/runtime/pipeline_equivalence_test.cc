@@ -266,7 +266,27 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"moe_fp16_mixtral_S4_G2_M2_clip", "mixtral", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
              false, "", 0, "", 6, 0, "fp16"},
         Case{"moe_chunked_pool_rr_qwen3_F3_B4_G3_M1", "qwen3_moe", 4, {0, 2, 4, 6}, 3, 2, 2, 0.0,
-             0, {0, 1, 3, 5, 6}, false, "", 0, "pool", 4, 0, "", 5}),
+             0, {0, 1, 3, 5, 6}, false, "", 0, "pool", 4, 0, "", 5},
+        // The load-balancing loss (output_router_logits): every MoE block's routing statistics
+        // go through the store to the head (the loss) and every backward pass (its gradient):
+        // mobius with uneven stages and eval, roundrobin with pool dispatch and clipping,
+        // staleness with checkpoints (two statistics copies), fp16.
+        Case{"aux_qwen3_S5_G2_M2_uneven_eval", "qwen3_moe+aux", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2,
+             1.0, 2},
+        Case{"aux_pool_rr_mixtral_F2_B3_G3_M2_clip", "mixtral+aux", 4, {0, 3, 6}, 3, 4, 2, 1.0, 0,
+             {0, 2, 4, 6}, false, "", 0, "pool"},
+        Case{"aux_stale_qwen3_S4_G3_M1_ckpt", "qwen3_moe+aux", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.5, 0,
+             {}, false, "", 1, "", 5, 2},
+        // One unit per stage on 3 workers: a backward pass must wait for its output gradient
+        // (the later blocks' statistics of this step) before it reads the statistics.
+        Case{"aux_qwen3_S4_G3_M1_ckpt", "qwen3_moe+aux", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.5, 0,
+             {}, false, "", 0, "", 5, 2},
+        Case{"aux_resident_mixtral_S2_G2_M2_clip", "mixtral+aux", 2, {0, 2, 4}, 2, 4, 2, 1.0, 0,
+             {}, true},
+        Case{"aux_emu_qwen3_S4_G2_M2", "qwen3_moe+aux", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
+             false, "emulated"},
+        Case{"aux_fp16_mixtral_S4_G2_M2_clip", "mixtral+aux", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0,
+             {}, false, "", 0, "", 6, 0, "fp16"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

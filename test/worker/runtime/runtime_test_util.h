@@ -19,10 +19,13 @@ namespace mobius::runtime::testing {
 
 using train::testing::TempDir;
 
+// `family` may end in "+aux": a mixture of experts trained with its load-balancing loss
+// (output_router_logits true, router_aux_loss_coef 0.05).
 inline std::string WriteModel(const std::string& dir, const std::string& family, int layers,
                               int64_t vocab = 256, int64_t intermediate = 0) {
   std::filesystem::create_directories(dir);
-  auto fam = checkpoint::ParseFamily(family);
+  const size_t plus = family.find("+aux");
+  auto fam = checkpoint::ParseFamily(family.substr(0, plus));
   EXPECT_TRUE(fam.ok());
   auto config = checkpoint::PresetConfig(*fam, "tiny", {.layers = layers,
                                                                .intermediate = intermediate > 0
@@ -30,6 +33,10 @@ inline std::string WriteModel(const std::string& dir, const std::string& family,
                                                                    : std::nullopt,
                                                                .vocab = vocab});
   EXPECT_TRUE(config.ok()) << config.status();
+  if (plus != std::string::npos) {
+    config->moe.output_router_logits = true;
+    config->moe.router_aux_loss_coef = 0.05;
+  }
   auto params = checkpoint::InitModelParameters(*config, 3);
   absl::Status s = checkpoint::WriteModelDirectory(dir, *config, params, {});
   EXPECT_TRUE(s.ok()) << s;

@@ -418,8 +418,8 @@ absl::Status CpuBackend::MoeRoute(Queue& queue, const MoeRouteParams& p) {
 absl::Status CpuBackend::MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateMoeRouteBackward(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
-    k::moe_route_bwd(p.dlogits, p.dweights, p.aux_grad, p.probs, p.ids, p.weights, p.n, p.experts, p.k,
-                     p.renormalize, pool);
+    k::moe_route_bwd(p.dlogits, p.dweights, p.aux_grad, p.probs, p.ids, p.weights, p.n, p.experts,
+                     p.k, p.renormalize, pool);
     return absl::OkStatus();
   });
 }

@@ -452,8 +452,8 @@ absl::Status CudaBackend::MoeRoute(Queue& queue, const MoeRouteParams& p) {
 absl::Status CudaBackend::MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& p) {
   MOBIUS_VALIDATE(ValidateMoeRouteBackward(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::moe_route_bwd(p.dlogits, p.dweights, p.aux_grad, p.probs, p.ids, p.weights, p.n, p.experts, p.k,
-                             p.renormalize, q.stream());
+    return kc::moe_route_bwd(p.dlogits, p.dweights, p.aux_grad, p.probs, p.ids, p.weights, p.n,
+                             p.experts, p.k, p.renormalize, q.stream());
   });
 }
 

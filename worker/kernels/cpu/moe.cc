@@ -115,9 +115,9 @@ void moe_route(float* probs, int32_t* ids, float* weights, int32_t* order, int32
   }
 }
 
-void moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad, const float* probs, const int32_t* ids,
-                   const float* weights, int64_t n, int64_t e, int64_t k, bool renormalize,
-                   ThreadPool* pool) {
+void moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad, const float* probs,
+                   const int32_t* ids, const float* weights, int64_t n, int64_t e, int64_t k,
+                   bool renormalize, ThreadPool* pool) {
   ParallelForRange(pool, n, kRowGrain, [&](int64_t begin, int64_t end) {
     std::vector<float> dp(e);
     for (int64_t t = begin; t < end; ++t) {

@@ -14,9 +14,9 @@ namespace mobius::kernels::cpu {
 void moe_route(float* probs, int32_t* ids, float* weights, int32_t* order, int32_t* pos,
                int32_t* offsets, const float* logits, int64_t n, int64_t e, int64_t k,
                bool renormalize, ThreadPool* pool);
-void moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad, const float* probs, const int32_t* ids,
-                   const float* weights, int64_t n, int64_t e, int64_t k, bool renormalize,
-                   ThreadPool* pool);
+void moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad, const float* probs,
+                   const int32_t* ids, const float* weights, int64_t n, int64_t e, int64_t k,
+                   bool renormalize, ThreadPool* pool);
 
 void moe_gather(uint16_t* dst, const uint16_t* src, const int32_t* order, int64_t n, int64_t k,
                 int64_t c, ThreadPool* pool);

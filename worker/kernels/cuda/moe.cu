@@ -199,9 +199,8 @@ KernelStatus moe_route(float* probs, int32_t* ids, float* weights, int32_t* orde
 }
 
 KernelStatus moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad,
-                           const float* probs, const int32_t* ids, const float* weights,
-                           int64_t n, int64_t e, int64_t k, bool renormalize,
-                           cudaStream_t stream) {
+                           const float* probs, const int32_t* ids, const float* weights, int64_t n,
+                           int64_t e, int64_t k, bool renormalize, cudaStream_t stream) {
   if (n == 0) return OkStatus();
   route_bwd_kernel<<<GridFor(n, kThreads), kThreads, 0, stream>>>(
       dlogits, dweights, aux_grad, probs, ids, weights, n, e, k, renormalize);

@@ -21,9 +21,8 @@ KernelStatus moe_route(float* probs, int32_t* ids, float* weights, int32_t* orde
                        int32_t* offsets, const float* logits, int64_t n, int64_t e, int64_t k,
                        bool renormalize, cudaStream_t stream);
 KernelStatus moe_route_bwd(float* dlogits, const float* dweights, const float* aux_grad,
-                           const float* probs,
-                           const int32_t* ids, const float* weights, int64_t n, int64_t e,
-                           int64_t k, bool renormalize, cudaStream_t stream);
+                           const float* probs, const int32_t* ids, const float* weights, int64_t n,
+                           int64_t e, int64_t k, bool renormalize, cudaStream_t stream);
 KernelStatus moe_gather(HalfType type, uint16_t* dst, const uint16_t* src, const int32_t* order,
                         int64_t n, int64_t k, int64_t c, cudaStream_t stream);
 KernelStatus moe_combine(HalfType type, uint16_t* out, const uint16_t* y, const int32_t* pos,
