@@ -19,6 +19,10 @@ double Roofline(double flops, double bytes, double flops_per_s, double bytes_per
   return std::max(flops / flops_per_s, bytes / bytes_per_s);
 }
 
+double RoutedShare(const model::MoeConfig& moe) {  // an expert's share of the tokens: k / E
+  return static_cast<double>(moe.experts_per_token) / static_cast<double>(moe.num_experts);
+}
+
 void AddGemms(const std::vector<model::ParamSpec>& params, std::vector<model::ParamSpec>* out) {
   for (const model::ParamSpec& p : params) {
     if (p.role == model::ParamRole::kMatmulWeight && p.shape.size() == 2) out->push_back(p);
@@ -64,15 +68,17 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     const double k = static_cast<double>(g.shape[1]);
     // An expert's GEMM runs over the tokens routed to it: k / E of them on average (a balanced
     // router), so its roofline is that of the smaller per-expert matrix.
-    const double rows = g.expert < 0 ? t
-                                     : t * static_cast<double>(moe.experts_per_token) /
-                                           static_cast<double>(moe.num_experts);
+    const double rows = g.expert < 0 ? t : t * RoutedShare(moe);
     const double flops = 2 * rows * k * n, bytes = a * (rows * k + k * n + rows * n);
     const double fp32_out = Roofline(flops, bytes, fp32_output_rate, bw);
     // The LM head's output is the fp32 logits (fp16 with the fp16 backward).
     const double half_out = Roofline(flops, bytes, gemm_rate, bw);
     const double one = u.kind == model::UnitKind::kHead && !half_head ? fp32_out : half_out;
     s.forward += one;
+    if (g.expert >= 0) {  // its own call: forward; backward dX (and dW when trained)
+      s.forward += kernels.gemm_call_seconds;
+      s.backward += (lora != nullptr ? 1 : 2) * kernels.gemm_call_seconds;
+    }
     if (mlp_output != nullptr && g.name == mlp_output->name) s.mlp_output += one;
     // dX = dY W and dW = dY^T X: the same FLOPs and traffic each; a frozen weight has no dW.
     if (half_head && lora == nullptr) {
@@ -99,15 +105,27 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     const double r = static_cast<double>(lora->rank);
     for (const model::LoraModule& m : lora->unit_modules[unit]) {
       const double in = static_cast<double>(m.in), out = static_cast<double>(m.out);
+      // An expert's adapter sees its routed rows only.
+      const double rows = m.routed() ? t * RoutedShare(moe) : t;
       const double adapter =
-          Roofline(2 * t * in * r, a * (t * in + in * r + t * r), attention_rate, bw) +
-          Roofline(2 * t * r * out, a * (t * r + r * out + t * out), attention_rate, bw);
+          Roofline(2 * rows * in * r, a * (rows * in + in * r + rows * r), attention_rate, bw) +
+          Roofline(2 * rows * r * out, a * (rows * r + r * out + rows * out), attention_rate, bw);
       s.forward += adapter;
       s.backward += 2 * adapter;
       if (mlp_output != nullptr && m.weight == mlp_output->name) {
         s.mlp_output += Roofline(2 * t * r * out, a * (t * r + r * out + t * out), attention_rate, bw);
       }
     }
+  }
+  if (u.kind == model::UnitKind::kDecoderBlock && moe.IsMoeLayer(u.layer)) {
+    // The permutation: gather (read and write the k copies), combine (read them, write the
+    // output); backward: the routed rows' fp32 gradient written and read by the experts and the
+    // scatter-add, the 16-bit copies read once more. And one host synchronisation each way.
+    const double routed = t * static_cast<double>(moe.experts_per_token);
+    const double c = static_cast<double>(model.config.hidden_size);
+    s.forward += (3 * a * routed * c + a * t * c) / bw + kernels.host_sync_seconds;
+    s.backward += (a * routed * c + 3 * 4 * routed * c + 8 * t * c) / bw +
+                  kernels.host_sync_seconds;
   }
   const double attention =
       model::UnitAttentionForwardFlopsPerToken(model, unit, seq_len) * t / attention_rate;

@@ -52,6 +52,15 @@ struct KernelModel {
   double elementwise_passes_forward = 1.6;
   double elementwise_passes_backward = 6.8;
   double attention_backward_factor = 2.5;  // FlashAttention-2 backward / forward FLOPs
+  // A mixture of experts as our runtime runs it (worker/model/moe_runner.cc), beyond its GEMMs'
+  // rooflines: each expert GEMM is a call of its own over few rows, whose fixed cost (launch and
+  // cuBLASLt set-up, a few microseconds on a current GPU; not calibrated) is charged per call;
+  // each MoE block's forward and backward wait once for the host to read the experts' row
+  // counts (a queue synchronisation: a host round trip plus the idle GPU's restart); the
+  // token permutation (gather into expert order, the weighted combine, their backward and the
+  // scatter-add) is memory traffic over the N k routed rows.
+  double gemm_call_seconds = 5e-6;
+  double host_sync_seconds = 20e-6;
 };
 
 // What the kernel model needs from a device.

@@ -93,6 +93,39 @@ TEST(KernelModel, SmallMicrobatchesAreMemoryBound) {
   EXPECT_GT(per_token(128) / per_token(8192), 1.5);  // below the ridge (~300 tokens at K, N = 4096)
 }
 
+// A mixture of experts (Qwen3-30B-A3B: 128 experts, 8 per token): each expert GEMM over its k / E
+// share of the tokens plus its call's fixed cost, the permutation's traffic and a host
+// synchronisation each way; an expert's adapter over its routed rows only.
+TEST(KernelModel, MixtureOfExpertsPaysPerExpertCallsAndTheRoutedRowsOnly) {
+  const model::ModelDescription d = Load("qwen3-30b-a3b.json");
+  const KernelModel k = *Rtx4090Spec().kernels;
+  KernelModel free = k;
+  free.gemm_call_seconds = 0;
+  free.host_sync_seconds = 0;
+  const int64_t tokens = 8192;
+  const UnitSeconds with = KernelUnitSeconds(d, 1, tokens, 2048, Rtx4090(true), k);
+  const UnitSeconds without = KernelUnitSeconds(d, 1, tokens, 2048, Rtx4090(true), free);
+  // 3 x 128 expert calls forward, 6 x 128 backward; one synchronisation each.
+  EXPECT_NEAR(with.forward - without.forward, 384 * 5e-6 + 20e-6, 1e-9);
+  EXPECT_NEAR(with.backward - without.backward, 768 * 5e-6 + 20e-6, 1e-9);
+  std::printf("Qwen3-30B-A3B block, 8192 tokens: forward %.2f ms (%.2f ms fixed costs)\n",
+              1e3 * with.forward, 1e3 * (with.forward - without.forward));
+
+  auto attention = MakeLoraLayout(d, {.rank = 16, .target_modules = {"q_proj"}});
+  auto experts = MakeLoraLayout(d, {.rank = 16, .target_modules = {"q_proj", "up_proj"}});
+  ASSERT_TRUE(attention.ok() && experts.ok());
+  const KernelDevice dev = Rtx4090(true);
+  const double a = KernelUnitSeconds(d, 1, tokens, 2048, dev, free, {}, &*attention).forward;
+  const double e = KernelUnitSeconds(d, 1, tokens, 2048, dev, free, {}, &*experts).forward;
+  // 128 up_proj adapters, each over 8192 x 8 / 128 = 512 rows: memory-bound, r (C + Ie) x 4 bytes
+  // of A and B plus the rows' traffic; far less than 128 adapters over all 8192 rows would cost.
+  const double per_adapter = (e - a) / 128;
+  const double bw = Rtx4090Spec().memory_bytes_per_s * k.memory_efficiency;
+  const double all_rows = 2.0 * (8192.0 * (2048 + 768) + 8192.0 * 16 * 2) * 2 / bw;
+  EXPECT_GT(per_adapter, 0.0);
+  EXPECT_LT(per_adapter, all_rows / 8);
+}
+
 TEST(KernelModel, Fp32AccumulateHalvesTheGemmRate) {
   const model::ModelDescription d = Load("llama-3.1-8b-instruct.json");
   const KernelModel k = *Rtx4090Spec().kernels;
