@@ -15,7 +15,7 @@
 #   bench/memory/run.sh [--sizes "0.3b 0.9b 1.1b moe0.9b"] [--gpus "1 2 4 8"] [--cap 1GiB]
 #                       [--out DIR]
 #                       (moe0.9b: a Qwen3-MoE of 0.92B parameters, 0.21B active: 16 layers of
-#                        32 experts, 4 per token; its LoRA adapts the attention only)
+#                        32 experts, 4 per token; its LoRA adapts every expert too)
 #                       [--cold]   (drop the page cache before the first run of each model: root)
 #                       [--lora]   (LoRA jobs: rank 16, alpha 32, every linear of the blocks;
 #                                   the frozen base in bf16, docs/job-spec.md "adapter")
@@ -63,11 +63,8 @@ model_flags() {
     *) echo "size $1: 0.3b, 0.9b, 1.1b or moe0.9b" >&2; exit 2 ;;
   esac
 }
-targets_of() {  # LoRA targets: every linear of the blocks (a MoE's experts carry none yet)
-  case $1 in
-    moe*) echo q_proj,k_proj,v_proj,o_proj ;;
-    *) echo q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj ;;
-  esac
+targets_of() {  # LoRA targets: every linear of the blocks (a MoE's: every expert's too)
+  echo q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
 }
 
 python3 "$SRC/bench/memory/tokens.py" "$OUT/data.tok" --vocab 32000 --tokens 100000

@@ -49,15 +49,27 @@ absl::StatusOr<LoraRun> MakeLoraRun(const TrainerOptions& o, const model::ModelC
 }
 
 absl::StatusOr<AdapterStart> LoadAdapterStart(const TrainerOptions& o, const LoraRun& lora,
-                                              const std::string& resume_directory) {
+                                              const std::string& resume_directory,
+                                              const std::set<std::string>* only) {
   AdapterStart s;
+  checkpoint::TensorShapes shapes;  // the wanted ones
+  for (const auto& entry : lora.shapes) {
+    if (only == nullptr || only->count(entry.first) > 0) shapes.insert(shapes.end(), entry);
+  }
+  auto keep_wanted = [&](reference::Parameters& p) {
+    if (only == nullptr) return;
+    std::erase_if(p.tensors, [&](const auto& t) { return only->count(t.first) == 0; });
+  };
   if (!resume_directory.empty()) {
     MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedAdapterCheckpoint c,
                             checkpoint::LoadAdapterCheckpoint(resume_directory, lora.spec.rank,
                                                               lora.targets, lora.shapes));
     s.master = std::move(c.master);
-    s.adam_m = c.adam_m.tensors.empty() ? Zeros(lora.shapes) : std::move(c.adam_m);
-    s.adam_v = c.adam_v.tensors.empty() ? Zeros(lora.shapes) : std::move(c.adam_v);
+    s.adam_m = c.adam_m.tensors.empty() ? Zeros(shapes) : std::move(c.adam_m);
+    s.adam_v = c.adam_v.tensors.empty() ? Zeros(shapes) : std::move(c.adam_v);
+    keep_wanted(s.master);
+    keep_wanted(s.adam_m);
+    keep_wanted(s.adam_v);
     return s;
   }
   if (!o.adapter.init_dir.empty()) {
@@ -68,9 +80,11 @@ absl::StatusOr<AdapterStart> LoadAdapterStart(const TrainerOptions& o, const Lor
                           absl::StrCat("--lora_init: ", read.status().message()));
     }
     s.master = *std::move(read);
+    keep_wanted(s.master);
   } else {
-    s.master = Zeros(lora.shapes);
+    s.master = Zeros(shapes);
     for (const model::LoraModule& m : lora.spec.modules) {
+      if (only != nullptr && only->count(m.a_name()) == 0) continue;
       reference::Tensor& a = s.master.tensors[m.a_name()];
       std::mt19937_64 engine(checkpoint::TensorSeed(o.seed, m.a_name()));
       const double bound = 1.0 / std::sqrt(static_cast<double>(m.in));
@@ -80,8 +94,8 @@ absl::StatusOr<AdapterStart> LoadAdapterStart(const TrainerOptions& o, const Lor
       }
     }
   }
-  s.adam_m = Zeros(lora.shapes);
-  s.adam_v = Zeros(lora.shapes);
+  s.adam_m = Zeros(shapes);
+  s.adam_v = Zeros(shapes);
   return s;
 }
 

@@ -11,6 +11,7 @@
 #ifndef MOBIUS_WORKER_TRAIN_LORA_SETUP_H_
 #define MOBIUS_WORKER_TRAIN_LORA_SETUP_H_
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -39,9 +40,14 @@ struct AdapterStart {
   reference::Parameters master, adam_m, adam_v;  // fp32 by PEFT name; moments zero unless resumed
 };
 
-// `resume_directory`: the checkpoint the run resumes from (empty: none).
+// `resume_directory`: the checkpoint the run resumes from (empty: none). `only` (nullptr: all):
+// the adapter tensors wanted, by PEFT name: a pipeline rank fills its own stages' (a MoE with
+// adapters on every expert has as many adapter parameters as a small model: 3.3B at rank 16 on
+// Qwen3-235B-A22B, 40 GB of master and moments; a checkpoint or --lora_init is still read whole,
+// then cut down).
 absl::StatusOr<AdapterStart> LoadAdapterStart(const TrainerOptions& options, const LoraRun& lora,
-                                              const std::string& resume_directory);
+                                              const std::string& resume_directory,
+                                              const std::set<std::string>* only = nullptr);
 
 }  // namespace mobius::train
 
