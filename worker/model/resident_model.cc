@@ -175,17 +175,15 @@ const DeviceBuffer& ResidentModel::Workspace(int64_t unit) const {
 
 MicroBatch ResidentModel::Batch(int64_t unit) const {
   const int64_t units = num_units();
-  MicroBatch mb{b_,
-                t_,
-                unit == 0 ? tokens_.data() : inputs_[unit].data(),
+  MicroBatch mb{b_, t_, unit == 0 ? tokens_.data() : inputs_[unit].data(),
                 unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr,
-                dropout_key_,
-                row_offset_};
+                dropout_key_, row_offset_};
   const int64_t block = runners_[unit]->kind() == model::UnitKind::kDecoderBlock
                             ? MoeBlockIndex(config_, unit - 1)
                             : -1;
   if (block >= 0 && !moe_stats_.empty()) {
     const int64_t E = config_.moe.num_experts;
+    // The runner writes them during this call (Batch is const: it only describes the call).
     mb.moe_stats = const_cast<float*>(moe_stats_.data()) + block * 2 * E;
     if (!moe_aux_grad_.empty()) mb.moe_aux_grad = moe_aux_grad_.data();
   }
@@ -228,8 +226,9 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
   // The load-balancing loss: the forward writes the routing statistics (each MoE block's
   // synchronises the queue, so they are on the host when EnqueueForward returns).
   moe_aux_grad_.clear();
-  if (MoeAuxEnabled(config_))
-    moe_stats_.assign(MoeBlocks(config_) * 2 * config_.moe.num_experts, 0);
+  if (MoeAuxEnabled(config_)) {
+    moe_stats_.assign(MoeBlocks(config_) * 2 * config_.moe.num_experts, 0.0f);
+  }
   MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
   MoeAux aux;
   if (MoeAuxEnabled(config_)) {

@@ -198,10 +198,9 @@ units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit,
                       : unit == range.begin ? s.stage_in.data()
                                             : s.hidden[unit - range.begin - 1].data();
   const bool head = unit == s.num_units() - 1;
-  units::MicroBatch mb{
-      s.mb,          s.t,
-      input,         head ? static_cast<const int32_t*>(s.targets.data()) : nullptr,
-      s.dropout_key, s.row_offset};
+  units::MicroBatch mb{s.mb, s.t, input,
+                       head ? static_cast<const int32_t*>(s.targets.data()) : nullptr,
+                       s.dropout_key, s.row_offset};
   const model::ModelConfig& c = s.start.config;
   const int64_t block =
       unit > 0 && unit + 1 < s.num_units() ? units::MoeBlockIndex(c, unit - 1) : -1;
