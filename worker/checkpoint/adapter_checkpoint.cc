@@ -96,9 +96,10 @@ std::string PeftAdapterConfigJson(const AdapterInfo& info) {
 
 absl::StatusOr<reference::Parameters> ReadPeftAdapter(const std::string& dir, int64_t rank,
                                                       const std::vector<std::string>& targets,
-                                                      const TensorShapes& shapes) {
+                                                      const TensorShapes& shapes,
+                                                      const std::set<std::string>* only) {
   MOBIUS_RETURN_IF_ERROR(CheckPeftConfig(dir + "/adapter_config.json", rank, targets));
-  return ReadTensorSet(dir, "adapter_model", shapes, std::nullopt);
+  return ReadTensorSet(dir, "adapter_model", shapes, std::nullopt, only);
 }
 
 absl::StatusOr<std::string> SaveAdapterCheckpoint(const std::string& root,
@@ -147,7 +148,7 @@ absl::StatusOr<std::string> SaveAdapterCheckpoint(const std::string& root,
 
 absl::StatusOr<LoadedAdapterCheckpoint> LoadAdapterCheckpoint(
     const std::string& dir, int64_t rank, const std::vector<std::string>& targets,
-    const TensorShapes& shapes) {
+    const TensorShapes& shapes, const std::set<std::string>* only) {
   std::error_code ec;
   if (!fs::exists(dir + "/DONE", ec)) {
     return absl::FailedPreconditionError(absl::StrCat(dir, ": incomplete checkpoint (no DONE)"));
@@ -160,10 +161,12 @@ absl::StatusOr<LoadedAdapterCheckpoint> LoadAdapterCheckpoint(
         dir, ": not an adapter run's checkpoint (a full fine-tuning run wrote it)"));
   }
   MOBIUS_RETURN_IF_ERROR(VerifyCheckpointChecksums(dir, 0, 1));
-  MOBIUS_ASSIGN_OR_RETURN(out.master, ReadPeftAdapter(dir, rank, targets, shapes));
+  MOBIUS_ASSIGN_OR_RETURN(out.master, ReadPeftAdapter(dir, rank, targets, shapes, only));
   if (fs::exists(dir + "/optimizer_m.safetensors", ec)) {
-    MOBIUS_ASSIGN_OR_RETURN(out.adam_m, ReadTensorSet(dir, "optimizer_m", shapes, io::DType::kF32));
-    MOBIUS_ASSIGN_OR_RETURN(out.adam_v, ReadTensorSet(dir, "optimizer_v", shapes, io::DType::kF32));
+    MOBIUS_ASSIGN_OR_RETURN(out.adam_m,
+                            ReadTensorSet(dir, "optimizer_m", shapes, io::DType::kF32, only));
+    MOBIUS_ASSIGN_OR_RETURN(out.adam_v,
+                            ReadTensorSet(dir, "optimizer_v", shapes, io::DType::kF32, only));
   }
   return out;
 }

@@ -20,6 +20,7 @@
 #define MOBIUS_WORKER_CHECKPOINT_ADAPTER_CHECKPOINT_H_
 
 #include <cstdint>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -48,10 +49,12 @@ std::string PeftAdapterConfigJson(const AdapterInfo& info);
 // Reads a PEFT adapter directory: its adapter_config.json must be LORA with r = `rank`,
 // `target_modules` the same set (a regex string is refused: name the modules), and
 // adapter_model.safetensors exactly `shapes` (F32, BF16 or F16, widened). Errors name the file
-// and the field or tensor (INVALID_ARGUMENT; NOT_FOUND for a missing file).
+// and the field or tensor (INVALID_ARGUMENT; NOT_FOUND for a missing file). `only` (nullptr:
+// all): the tensors to read (every one is still checked).
 absl::StatusOr<reference::Parameters> ReadPeftAdapter(const std::string& dir, int64_t rank,
                                                       const std::vector<std::string>& targets,
-                                                      const TensorShapes& shapes);
+                                                      const TensorShapes& shapes,
+                                                      const std::set<std::string>* only = nullptr);
 
 struct AdapterTensors {
   const reference::Parameters* master = nullptr;  // required
@@ -74,10 +77,11 @@ struct LoadedAdapterCheckpoint {
 };
 // Loads an adapter checkpoint, checking DONE (sizes and checksums), the adapter's rank and
 // targets, and the tensors' names and shapes. FAILED_PRECONDITION without DONE or for a full
-// model's checkpoint (no adapter_model.safetensors); DATA_LOSS on a checksum mismatch.
+// model's checkpoint (no adapter_model.safetensors); DATA_LOSS on a checksum mismatch. `only`:
+// as ReadPeftAdapter's, for the moments too.
 absl::StatusOr<LoadedAdapterCheckpoint> LoadAdapterCheckpoint(
     const std::string& dir, int64_t rank, const std::vector<std::string>& targets,
-    const TensorShapes& shapes);
+    const TensorShapes& shapes, const std::set<std::string>* only = nullptr);
 
 }  // namespace mobius::checkpoint
 

@@ -268,11 +268,13 @@ std::vector<std::string> TensorSetReader::files() const {
 
 absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
                                                     const TensorShapes& expected,
-                                                    std::optional<io::DType> required_dtype) {
+                                                    std::optional<io::DType> required_dtype,
+                                                    const std::set<std::string>* only) {
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
                           TensorSetReader::Open(dir, base, expected, required_dtype));
   reference::Parameters out;
   for (const auto& [name, shape] : expected) {
+    if (only != nullptr && only->count(name) == 0) continue;
     reference::Tensor& t = out.tensors[name];
     t.shape = shape;
     t.data.resize(static_cast<size_t>(reader->view(name).num_elements()));

@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -67,10 +68,12 @@ absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
 // checks it holds exactly the tensors of `expected` with those shapes, and, when given, with
 // dtype `required_dtype`. Values are widened to fp32. Errors name the file and the tensor:
 // NOT_FOUND (no file), INVALID_ARGUMENT (corrupt file or index, missing / unexpected / misshapen
-// tensor, wrong dtype).
+// tensor, wrong dtype). `only` (nullptr: all): the tensors to read; the others are checked, not
+// read.
 absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, const std::string& base,
                                                     const TensorShapes& expected,
-                                                    std::optional<io::DType> required_dtype);
+                                                    std::optional<io::DType> required_dtype,
+                                                    const std::set<std::string>* only = nullptr);
 
 // A tensor set opened for reading without copying anything: every file memory-mapped, the names,
 // shapes and dtypes checked exactly as ReadTensorSet checks them. Lets a loader convert each tensor

@@ -56,31 +56,24 @@ absl::StatusOr<AdapterStart> LoadAdapterStart(const TrainerOptions& o, const Lor
   for (const auto& entry : lora.shapes) {
     if (only == nullptr || only->count(entry.first) > 0) shapes.insert(shapes.end(), entry);
   }
-  auto keep_wanted = [&](reference::Parameters& p) {
-    if (only == nullptr) return;
-    std::erase_if(p.tensors, [&](const auto& t) { return only->count(t.first) == 0; });
-  };
+
   if (!resume_directory.empty()) {
     MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedAdapterCheckpoint c,
                             checkpoint::LoadAdapterCheckpoint(resume_directory, lora.spec.rank,
-                                                              lora.targets, lora.shapes));
+                                                              lora.targets, lora.shapes, only));
     s.master = std::move(c.master);
     s.adam_m = c.adam_m.tensors.empty() ? Zeros(shapes) : std::move(c.adam_m);
     s.adam_v = c.adam_v.tensors.empty() ? Zeros(shapes) : std::move(c.adam_v);
-    keep_wanted(s.master);
-    keep_wanted(s.adam_m);
-    keep_wanted(s.adam_v);
     return s;
   }
   if (!o.adapter.init_dir.empty()) {
     auto read = checkpoint::ReadPeftAdapter(o.adapter.init_dir, lora.spec.rank, lora.targets,
-                                            lora.shapes);
+                                            lora.shapes, only);
     if (!read.ok()) {
       return absl::Status(read.status().code(),
                           absl::StrCat("--lora_init: ", read.status().message()));
     }
     s.master = *std::move(read);
-    keep_wanted(s.master);
   } else {
     s.master = Zeros(shapes);
     for (const model::LoraModule& m : lora.spec.modules) {

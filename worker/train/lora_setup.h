@@ -43,8 +43,8 @@ struct AdapterStart {
 // `resume_directory`: the checkpoint the run resumes from (empty: none). `only` (nullptr: all):
 // the adapter tensors wanted, by PEFT name: a pipeline rank fills its own stages' (a MoE with
 // adapters on every expert has as many adapter parameters as a small model: 3.3B at rank 16 on
-// Qwen3-235B-A22B, 40 GB of master and moments; a checkpoint or --lora_init is still read whole,
-// then cut down).
+// Qwen3-235B-A22B, 40 GB of master and moments; a checkpoint or --lora_init is checked whole and
+// read for those only).
 absl::StatusOr<AdapterStart> LoadAdapterStart(const TrainerOptions& options, const LoraRun& lora,
                                               const std::string& resume_directory,
                                               const std::set<std::string>* only = nullptr);
