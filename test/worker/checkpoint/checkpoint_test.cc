@@ -5,12 +5,14 @@
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <set>
 #include <sstream>
 
 #include "absl/status/status.h"
 #include "gtest/gtest.h"
 #include "test/worker/checkpoint/test_util.h"
 #include "worker/checkpoint/model_init.h"
+#include "worker/checkpoint/tensor_files.h"
 #include "worker/reference/adamw.h"
 #include "worker/reference/model.h"
 
@@ -168,6 +170,25 @@ TEST_F(CheckpointTest, Fp32ModelIsTheMasterCopyAndShardsWork) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ExpectBitEqual(loaded->master, params_, "master");
   ExpectBitEqual(loaded->adam_v, v_, "v");
+}
+
+// ReadTensorSet with the tensors wanted: those read, exactly; the others checked, not read.
+TEST_F(CheckpointTest, ReadTensorSetReadsOnlyTheTensorsWanted) {
+  auto dir = Save(1, {});
+  ASSERT_TRUE(dir.ok()) << dir.status();
+  TensorShapes shapes;
+  for (const auto& [name, t] : params_.tensors) shapes.emplace_back(name, t.shape);
+  ASSERT_GE(shapes.size(), 2u);
+  const std::set<std::string> only = {shapes[0].first, shapes.back().first};
+  auto part = ReadTensorSet(*dir, "optimizer_v", shapes, io::DType::kF32, &only);
+  ASSERT_TRUE(part.ok()) << part.status();
+  ASSERT_EQ(part->tensors.size(), 2u);
+  for (const std::string& name : only) {
+    EXPECT_EQ(part->at(name).data, v_.at(name).data) << name;
+  }
+  shapes.pop_back();  // a tensor of the file the caller does not expect: still an error
+  EXPECT_EQ(ReadTensorSet(*dir, "optimizer_v", shapes, io::DType::kF32, &only).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 TEST_F(CheckpointTest, NoOptimizerStateBeforeTheFirstStep) {
