@@ -272,6 +272,10 @@ absl::Status ForwardUnits(
 
 absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) {
   const StageRange range = s.fwd(f);
+  // The passes of one stage run in step order: with optimizer staleness and dispatch that puts a
+  // stage's consecutive steps on different ranks (pool, the roundrobin rotation) step r's pass
+  // could otherwise finish first, and step r-1's later Publish would move the stage's words back.
+  MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.forward_done_word(f), r - 1));
   // The units it runs: not the head (its backward recomputes it and gives the loss).
   const StageRange run{range.begin, std::min<int64_t>(range.end, s.num_units() - 1)};
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
@@ -322,6 +326,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) 
 absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
                           const std::vector<float>& shares, std::vector<float>& losses) {
   const StageRange range = s.bwd(b);
+  MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b), r - 1));  // as ForwardPass
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
   // Step r overwrites step r-1's input gradients for backward stage b-1 in the store: b-1's
   // backward of step r-1 must have read them (implied without optimizer staleness).
