@@ -6,10 +6,11 @@ bound; and refusals of a model that does not fit this machine, before any worker
      the end): peak PSS <= 20 bytes/parameter + the stated allowance (per emulated GPU its memory
      cap and one worker process), and the estimate `mobius run` prints within 15% of the peak.
   1b. The same as a LoRA job (rank 16 on every linear, the base frozen in bf16): peak PSS <= 3
-     bytes/parameter + the same allowance, the estimate not below the peak and within 35% of it
+     bytes/parameter + the same allowance, the estimate not below the peak and within 40% of it
      (at this size the emulated GPUs' fixed terms, which the estimate bounds from above, are most
-     of it; on a 1.07B model the estimate is 3% above: docs/benchmarks.md), the checkpoint a PEFT
-     adapter.
+     of it; on a 1.07B model the estimate is 3% above, on the 0.91B MoE with adapters on every
+     expert 3% below: docs/benchmarks.md; since the LoRA store fill trims its heap, 2026-12-06,
+     the peak here is ~20-50 MB lower and the estimate +37.5%), the checkpoint a PEFT adapter.
   2. The standalone trainer on the same model: <= 20 bytes/parameter + one process, one tensor of
      scratch and activations.
   3. A 70B config (the paper testbed claims 1.5 TB): `mobius run` exits 2 naming the estimate and
@@ -123,8 +124,8 @@ def main():
                                   estimate / MIB, 100 * (estimate - measured) / measured))
     if measured > bound:
         H.fail("LoRA: peak PSS %d > bound %d" % (measured, bound))
-    if not measured <= estimate <= 1.35 * measured:
-        H.fail("LoRA: estimate %d is below or more than 35%% above the measured %d"
+    if not measured <= estimate <= 1.40 * measured:
+        H.fail("LoRA: estimate %d is below or more than 40%% above the measured %d"
                % (estimate, measured))
     ckpt = os.path.join(TMP, "ckpt-lora", "checkpoint-00000002")
     if not os.path.isfile(os.path.join(ckpt, "adapter_model.safetensors")) or \
