@@ -264,9 +264,8 @@ UnitFlopsPerToken UnitFlops(const ModelDescription& model, int64_t unit_index, i
   const MoeConfig& m = model.config.moe;
   for (const ParamSpec& p : unit.params) {  // a token runs k of a MoE layer's E experts
     if (p.role != ParamRole::kMatmulWeight) continue;
-    matmul_elements += p.expert < 0 ? static_cast<double>(p.num_elements)
-                                    : static_cast<double>(p.num_elements) * m.experts_per_token /
-                                          static_cast<double>(m.num_experts);
+    matmul_elements +=
+        static_cast<double>(p.num_elements) * (p.expert < 0 ? 1.0 : m.RoutedShare());
   }
   out.forward_flops = 2.0 * matmul_elements +
                       UnitAttentionForwardFlopsPerToken(model, unit_index, seq_len);

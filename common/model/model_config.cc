@@ -57,6 +57,21 @@ absl::Status ValidateMoe(const ModelConfig& c) {
 
 }  // namespace
 
+int64_t MoeConfig::NumMoeLayers(int64_t num_layers) const {
+  int64_t n = 0;
+  for (int64_t l = 0; l < num_layers; ++l) n += IsMoeLayer(l) ? 1 : 0;
+  return n;
+}
+
+int64_t MoeConfig::MoeLayerIndex(int64_t layer) const {
+  return IsMoeLayer(layer) ? NumMoeLayers(layer) : -1;
+}
+
+double MoeConfig::RoutedShare() const {
+  return enabled() ? static_cast<double>(experts_per_token) / static_cast<double>(num_experts)
+                   : 1.0;
+}
+
 bool MoeConfig::IsMoeLayer(int64_t layer) const {
   if (!enabled()) return false;
   for (int64_t l : mlp_only_layers) {

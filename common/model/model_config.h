@@ -49,6 +49,12 @@ struct MoeConfig {
 
   bool enabled() const { return num_experts > 0; }
   bool IsMoeLayer(int64_t layer) const;
+  // Of `num_layers` decoder layers, how many have experts; layer `layer`'s index among them (-1
+  // for a dense layer).
+  int64_t NumMoeLayers(int64_t num_layers) const;
+  int64_t MoeLayerIndex(int64_t layer) const;
+  // An expert's share of the tokens under a balanced router: k / E (1 without experts).
+  double RoutedShare() const;
 };
 
 struct ModelConfig {

@@ -211,9 +211,7 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   at += Align(2 * 24);
   l.moe_stats = at;
   if (config.moe.enabled() && config.moe.output_router_logits) {
-    for (int64_t layer = 0; layer < config.num_layers; ++layer) {
-      l.moe_blocks += config.moe.IsMoeLayer(layer) ? 1 : 0;
-    }
+    l.moe_blocks = config.moe.NumMoeLayers(config.num_layers);
     l.moe_stats_stride = 8 * static_cast<uint64_t>(l.moe_blocks * config.moe.num_experts);
     at +=
         Align(static_cast<uint64_t>(l.checkpoint_copies) * l.num_microbatches * l.moe_stats_stride);

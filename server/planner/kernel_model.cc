@@ -19,10 +19,6 @@ double Roofline(double flops, double bytes, double flops_per_s, double bytes_per
   return std::max(flops / flops_per_s, bytes / bytes_per_s);
 }
 
-double RoutedShare(const model::MoeConfig& moe) {  // an expert's share of the tokens: k / E
-  return static_cast<double>(moe.experts_per_token) / static_cast<double>(moe.num_experts);
-}
-
 void AddGemms(const std::vector<model::ParamSpec>& params, std::vector<model::ParamSpec>* out) {
   for (const model::ParamSpec& p : params) {
     if (p.role == model::ParamRole::kMatmulWeight && p.shape.size() == 2) out->push_back(p);
@@ -68,7 +64,7 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     const double k = static_cast<double>(g.shape[1]);
     // An expert's GEMM runs over the tokens routed to it: k / E of them on average (a balanced
     // router), so its roofline is that of the smaller per-expert matrix.
-    const double rows = g.expert < 0 ? t : t * RoutedShare(moe);
+    const double rows = g.expert < 0 ? t : t * moe.RoutedShare();
     const double flops = 2 * rows * k * n, bytes = a * (rows * k + k * n + rows * n);
     const double fp32_out = Roofline(flops, bytes, fp32_output_rate, bw);
     // The LM head's output is the fp32 logits (fp16 with the fp16 backward).
@@ -106,7 +102,7 @@ UnitSeconds KernelUnitSeconds(const model::ModelDescription& model, int64_t unit
     for (const model::LoraModule& m : lora->unit_modules[unit]) {
       const double in = static_cast<double>(m.in), out = static_cast<double>(m.out);
       // An expert's adapter sees its routed rows only.
-      const double rows = m.routed() ? t * RoutedShare(moe) : t;
+      const double rows = m.routed() ? t * moe.RoutedShare() : t;
       const double adapter =
           Roofline(2 * rows * in * r, a * (rows * in + in * r + rows * r), attention_rate, bw) +
           Roofline(2 * rows * r * out, a * (rows * r + r * out + rows * out), attention_rate, bw);

@@ -13,20 +13,13 @@ int64_t Chunks(int64_t elements) {
   return (elements + kNormChunkElements - 1) / kNormChunkElements;
 }
 
-// The share of an expert's tokens: k / E (1 without experts).
-double RoutedShare(const model::ModelConfig& c) {
-  return c.moe.enabled()
-             ? static_cast<double>(c.moe.experts_per_token) / static_cast<double>(c.moe.num_experts)
-             : 1.0;
-}
-
 // The matmul weights one token computes with: k / E of a mixture of experts' expert weights.
 double MatmulElements(const model::ModelConfig& c, const model::LayerUnit& u) {
   double n = 0;
   for (const std::vector<model::ParamSpec>* list : {&u.params, &u.shared_params}) {
     for (const model::ParamSpec& p : *list) {
       if (p.role != model::ParamRole::kMatmulWeight) continue;
-      n += static_cast<double>(p.num_elements) * (p.expert < 0 ? 1.0 : RoutedShare(c));
+      n += static_cast<double>(p.num_elements) * (p.expert < 0 ? 1.0 : c.moe.RoutedShare());
     }
   }
   return n;
@@ -71,7 +64,7 @@ model::UnitFlopsPerToken LoraUnitFlops(const model::ModelDescription& model, int
   if (unit < static_cast<int64_t>(lora.unit_modules.size())) {
     for (const model::LoraModule& m : lora.unit_modules[unit]) {
       adapters += 2.0 * static_cast<double>(lora.rank * (m.in + m.out)) *
-                  (m.routed() ? RoutedShare(model.config) : 1.0);
+                  (m.routed() ? model.config.moe.RoutedShare() : 1.0);
     }
   }
   const double gemms = 2.0 * MatmulElements(model.config, u);

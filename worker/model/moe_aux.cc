@@ -8,22 +8,9 @@ bool MoeAuxEnabled(const model::ModelConfig& config) {
   return config.moe.enabled() && config.moe.output_router_logits;
 }
 
-int64_t MoeBlocks(const model::ModelConfig& config) {
-  int64_t n = 0;
-  for (int64_t l = 0; l < config.num_layers; ++l) n += config.moe.IsMoeLayer(l) ? 1 : 0;
-  return n;
-}
-
-int64_t MoeBlockIndex(const model::ModelConfig& config, int64_t layer) {
-  if (!config.moe.IsMoeLayer(layer)) return -1;
-  int64_t i = 0;
-  for (int64_t l = 0; l < layer; ++l) i += config.moe.IsMoeLayer(l) ? 1 : 0;
-  return i;
-}
-
 MoeAux MoeAuxLoss(const model::ModelConfig& config, const float* stats, int64_t rows_per_block,
                   double grad_scale) {
-  const int64_t E = config.moe.num_experts, blocks = MoeBlocks(config);
+  const int64_t E = config.moe.num_experts, blocks = config.moe.NumMoeLayers(config.num_layers);
   std::vector<double> counts(E, 0.0), prob_sums(E, 0.0);
   for (int64_t b = 0; b < blocks; ++b) {
     const float* s = stats + b * 2 * E;

@@ -24,16 +24,12 @@ namespace mobius::units {
 // Whether training adds the load-balancing loss: a mixture of experts with output_router_logits.
 bool MoeAuxEnabled(const model::ModelConfig& config);
 
-// The decoder layers with experts, and layer `layer`'s index among them (-1: a dense layer).
-int64_t MoeBlocks(const model::ModelConfig& config);
-int64_t MoeBlockIndex(const model::ModelConfig& config, int64_t layer);
-
 struct MoeAux {
   double loss = 0;          // router_aux_loss_coef x aux
   std::vector<float> grad;  // [E]: grad_scale x coef x d aux / d probs[row, e]
 };
 
-// From `stats` (MoeBlocks x 2E floats) of one microbatch of N = rows_per_block rows.
+// From `stats` (MoeConfig::NumMoeLayers x 2E floats) of one microbatch of N = rows_per_block rows.
 // grad_scale: what the microbatch's loss gradient is scaled by (its share of the batch, times
 // the fp16 loss scale).
 MoeAux MoeAuxLoss(const model::ModelConfig& config, const float* stats, int64_t rows_per_block,

@@ -179,7 +179,7 @@ MicroBatch ResidentModel::Batch(int64_t unit) const {
                 unit == units - 1 ? static_cast<const int32_t*>(targets_.data()) : nullptr,
                 dropout_key_, row_offset_};
   const int64_t block = runners_[unit]->kind() == model::UnitKind::kDecoderBlock
-                            ? MoeBlockIndex(config_, unit - 1)
+                            ? config_.moe.MoeLayerIndex(unit - 1)
                             : -1;
   if (block >= 0 && !moe_stats_.empty()) {
     const int64_t E = config_.moe.num_experts;
@@ -227,7 +227,8 @@ absl::StatusOr<float> ResidentModel::ForwardBackward(const int32_t* tokens, cons
   // synchronises the queue, so they are on the host when EnqueueForward returns).
   moe_aux_grad_.clear();
   if (MoeAuxEnabled(config_)) {
-    moe_stats_.assign(MoeBlocks(config_) * 2 * config_.moe.num_experts, 0.0f);
+    moe_stats_.assign(config_.moe.NumMoeLayers(config_.num_layers) * 2 * config_.moe.num_experts,
+                      0.0f);
   }
   MOBIUS_RETURN_IF_ERROR(EnqueueForward(tokens, targets, b, t));
   MoeAux aux;

@@ -203,7 +203,7 @@ units::MicroBatch Micro(const State& s, const StageRange& range, int64_t unit,
                        s.dropout_key, s.row_offset};
   const model::ModelConfig& c = s.start.config;
   const int64_t block =
-      unit > 0 && unit + 1 < s.num_units() ? units::MoeBlockIndex(c, unit - 1) : -1;
+      unit > 0 && unit + 1 < s.num_units() ? c.moe.MoeLayerIndex(unit - 1) : -1;
   if (block >= 0) {
     if (stats != nullptr) mb.moe_stats = stats + block * 2 * c.moe.num_experts;
     mb.moe_aux_grad = aux_grad;
