@@ -130,8 +130,10 @@ TaskGraph ZeroBuilder::Build(const std::vector<SimStage>& st) {
         std::vector<int> deps = ready[g];
         if (prev_[g] >= 0) deps.push_back(prev_[g]);
         const int k = in_micro_step(g, u);
+        // The backward counts its recompute; split out, the rest. A measured profile's noise (or
+        // LoRA's scaling of it) can put a unit's backward under its forward: that rest is then 0.
         const double per =
-            st[s].backward_seconds - (split ? st[s].forward_seconds : 0.0);
+            std::max(0.0, st[s].backward_seconds - (split ? st[s].forward_seconds : 0.0));
         computes[g] = prev_[g] = b_.Compute(g, k * per + (k > 0 ? st[s].overhead_seconds : 0),
                                             deps, s, -1, true, absl::StrCat("B s", s, " u", u));
       }
