@@ -34,7 +34,12 @@ ABSL_FLAG(std::string, text_field, "text", "tokenize: JSON field holding a docum
 ABSL_FLAG(std::string, prompt_field, "prompt", "tokenize: JSON field of the prompt.");
 ABSL_FLAG(std::string, completion_field, "completion", "tokenize: JSON field of the completion.");
 ABSL_FLAG(std::string, messages_field, "messages", "tokenize: JSON field of a chat's messages.");
-ABSL_FLAG(std::string, chat_template, "chatml", "tokenize: chat rendering, chatml | plain.");
+ABSL_FLAG(std::string, chat_template, "",
+          "tokenize: chat rendering: the model's own template (default; or model:NAME for a "
+          "named one), chatml or plain.");
+ABSL_FLAG(std::string, chat_template_kwargs, "",
+          "tokenize, generate --chat: extra variables of the model's chat template, "
+          "NAME=VALUE,... (e.g. enable_thinking=false).");
 ABSL_FLAG(bool, skip_bad_lines, false, "tokenize: skip (and count) malformed lines.");
 ABSL_FLAG(int, eos_id, -1, "tokenize: end-of-document token id (default: from the model).");
 ABSL_FLAG(int, threads, 0, "tokenize: threads (0: all cores).");
@@ -155,6 +160,10 @@ ABSL_FLAG(std::string, dtype, "auto",
 ABSL_FLAG(std::string, adapter, "", "generate: a PEFT LoRA adapter directory on top of the model.");
 ABSL_FLAG(std::string, prompt, "", "generate: the prompt text (the model directory's tokenizer).");
 ABSL_FLAG(std::string, prompt_ids, "", "generate: the prompt as comma-separated token ids.");
+ABSL_FLAG(bool, chat, false,
+          "generate: --prompt is a user message, rendered with the model's chat template; "
+          "generation stops at its end-of-turn token too.");
+ABSL_FLAG(std::string, system, "", "generate --chat: a system message before the prompt.");
 ABSL_FLAG(int64_t, max_new_tokens, 0, "generate: tokens to generate at most (>= 1).");
 ABSL_FLAG(double, temperature, 0.0,
           "generate: 0 greedy; > 0 sampling from softmax(logits / temperature) with --top_p.");

@@ -22,6 +22,10 @@ int RunGenerate(const GenerateOptions& o, std::ostream& out, std::ostream& err) 
   if (o.prompt.empty() == o.prompt_ids.empty()) {
     return usage("give exactly one of --prompt TEXT and --prompt_ids 1,2,3");
   }
+  if (o.chat && o.prompt.empty()) return usage("--chat needs --prompt (the user's message)");
+  if (!o.chat && (!o.system.empty() || !o.chat_template_kwargs.empty())) {
+    return usage("--system and --chat_template_kwargs need --chat");
+  }
   if (o.max_new_tokens < 1) {
     return usage(absl::StrCat("--max_new_tokens must be >= 1 (got ", o.max_new_tokens, ")"));
   }
@@ -36,6 +40,13 @@ int RunGenerate(const GenerateOptions& o, std::ostream& out, std::ostream& err) 
                                    absl::StrCat("--threads=", o.threads)};
   argv.push_back(o.prompt.empty() ? "--prompt_ids=" + o.prompt_ids : "--prompt=" + o.prompt);
   if (!o.adapter_dir.empty()) argv.push_back("--adapter=" + o.adapter_dir);
+  if (o.chat) {
+    argv.push_back("--chat");
+    if (!o.system.empty()) argv.push_back("--system=" + o.system);
+    if (!o.chat_template_kwargs.empty()) {
+      argv.push_back("--chat_template_kwargs=" + o.chat_template_kwargs);
+    }
+  }
 
   absl::StatusOr<WorkerChildResult> r = RunWorkerChild(
       argv, kWorkerPrefix,

@@ -3,7 +3,9 @@
 // Hugging Face model directory (as `mobius-worker init-model` or `mobius export --merge` write
 // them), optionally with a PEFT LoRA adapter on top, with a KV cache. Greedy by default; with
 // --temperature > 0, top-p sampling seeded by --seed. Stops after --max_new_tokens or at the
-// model's eos_token_id.
+// model's eos_token_id. With --chat, --prompt is a user message (after --system's) rendered with
+// the model's own chat template (common/data/chat_template.h) with the generation prompt, and the
+// template's end-of-turn token stops generation too.
 //
 // No daemon. Generation runs in a `mobius-worker generate` child (the CLI links none of the
 // worker's code: docs/architecture.md), the one next to `mobius` unless --worker_binary names
@@ -29,13 +31,17 @@
 namespace mobius::cli {
 
 inline constexpr char kGenerateUsage[] =
-    "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT | --prompt_ids 1,2,3) "
-    "--max_new_tokens N [--temperature T --top_p P --seed S] [--backend auto|cpu|cuda]";
+    "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT [--chat [--system TEXT]] | "
+    "--prompt_ids 1,2,3) --max_new_tokens N [--temperature T --top_p P --seed S] "
+    "[--backend auto|cpu|cuda]";
 
 struct GenerateOptions {
   std::vector<std::string> args;  // positional: MODEL_DIR
   std::string adapter_dir;
   std::string prompt, prompt_ids;
+  bool chat = false;                 // --prompt is a user message for the model's chat template
+  std::string system;                // --chat: a system message first
+  std::string chat_template_kwargs;  // --chat: NAME=VALUE,...
   int64_t max_new_tokens = 0;
   double temperature = 0, top_p = 1;
   uint64_t seed = 0;

@@ -172,6 +172,7 @@ int main(int argc, char** argv) {
     o.completion_field = absl::GetFlag(FLAGS_completion_field);
     o.messages_field = absl::GetFlag(FLAGS_messages_field);
     o.chat_template = absl::GetFlag(FLAGS_chat_template);
+    o.chat_template_kwargs = absl::GetFlag(FLAGS_chat_template_kwargs);
     o.skip_bad_lines = absl::GetFlag(FLAGS_skip_bad_lines);
     o.eos_id = absl::GetFlag(FLAGS_eos_id);
     o.threads = absl::GetFlag(FLAGS_threads);
@@ -192,6 +193,9 @@ int main(int argc, char** argv) {
     o.adapter_dir = absl::GetFlag(FLAGS_adapter);
     o.prompt = absl::GetFlag(FLAGS_prompt);
     o.prompt_ids = absl::GetFlag(FLAGS_prompt_ids);
+    o.chat = absl::GetFlag(FLAGS_chat);
+    o.system = absl::GetFlag(FLAGS_system);
+    o.chat_template_kwargs = absl::GetFlag(FLAGS_chat_template_kwargs);
     o.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
     o.temperature = absl::GetFlag(FLAGS_temperature);
     o.top_p = absl::GetFlag(FLAGS_top_p);

@@ -8,6 +8,7 @@
 #include "absl/strings/match.h"
 #include "client/exit_codes.h"
 #include "server/launch/dataset_prep.h"
+#include "common/data/chat_template.h"
 #include "common/data/hf_tokenizer.h"
 #include "common/data/tokenize_job.h"
 
@@ -53,6 +54,10 @@ int RunTokenize(const TokenizeOptions& o, std::ostream& out, std::ostream& err) 
   request.dataset.completion_field = o.completion_field;
   request.dataset.messages_field = o.messages_field;
   request.dataset.chat_template = o.chat_template;
+  absl::StatusOr<std::map<std::string, std::string>> kwargs =
+      data::ParseChatTemplateKwargs(o.chat_template_kwargs);
+  if (!kwargs.ok()) return fail(kwargs.status());
+  request.dataset.chat_template_kwargs = data::ChatTemplateKwargsJson(*kwargs);
   request.dataset.skip_bad_lines = o.skip_bad_lines;
 
   absl::StatusOr<std::unique_ptr<data::Tokenizer>> hf =

@@ -26,7 +26,8 @@ struct TokenizeOptions {
   std::string prompt_field = "prompt";
   std::string completion_field = "completion";
   std::string messages_field = "messages";  // chat
-  std::string chat_template = "chatml";     // chat: chatml | plain
+  std::string chat_template;                // chat: "" (the model's) | model:NAME | chatml | plain
+  std::string chat_template_kwargs;         // chat, model template: NAME=VALUE,...
   bool skip_bad_lines = false;
   int eos_id = -1;
   int threads = 0;                 // 0: all cores

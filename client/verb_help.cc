@@ -117,7 +117,7 @@ const std::vector<Verb>& Table() {
       {"tokenize", "mobius tokenize IN... OUT --tokenizer DIR [flags]",
        "Tokenizes a dataset (JSONL or text) into a token file; no daemon.", false,
        {"tokenizer", "format", "text_field", "prompt_field", "completion_field", "messages_field",
-        "chat_template", "skip_bad_lines", "eos_id", "threads"}},
+        "chat_template", "chat_template_kwargs", "skip_bad_lines", "eos_id", "threads"}},
       {"export", "mobius export --merge ADAPTER_DIR OUT [--base DIR] [--dtype bf16|fp32|auto]",
        "Merges a PEFT LoRA adapter (adapter_config.json + adapter_model.safetensors, e.g. a LoRA\n"
        "checkpoint's) into its base model and writes OUT, a Hugging Face model directory that\n"
@@ -125,17 +125,21 @@ const std::vector<Verb>& Table() {
        "files). Runs mobius-worker merge-adapter; no daemon. OUT must not exist (or be empty).",
        false, {"merge", "base", "dtype", "worker_binary"}},
       {"generate",
-       "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT | --prompt_ids 1,2,3)\n"
-       "       --max_new_tokens N [--temperature T --top_p P --seed S] [--backend auto|cpu|cuda]",
+       "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT [--chat [--system TEXT]] |\n"
+       "       --prompt_ids 1,2,3) --max_new_tokens N [--temperature T --top_p P --seed S]\n"
+       "       [--backend auto|cpu|cuda]",
        "Generates text from a Hugging Face model directory (config.json, model safetensors,\n"
        "tokenizer files), optionally with a PEFT LoRA adapter, with a KV cache: greedy, or top-p\n"
        "sampling with --temperature > 0 (the same --seed, the same text). Stops after\n"
        "--max_new_tokens or at the model's eos_token_id. --prompt uses the model's tokenizer;\n"
-       "--prompt_ids prints the new ids (and their text when there is a tokenizer). Runs\n"
-       "mobius-worker generate; no daemon.",
+       "--prompt_ids prints the new ids (and their text when there is a tokenizer). With --chat,\n"
+       "--prompt is a user message (after --system's, if any) rendered with the model's own chat\n"
+       "template (--chat_template_kwargs NAME=VALUE,... for its variables), and generation also\n"
+       "stops at the template's end-of-turn token. Runs mobius-worker generate; no daemon.",
        false,
-       {"adapter", "prompt", "prompt_ids", "max_new_tokens", "temperature", "top_p", "seed",
-        "backend", "threads", "worker_binary"}},
+       {"adapter", "prompt", "prompt_ids", "chat", "system", "chat_template_kwargs",
+        "max_new_tokens", "temperature", "top_p", "seed", "backend", "threads",
+        "worker_binary"}},
   };
   return *table;
 }

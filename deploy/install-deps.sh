@@ -12,6 +12,9 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git python3 python3-venv
+  # a chat dataset's model template (common/data/chat_template.h): rendered by Python's jinja2,
+  # the engine transformers uses; needed at run time wherever datasets are tokenized
+  python3-jinja2
   # the GPU kit (scripts/gpu-kit.sh: RUNPATH of the carried binaries; its ctest gpu_kit_test)
   patchelf
   # RPC and core libraries

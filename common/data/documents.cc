@@ -1,10 +1,15 @@
 #include "common/data/documents.h"
 
+#include <algorithm>
 #include <fstream>
+#include <optional>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "common/data/chat_template.h"
 #include "common/errors.h"
+#include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "common/data/regex.h"
 
@@ -18,7 +23,7 @@ absl::Status ParseChat(const nlohmann::json& j, const DatasetSpec& spec, RawDocu
     return absl::InvalidArgumentError(
         absl::StrCat("field \"", spec.messages_field, "\" must be a non-empty list"));
   }
-  const bool chatml = spec.chat_template == "chatml";
+  const bool chatml = spec.chat_template == "chatml";  // else "plain"
   for (size_t i = 0; i < it->size(); ++i) {
     const nlohmann::json& m = (*it)[i];
     std::string where = absl::StrCat(spec.messages_field, "[", i, "]");
@@ -89,15 +94,123 @@ absl::StatusOr<DatasetFormat> ParseDatasetFormat(const std::string& name) {
       absl::StrCat("unknown dataset format \"", name, "\" (jsonl, prompt_completion, chat, text)"));
 }
 
-absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec) {
-  if (spec.chat_template != "chatml" && spec.chat_template != "plain") {
+namespace {
+
+bool BuiltinTemplate(const std::string& name) { return name == "chatml" || name == "plain"; }
+
+// The model's template for a chat dataset: "" / "model" / "model:NAME", from the first of
+// spec.template_dirs that has one.
+absl::StatusOr<ChatTemplate> ModelTemplate(const DatasetSpec& spec) {
+  std::string name;
+  if (absl::StartsWith(spec.chat_template, "model:")) {
+    name = spec.chat_template.substr(6);
+  } else if (!spec.chat_template.empty() && spec.chat_template != "model") {
+    return absl::InvalidArgumentError(absl::StrCat("unknown chat template \"", spec.chat_template,
+                                                   "\" (model, model:NAME, chatml, plain)"));
+  }
+  absl::Status first = absl::NotFoundError(
+      "dataset.chat_template: no model directory to take the chat template from; set "
+      "dataset.chat_template to chatml or plain");
+  for (size_t i = 0; i < spec.template_dirs.size(); ++i) {
+    absl::StatusOr<ChatTemplate> t = LoadChatTemplate(spec.template_dirs[i], name);
+    if (t.ok() || !absl::IsNotFound(t.status())) return t;
+    if (i == 0) first = t.status();
+  }
+  return first;
+}
+
+// One conversation for the renderer: the messages (checked to be a non-empty list) and tools.
+absl::StatusOr<std::string> ConversationJson(const std::string& line, const DatasetSpec& spec) {
+  if (FirstInvalidUtf8(line) >= 0) return absl::InvalidArgumentError("invalid UTF-8");
+  nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return absl::InvalidArgumentError("invalid JSON");
+  if (!j.is_object()) return absl::InvalidArgumentError("not a JSON object");
+  auto it = j.find(spec.messages_field);
+  if (it == j.end() || !it->is_array() || it->empty()) {
     return absl::InvalidArgumentError(
-        absl::StrCat("unknown chat template \"", spec.chat_template, "\" (chatml, plain)"));
+        absl::StrCat("field \"", spec.messages_field, "\" must be a non-empty list"));
+  }
+  nlohmann::json c = {{"messages", *it}};
+  if (auto tools = j.find("tools"); tools != j.end() && !tools->is_null()) c["tools"] = *tools;
+  return c.dump();
+}
+
+// Reads a chat dataset with the model's template: every line rendered in one renderer child.
+absl::Status ReadModelChat(std::istream& in, const DatasetSpec& spec, const ChatTemplate& tmpl,
+                           ReadResult* result) {
+  std::vector<std::string> conversations;
+  std::vector<int64_t> line_of;
+  std::string line;
+  int64_t line_no = 0;
+  while (std::getline(in, line)) {
+    ++line_no;
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    absl::StatusOr<std::string> c = ConversationJson(line, spec);
+    if (!c.ok()) {
+      if (spec.skip_bad_lines) {
+        ++result->skipped_lines;
+        continue;
+      }
+      return absl::InvalidArgumentError(
+          absl::StrCat("dataset ", spec.path, " line ", line_no, ": ", c.status().message()));
+    }
+    conversations.push_back(*std::move(c));
+    line_of.push_back(line_no);
+  }
+  if (conversations.empty()) return absl::OkStatus();
+  ChatRenderOptions options;
+  options.kwargs_json = spec.chat_template_kwargs;
+  absl::StatusOr<std::vector<RenderedConversation>> rendered =
+      RenderConversations(tmpl, conversations, options);
+  if (!rendered.ok()) {
+    return absl::Status(rendered.status().code(),
+                        absl::StrCat("dataset ", spec.path, ": ", rendered.status().message()));
+  }
+  for (size_t i = 0; i < rendered->size(); ++i) {
+    RenderedConversation& r = (*rendered)[i];
+    if (r.skip) {
+      ++result->skipped_conversations;
+      continue;
+    }
+    if (!r.error.empty()) {
+      if (spec.skip_bad_lines) {
+        ++result->skipped_lines;
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          "dataset ", spec.path, " line ", line_of[i], ": ",
+          r.message >= 0 ? absl::StrCat(spec.messages_field, "[", r.message, "]: ") : "",
+          r.error, " (chat template ", tmpl.origin, ")"));
+    }
+    RawDocument doc;
+    doc.whole = true;
+    int64_t at = 0;
+    for (const auto& [b, e] : r.spans) {
+      if (b > at) doc.segments.push_back({r.text.substr(at, b - at), false});
+      if (e > b) doc.segments.push_back({r.text.substr(b, e - b), true});
+      at = std::max(at, e);
+    }
+    if (at < static_cast<int64_t>(r.text.size())) {
+      doc.segments.push_back({r.text.substr(at), false});
+    }
+    result->documents.push_back(std::move(doc));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec) {
+  std::optional<ChatTemplate> model_template;
+  if (spec.format == DatasetFormat::kJsonlChat && !BuiltinTemplate(spec.chat_template)) {
+    MOBIUS_ASSIGN_OR_RETURN(model_template, ModelTemplate(spec));
   }
   std::ifstream in(spec.path, std::ios::binary);
   if (!in.good()) return MOBIUS_ERRNO_ERROR(absl::StrCat("dataset ", spec.path));
   ReadResult result;
-  if (spec.format == DatasetFormat::kPlainText) {
+  if (model_template) {
+    MOBIUS_RETURN_IF_ERROR(ReadModelChat(in, spec, *model_template, &result));
+  } else if (spec.format == DatasetFormat::kPlainText) {
     std::stringstream ss;
     ss << in.rdbuf();
     std::string text = ss.str();
@@ -126,23 +239,85 @@ absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec) {
     }
   }
   if (result.documents.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("dataset ", spec.path, " has no documents",
-                                                   result.skipped_lines > 0
-                                                       ? absl::StrCat(" (", result.skipped_lines,
-                                                                      " bad lines skipped)")
-                                                       : ""));
+    return absl::InvalidArgumentError(absl::StrCat(
+        "dataset ", spec.path, " has no documents",
+        result.skipped_lines > 0 ? absl::StrCat(" (", result.skipped_lines, " bad lines skipped)")
+                                 : "",
+        result.skipped_conversations > 0
+            ? absl::StrCat(" (", result.skipped_conversations,
+                           " conversations without an assistant turn skipped)")
+            : ""));
   }
   return result;
 }
 
+namespace {
+
+// A whole document's tokens and mask: each token's bytes from decoding it alone (their
+// concatenation must be the text), a target when its first byte is in a target segment.
+absl::Status MaskWhole(const Tokenizer& tokenizer, const RawDocument& doc, const std::string& text,
+                       std::vector<int32_t> ids, size_t index, TokenizedDoc* out) {
+  if (!tokenizer.MatchesSpecialTokensInText()) {
+    return absl::FailedPreconditionError(
+        "a model's chat template needs the model's tokenizer.json (its special tokens, e.g. "
+        "<|im_end|>, matched in the rendered text); a SentencePiece tokenizer.model encodes them "
+        "as plain text: add tokenizer.json, or set dataset.chat_template to chatml or plain");
+  }
+  std::vector<std::pair<size_t, size_t>> targets;
+  size_t at = 0;
+  for (const Segment& s : doc.segments) {
+    if (s.target) targets.emplace_back(at, at + s.text.size());
+    at += s.text.size();
+  }
+  out->target.assign(ids.size(), 0);
+  size_t pos = 0, span = 0;
+  bool masked = false;
+  for (size_t k = 0; k < ids.size(); ++k) {
+    absl::StatusOr<std::string> bytes = tokenizer.Decode({ids[k]}, /*skip_special_tokens=*/false);
+    if (!bytes.ok()) return bytes.status();
+    if (text.compare(pos, bytes->size(), *bytes) != 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "document ", index, ": token ", k, " (id ", ids[k], ") does not decode to the text at "
+          "byte ", pos, "; the tokenizer changes the rendered chat text (a normalizer?), so its "
+          "loss mask cannot be placed"));
+    }
+    while (span < targets.size() && targets[span].second <= pos) ++span;
+    const bool target = span < targets.size() && targets[span].first <= pos;
+    out->target[k] = target ? 1 : 0;
+    masked |= !target;
+    pos += bytes->size();
+  }
+  if (pos != text.size()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "document ", index, ": its tokens decode to ", pos, " of the text's ", text.size(),
+        " bytes; the loss mask cannot be placed"));
+  }
+  out->ids = std::move(ids);
+  if (!masked) out->target.clear();
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<TokenizedDoc>> TokenizeDocuments(const Tokenizer& tokenizer,
                                                             const std::vector<RawDocument>& docs,
                                                             int32_t eos_id, int threads) {
-  // Flatten every segment into one batch so all of them are encoded in parallel.
+  // Whole documents: one text each, encoded in parallel.
+  std::vector<std::string> wholes;
+  for (const RawDocument& d : docs) {
+    if (!d.whole) continue;
+    std::string text;
+    for (const Segment& s : d.segments) text += s.text;
+    wholes.push_back(std::move(text));
+  }
+  auto whole_ids = tokenizer.EncodeBatch(wholes, /*add_special_tokens=*/false, threads);
+  if (!whole_ids.ok()) return whole_ids.status();
+  // Flatten every other segment into one batch so all of them are encoded in parallel.
   std::vector<std::string> pieces;
   std::vector<size_t> first_piece(docs.size() + 1, 0);
   for (size_t d = 0; d < docs.size(); ++d) {
     first_piece[d] = pieces.size();
+    if (docs[d].whole) continue;
     for (const Segment& s : docs[d].segments) pieces.push_back(s.text);
   }
   first_piece[docs.size()] = pieces.size();
@@ -159,9 +334,15 @@ absl::StatusOr<std::vector<TokenizedDoc>> TokenizeDocuments(const Tokenizer& tok
   if (!rest_ids.ok()) return rest_ids.status();
 
   std::vector<TokenizedDoc> out(docs.size());
-  size_t fi = 0, ri = 0;
+  size_t fi = 0, ri = 0, wi = 0;
   for (size_t d = 0; d < docs.size(); ++d) {
     TokenizedDoc& t = out[d];
+    if (docs[d].whole) {
+      MOBIUS_RETURN_IF_ERROR(
+          MaskWhole(tokenizer, docs[d], wholes[wi], std::move((*whole_ids)[wi]), d, &t));
+      ++wi;
+      continue;
+    }
     bool masked = false;
     for (size_t k = 0; k < docs[d].segments.size(); ++k) {
       size_t i = first_piece[d] + k;

@@ -3,11 +3,17 @@
 // Formats:
 //   kJsonlText              one JSON object per line, text in `text_field` ("text")
 //   kJsonlPromptCompletion  `prompt_field` + `completion_field`; the loss is masked on the prompt
-//   kJsonlChat              `messages_field`: [{"role": "system"|"user"|"assistant", "content": ...}]
-//                           rendered with a simple template (chat_template "chatml":
-//                           "<|im_start|>{role}\n{content}<|im_end|>\n", or "plain":
-//                           "{role}: {content}\n"); the loss covers only the assistant turns
-//                           (their content and closing marker)
+//   kJsonlChat              `messages_field`: [{"role": ..., "content": ...}, ...] (and "tools"
+//                           when the line has them), rendered with the model's own template
+//                           (chat_template "" or "model", or "model:NAME" for a named one:
+//                           chat_template.h, Hugging Face's semantics; the loss covers each
+//                           assistant turn's text and its end-of-turn token(s), as
+//                           chat_render.py finds them; a conversation without an assistant turn
+//                           is skipped and counted) or a built-in one ("chatml":
+//                           "<|im_start|>{role}\n{content}<|im_end|>\n", "plain":
+//                           "{role}: {content}\n"; roles system, user, assistant; the loss on the
+//                           assistant contents and their closing marker). "" means the model's
+//                           template, and is an error naming the fix when the model has none.
 //   kPlainText              the whole file is one document
 // Bad lines (invalid JSON, not an object, missing/non-string field, invalid UTF-8) are an
 // INVALID_ARGUMENT naming file and line number, or are skipped and counted when skip_bad_lines.
@@ -35,7 +41,11 @@ struct DatasetSpec {
   std::string completion_field = "completion";
   bool skip_bad_lines = false;
   std::string messages_field = "messages";
-  std::string chat_template = "chatml";  // chatml | plain
+  std::string chat_template;  // "" | model | model:NAME | chatml | plain (see kJsonlChat)
+  // Where the model's template is looked for, in order (model directories); the first with one
+  // wins.
+  std::vector<std::string> template_dirs;
+  std::string chat_template_kwargs = "{}";  // JSON object: extra template variables
 };
 
 // A document is a sequence of text segments, each either trained on (target) or context only.
@@ -46,11 +56,16 @@ struct Segment {
 
 struct RawDocument {
   std::vector<Segment> segments;
+  // Tokenized as one text (the segments joined, no special tokens added, no end-of-document id
+  // appended: a model template renders its own), a token being a target when its first byte is
+  // in a target segment; false: segment by segment (TokenizeDocuments).
+  bool whole = false;
 };
 
 struct ReadResult {
   std::vector<RawDocument> documents;
   int64_t skipped_lines = 0;
+  int64_t skipped_conversations = 0;  // chat with a model template: no assistant turn
 };
 
 absl::StatusOr<ReadResult> ReadDocuments(const DatasetSpec& spec);
@@ -63,7 +78,9 @@ absl::StatusOr<DatasetFormat> ParseDatasetFormat(const std::string& name);
 
 // Tokenizes every document segment by segment (the tokenizer's special tokens, e.g. BOS, only
 // before the first segment), appends `eos_id` (when >= 0, as a target) and marks the tokens of
-// non-target segments. Documents whose segments are all targets get no mask.
+// non-target segments; a `whole` document as RawDocument::whole says (INVALID_ARGUMENT when the
+// tokenizer's tokens do not decode back to the text, e.g. a normalizer changed it). Documents
+// whose tokens are all targets get no mask.
 absl::StatusOr<std::vector<TokenizedDoc>> TokenizeDocuments(const Tokenizer& tokenizer,
                                                             const std::vector<RawDocument>& docs,
                                                             int32_t eos_id, int threads);

@@ -109,6 +109,7 @@ class HfTokenizer : public Tokenizer {
   }
 
   int64_t vocab_size() const override { return spec_.vocab_size; }
+  bool MatchesSpecialTokensInText() const override { return true; }
 
   int32_t TokenToId(absl::string_view token) const override {
     for (const auto& t : spec_.added_tokens) {

@@ -46,6 +46,21 @@ bool IsDirectory(const std::string& path) {
   return stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+// Where a chat dataset's model template is looked for: the tokenizer's directory (its own, or the
+// one holding its file), then the model directory (eos_source).
+std::vector<std::string> TemplateDirs(const TokenizeRequest& r) {
+  std::vector<std::string> dirs;
+  if (IsDirectory(r.tokenizer)) {
+    dirs.push_back(r.tokenizer);
+  } else if (size_t slash = r.tokenizer.rfind('/'); slash != std::string::npos) {
+    dirs.push_back(r.tokenizer.substr(0, slash));
+  } else {
+    dirs.push_back(".");
+  }
+  if (!r.eos_source.empty() && r.eos_source != dirs.front()) dirs.push_back(r.eos_source);
+  return dirs;
+}
+
 // Reads `key` of `object` into `out` when present; a wrong type is an error naming the key.
 template <typename T>
 absl::Status Field(const json& object, const char* what, const char* key, T& out) {
@@ -110,8 +125,10 @@ absl::StatusOr<TokenizeSummary> TokenizeToFile(const TokenizeRequest& request,
   for (const std::string& input : request.inputs) {
     DatasetSpec spec = request.dataset;
     spec.path = input;
+    if (spec.template_dirs.empty()) spec.template_dirs = TemplateDirs(request);
     MOBIUS_ASSIGN_OR_RETURN(ReadResult read, ReadDocuments(spec));
     summary.skipped_lines += read.skipped_lines;
+    summary.skipped_conversations += read.skipped_conversations;
     for (RawDocument& d : read.documents) documents.push_back(std::move(d));
   }
   MOBIUS_ASSIGN_OR_RETURN(std::vector<TokenizedDoc> tokenized,
@@ -130,9 +147,13 @@ absl::StatusOr<TokenizeSummary> TokenizeToFile(const TokenizeRequest& request,
 
 std::string FormatTokenizeSummary(const std::string& output, const TokenizeSummary& s) {
   return absl::StrFormat(
-      "%s: %d documents, %d tokens (vocab %d, eos %d)%s in %.2f s", output, s.documents, s.tokens,
-      s.vocab_size, s.eos_id,
+      "%s: %d documents, %d tokens (vocab %d, eos %d)%s%s in %.2f s", output, s.documents,
+      s.tokens, s.vocab_size, s.eos_id,
       s.skipped_lines > 0 ? absl::StrFormat(", %d bad lines skipped", s.skipped_lines) : "",
+      s.skipped_conversations > 0
+          ? absl::StrFormat(", %d conversations without an assistant turn skipped",
+                            s.skipped_conversations)
+          : "",
       s.seconds);
 }
 
@@ -147,6 +168,8 @@ std::string TokenizeRequestToJson(const TokenizeRequest& r) {
             {"completion_field", d.completion_field},
             {"messages_field", d.messages_field},
             {"chat_template", d.chat_template},
+            {"chat_template_kwargs", d.chat_template_kwargs},
+            {"template_dirs", d.template_dirs},
             {"skip_bad_lines", d.skip_bad_lines},
             {"eos_id", r.eos_id},
             {"eos_source", r.eos_source},
@@ -172,6 +195,8 @@ absl::StatusOr<TokenizeRequest> TokenizeRequestFromJson(const std::string& text)
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "completion_field", d.completion_field));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "messages_field", d.messages_field));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "chat_template", d.chat_template));
+  MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "chat_template_kwargs", d.chat_template_kwargs));
+  MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "template_dirs", d.template_dirs));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "skip_bad_lines", d.skip_bad_lines));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "eos_id", r.eos_id));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "eos_source", r.eos_source));
@@ -188,8 +213,13 @@ absl::StatusOr<TokenizeRequest> TokenizeRequestFromJson(const std::string& text)
 }
 
 std::string TokenizeSummaryToJson(const TokenizeSummary& s) {
-  json j = {{"documents", s.documents}, {"tokens", s.tokens},   {"skipped_lines", s.skipped_lines},
-            {"vocab_size", s.vocab_size}, {"eos_id", s.eos_id}, {"seconds", s.seconds}};
+  json j = {{"documents", s.documents},
+            {"tokens", s.tokens},
+            {"skipped_lines", s.skipped_lines},
+            {"skipped_conversations", s.skipped_conversations},
+            {"vocab_size", s.vocab_size},
+            {"eos_id", s.eos_id},
+            {"seconds", s.seconds}};
   return j.dump();
 }
 
@@ -201,6 +231,7 @@ absl::StatusOr<TokenizeSummary> TokenizeSummaryFromJson(const std::string& text)
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "documents", s.documents));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "tokens", s.tokens));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "skipped_lines", s.skipped_lines));
+  MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "skipped_conversations", s.skipped_conversations));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "vocab_size", s.vocab_size));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "eos_id", s.eos_id));
   MOBIUS_RETURN_IF_ERROR(Field(j, kWhat, "seconds", s.seconds));

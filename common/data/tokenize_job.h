@@ -27,7 +27,9 @@ struct TokenizeRequest {
   std::vector<std::string> inputs;  // read in order; their documents form one dataset
   std::string output;               // the token file (written atomically)
   std::string tokenizer;            // model directory, tokenizer.json or tokenizer.model
-  DatasetSpec dataset;              // format and fields; dataset.path is ignored (inputs)
+  DatasetSpec dataset;              // format and fields; dataset.path is ignored (inputs);
+                                    // dataset.template_dirs empty: the tokenizer's directory,
+                                    // then eos_source
   int32_t eos_id = -1;              // -1: from `eos_source`'s config.json, else the tokenizer's
                                     // <|endoftext|> / <|end_of_text|> / </s>
   std::string eos_source;           // directory whose config.json names eos_token_id; empty:
@@ -44,6 +46,7 @@ struct TokenizeSummary {
   int64_t documents = 0;
   int64_t tokens = 0;
   int64_t skipped_lines = 0;
+  int64_t skipped_conversations = 0;  // chat with the model's template: no assistant turn
   int64_t vocab_size = 0;
   int32_t eos_id = -1;
   double seconds = 0;
@@ -58,7 +61,8 @@ absl::StatusOr<int32_t> ResolveEosId(const TokenizeRequest& request, const Token
 absl::StatusOr<TokenizeSummary> TokenizeToFile(const TokenizeRequest& request,
                                                const Tokenizer& tokenizer);
 
-// "OUT: 12 documents, 3456 tokens (vocab 32000, eos 2), 1 bad line skipped in 0.12 s"
+// "OUT: 12 documents, 3456 tokens (vocab 32000, eos 2), 1 bad line skipped, 2 conversations
+// without an assistant turn skipped in 0.12 s"
 std::string FormatTokenizeSummary(const std::string& output, const TokenizeSummary& summary);
 
 // JSON round trip; FromJson errors name the field ("tokenize request: inputs: ...").

@@ -33,6 +33,12 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;  // largest id + 1, added tokens included
   virtual int32_t TokenToId(absl::string_view token) const = 0;  // -1 if unknown
 
+  // Whether Encode matches the added/special tokens written in the text (Hugging Face's
+  // tokenizer.json does; SentencePiece's tokenizer.model encodes "<|im_end|>" as plain text) and
+  // each token decodes alone to its exact bytes: what a rendered chat template needs
+  // (documents.h, RawDocument::whole).
+  virtual bool MatchesSpecialTokensInText() const { return false; }
+
   // Encodes documents on `threads` threads (<= 0: hardware concurrency); first error wins.
   absl::StatusOr<std::vector<std::vector<int32_t>>> EncodeBatch(
       const std::vector<std::string>& documents, bool add_special_tokens, int threads) const;

@@ -84,7 +84,8 @@ absl::StatusOr<std::string> DatasetDescriptor(const jobspec::JobSpec& spec) {
   const std::string tokenizer = ds.tokenizer.empty() ? spec.model_dir : ds.tokenizer;
   json tokenizer_files = json::array();
   if (IsDirectory(tokenizer)) {
-    for (const char* name : {"/tokenizer.json", "/tokenizer.model", "/tokenizer_config.json"}) {
+    for (const char* name : {"/tokenizer.json", "/tokenizer.model", "/tokenizer_config.json",
+                             "/chat_template.jinja"}) {
       if (!IsFile(tokenizer + name)) continue;
       MOBIUS_ASSIGN_OR_RETURN(json id, FileIdentity(tokenizer + name, "tokenizer file"));
       tokenizer_files.push_back(std::move(id));
@@ -98,6 +99,15 @@ absl::StatusOr<std::string> DatasetDescriptor(const jobspec::JobSpec& spec) {
     MOBIUS_ASSIGN_OR_RETURN(model_config,
                             FileIdentity(spec.model_dir + "/config.json", "model config"));
   }
+  // A chat dataset may take the model directory's template (when the tokenizer is elsewhere).
+  json chat_files = json::array();
+  if (ds.format == "chat" && tokenizer != spec.model_dir) {
+    for (const char* name : {"/tokenizer_config.json", "/chat_template.jinja"}) {
+      if (!IsFile(spec.model_dir + name)) continue;
+      MOBIUS_ASSIGN_OR_RETURN(json id, FileIdentity(spec.model_dir + name, "chat template file"));
+      chat_files.push_back(std::move(id));
+    }
+  }
   json d = {{"version", kCacheVersion},
             {"inputs", inputs},
             {"tokenizer", tokenizer_files},
@@ -108,6 +118,8 @@ absl::StatusOr<std::string> DatasetDescriptor(const jobspec::JobSpec& spec) {
             {"completion_field", ds.completion_field},
             {"messages_field", ds.messages_field},
             {"chat_template", ds.chat_template},
+            {"chat_template_kwargs", ds.chat_template_kwargs},
+            {"chat_template_files", chat_files},
             {"skip_bad_lines", ds.skip_bad_lines}};
   return d.dump();
 }

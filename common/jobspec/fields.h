@@ -45,6 +45,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.String("completion_field", s.dataset.completion_field);
     v.String("messages_field", s.dataset.messages_field);
     v.String("chat_template", s.dataset.chat_template);
+    v.Labels("chat_template_kwargs", s.dataset.chat_template_kwargs);
     v.Bool("skip_bad_lines", s.dataset.skip_bad_lines);
     v.Double("eval_fraction", s.dataset.eval_fraction);
   });

@@ -32,7 +32,9 @@ namespace mobius::jobspec {
 // Allowed values of the enumerated string fields (the first is the default, where there is one).
 inline constexpr std::array<std::string_view, 5> kDatasetFormats = {
     "tokens", "jsonl", "prompt_completion", "chat", "text"};
-inline constexpr std::array<std::string_view, 2> kChatTemplates = {"chatml", "plain"};
+// dataset.chat_template: "" (the default: the model's own template, an error when it has none),
+// "model", "model:NAME" (a named template of the model) or a built-in one.
+inline constexpr std::array<std::string_view, 4> kChatTemplates = {"", "model", "chatml", "plain"};
 inline constexpr std::array<std::string_view, 2> kLrSchedules = {"cosine", "constant"};
 // training.precision: the 16-bit format of the weights and activations (train::TrainerOptions).
 inline constexpr std::array<std::string_view, 2> kPrecisions = {"bf16", "fp16"};
@@ -82,7 +84,10 @@ struct DatasetSpec {
   std::string prompt_field = "prompt";          // prompt_completion
   std::string completion_field = "completion";  // prompt_completion
   std::string messages_field = "messages";      // chat
-  std::string chat_template = "chatml";         // chat: kChatTemplates
+  std::string chat_template;                    // chat: kChatTemplates or "model:NAME"
+  // chat with the model's template: extra template variables (e.g. enable_thinking: "false");
+  // "true"/"false" become booleans, numbers numbers, the rest strings.
+  std::map<std::string, std::string> chat_template_kwargs;
   bool skip_bad_lines = false;  // jsonl formats: skip (and count) malformed lines, else fail
   double eval_fraction = 0.0;  // held-out share of the sequences, [0, 0.5]
 

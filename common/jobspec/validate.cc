@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/jobspec/utf8.h"
@@ -299,7 +300,17 @@ void CheckDataset(const JobSpec& s, Checker& c) {
   FieldName("dataset.prompt_field", ds.prompt_field, c);
   FieldName("dataset.completion_field", ds.completion_field, c);
   FieldName("dataset.messages_field", ds.messages_field, c);
-  c.Enum("dataset.chat_template", ds.chat_template, kChatTemplates);
+  if (!Contains(kChatTemplates, ds.chat_template) &&
+      !(absl::StartsWith(ds.chat_template, "model:") && ds.chat_template.size() > 6 &&
+        c.Text("dataset.chat_template", ds.chat_template))) {
+    c.Add("dataset.chat_template",
+          absl::StrCat("must be model, model:NAME, chatml or plain, or absent for the model's "
+                       "own template (got ", Quote(ds.chat_template), ")"));
+  }
+  if (!ds.chat_template_kwargs.empty() &&
+      (ds.format != "chat" || ds.chat_template == "chatml" || ds.chat_template == "plain")) {
+    c.Add("dataset.chat_template_kwargs", "only for a chat dataset with the model's template");
+  }
   c.Number("dataset.eval_fraction", ds.eval_fraction, 0, false, 0.5, false);
   if (!c.options().check_files_exist) return;
   if (Contains(kDatasetFormats, ds.format)) {

@@ -30,6 +30,8 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
   d->set_completion_field(s.dataset.completion_field);
   d->set_messages_field(s.dataset.messages_field);
   d->set_chat_template(s.dataset.chat_template);
+  d->mutable_chat_template_kwargs()->insert(s.dataset.chat_template_kwargs.begin(),
+                                            s.dataset.chat_template_kwargs.end());
   d->set_skip_bad_lines(s.dataset.skip_bad_lines);
 
   const jobspec::TrainingSpec& t = s.training;
@@ -101,6 +103,8 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
   s.dataset.completion_field = OrDefault(pd.completion_field(), dd.completion_field);
   s.dataset.messages_field = OrDefault(pd.messages_field(), dd.messages_field);
   s.dataset.chat_template = OrDefault(pd.chat_template(), dd.chat_template);
+  s.dataset.chat_template_kwargs.insert(pd.chat_template_kwargs().begin(),
+                                        pd.chat_template_kwargs().end());
   s.dataset.skip_bad_lines = pd.skip_bad_lines();
 
   const v1::TrainingSpec& pt = p.training();

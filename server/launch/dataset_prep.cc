@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/data/chat_template.h"
 #include "common/errors.h"
 #include "common/inspect/dataset_descriptor.h"
 #include "common/status_macros.h"
@@ -53,6 +54,7 @@ data::TokenizeRequest RequestFor(const jobspec::JobSpec& spec, const std::string
   r.dataset.completion_field = ds.completion_field;
   r.dataset.messages_field = ds.messages_field;
   r.dataset.chat_template = ds.chat_template;
+  r.dataset.chat_template_kwargs = data::ChatTemplateKwargsJson(ds.chat_template_kwargs);
   r.dataset.skip_bad_lines = ds.skip_bad_lines;
   return r;
 }

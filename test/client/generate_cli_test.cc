@@ -132,6 +132,41 @@ TEST_F(GenerateCli, GoldenModelWithAdapterMatchesHuggingFace) {
   }
 }
 
+// --chat: the prompt is a user message rendered with the model's own template (Qwen3's here, with
+// the chat fixture's tokenizer); the worker says which template and end-of-turn token it uses,
+// and the same prompt rendered by hand and given as ids generates the same text up to that token.
+TEST_F(GenerateCli, ChatRendersTheModelsTemplate) {
+  const std::string chat_model = TempPath("generate_cli_chat_model");
+  fs::remove_all(chat_model);
+  const Result init = RunBinary("bin/mobius-worker",
+                                "init-model --family llama --preset tiny --vocab 896 --seed 3 "
+                                "--out " + chat_model);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  fs::copy_file(testing::SourcePath("test/data/chat_templates/tokenizer.json"),
+                chat_model + "/tokenizer.json");
+  fs::copy_file(testing::SourcePath("test/data/chat_templates/qwen3/tokenizer_config.json"),
+                chat_model + "/tokenizer_config.json");
+  const Result r = RunBinary("bin/mobius-worker",
+                             "generate " + chat_model + " --chat --system 'Be brief.' --prompt "
+                             "'Hello there' --chat_template_kwargs enable_thinking=false "
+                             "--max_new_tokens 6 --backend cpu");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_THAT(r.err, HasSubstr("generate --chat: " + chat_model + "/tokenizer_config.json"));
+  EXPECT_THAT(r.err, HasSubstr("end of turn \"<|im_end|>\""));
+  const Result cli = Mobius(chat_model + " --chat --system 'Be brief.' --prompt 'Hello there' "
+                            "--chat_template_kwargs enable_thinking=false --max_new_tokens 6");
+  ASSERT_EQ(cli.exit_code, 0) << cli.err;
+  EXPECT_EQ(cli.out, r.out);
+  // A model without a template: exit 2 naming --chat and the fix.
+  const Result none = Mobius(Model() + " --chat --prompt hi --max_new_tokens 2");
+  EXPECT_EQ(none.exit_code, 2) << none.err;
+  EXPECT_THAT(none.err, HasSubstr("--chat: the model"));
+  EXPECT_THAT(none.err, HasSubstr("has no chat template"));
+  EXPECT_EQ(Mobius(Model() + " --prompt hi --system x --max_new_tokens 2").exit_code, 2);
+  EXPECT_EQ(Mobius(Model() + " --chat --prompt_ids 1 --max_new_tokens 2").exit_code, 2);
+  fs::remove_all(chat_model);
+}
+
 TEST_F(GenerateCli, BadInputExitsTwoNamingTheFlagOrFile) {
   struct Bad {
     std::string args, says;

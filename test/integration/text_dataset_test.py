@@ -10,6 +10,10 @@
   - a dataset with a malformed line fails the job, without retries, naming file and line; with
     skip_bad_lines it runs;
   - `mobius run` tokenizes a prompt/completion dataset into $XDG_CACHE_HOME and trains on it;
+  - a chat dataset with the model's own template (Qwen3's, the chat fixture's tokenizer.json):
+    rendered by Python's jinja2 in the tokenizer child, trained, the conversation without an
+    assistant turn counted in the log; a chat dataset for a model without a template fails the
+    job naming dataset.chat_template;
   - `mobius tokenize` with a SentencePiece tokenizer (runs in mobius-worker);
   - neither mobius nor mobiusd links libsentencepiece.
 
@@ -156,6 +160,37 @@ def main():
     if j["state"] != "JOB_STATE_SUCCEEDED" or "1 bad lines skipped" not in cli("logs", skip).stdout:
         fail("skip_bad_lines: %s" % j)
     ok("skip_bad_lines: the job ran and the log counts the skipped line")
+
+    # --- chat with the model's own template (default chat_template), in the daemon's tokenizer
+    # child; then a model without a template.
+    chat_model = os.path.join(TMP, "chat-model")
+    run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama", "--preset",
+         "tiny", "--vocab", "896", "--layers", "4", "--out", chat_model])
+    fixtures = os.path.join(SRC, "test/data/chat_templates")
+    shutil.copy(os.path.join(fixtures, "tokenizer.json"), chat_model)
+    shutil.copy(os.path.join(fixtures, "qwen3/tokenizer_config.json"), chat_model)
+    convs = [json.loads(line) for line in open(os.path.join(fixtures, "conversations.jsonl"))]
+    write(os.path.join(TMP, "chat.jsonl"),
+          "".join(json.dumps(c, ensure_ascii=False) + "\n" for c in convs * 8))
+    chat_ds = "  path: chat.jsonl\n  format: chat\n  chat_template_kwargs: {enable_thinking: false}"
+    chat_spec = spec("chat-model", chat_ds, "steps: 2")
+    write(chat_spec, open(chat_spec).read().replace("model_dir: model\n",
+                                                    "model_dir: chat-model\n"))
+    chat = json.loads(cli("submit", chat_spec, "--json").stdout)["id"]
+    j = wait_terminal(chat)
+    logs = cli("logs", chat).stdout
+    if j["state"] != "JOB_STATE_SUCCEEDED" or "32 documents" not in logs or \
+            "8 conversations without an assistant turn skipped" not in logs:
+        fail("chat with the model's template: %s\n%s" % (j, logs))
+    ok("chat with the model's template: rendered, trained; skipped conversations counted")
+    no_tmpl = json.loads(cli("submit", spec("chat-none", "  path: chat.jsonl\n  format: chat",
+                                            "steps: 2"), "--json").stdout)["id"]
+    j = wait_terminal(no_tmpl)
+    reason = j.get("state_reason", "")
+    if j["state"] != "JOB_STATE_FAILED" or "has no chat template" not in reason or \
+            "chatml or plain" not in reason:
+        fail("chat for a model without a template: %s" % j)
+    ok("chat for a model without a template -> FAILED: " + reason)
     H.daemon.terminate()
     H.daemon.wait(timeout=60)
     H.daemon = None

@@ -116,6 +116,12 @@ ABSL_FLAG(std::string, prompt, "",
           "generate: the prompt text, encoded with the model directory's tokenizer.");
 ABSL_FLAG(std::string, prompt_ids, "",
           "generate: the prompt as comma-separated token ids (no tokenizer needed).");
+ABSL_FLAG(bool, chat, false,
+          "generate: --prompt is a user message rendered with the model's chat template (with "
+          "the generation prompt); its end-of-turn token stops generation too.");
+ABSL_FLAG(std::string, system, "", "generate --chat: a system message before the prompt.");
+ABSL_FLAG(std::string, chat_template_kwargs, "",
+          "generate --chat: extra chat template variables, NAME=VALUE,...");
 ABSL_FLAG(int64_t, max_new_tokens, 0, "generate: tokens to generate at most (>= 1).");
 ABSL_FLAG(double, temperature, 0.0,
           "generate: 0 greedy; > 0 sampling from softmax(logits / temperature) with --top_p.");

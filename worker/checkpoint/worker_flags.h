@@ -74,6 +74,9 @@ ABSL_DECLARE_FLAG(int64_t, max_shard_bytes);
 // --device_memory_bytes.
 ABSL_DECLARE_FLAG(std::string, prompt);
 ABSL_DECLARE_FLAG(std::string, prompt_ids);
+ABSL_DECLARE_FLAG(bool, chat);
+ABSL_DECLARE_FLAG(std::string, system);
+ABSL_DECLARE_FLAG(std::string, chat_template_kwargs);
 ABSL_DECLARE_FLAG(int64_t, max_new_tokens);
 ABSL_DECLARE_FLAG(double, temperature);
 ABSL_DECLARE_FLAG(double, top_p);

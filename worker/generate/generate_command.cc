@@ -7,6 +7,7 @@
 #include <csignal>
 #include <filesystem>
 #include <iostream>
+#include <map>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -17,12 +18,14 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "common/data/chat_template.h"
 #include "common/data/sp_tokenizer.h"
 #include "common/init.h"
 #include "common/model/lora.h"
 #include "common/numeric/bf16.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
+#include "nlohmann/json.hpp"
 #include "worker/backend/backend_choice.h"
 #include "worker/checkpoint/adapter_checkpoint.h"
 #include "worker/checkpoint/adapter_config.h"
@@ -95,6 +98,36 @@ absl::StatusOr<Adapter> LoadAdapter(const std::string& dir, const model::ModelCo
   return a;
 }
 
+// --chat: the conversation (--system, then --prompt as the user's message) rendered with the
+// model's template and the generation prompt, and what ends an assistant turn.
+struct ChatPrompt {
+  std::string text, end_of_turn, origin;
+};
+absl::StatusOr<ChatPrompt> RenderChatPrompt(const std::string& model_dir,
+                                            const std::string& prompt) {
+  absl::StatusOr<data::ChatTemplate> t = data::LoadChatTemplate(model_dir);
+  if (!t.ok()) return Prefixed("--chat", t.status());
+  absl::StatusOr<std::map<std::string, std::string>> kwargs =
+      data::ParseChatTemplateKwargs(absl::GetFlag(FLAGS_chat_template_kwargs));
+  if (!kwargs.ok()) return Prefixed("--chat_template_kwargs", kwargs.status());
+  nlohmann::json messages = nlohmann::json::array();
+  if (const std::string system = absl::GetFlag(FLAGS_system); !system.empty()) {
+    messages.push_back({{"role", "system"}, {"content", system}});
+  }
+  messages.push_back({{"role", "user"}, {"content", prompt}});
+  data::ChatRenderOptions options;
+  options.prompt = true;
+  options.kwargs_json = data::ChatTemplateKwargsJson(*kwargs);
+  absl::StatusOr<std::vector<data::RenderedConversation>> r =
+      data::RenderConversations(*t, {nlohmann::json{{"messages", messages}}.dump()}, options);
+  if (!r.ok()) return Prefixed("--chat", r.status());
+  if (!r->front().error.empty()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--chat: ", t->origin, ": ", r->front().error));
+  }
+  return ChatPrompt{r->front().text, r->front().end_of_turn, t->origin};
+}
+
 absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBackend() {
   const std::string name = absl::GetFlag(FLAGS_backend);
   const uint64_t cap = absl::GetFlag(FLAGS_device_memory_bytes);
@@ -158,7 +191,29 @@ absl::Status Run(const std::string& model_dir) {
                                    " (or pass --prompt_ids)"),
                       tokenizer.status());
     }
-    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(prompt_text, true);
+    std::string text = prompt_text;
+    bool add_special = true;
+    if (absl::GetFlag(FLAGS_chat)) {
+      // The model's template writes the special tokens (BOS) itself.
+      MOBIUS_ASSIGN_OR_RETURN(ChatPrompt chat, RenderChatPrompt(model_dir, prompt_text));
+      text = chat.text;
+      add_special = false;
+      const int32_t end = (*tokenizer)->TokenToId(chat.end_of_turn);
+      if (end >= 0 && end < config.vocab_size) {
+        if (std::find(options.stop_ids.begin(), options.stop_ids.end(), end) ==
+            options.stop_ids.end()) {
+          options.stop_ids.push_back(end);
+        }
+      } else {
+        LOG(WARNING) << "generate --chat: the template's end of turn \"" << chat.end_of_turn
+                     << "\" is not one token; stopping at eos_token_id only";
+      }
+      LOG(INFO) << "generate --chat: " << chat.origin << ", end of turn \"" << chat.end_of_turn
+                << "\"";
+    } else if (!absl::GetFlag(FLAGS_system).empty()) {
+      return absl::InvalidArgumentError("--system needs --chat");
+    }
+    absl::StatusOr<std::vector<int32_t>> ids = (*tokenizer)->Encode(text, add_special);
     if (!ids.ok()) return Prefixed("--prompt", ids.status());
     prompt = *std::move(ids);
     for (int32_t id : prompt) {

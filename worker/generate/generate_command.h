@@ -9,6 +9,10 @@
 //
 // --prompt is encoded with the model directory's tokenizer (data::LoadTokenizer: tokenizer.json
 // or SentencePiece's tokenizer.model; the tokenizer's special tokens added, e.g. Llama's BOS).
+// With --chat, --prompt is a user message (after --system's) rendered with the model's own chat
+// template and the generation prompt (common/data/chat_template.h; --chat_template_kwargs for
+// its variables), encoded without added special tokens (the template writes them), and the
+// template's end-of-turn token, when it is one token, stops generation as eos_token_id does.
 // Greedy unless --temperature > 0 (then top-p sampling seeded by --seed: the same seed, the
 // same text). Stops after --max_new_tokens or at the model's eos_token_id (generate.h
 // StopTokenIds). --backend as train's (default cpu); `mobius generate` passes auto unless told
@@ -32,8 +36,9 @@
 namespace mobius::generate {
 
 inline constexpr char kGenerateUsage[] =
-    "mobius-worker generate MODEL_DIR (--prompt TEXT | --prompt_ids 1,2,3) --max_new_tokens N "
-    "[--adapter DIR] [--temperature T --top_p P --seed S] [--backend auto|cpu|cuda]";
+    "mobius-worker generate MODEL_DIR (--prompt TEXT [--chat [--system TEXT]] | --prompt_ids "
+    "1,2,3) --max_new_tokens N [--adapter DIR] [--temperature T --top_p P --seed S] "
+    "[--backend auto|cpu|cuda]";
 
 // `args`: positional arguments, argv[0] first ("generate" second). Returns the exit code.
 int RunGenerateCommand(const std::vector<std::string>& args);

@@ -243,7 +243,7 @@ TEST(Documents, ChatMessagesTrainOnAssistantTurnsOnly) {
     while (std::getline(in, part)) line += part;
   }
   WriteText(p, line + "\n");
-  auto r = ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat});
+  auto r = ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat, .chat_template = "chatml"});
   ASSERT_TRUE(r.ok()) << r.status();
   const auto& segs = r->documents[0].segments;
   ASSERT_EQ(segs.size(), 6u);
@@ -273,10 +273,10 @@ TEST(Documents, ChatMessagesTrainOnAssistantTurnsOnly) {
             "<|im_start|>assistant\nhello<|im_end|>\n<|endoftext|>");
 
   WriteText(p, R"({"messages": [{"role": "robot", "content": "x"}]})" "\n");
-  EXPECT_THAT(ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat}).status().message(),
+  EXPECT_THAT(ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat, .chat_template = "chatml"}).status().message(),
               HasSubstr("line 1: \"messages[0].role\": unknown role \"robot\""));
   WriteText(p, R"({"messages": []})" "\n");
-  EXPECT_THAT(ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat}).status().message(),
+  EXPECT_THAT(ReadDocuments({.path = p, .format = DatasetFormat::kJsonlChat, .chat_template = "chatml"}).status().message(),
               HasSubstr("must be a non-empty list"));
 }
 

@@ -20,6 +20,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                         mobius::data::DatasetFormat::kJsonlChat}) {
       mobius::data::DatasetSpec spec;
       spec.format = format;
+      spec.chat_template = "chatml";  // the built-in templates; the model's: chat_template_test
       (void)mobius::data::ParseDocumentLine(line, spec);
     }
   }

@@ -44,7 +44,7 @@ TEST(JobSpecJsonTest, CanonicalText) {
   s.labels = {{"z", "1"}, {"a", "2"}};
   EXPECT_EQ(JobSpecToJson(s),
             R"({"checkpoint":{"dir":"","every_steps":0,"group":"","keep_last":3},)"
-            R"("dataset":{"chat_template":"chatml","completion_field":"completion",)"
+            R"("dataset":{"chat_template":"","chat_template_kwargs":{},"completion_field":"completion",)"
             R"("eval_fraction":0.0,"format":"tokens","messages_field":"messages","path":"/d",)"
             R"("paths":[],"prompt_field":"prompt","skip_bad_lines":false,"text_field":"text",)"
             R"("tokenizer":""},)"
