@@ -120,15 +120,15 @@ class Renderer:
             self.env.mark_generation = False
 
 
-def utf8_offsets(text):
-    """Character index -> UTF-8 byte offset, for every index 0..len(text)."""
-    out = [0] * (len(text) + 1)
-    n = 0
-    for i, ch in enumerate(text):
-        out[i] = n
-        n += len(ch.encode("utf-8"))
-    out[len(text)] = n
-    return out
+def byte_spans(text, spans):
+    """Character spans -> UTF-8 byte spans (each boundary's prefix encoded once, in order)."""
+    points = sorted({p for span in spans for p in span})
+    at, chars, nbytes = {}, 0, 0
+    for p in points:
+        nbytes += len(text[chars:p].encode("utf-8"))
+        chars = p
+        at[p] = nbytes
+    return [[at[b], at[e]] for b, e in spans]
 
 
 def probe_id(j):
@@ -261,8 +261,7 @@ def render_train(r, conv):
         spans = probed_spans(r, messages, tools, text)
     if not spans:
         raise ConversationError("no assistant text to train on", -1, skip=True)
-    off = utf8_offsets(text)
-    return {"text": text, "spans": [[off[b], off[e]] for b, e in spans]}
+    return {"text": text, "spans": byte_spans(text, spans)}
 
 
 def render_prompt(r, conv):

@@ -4,12 +4,16 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -222,40 +226,23 @@ absl::StatusOr<ChatTemplate> LoadChatTemplate(const std::string& model_dir,
       "or add the model's template"));
 }
 
-absl::StatusOr<std::vector<RenderedConversation>> RenderConversations(
-    const ChatTemplate& chat_template, const std::vector<std::string>& conversations,
-    const ChatRenderOptions& options) {
-  json kwargs = json::parse(options.kwargs_json.empty() ? "{}" : options.kwargs_json, nullptr,
-                            /*allow_exceptions=*/false);
-  if (kwargs.is_discarded() || !kwargs.is_object()) {
-    return absl::InvalidArgumentError("chat template kwargs: not a JSON object");
+namespace {
+
+// One renderer child over conversations [begin, end): `head` is the request up to its
+// conversations list.
+absl::StatusOr<std::vector<RenderedConversation>> RenderSlice(
+    const std::string& head, const std::vector<std::string>& conversations, size_t begin,
+    size_t end, const std::string& python) {
+  std::string request = head;
+  for (size_t i = begin; i < end; ++i) {
+    if (i > begin) request += ',';
+    request += conversations[i];
   }
-  json special = json::parse(chat_template.special_tokens_json.empty()
-                                 ? "{}"
-                                 : chat_template.special_tokens_json,
-                             nullptr, /*allow_exceptions=*/false);
-  if (special.is_discarded()) special = json::object();
-  json request = {{"template", chat_template.source},
-                  {"origin", chat_template.origin},
-                  {"special_tokens", special},
-                  {"kwargs", kwargs},
-                  {"mode", options.prompt ? "prompt" : "train"},
-                  {"conversations", json::array()}};
-  json& convs = request["conversations"];
-  for (size_t i = 0; i < conversations.size(); ++i) {
-    json c = json::parse(conversations[i], nullptr, /*allow_exceptions=*/false);
-    if (c.is_discarded()) {
-      return absl::InvalidArgumentError(absl::StrCat("conversation ", i, ": invalid JSON"));
-    }
-    convs.push_back(std::move(c));
-  }
-  std::string python = options.python;
-  if (python.empty()) {
-    const char* env = std::getenv("MOBIUS_PYTHON");
-    python = env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
-  }
-  absl::StatusOr<int> fd = TextDescriptor("mobius-chat-request", request.dump());
+  request += "]}";
+  absl::StatusOr<int> fd = TextDescriptor("mobius-chat-request", request);
   if (!fd.ok()) return fd.status();
+  request.clear();
+  request.shrink_to_fit();
   SpawnOptions spawn;
   spawn.inherit = {{*fd, 3}};
   spawn.die_with_parent = true;
@@ -270,29 +257,111 @@ absl::StatusOr<std::vector<RenderedConversation>> RenderConversations(
   std::string out, err;
   int status = 0;
   if (absl::Status s = Collect(*child, &out, &err, &status); !s.ok()) return s;
-  std::vector<std::string> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
-  if (!lines.empty() && lines.front().rfind("{\"fatal\"", 0) == 0) {
+  std::vector<absl::string_view> lines = absl::StrSplit(out, '\n', absl::SkipEmpty());
+  if (!lines.empty() && absl::StartsWith(lines.front(), "{\"fatal\"")) {
     json j = json::parse(lines.front(), nullptr, /*allow_exceptions=*/false);
-    const std::string what = j.is_object() ? j.value("fatal", lines.front()) : lines.front();
+    const std::string what =
+        j.is_object() ? j.value("fatal", std::string(lines.front())) : std::string(lines.front());
     if (what.find("jinja2") != std::string::npos && what.find("import") != std::string::npos) {
       return absl::FailedPreconditionError(what);
     }
     return absl::InvalidArgumentError(absl::StrCat("chat template ", what));
   }
-  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || lines.size() != conversations.size()) {
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0 || lines.size() != end - begin) {
     return absl::InternalError(absl::StrCat(
         "the chat renderer (", python, ") ",
         WIFEXITED(status) ? absl::StrCat("exited with status ", WEXITSTATUS(status))
                           : "was killed by a signal",
-        " after ", lines.size(), " of ", conversations.size(), " conversations",
+        " after ", lines.size(), " of ", end - begin, " conversations",
         err.empty() ? "" : ": ", err.substr(err.size() > 2000 ? err.size() - 2000 : 0)));
   }
   std::vector<RenderedConversation> results;
   results.reserve(lines.size());
-  for (const std::string& line : lines) {
-    absl::StatusOr<RenderedConversation> r = ParseResult(line);
+  for (absl::string_view line : lines) {
+    absl::StatusOr<RenderedConversation> r = ParseResult(std::string(line));
     if (!r.ok()) return r.status();
     results.push_back(*std::move(r));
+  }
+  return results;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<RenderedConversation>> RenderConversations(
+    const ChatTemplate& chat_template, const std::vector<std::string>& conversations,
+    const ChatRenderOptions& options) {
+  json kwargs = json::parse(options.kwargs_json.empty() ? "{}" : options.kwargs_json, nullptr,
+                            /*allow_exceptions=*/false);
+  if (kwargs.is_discarded() || !kwargs.is_object()) {
+    return absl::InvalidArgumentError("chat template kwargs: not a JSON object");
+  }
+  json special = json::parse(chat_template.special_tokens_json.empty()
+                                 ? "{}"
+                                 : chat_template.special_tokens_json,
+                             nullptr, /*allow_exceptions=*/false);
+  if (special.is_discarded()) special = json::object();
+  for (size_t i = 0; i < conversations.size(); ++i) {
+    if (!json::accept(conversations[i])) {
+      return absl::InvalidArgumentError(absl::StrCat("conversation ", i, ": invalid JSON"));
+    }
+  }
+  json request = {{"template", chat_template.source},
+                  {"origin", chat_template.origin},
+                  {"special_tokens", special},
+                  {"kwargs", kwargs},
+                  {"mode", options.prompt ? "prompt" : "train"}};
+  std::string head = request.dump();
+  head.pop_back();  // the closing brace: the conversations follow
+  head += ",\"conversations\":[";
+  std::string python = options.python;
+  if (python.empty()) {
+    const char* env = std::getenv("MOBIUS_PYTHON");
+    python = env != nullptr && *env != '\0' ? env : "/usr/bin/python3";
+  }
+  // Slices of at most kSliceConversations conversations or kSliceBytes of JSON (a child's memory
+  // stays bounded whatever the dataset's size), rendered by up to `processes` children at once.
+  constexpr size_t kSliceConversations = 8192, kSliceBytes = 16 << 20;
+  const size_t n = conversations.size();
+  std::vector<std::pair<size_t, size_t>> slices;
+  for (size_t begin = 0, bytes = 0, i = 0; i < n; ++i) {
+    bytes += conversations[i].size() + 1;
+    if (i + 1 == n || i + 1 - begin == kSliceConversations || bytes >= kSliceBytes) {
+      slices.emplace_back(begin, i + 1);
+      begin = i + 1;
+      bytes = 0;
+    }
+  }
+  // Small inputs: split further so every child has work (at least 64 conversations each).
+  const size_t cores = options.processes > 0
+                           ? static_cast<size_t>(options.processes)
+                           : std::max<size_t>(1, std::thread::hardware_concurrency());
+  if (slices.size() == 1 && cores > 1) {
+    const size_t parts = std::max<size_t>(1, std::min(cores, n / 64));
+    slices.clear();
+    for (size_t c = 0; c < parts; ++c) slices.emplace_back(n * c / parts, n * (c + 1) / parts);
+  }
+  std::vector<absl::StatusOr<std::vector<RenderedConversation>>> parts(
+      slices.size(), absl::InternalError("not rendered"));
+  std::atomic<size_t> next{0};
+  std::atomic<bool> failed{false};
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < std::min(cores, slices.size()); ++t) {
+    threads.emplace_back([&] {
+      for (size_t k = next++; k < slices.size() && !failed; k = next++) {
+        parts[k] = RenderSlice(head, conversations, slices[k].first, slices[k].second, python);
+        if (!parts[k].ok()) failed = true;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  std::vector<RenderedConversation> results;
+  results.reserve(n);
+  for (auto& part : parts) {
+    if (!part.ok() && !absl::IsInternal(part.status())) return part.status();
+  }
+  for (auto& part : parts) {
+    if (!part.ok()) return part.status();
+    for (RenderedConversation& r : *part) results.push_back(std::move(r));
   }
   return results;
 }

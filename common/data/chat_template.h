@@ -16,7 +16,7 @@
 // only write lines to a pipe: a template that loops or raises ends that conversation or that
 // child, never the caller.
 //
-// Thread-safety: the functions are reentrant; each call starts its own child.
+// Thread-safety: the functions are reentrant; each call starts its own children.
 #ifndef MOBIUS_COMMON_DATA_CHAT_TEMPLATE_H_
 #define MOBIUS_COMMON_DATA_CHAT_TEMPLATE_H_
 
@@ -59,6 +59,9 @@ struct ChatRenderOptions {
   bool prompt = false;             // render for generation (add_generation_prompt)
   // The interpreter; empty: $MOBIUS_PYTHON, else /usr/bin/python3.
   std::string python;
+  // Renderer children running at once; 0: one per core. Each renders a slice of at most 8192
+  // conversations or 16 MiB (a child's memory is bounded, whatever the dataset's size).
+  int processes = 0;
 };
 
 // Renders each conversation (a JSON object with "messages" and optionally "tools", as text);

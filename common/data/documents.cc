@@ -160,6 +160,7 @@ absl::Status ReadModelChat(std::istream& in, const DatasetSpec& spec, const Chat
   if (conversations.empty()) return absl::OkStatus();
   ChatRenderOptions options;
   options.kwargs_json = spec.chat_template_kwargs;
+  options.processes = spec.render_processes;
   absl::StatusOr<std::vector<RenderedConversation>> rendered =
       RenderConversations(tmpl, conversations, options);
   if (!rendered.ok()) {

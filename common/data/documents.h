@@ -46,6 +46,7 @@ struct DatasetSpec {
   // wins.
   std::vector<std::string> template_dirs;
   std::string chat_template_kwargs = "{}";  // JSON object: extra template variables
+  int render_processes = 0;                 // template renderer children at once; 0: per core
 };
 
 // A document is a sequence of text segments, each either trained on (target) or context only.

@@ -126,6 +126,7 @@ absl::StatusOr<TokenizeSummary> TokenizeToFile(const TokenizeRequest& request,
     DatasetSpec spec = request.dataset;
     spec.path = input;
     if (spec.template_dirs.empty()) spec.template_dirs = TemplateDirs(request);
+    spec.render_processes = request.threads;
     MOBIUS_ASSIGN_OR_RETURN(ReadResult read, ReadDocuments(spec));
     summary.skipped_lines += read.skipped_lines;
     summary.skipped_conversations += read.skipped_conversations;

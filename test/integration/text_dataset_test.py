@@ -183,6 +183,30 @@ def main():
             "8 conversations without an assistant turn skipped" not in logs:
         fail("chat with the model's template: %s\n%s" % (j, logs))
     ok("chat with the model's template: rendered, trained; skipped conversations counted")
+    # Trained on one conversation, the checkpoint answers it under `mobius generate --chat` and
+    # stops at the template's end-of-turn token (<|im_end|>): the answer, nothing after it.
+    memo = {"messages": [{"role": "system", "content": "Answer in one word."},
+                         {"role": "user", "content": "What is the capital of France?"},
+                         {"role": "assistant", "content": "Paris."}]}
+    write(os.path.join(TMP, "memo.jsonl"), (json.dumps(memo) + "\n") * 64)
+    memo_spec = spec("chat-memo", "  path: memo.jsonl\n  format: chat\n"
+                     "  chat_template_kwargs: {enable_thinking: false}", "steps: 60")
+    write(memo_spec, open(memo_spec).read().replace("model_dir: model\n", "model_dir: chat-model\n")
+          .replace("lr: 1e-3", "lr: 1e-2") + "checkpoint:\n  dir: memo-ckpt\n")
+    memo_job = json.loads(cli("submit", memo_spec, "--json").stdout)["id"]
+    j = wait_terminal(memo_job)
+    if j["state"] != "JOB_STATE_SUCCEEDED":
+        fail("chat memo job: %s\n%s" % (j, cli("logs", memo_job).stdout))
+    export = os.path.join(TMP, "memo-ckpt", "export-00000060")
+    if not os.path.exists(os.path.join(export, "tokenizer_config.json")):
+        fail("the export has no tokenizer_config.json (the chat template): %s" %
+             os.listdir(export))
+    r = cli("generate", export, "--chat", "--system", "Answer in one word.", "--prompt",
+            "What is the capital of France?", "--chat_template_kwargs", "enable_thinking=false",
+            "--max_new_tokens", "16", "--backend", "cpu")
+    if r.stdout != "Paris.\n":
+        fail("generate --chat on the trained checkpoint: %r\n%s" % (r.stdout, r.stderr))
+    ok("generate --chat on the job's checkpoint: %r, stopped at <|im_end|>" % r.stdout.strip())
     no_tmpl = json.loads(cli("submit", spec("chat-none", "  path: chat.jsonl\n  format: chat",
                                             "steps: 2"), "--json").stdout)["id"]
     j = wait_terminal(no_tmpl)
