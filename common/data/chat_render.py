@@ -282,6 +282,19 @@ def render_prompt(r, conv):
     return {"text": text, "end_of_turn": end_of_turn}
 
 
+def failing_message(r, conv):
+    """The first message whose addition makes the template fail (-1 when none does alone)."""
+    messages = conv.get("messages") if isinstance(conv, dict) else None
+    if not isinstance(messages, list):
+        return -1
+    for k in range(1, len(messages) + 1):
+        try:
+            r.render(messages[:k], conv.get("tools"), False)
+        except Exception:  # noqa: BLE001 - any failure of the prefix locates the message
+            return k - 1
+    return -1
+
+
 def main():
     source = sys.argv[1] if len(sys.argv) > 1 else "-"
     if source.startswith("fd:"):
@@ -311,13 +324,15 @@ def main():
         except ConversationError as e:
             result = {"error": str(e), "message": e.index, "skip": e.skip}
         except TemplateRaised as e:
-            result = {"error": "the template raised: %s" % e, "message": -1, "skip": False}
+            result = {"error": "the template raised: %s" % e,
+                      "message": failing_message(r, conv), "skip": False}
         except jinja2.TemplateError as e:
-            result = {"error": "Jinja: %s" % e, "message": -1, "skip": False}
+            result = {"error": "Jinja: %s" % e, "message": failing_message(r, conv),
+                      "skip": False}
         except (TypeError, ValueError, KeyError, AttributeError, IndexError,
                 RecursionError) as e:
             result = {"error": "rendering failed: %s: %s" % (type(e).__name__, e),
-                      "message": -1, "skip": False}
+                      "message": failing_message(r, conv), "skip": False}
         out.write(json.dumps(result, ensure_ascii=False))
         out.write("\n")
     out.flush()

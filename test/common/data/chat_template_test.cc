@@ -211,7 +211,7 @@ TEST(ChatTemplate, BadTemplatesAndConversationsAreClearErrors) {
   absl::Status s = ReadDocuments(spec).status();
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(s.message(), HasSubstr(data + " line 2: "));
-  EXPECT_THAT(s.message(), HasSubstr("the template raised: "));
+  EXPECT_THAT(s.message(), HasSubstr("messages[1]: the template raised: "));
   EXPECT_THAT(s.message(), HasSubstr("alternate user/assistant"));
   EXPECT_THAT(s.message(), HasSubstr("mistral_v03/tokenizer_config.json"));
   spec.skip_bad_lines = true;  // skipped and counted instead
