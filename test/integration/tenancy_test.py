@@ -17,7 +17,8 @@ issue is tried as a curious or careless second user would, and the secure outcom
   - a step count past the limit is refused, not run as "0 steps";
   - checkpoint.group: bob shares a job's checkpoints with a group alice is in (setgid directory,
     0640 files): she reads them, nobody else does; a group he is not in is refused;
-  - a job of each user succeeds (the test proves isolation, not breakage);
+  - a job of each user succeeds (the test proves isolation, not breakage), and a chat job of
+    alice's with the model's template renders and tokenizes as alice (her cache file);
   - unprivileged single-user mode: a daemon run by alice runs alice's job and refuses bob's.
 The root daemon runs with the systemd unit's capabilities only (CAP_SETUID, CAP_SETGID, CAP_CHOWN,
 CAP_KILL: no CAP_DAC_OVERRIDE), so the test also proves the unit's set is enough.
@@ -330,6 +331,36 @@ def main():
     check_tree(os.path.join(STATE, "users", str(alice.pw_uid)), "alice", "alice's directory")
     ok("alice's job %s succeeded despite %d store names planted by bob; workers as uid %d"
        % (alice_id, len(planted), alice.pw_uid))
+
+    # --- a chat dataset with the model's own template: rendered (Python's jinja2, a child of
+    # the tokenizer child) as alice, into alice's dataset cache.
+    chat_model = os.path.join(A, "chat-model")
+    subprocess.run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama",
+                    "--preset", "tiny", "--vocab", "896", "--layers", "4", "--out", chat_model],
+                   check=True, capture_output=True)
+    fixtures = os.path.join(SRC, "test/data/chat_templates")
+    shutil.copy(os.path.join(fixtures, "tokenizer.json"), chat_model)
+    shutil.copy(os.path.join(fixtures, "llama31/tokenizer_config.json"), chat_model)
+    own(chat_model, "alice", 0o700)
+    chat_data = os.path.join(A, "chat.jsonl")
+    shutil.copy(os.path.join(fixtures, "conversations.jsonl"), chat_data)
+    own(chat_data, "alice", 0o600)
+    chat_spec = spec("a-chat", "alice", chat_model, chat_data, steps=2)
+    with open(chat_spec) as f:
+        text = f.read().replace("  path: %s\n" % chat_data,
+                                "  path: %s\n  format: chat\n" % chat_data)
+    with open(chat_spec, "w") as f:
+        f.write(text)
+    chat_id = json.loads(cli("submit", chat_spec, "--json", user="alice").stdout)["id"]
+    chat_job = wait_done(chat_id, "alice")
+    if chat_job["state"] != "JOB_STATE_SUCCEEDED":
+        fail("alice's chat job (model template): %s\n%s" %
+             (chat_job, cli("logs", chat_id, user="alice", check=False).stdout))
+    cache = os.path.join(STATE, "users", str(alice.pw_uid), "datasets")
+    toks = [f for f in os.listdir(cache) if f.endswith(".tok")]
+    if not toks or any(os.stat(os.path.join(cache, f)).st_uid != alice.pw_uid for f in toks):
+        fail("alice's chat token file is not alice's: %s" % toks)
+    ok("alice's chat job with the model's template succeeded; its token file is alice's")
 
     # --- the state directory: passable, not listable; the database root's alone.
     st = os.stat(STATE)
