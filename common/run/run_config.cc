@@ -353,16 +353,6 @@ absl::Status WriteRunConfig(const std::string& path, const RunConfig& config) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<RunConfig> ReadRunConfig(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("run config ", path, " cannot be read"));
-  std::ostringstream s;
-  s << in.rdbuf();
-  absl::StatusOr<RunConfig> c = RunConfigFromJson(s.str());
-  if (!c.ok()) return absl::Status(c.status().code(), absl::StrCat(path, ": ", c.status().message()));
-  return c;
-}
-
 std::vector<int> StagesOfRank(const RunConfig& config, int rank) {
   std::vector<int> out;
   for (size_t s = 0; s < config.stage_rank.size(); ++s) {

@@ -131,7 +131,6 @@ std::string RunConfigToJson(const RunConfig& config);
 // INVALID_ARGUMENT naming the field for malformed JSON or wrong types.
 absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& json);
 absl::Status WriteRunConfig(const std::string& path, const RunConfig& config);
-absl::StatusOr<RunConfig> ReadRunConfig(const std::string& path);
 
 // The stages a rank runs, ascending (mobius / resident).
 std::vector<int> StagesOfRank(const RunConfig& config, int rank);

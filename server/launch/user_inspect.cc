@@ -80,8 +80,4 @@ absl::StatusOr<inspect::InspectResult> InspectAsUser(const inspect::InspectReque
   return result;
 }
 
-absl::Status InspectStatus(const absl::StatusOr<inspect::InspectResult>& result) {
-  return result.ok() ? result->status : result.status();
-}
-
 }  // namespace mobius::launch

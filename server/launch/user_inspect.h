@@ -29,9 +29,6 @@ struct UserInspectOptions {
 absl::StatusOr<inspect::InspectResult> InspectAsUser(const inspect::InspectRequest& request,
                                                      const UserInspectOptions& options);
 
-// The result's status when the call worked: the checks' verdict as one status.
-absl::Status InspectStatus(const absl::StatusOr<inspect::InspectResult>& result);
-
 }  // namespace mobius::launch
 
 #endif  // MOBIUS_SERVER_LAUNCH_USER_INSPECT_H_

@@ -87,16 +87,6 @@ const char* GpuPathName(GpuPath path) {
   return "?";
 }
 
-const char* BridgeRoleName(BridgeRole role) {
-  switch (role) {
-    case BridgeRole::kNone: return "none";
-    case BridgeRole::kRootPort: return "root port";
-    case BridgeRole::kSwitchUpstream: return "switch";
-    case BridgeRole::kSwitchDownstream: return "switch port";
-  }
-  return "?";
-}
-
 TopologyFacts Analyze(const Topology& t) {
   TopologyFacts f;
   f.bridge_roles = ComputeBridgeRoles(t);

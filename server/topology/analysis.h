@@ -87,7 +87,6 @@ bool IsConsumerGpuName(const std::string& name);
 
 // "X", "NV", "PIX", "PXB", "PHB", "NODE", "SYS".
 const char* GpuPathName(GpuPath path);
-const char* BridgeRoleName(BridgeRole role);
 
 }  // namespace mobius::topology
 

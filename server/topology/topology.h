@@ -100,8 +100,6 @@ struct Topology {
   std::vector<NvLink> nvlinks;
 };
 
-const char* PciKindName(PciKind kind);
-
 }  // namespace mobius::topology
 
 #endif  // MOBIUS_SERVER_TOPOLOGY_TOPOLOGY_H_

@@ -48,7 +48,6 @@ std::vector<SimStage> StagesOf(const PartitionProblem& p, const std::vector<Stag
 
 }  // namespace
 
-const char* DispatchName(Dispatch d) { return d == Dispatch::kPool ? "pool" : "static"; }
 
 absl::StatusOr<Dispatch> ParseDispatch(const std::string& name) {
   if (name == "static") return Dispatch::kStatic;

@@ -151,7 +151,6 @@ struct ZeroConfig {
 };
 
 enum class Dispatch { kStatic, kPool };
-const char* DispatchName(Dispatch d);                       // "static", "pool"
 absl::StatusOr<Dispatch> ParseDispatch(const std::string& name);
 
 struct SimConfig {

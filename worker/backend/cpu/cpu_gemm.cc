@@ -242,12 +242,5 @@ absl::Status RunWhole(const GemmParams& p, optim::ThreadPool* pool) {
 }  // namespace
 
 void SetBlasThreads(int threads) { openblas_set_num_threads(std::max(threads, 1)); }
-int BlasThreads() { return openblas_get_num_threads(); }
-
-const char* BlasDescription() {
-  static const std::string description =
-      absl::StrCat("OpenBLAS ", openblas_get_config(), " core=", openblas_get_corename());
-  return description.c_str();
-}
 
 }  // namespace mobius::backend

@@ -48,11 +48,8 @@ absl::Status RunCpuGemm(const GemmParams& params, optim::ThreadPool* pool = null
 // the shape only. Exposed for tests.
 int64_t CpuGemmPieces(int64_t m, int64_t n, int64_t k);
 
-// OpenBLAS's process-wide thread count (openblas_set_num_threads / openblas_get_num_threads).
+// OpenBLAS's process-wide thread count (openblas_set_num_threads).
 void SetBlasThreads(int threads);
-int BlasThreads();
-// "OpenBLAS <config> core=<corename>" for logs.
-const char* BlasDescription();
 
 }  // namespace mobius::backend
 
