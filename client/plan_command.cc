@@ -721,8 +721,7 @@ int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream
   }
   o.model = spec->model_dir;
   o.batch = spec->training.global_batch;
-  o.microbatch = spec->training.microbatch > 0 ? spec->training.microbatch
-                                               : spec->training.global_batch;
+  o.microbatch = spec->training.EffectiveMicrobatch();
   o.seq = spec->training.seq_len;
   o.schedule = spec->plan.schedule;
   o.partitioner = spec->plan.partitioner;

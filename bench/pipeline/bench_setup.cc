@@ -99,7 +99,7 @@ absl::StatusOr<Calibration> CalibrateStandalone(const BenchInputs& inputs,
                                                 const train::TrainerOptions& base, int steps,
                                                 int reps) {
   Calibration c;
-  const int64_t mb = base.microbatch > 0 ? base.microbatch : base.batch;
+  const int64_t mb = base.EffectiveMicrobatch();
   c.small_batch = mb;
   c.large_batch = base.batch > mb ? base.batch : 2 * mb;
   c.small_microbatches = 1;

@@ -38,7 +38,7 @@ absl::Status ValidateLaunch(const RunConfig& run) {
   RunConfig probe = run;
   if (probe.store_path.empty()) probe.store_path.push_back('-');  // any non-empty value
   train::TrainerOptions& po = probe.training;
-  if (po.microbatch == 0) po.microbatch = po.batch;
+  po.microbatch = po.EffectiveMicrobatch();
   MOBIUS_ASSIGN_OR_RETURN(StoreLayout layout, MakeStoreLayout(config, probe));
   (void)layout;
   MOBIUS_RETURN_IF_ERROR(CheckRegularFile("training.data_path", o.data_path));

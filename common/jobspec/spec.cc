@@ -5,7 +5,7 @@ namespace mobius::jobspec {
 bool IsTextFormat(const std::string& format) { return format != "tokens"; }
 
 void Normalize(JobSpec& spec) {
-  if (spec.training.microbatch == 0) spec.training.microbatch = spec.training.global_batch;
+  spec.training.microbatch = spec.training.EffectiveMicrobatch();
   DatasetSpec& ds = spec.dataset;
   if (ds.path.empty() && ds.paths.size() == 1) {
     ds.path = ds.paths.front();

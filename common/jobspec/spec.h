@@ -100,6 +100,9 @@ struct TrainingSpec {
   int64_t global_batch = 0;    // required: sequences per optimizer step
   int64_t microbatch = 0;      // sequences per forward/backward; divides global_batch;
                                // 0: = global_batch
+  // microbatch, or global_batch where it is 0 (a negative one stays, for the checks to name):
+  // the one place that rule is written for specs.
+  int64_t EffectiveMicrobatch() const { return microbatch == 0 ? global_batch : microbatch; }
   int64_t seq_len = 0;         // required: tokens per sequence
   double lr = 3e-4;            // peak learning rate, > 0
   double min_lr = 0.0;         // cosine floor, [0, lr]

@@ -125,7 +125,7 @@ absl::Status ValidateNodeGroup(const RunConfig& c) {
     return Bad("nodes.link_bytes_per_second and nodes.link_latency_seconds must be >= 0");
   }
   const train::TrainerOptions& t = c.training;
-  const int64_t mb = t.microbatch > 0 ? t.microbatch : t.batch;
+  const int64_t mb = t.EffectiveMicrobatch();
   if (mb <= 0 || t.batch % (mb * n.count) != 0) {
     return Bad("training.batch ", t.batch, " (the global batch) does not split into ", n.count,
                " nodes of whole microbatches of ", mb);

@@ -120,7 +120,7 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   const int64_t num_units = static_cast<int64_t>(desc.units.size());
   MOBIUS_RETURN_IF_ERROR(ValidateRunConfig(run, num_units));
   const train::TrainerOptions& t = run.training;
-  const int64_t mb = t.microbatch > 0 ? t.microbatch : t.batch;
+  const int64_t mb = t.EffectiveMicrobatch();
   if (mb <= 0 || t.batch % mb != 0 || t.seq <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("training: batch ", t.batch, ", microbatch ", mb,
                                                    ", seq ", t.seq, " do not make microbatches"));

@@ -42,6 +42,9 @@ struct TrainerOptions {
                                  // [1, kMaxSteps]
   int64_t batch = 0;             // B: sequences per optimizer step
   int64_t microbatch = 0;        // MB: sequences per forward/backward; B % MB == 0; 0: = B
+  // microbatch, or batch where it is 0 (a negative one stays, for the checks to name): the one
+  // place that rule is written for run configs.
+  int64_t EffectiveMicrobatch() const { return microbatch == 0 ? batch : microbatch; }
   int64_t seq = 0;               // T: tokens per sequence
   double lr = 3e-4;              // peak learning rate
   double min_lr = 0.0;           // cosine floor

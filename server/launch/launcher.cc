@@ -184,7 +184,7 @@ absl::StatusOr<std::unique_ptr<Launcher>> Launcher::Start(LaunchOptions options)
   if (!options.validated) MOBIUS_RETURN_IF_ERROR(ValidateLaunch(options.run));
   auto s = std::make_unique<State>();
   RunConfig& run = options.run;
-  if (run.training.microbatch == 0) run.training.microbatch = run.training.batch;
+  run.training.microbatch = run.training.EffectiveMicrobatch();
   std::string job = run.job_id.empty() ? "job" : run.job_id;
   for (char& c : job) {
     if (!isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '_') c = '_';

@@ -35,7 +35,7 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
   }
   if (o.batch <= 0) return bad("--batch must be positive (got ", o.batch, ")");
   if (o.seq <= 0) return bad("--seq must be positive (got ", o.seq, ")");
-  if (o.microbatch == 0) o.microbatch = o.batch;
+  o.microbatch = o.EffectiveMicrobatch();
   if (o.microbatch < 0 || o.batch % o.microbatch != 0) {
     return bad("--batch ", o.batch, " is not a multiple of --microbatch ", o.microbatch);
   }
