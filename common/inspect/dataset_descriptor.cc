@@ -81,7 +81,7 @@ absl::StatusOr<std::string> DatasetDescriptor(const jobspec::JobSpec& spec) {
     MOBIUS_ASSIGN_OR_RETURN(json id, FileIdentity(path, "dataset file"));
     inputs.push_back(std::move(id));
   }
-  const std::string tokenizer = ds.tokenizer.empty() ? spec.model_dir : ds.tokenizer;
+  const std::string tokenizer = jobspec::TokenizerPath(spec);
   json tokenizer_files = json::array();
   if (IsDirectory(tokenizer)) {
     for (const char* name : {"/tokenizer.json", "/tokenizer.model", "/tokenizer_config.json",

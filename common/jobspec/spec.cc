@@ -4,6 +4,10 @@ namespace mobius::jobspec {
 
 bool IsTextFormat(const std::string& format) { return format != "tokens"; }
 
+const std::string& TokenizerPath(const JobSpec& spec) {
+  return spec.dataset.tokenizer.empty() ? spec.model_dir : spec.dataset.tokenizer;
+}
+
 void Normalize(JobSpec& spec) {
   spec.training.microbatch = spec.training.EffectiveMicrobatch();
   DatasetSpec& ds = spec.dataset;
@@ -11,7 +15,7 @@ void Normalize(JobSpec& spec) {
     ds.path = ds.paths.front();
     ds.paths.clear();
   }
-  if (IsTextFormat(ds.format) && ds.tokenizer.empty()) ds.tokenizer = spec.model_dir;
+  if (IsTextFormat(ds.format)) ds.tokenizer = TokenizerPath(spec);
 }
 
 }  // namespace mobius::jobspec

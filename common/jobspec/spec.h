@@ -195,6 +195,9 @@ struct JobSpec {
 // True for the formats the daemon tokenizes (every format but "tokens").
 bool IsTextFormat(const std::string& format);
 
+// Where a text dataset's tokenizer is: dataset.tokenizer, else model_dir (what Normalize fills).
+const std::string& TokenizerPath(const JobSpec& spec);
+
 // Fills the derived defaults in place: microbatch 0 -> global_batch; for text datasets an
 // empty tokenizer -> model_dir; a one-element dataset.paths -> dataset.path. An adapter's empty
 // target_modules stays empty (its default depends on the model's family). Idempotent. The YAML

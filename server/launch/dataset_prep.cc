@@ -44,7 +44,7 @@ data::TokenizeRequest RequestFor(const jobspec::JobSpec& spec, const std::string
   data::TokenizeRequest r;
   r.inputs = DatasetFiles(ds);
   r.output = output;
-  r.tokenizer = ds.tokenizer.empty() ? spec.model_dir : ds.tokenizer;
+  r.tokenizer = jobspec::TokenizerPath(spec);
   r.eos_source = spec.model_dir;
   r.threads = threads;
   absl::StatusOr<data::DatasetFormat> format = data::ParseDatasetFormat(ds.format);

@@ -70,7 +70,7 @@ absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
   o.checkpoint_group = spec.checkpoint.group;
   o.checkpoint_export = true;
   // Checkpoints carry the tokenizer, so they and their exports load as model and tokenizer.
-  o.tokenizer_dir = spec.dataset.tokenizer.empty() ? spec.model_dir : spec.dataset.tokenizer;
+  o.tokenizer_dir = jobspec::TokenizerPath(spec);
   o.device_memory_bytes = static_cast<uint64_t>(spec.resources.device_memory_bytes);
   o.threads = 1;
   o.adapter = AdapterOptionsFromSpec(spec, model_config);
