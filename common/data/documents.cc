@@ -135,7 +135,8 @@ absl::StatusOr<std::string> ConversationJson(const std::string& line, const Data
   return c.dump();
 }
 
-// Reads a chat dataset with the model's template: every line rendered in one renderer child.
+// Reads a chat dataset with the model's template: the lines rendered by renderer children
+// (RenderConversations), each conversation one whole document with its trained spans.
 absl::Status ReadModelChat(std::istream& in, const DatasetSpec& spec, const ChatTemplate& tmpl,
                            ReadResult* result) {
   std::vector<std::string> conversations;
@@ -186,7 +187,8 @@ absl::Status ReadModelChat(std::istream& in, const DatasetSpec& spec, const Chat
     RawDocument doc;
     doc.whole = true;
     int64_t at = 0;
-    for (const auto& [b, e] : r.spans) {
+    for (const auto& [begin, e] : r.spans) {  // ascending; an overlap is merged
+      const int64_t b = std::max(begin, at);
       if (b > at) doc.segments.push_back({r.text.substr(at, b - at), false});
       if (e > b) doc.segments.push_back({r.text.substr(b, e - b), true});
       at = std::max(at, e);

@@ -163,6 +163,9 @@ absl::Status Run(const std::string& model_dir) {
   if (prompt_text.empty() == prompt_ids.empty()) {
     return absl::InvalidArgumentError("give exactly one of --prompt TEXT and --prompt_ids 1,2,3");
   }
+  if (absl::GetFlag(FLAGS_chat) && prompt_text.empty()) {
+    return absl::InvalidArgumentError("--chat needs --prompt (the user's message)");
+  }
   GenerateOptions options;
   options.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
   options.sampling = {.temperature = absl::GetFlag(FLAGS_temperature),
