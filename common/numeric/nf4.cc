@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "common/numeric/bf16.h"
 
@@ -168,7 +169,8 @@ Nf4Tensor QuantizeNf4(const uint16_t* bf16, int64_t n) {
 std::vector<float> Nf4BlockScales(const Nf4Tensor& t) {
   std::vector<float> out(t.scale_codes.size());
   for (size_t i = 0; i < out.size(); ++i) {
-    out[i] = kDynamic[t.scale_codes[i]] * t.scale_scales[i / kNf4ScaleBlockSize] + t.scale_offset;
+    out[i] = Nf4BlobScale(kDynamic[t.scale_codes[i]], t.scale_scales[i / kNf4ScaleBlockSize],
+                          t.scale_offset);
   }
   return out;
 }
@@ -192,6 +194,40 @@ int64_t Nf4Bytes(int64_t n) {
   const int64_t blocks = (n + kNf4BlockSize - 1) / kNf4BlockSize;
   const int64_t groups = (blocks + kNf4ScaleBlockSize - 1) / kNf4ScaleBlockSize;
   return (n + 1) / 2 + blocks + 4 * groups + 4;
+}
+
+Nf4BlobLayout MakeNf4BlobLayout(int64_t n) {
+  Nf4BlobLayout l;
+  l.numel = n;
+  l.blocks = (n + kNf4BlockSize - 1) / kNf4BlockSize;
+  l.groups = (l.blocks + kNf4ScaleBlockSize - 1) / kNf4ScaleBlockSize;
+  l.scales = 4;
+  l.codes = l.scales + 4 * l.groups;
+  l.packed = l.codes + l.blocks;
+  l.bytes = l.packed + (n + 1) / 2;
+  return l;
+}
+
+void WriteNf4Blob(const Nf4Tensor& t, void* out) {
+  const Nf4BlobLayout l = MakeNf4BlobLayout(t.numel);
+  auto* b = static_cast<uint8_t*>(out);
+  std::memcpy(b, &t.scale_offset, 4);
+  std::memcpy(b + l.scales, t.scale_scales.data(), 4 * t.scale_scales.size());
+  std::memcpy(b + l.codes, t.scale_codes.data(), t.scale_codes.size());
+  std::memcpy(b + l.packed, t.packed.data(), t.packed.size());
+}
+
+Nf4Tensor ReadNf4Blob(const void* blob, int64_t n) {
+  const Nf4BlobLayout l = MakeNf4BlobLayout(n);
+  const auto* b = static_cast<const uint8_t*>(blob);
+  Nf4Tensor t;
+  t.numel = n;
+  std::memcpy(&t.scale_offset, b, 4);
+  t.scale_scales.resize(l.groups);
+  std::memcpy(t.scale_scales.data(), b + l.scales, 4 * l.groups);
+  t.scale_codes.assign(b + l.codes, b + l.codes + l.blocks);
+  t.packed.assign(b + l.packed, b + l.bytes);
+  return t;
 }
 
 }  // namespace mobius::numeric

@@ -55,6 +55,29 @@ void DequantizeNf4ToBf16(const Nf4Tensor& t, uint16_t* out);
 // Bytes of the 4-bit form of n values (packed codes, scale codes and scales, the offset).
 int64_t Nf4Bytes(int64_t n);
 
+// The blob: an Nf4Tensor as one contiguous run of Nf4Bytes(n) bytes, the form the host store keeps
+// and a stage upload moves (worker kernels dequantise straight from it). Starting 4-byte aligned:
+//   [0, 4)               scale_offset, fp32
+//   [scales, +4 G)       scale_scales, fp32, G = ceil(B / 256)
+//   [codes, +B)          scale_codes, one byte per block, B = ceil(n / 64)
+//   [packed, +ceil(n/2)) the 4-bit codes, two per byte, the first value in the high nibble
+struct Nf4BlobLayout {
+  int64_t numel = 0, blocks = 0, groups = 0;
+  int64_t scales = 4, codes = 0, packed = 0, bytes = 0;  // byte offsets; bytes = Nf4Bytes(numel)
+};
+Nf4BlobLayout MakeNf4BlobLayout(int64_t n);
+// Writes t's blob into out [Nf4Bytes(t.numel)].
+void WriteNf4Blob(const Nf4Tensor& t, void* out);
+// The tensor a blob of n values holds.
+Nf4Tensor ReadNf4Blob(const void* blob, int64_t n);
+// One value of a blob, dequantised to fp32 exactly as DequantizeNf4 computes it (scale code
+// times its group's scale, plus the offset, then the level times that): the expression every
+// kernel evaluates, in this order, without fused multiply-adds.
+inline float Nf4BlobScale(float dynamic_code, float group_scale, float offset) {
+  const float scaled = dynamic_code * group_scale;
+  return scaled + offset;
+}
+
 }  // namespace mobius::numeric
 
 #endif  // MOBIUS_COMMON_NUMERIC_NF4_H_

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/numeric/bf16.h"
+#include "common/numeric/nf4.h"
 #include "gtest/gtest.h"
 #include "test/gpu/gpu_test_util.h"
 #include "worker/backend/cpu/cpu_backend.h"
@@ -360,6 +361,25 @@ TEST_F(CudaBackendTest, DropoutOfFp16IsBitwise) {
     EXPECT_OK(s.Sync());
     return {s.Get<float>(out, n * c)};
   }, {0});
+}
+
+// The NF4 dequantise of a QLoRA base: the GPU kernel's values are the CPU's bit for bit, bf16 and
+// fp16, over several scale groups and an odd tail.
+TEST_F(CudaBackendTest, DequantizeNf4IsBitwise) {
+  const int64_t n = 64 * 700 + 5;
+  const auto x = gpu_test::RandomFloats(n, -0.05f, 0.05f, 54);
+  const numeric::Nf4Tensor t = numeric::QuantizeNf4(x.data(), n);
+  std::vector<uint8_t> blob(numeric::Nf4Bytes(n));
+  numeric::WriteNf4Blob(t, blob.data());
+  Both("dequantize_nf4", [&](Side& s) -> Outputs {
+    const uint8_t* src = s.Put(blob);
+    uint16_t* a = s.Zeros<uint16_t>(n);
+    uint16_t* b = s.Zeros<uint16_t>(n);
+    EXPECT_OK(s.b().DequantizeNf4(s.q(), {.n = n, .src = src, .dst_type = DType::kBf16, .out = a}));
+    EXPECT_OK(s.b().DequantizeNf4(s.q(), {.n = n, .src = src, .dst_type = DType::kF16, .out = b}));
+    EXPECT_OK(s.Sync());
+    return {s.GetBf16(a, n), s.GetHalf(DType::kF16, b, n)};
+  }, {0, 0});
 }
 
 TEST_F(CudaBackendTest, BiasBackward) {

@@ -54,6 +54,7 @@ absl::Status Backend::BiasBackward(Queue&, const BiasBackwardParams&) { return N
 absl::Status Backend::AdamW(Queue&, const AdamWParams&) { return NotImplemented(*this, "AdamW"); }
 absl::Status Backend::SumSquares(Queue&, const SumSquaresParams&) { return NotImplemented(*this, "SumSquares"); }
 absl::Status Backend::Dropout(Queue&, const DropoutParams&) { return NotImplemented(*this, "Dropout"); }
+absl::Status Backend::DequantizeNf4(Queue&, const DequantizeNf4Params&) { return NotImplemented(*this, "DequantizeNf4"); }
 absl::Status Backend::MoeRoute(Queue&, const MoeRouteParams&) { return NotImplemented(*this, "MoeRoute"); }
 absl::Status Backend::MoeRouteBackward(Queue&, const MoeRouteBackwardParams&) { return NotImplemented(*this, "MoeRouteBackward"); }
 absl::Status Backend::MoeGather(Queue&, const MoeGatherParams&) { return NotImplemented(*this, "MoeGather"); }

@@ -174,6 +174,8 @@ class Backend {
   virtual absl::Status AdamW(Queue& queue, const AdamWParams& params);
   virtual absl::Status SumSquares(Queue& queue, const SumSquaresParams& params);
   virtual absl::Status Dropout(Queue& queue, const DropoutParams& params);
+  // A QLoRA base weight's NF4 blob into 16-bit values (op_params.h).
+  virtual absl::Status DequantizeNf4(Queue& queue, const DequantizeNf4Params& params);
   // Mixture-of-experts routing (moe_params.h).
   virtual absl::Status MoeRoute(Queue& queue, const MoeRouteParams& params);
   virtual absl::Status MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& params);

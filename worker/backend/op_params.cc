@@ -294,4 +294,12 @@ absl::Status ValidateDropout(const DropoutParams& p) {
   return c.status();
 }
 
+absl::Status ValidateDequantizeNf4(const DequantizeNf4Params& p) {
+  Check c("dequantize_nf4");
+  c.AtLeast("n", p.n, 0).Ptr("src", p.src, p.n > 0).Ptr("out", p.out, p.n > 0);
+  c.Half("dst_type", p.dst_type);
+  c.Rule(reinterpret_cast<uintptr_t>(p.src) % 4 == 0, "src must be 4-byte aligned");
+  return c.status();
+}
+
 }  // namespace mobius::backend

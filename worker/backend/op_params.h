@@ -324,6 +324,17 @@ struct DropoutParams {
   int64_t row_offset = 0;
 };
 
+// A QLoRA base weight dequantised before its GEMM: out [n] (dst_type: bf16 or fp16) = the n
+// values of the NF4 blob `src` (common/numeric/nf4.h: Nf4Bytes(n) bytes, 4-byte aligned, its
+// fp32 parts in host byte order), each computed in fp32 exactly as numeric::DequantizeNf4 does
+// and rounded once to nearest even. src and out do not overlap.
+struct DequantizeNf4Params {
+  int64_t n = 0;
+  const void* src = nullptr;
+  DType dst_type = DType::kBf16;
+  void* out = nullptr;
+};
+
 // Each returns INVALID_ARGUMENT naming the op and the field unless the sizes are >= 0 (heads,
 // head_dim, C and V > 0 where they divide or index), the pointers an op reads or writes for a
 // non-empty shape are non-null, and the shape rules above hold.
@@ -352,6 +363,7 @@ absl::Status ValidateBiasBackward(const BiasBackwardParams& p);
 absl::Status ValidateAdamW(const AdamWParams& p);
 absl::Status ValidateSumSquares(const SumSquaresParams& p);
 absl::Status ValidateDropout(const DropoutParams& p);
+absl::Status ValidateDequantizeNf4(const DequantizeNf4Params& p);
 
 }  // namespace mobius::backend
 

@@ -26,6 +26,9 @@ struct LoraSpec {
   float scale = 0;
   float dropout = 0;  // on the adapters' input in training passes (worker/kernels/dropout_mask.h)
   std::vector<model::LoraModule> modules;
+  // QLoRA: the frozen base's linear weights held as NF4 blobs (common/run/unit_params.h), each
+  // dequantised before its GEMMs (linear.h).
+  bool base_nf4 = false;
 };
 
 // One unit's adapters: its modules with element offsets into the unit's adapter buffer.

@@ -305,11 +305,13 @@ static BlockWeights MakeBlockWeights(const UnitRunner::Ctx& c, const reference::
   // With frozen base weights (LoRA) G is null: no weight or bias gradient; Lora() attaches the
   // module's adapter, if it has one.
   auto linear = [&](const std::string& weight, const std::string& bias, int64_t in, int64_t out) {
-    return LinearWeight{.in_out = in_out, .dtype = c.half, .half_accumulate = c.half_accumulate,
-                        .half_backward = c.half_backward, .dy_half = dy_half, .dw_half = dw_half,
-                        .w = c.W(weight), .ld = in_out ? out : in,
-                        .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias),
-                        .lora = c.Lora(weight, 0, true, true)};
+    return c.Base(LinearWeight{.in_out = in_out, .dtype = c.half,
+                               .half_accumulate = c.half_accumulate,
+                               .half_backward = c.half_backward, .dy_half = dy_half,
+                               .dw_half = dw_half, .w = c.W(weight), .ld = in_out ? out : in,
+                               .bias = c.W(bias), .dw = c.G(weight), .dbias = c.G(bias),
+                               .lora = c.Lora(weight, 0, true, true)},
+                  weight);
   };
   BlockWeights w;
   if (!ln.qkv_weight.empty()) {  // GPT-2 c_attn [C, Q + 2K]: column slices, row stride Q + 2K

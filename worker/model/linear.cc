@@ -17,6 +17,19 @@ absl::Status DropInput(backend::Backend& be, backend::Queue& q, const LoraTerm& 
                         .row_offset = l.row_offset});
 }
 
+// w itself, or (an NF4 base weight) w reading the 16-bit weight it dequantises into its scratch.
+absl::StatusOr<LinearWeight> Readable(backend::Backend& be, backend::Queue& q, LinearWeight w) {
+  if (w.nf4_elements == 0) return w;
+  if (w.nf4_scratch == nullptr || w.dw != nullptr) {
+    return absl::InvalidArgumentError("linear: an NF4 weight needs scratch and is frozen");
+  }
+  MOBIUS_RETURN_IF_ERROR(be.DequantizeNf4(
+      q, {.n = w.nf4_elements, .src = w.w, .dst_type = w.dtype, .out = w.nf4_scratch}));
+  w.w = w.nf4_scratch;
+  w.nf4_elements = 0;
+  return w;
+}
+
 }  // namespace
 
 absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const LoraTerm& l,
@@ -34,9 +47,10 @@ absl::Status LoraProjectInput(backend::Backend& be, backend::Queue& q, const Lor
   return be.Gemm(q, h);
 }
 
-absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
+absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& weight,
                            const void* x, void* y, DType y_type, int64_t n, int64_t in,
                            int64_t out) {
+  MOBIUS_ASSIGN_OR_RETURN(const LinearWeight w, Readable(be, q, weight));
   GemmParams g;
   g.m = n, g.n = out, g.k = in;
   g.a_type = w.dtype, g.a = x, g.lda = in;
@@ -190,10 +204,11 @@ absl::Status LinearBackward(backend::Backend& be, backend::Queue& q, const Linea
   // fp16 A, B and C: the products sum in fp16 where the device is faster so.
   const bool sum_half = half && w.half_accumulate && dy_type == DType::kF16;
   if (dx != nullptr) {  // dx [N, in] = dy [N, out] * W^T
+    MOBIUS_ASSIGN_OR_RETURN(const LinearWeight wd, Readable(be, q, w));
     GemmParams g;
     g.m = n, g.n = in, g.k = out;
     g.a_type = dy_type, g.a = dy, g.lda = out;
-    g.b_type = w.dtype, g.b = w.w, g.ldb = w.ld, g.trans_b = w.in_out;
+    g.b_type = wd.dtype, g.b = wd.w, g.ldb = wd.ld, g.trans_b = wd.in_out;
     g.c_type = dx_type, g.c = dx, g.ldc = in, g.beta = accumulate_dx ? 1.0f : 0.0f;
     g.half_accumulate = sum_half && dx_type == DType::kF16;
     MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));

@@ -60,8 +60,15 @@ struct LinearWeight {
   // fp32 dw: one rounding into the fp32 gradient per call, as an unchunked GEMM, instead of one
   // per chunk. Both true (the default): a call of its own.
   bool dw_half_first = true, dw_half_last = true;
-  const void* w = nullptr;   // dtype device address
+  const void* w = nullptr;   // dtype device address (an NF4 blob's with nf4_elements > 0)
   int64_t ld = 0;            // row stride in elements
+  // QLoRA's NF4 base (adapter base_quantization nf4; frozen, dw null): `w` is the weight's NF4
+  // blob (common/numeric/nf4.h) of nf4_elements values in its stored layout, contiguous (ld as
+  // for the unquantised weight). Each call that reads W first dequantises it into nf4_scratch
+  // (nf4_elements of dtype, workspace) and runs its GEMMs over that: the results are those of the
+  // dequantised 16-bit weight, bit for bit. 0: w holds dtype values.
+  int64_t nf4_elements = 0;
+  void* nf4_scratch = nullptr;
   const void* bias = nullptr;  // [out] dtype or nullptr
   float* dw = nullptr;       // fp32 gradient, same layout and ld as w (backward); nullptr: frozen
   float* dbias = nullptr;    // [out] fp32 or nullptr (backward)

@@ -30,13 +30,14 @@ int32_t* I32(const UnitRunner::Ctx& c, uint64_t offset) {
 // call (an expert's: its first routed row), with its adapter if it has one (the router never).
 LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int64_t in,
                         int64_t out, bool in_out, int64_t row0 = 0) {
-  return LinearWeight{.in_out = in_out,
-                      .dtype = c.half,
-                      .half_accumulate = c.half_accumulate,
-                      .w = c.W(weight),
-                      .ld = in_out ? out : in,
-                      .dw = c.G(weight),
-                      .lora = LoraRows(c.Lora(weight, 0, true, true), row0)};
+  return c.Base(LinearWeight{.in_out = in_out,
+                             .dtype = c.half,
+                             .half_accumulate = c.half_accumulate,
+                             .w = c.W(weight),
+                             .ld = in_out ? out : in,
+                             .dw = c.G(weight),
+                             .lora = LoraRows(c.Lora(weight, 0, true, true), row0)},
+                weight);
 }
 
 }  // namespace

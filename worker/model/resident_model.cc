@@ -340,7 +340,20 @@ absl::Status ResidentModel::SetWeight(const std::string& name, int64_t begin, in
     const UnitParam* p = runners_[u]->layout().Find(name);
     if (p == nullptr) continue;
     MOBIUS_RETURN_IF_ERROR(CheckRange("SetWeight", *p, begin, n));
+    if (p->nf4 && (begin != 0 || n != p->num_elements)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SetWeight: ", name, " is held in NF4: set all of it, not [", begin, ", ", begin + n,
+          ")"));
+    }
     found = true;
+    if (p->nf4) {
+      const std::vector<uint8_t> blob = QuantizeNf4Blob(bf16, n, runners_[u]->precision());
+      MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, blob.data(), weights_[u],
+                                                    2 * static_cast<uint64_t>(p->offset),
+                                                    blob.size()));
+      MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+      continue;
+    }
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, bf16, weights_[u],
                                                   2 * static_cast<uint64_t>(p->offset + begin),
                                                   2 * static_cast<uint64_t>(n)));

@@ -45,7 +45,8 @@ class ResidentModel {
     bool recompute = true;  // false: each unit keeps its internals from forward to backward
     // LoRA (adapter.h): the base weights frozen (no gradient buffers for them), the adapters'
     // fp32 parameters and gradients on the device; Grads() and ReadGrad() then give the
-    // adapters' gradients by PEFT's tensor names (model/lora.h).
+    // adapters' gradients by PEFT's tensor names (model/lora.h). With lora->base_nf4 the base's
+    // linear weights are held in NF4, quantised by SetWeights from the 16-bit values given.
     std::optional<LoraSpec> lora;
     int64_t chunk_tokens = 0;  // token chunks of the head and MLP (UnitRunner::Create)
     // The weights' and activations' 16-bit format (UnitRunner::Create): SetWeights then takes
@@ -100,7 +101,8 @@ class ResidentModel {
   absl::Status ReadGrad(const std::string& name, int64_t begin, int64_t n, float* out,
                         float* scratch);
   // Uploads bf16 bits [n] as elements [begin, begin + n) of one parameter, to every unit that
-  // reads it (a tied embedding's two copies). Errors as ReadGrad's. Returns after the copies.
+  // reads it (a tied embedding's two copies). Errors as ReadGrad's; a weight of an NF4 base
+  // (LoraSpec::base_nf4) is quantised and must be set whole. Returns after the copies.
   absl::Status SetWeight(const std::string& name, int64_t begin, int64_t n, const uint16_t* bf16);
 
   // LoRA: every adapter tensor (PEFT name, elements) in unit and module order; uploading one

@@ -8,6 +8,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/model/model_config_parse.h"
+#include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
+#include "common/numeric/nf4.h"
 #include "common/status_macros.h"
 #include "worker/kernels/dropout_mask.h"
 #include "worker/model/linear.h"
@@ -28,6 +31,15 @@ const void* UnitRunner::Ctx::W(const std::string& name, int64_t element_offset) 
     std::abort();
   }
   return weights->at(2 * static_cast<uint64_t>(p->offset + element_offset));
+}
+
+LinearWeight UnitRunner::Ctx::Base(LinearWeight linear, const std::string& name) const {
+  const UnitParam* p = layout->Find(name);
+  if (p != nullptr && p->nf4) {
+    linear.nf4_elements = p->num_elements;
+    linear.nf4_scratch = workspace->at(lws.nf4);
+  }
+  return linear;
 }
 
 float* UnitRunner::Ctx::NormG(const std::string& name, int which) const {
@@ -88,7 +100,8 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
   }
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(config));
   MOBIUS_ASSIGN_OR_RETURN(model::ModelDescription model, model::DescribeModel(config));
-  MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout, MakeUnitParamLayout(model, unit_index));
+  MOBIUS_ASSIGN_OR_RETURN(UnitParamLayout layout,
+                          MakeUnitParamLayout(model, unit_index, lora != nullptr && lora->base_nf4));
   const UnitKind kind = model.units[unit_index].kind;
   std::unique_ptr<UnitRunner> r(new UnitRunner(config, kind, std::move(layout),
                                                reference::ParameterNames(config), backend));
@@ -117,7 +130,8 @@ UnitRunner::UnitRunner(const model::ModelConfig& config, UnitKind kind, UnitPara
 }
 
 LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdapter& adapter,
-                                bool frozen, const WorkspaceLayout& base, int64_t b, int64_t t) {
+                                bool frozen, const WorkspaceLayout& base, int64_t b, int64_t t,
+                                int64_t nf4_scratch_elements) {
   LoraWorkspace w;
   const uint64_t n = b * t;
   const uint64_t h = (4 * n * adapter.rank + 63) / 64 * 64;
@@ -146,6 +160,11 @@ LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdap
     w.sink_elements = std::max(config.hidden_size, config.head_dim);
     at += 2 * 4 * static_cast<uint64_t>(w.sink_elements);
   }
+  if (nf4_scratch_elements > 0) {
+    w.nf4 = (at + 63) / 64 * 64;
+    at = w.nf4;
+    at += (2 * static_cast<uint64_t>(nf4_scratch_elements) + 63) / 64 * 64;
+  }
   w.total = frozen || !adapter.empty() ? at : base.total;
   return w;
 }
@@ -160,7 +179,8 @@ LoraTerm LoraRows(LoraTerm l, int64_t row0) {
 
 uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
   return MakeLoraWorkspace(config_, adapter_, frozen_,
-                           model::MakeWorkspaceLayout(config_, kind_, b, t, chunk_tokens_, half_backward_), b, t)
+                           model::MakeWorkspaceLayout(config_, kind_, b, t, chunk_tokens_, half_backward_), b, t,
+                           layout_.nf4_scratch_elements)
       .total;
 }
 
@@ -176,11 +196,33 @@ absl::Status UnitRunner::UploadWeights(backend::Queue& queue,
                                                      it->second.size(), " elements, want ",
                                                      p.num_elements));
     }
+    if (p.nf4) {  // QLoRA: the 16-bit values quantised (the caller synchronises before `bf16` goes)
+      MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(queue));  // the blob below is a local
+      const std::vector<uint8_t> blob = QuantizeNf4Blob(it->second.data(), p.num_elements, half_);
+      MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(queue, blob.data(), weights,
+                                                    2 * static_cast<uint64_t>(p.offset),
+                                                    blob.size()));
+      MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(queue));
+      continue;
+    }
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(queue, it->second.data(), weights,
                                                   2 * static_cast<uint64_t>(p.offset),
                                                   2 * static_cast<uint64_t>(p.num_elements)));
   }
   return absl::OkStatus();
+}
+
+std::vector<uint8_t> QuantizeNf4Blob(const uint16_t* bits, int64_t n, backend::DType precision) {
+  std::vector<float> x(static_cast<size_t>(n));
+  if (precision == backend::DType::kF16) {
+    numeric::F16ToFp32(bits, x.data(), static_cast<size_t>(n));
+  } else {
+    numeric::Bf16ToFp32(bits, x.data(), static_cast<size_t>(n));
+  }
+  const numeric::Nf4Tensor t = numeric::QuantizeNf4(x.data(), n);
+  std::vector<uint8_t> blob(static_cast<size_t>(numeric::Nf4Bytes(n)));
+  numeric::WriteNf4Blob(t, blob.data());
+  return blob;
 }
 
 absl::StatusOr<backend::DeviceBuffer> UnitRunner::AllocateWorkspace(int64_t b, int64_t t) const {
@@ -255,7 +297,8 @@ UnitRunner::Ctx UnitRunner::MakeCtx(backend::Queue& queue, const MicroBatch& mb,
         model::MakeWorkspaceLayout(config_, kind_, mb.b, mb.t, chunk_tokens_, half_backward_), &layout_};
   c.adapter = &adapter_;
   c.adapter_buffers = adapter;
-  c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws, mb.b, mb.t);
+  c.lws = MakeLoraWorkspace(config_, adapter_, frozen_, c.ws, mb.b, mb.t,
+                            layout_.nf4_scratch_elements);
   c.frozen = frozen_;
   c.half = half_;
   c.half_accumulate = half_accumulate_;

@@ -126,6 +126,9 @@ class UnitRunner {
                              const std::map<std::string, std::vector<uint16_t>>& bf16,
                              backend::DeviceBuffer& weights, absl::string_view what) const;
 
+  // An NF4 base weight (layout().params[i].nf4) is quantised from the given 16-bit values
+  // (QuantizeNf4Blob); such an upload completes before this returns.
+
   // Bytes of workspace one [b, t] microbatch needs (forward internals + backward scratch; the
   // head's logits and the MLP's intermediates for one token chunk).
   uint64_t WorkspaceBytes(int64_t b, int64_t t) const;
@@ -226,6 +229,10 @@ class UnitRunner {
   bool half_backward_ = false;  // fp16 without adapters: fp16 backward GEMM outputs (linear.h)
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
 };
+
+// The NF4 blob (common/numeric/nf4.h) of n 16-bit values of `precision` (bf16 or fp16 bits):
+// what the store and the device hold for a QLoRA base weight.
+std::vector<uint8_t> QuantizeNf4Blob(const uint16_t* bits, int64_t n, backend::DType precision);
 
 }  // namespace mobius::units
 

@@ -30,10 +30,12 @@ struct LoraWorkspace {
   uint64_t xd = 0;  // with dropout: [N, max in] fp32, the dropped-out input (linear.h)
   uint64_t sink = 0;
   int64_t sink_elements = 0;  // per parameter (weight, bias)
+  uint64_t nf4 = 0;  // an NF4 base: the dequantised weight, 16-bit [nf4_scratch_elements]
   uint64_t total = 0;    // the whole workspace, the unit's part included
 };
 LoraWorkspace MakeLoraWorkspace(const model::ModelConfig& config, const UnitAdapter& adapter,
-                                bool frozen, const WorkspaceLayout& base, int64_t b, int64_t t);
+                                bool frozen, const WorkspaceLayout& base, int64_t b, int64_t t,
+                                int64_t nf4_scratch_elements = 0);
 
 // The rows [row0, row0 + rows) of a linear's adapter term: h, gh (and xd's scratch) offset to
 // those rows, the dropout mask's row offset advanced.
@@ -69,6 +71,9 @@ struct UnitRunner::Ctx {
   // The weight / gradient of `name` plus `element_offset`; nullptr for an empty name (absent bias).
   const void* W(const std::string& name, int64_t element_offset = 0) const;
   float* G(const std::string& name, int64_t element_offset = 0) const;
+  // `linear` reading the weight `name`: with an NF4 base weight, its blob's values and the
+  // scratch it dequantises into (linear.h); unchanged otherwise.
+  LinearWeight Base(LinearWeight linear, const std::string& name) const;
   // A norm parameter's gradient: G, or with frozen base weights the sink (`which` 0 weight,
   // 1 bias); nullptr for an absent parameter.
   float* NormG(const std::string& name, int which) const;

@@ -71,5 +71,31 @@ TEST(Nf4, ErrorIsBoundedAndFlatTensorsRoundTrip) {
   EXPECT_EQ(Nf4Bytes(0), 4);
 }
 
+// The blob (the store's form) holds exactly the tensor, at the documented offsets, in
+// Nf4Bytes(n) bytes, for lengths around the block and scale-group boundaries.
+TEST(Nf4, BlobRoundTripsAtItsOffsets) {
+  for (int64_t n : {1, 63, 64, 65, 127, 64 * 256, 64 * 256 + 1, 64 * 300 + 7}) {
+    SCOPED_TRACE(n);
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::cos(0.11f * static_cast<float>(i)) * (1 + i % 7);
+    const Nf4Tensor t = QuantizeNf4(x.data(), n);
+    const Nf4BlobLayout l = MakeNf4BlobLayout(n);
+    ASSERT_EQ(l.bytes, Nf4Bytes(n));
+    EXPECT_EQ(l.scales % 4, 0);
+    std::vector<uint8_t> blob(l.bytes, 0xAB);
+    WriteNf4Blob(t, blob.data());
+    float offset;
+    std::memcpy(&offset, blob.data(), 4);
+    EXPECT_EQ(offset, t.scale_offset);
+    EXPECT_EQ(blob[l.codes], t.scale_codes[0]);
+    EXPECT_EQ(blob[l.packed], t.packed[0]);
+    const Nf4Tensor back = ReadNf4Blob(blob.data(), n);
+    EXPECT_EQ(back.packed, t.packed);
+    EXPECT_EQ(back.scale_codes, t.scale_codes);
+    EXPECT_EQ(back.scale_scales, t.scale_scales);
+    EXPECT_EQ(back.scale_offset, t.scale_offset);
+  }
+}
+
 }  // namespace
 }  // namespace mobius::numeric

@@ -1,12 +1,15 @@
 // The transformer ops on CpuBackend: argument validation at enqueue, data-dependent errors at
 // Synchronize, and a cast round trip. The ops' numerics are covered through the layer units against
 // the reference (test/worker/model/units_golden_test.cc) and the kernels' own tests.
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "gtest/gtest.h"
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
+#include "common/numeric/nf4.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/kernels/dropout_mask.h"
 #include "worker/optim/adamw.h"
@@ -261,6 +264,42 @@ TEST_F(CpuOpsTest, DropoutMaskIsCounterBasedAndSplitInvariant) {
   b.out = nullptr;
   EXPECT_EQ(backend_->Dropout(*queue_, b).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(backend_->Synchronize(*queue_).ok());
+}
+
+// The NF4 dequantise (DequantizeNf4Params) from a blob gives numeric::DequantizeNf4's values rounded
+// once, bf16 and fp16, across several scale groups and an odd tail; bad arguments are refused.
+TEST_F(CpuOpsTest, DequantizeNf4EqualsTheReference) {
+  const int64_t n = 64 * 300 + 7;
+  std::vector<float> x(n);
+  for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.013f * i) * (1 + (i / 64) % 5) * 0.02f;
+  const numeric::Nf4Tensor t = numeric::QuantizeNf4(x.data(), n);
+  std::vector<uint8_t> blob(numeric::Nf4Bytes(n));
+  numeric::WriteNf4Blob(t, blob.data());
+  std::vector<float> ref(n);
+  numeric::DequantizeNf4(t, ref.data());
+  DeviceBuffer d_blob = *backend_->Allocate(blob.size(), "blob");
+  DeviceBuffer d_out = *backend_->Allocate(2 * n, "out");
+  ASSERT_TRUE(backend_->CopyToDevice(*queue_, blob.data(), d_blob, 0, blob.size()).ok());
+  for (DType dt : {DType::kBf16, DType::kF16}) {
+    ASSERT_TRUE(backend_->DequantizeNf4(*queue_, {.n = n, .src = d_blob.data(), .dst_type = dt,
+                                                  .out = d_out.data()}).ok());
+    std::vector<uint16_t> out(n);
+    ASSERT_TRUE(backend_->CopyToHost(*queue_, d_out, 0, out.data(), 2 * n).ok());
+    ASSERT_TRUE(backend_->Synchronize(*queue_).ok());
+    for (int64_t i = 0; i < n; ++i) {
+      const uint16_t want = dt == DType::kF16 ? numeric::Fp32ToF16(ref[i])
+                                              : numeric::Fp32ToBf16(ref[i]);
+      ASSERT_EQ(out[i], want) << DTypeName(dt) << " " << i;
+    }
+  }
+  EXPECT_EQ(backend_->DequantizeNf4(*queue_, {.n = n, .src = d_blob.data(), .dst_type = DType::kFp32,
+                                              .out = d_out.data()}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->DequantizeNf4(*queue_, {.n = n, .src = nullptr, .out = d_out.data()}).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(backend_->DequantizeNf4(*queue_, {.n = 8, .src = d_blob.at(2), .out = d_out.data()})
+                .code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

@@ -116,6 +116,7 @@ class CpuBackend final : public Backend {
   absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
   absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
   absl::Status Dropout(Queue& queue, const DropoutParams& params) override;
+  absl::Status DequantizeNf4(Queue& queue, const DequantizeNf4Params& params) override;
   absl::Status MoeRoute(Queue& queue, const MoeRouteParams& params) override;
   absl::Status MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& params) override;
   absl::Status MoeGather(Queue& queue, const MoeGatherParams& params) override;

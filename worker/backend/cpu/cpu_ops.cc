@@ -20,6 +20,7 @@
 #include "worker/kernels/cpu/gelu.h"
 #include "worker/kernels/cpu/layernorm.h"
 #include "worker/kernels/cpu/moe.h"
+#include "worker/kernels/cpu/nf4.h"
 #include "worker/kernels/cpu/residual.h"
 #include "worker/kernels/cpu/rmsnorm.h"
 #include "worker/kernels/cpu/rope.h"
@@ -388,6 +389,18 @@ absl::Status CpuBackend::Dropout(Queue& queue, const DropoutParams& p) {
     WithType(p.inp_type, [&]<typename T>(T) {
       k::dropout(p.out, As<T>(p.inp), p.n, p.c, p.p, p.key, p.row_offset, p.accumulate, pool);
     });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::DequantizeNf4(Queue& queue, const DequantizeNf4Params& p) {
+  MOBIUS_VALIDATE(ValidateDequantizeNf4(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    if (p.dst_type == DType::kF16) {
+      k::dequantize_nf4(static_cast<k::F16*>(p.out), p.src, p.n, pool);
+    } else {
+      k::dequantize_nf4(static_cast<uint16_t*>(p.out), p.src, p.n, pool);
+    }
     return absl::OkStatus();
   });
 }

@@ -125,6 +125,7 @@ class CudaBackend final : public Backend, private BufferOwner {
   absl::Status AdamW(Queue& queue, const AdamWParams& params) override;
   absl::Status SumSquares(Queue& queue, const SumSquaresParams& params) override;
   absl::Status Dropout(Queue& queue, const DropoutParams& params) override;
+  absl::Status DequantizeNf4(Queue& queue, const DequantizeNf4Params& params) override;
   absl::Status MoeRoute(Queue& queue, const MoeRouteParams& params) override;
   absl::Status MoeRouteBackward(Queue& queue, const MoeRouteBackwardParams& params) override;
   absl::Status MoeGather(Queue& queue, const MoeGatherParams& params) override;

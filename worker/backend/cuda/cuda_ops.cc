@@ -5,9 +5,11 @@
 // reported by Synchronize.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "common/numeric/nf4.h"
 
 #include "worker/backend/cuda/cuda_backend_impl.h"
 #include "worker/kernels/cuda/adamw.cuh"
@@ -21,6 +23,7 @@
 #include "worker/kernels/cuda/gelu.cuh"
 #include "worker/kernels/cuda/layernorm.cuh"
 #include "worker/kernels/cuda/moe.cuh"
+#include "worker/kernels/cuda/nf4.cuh"
 #include "worker/kernels/cuda/residual.cuh"
 #include "worker/kernels/cuda/rmsnorm.cuh"
 #include "worker/kernels/cuda/rope.cuh"
@@ -438,6 +441,21 @@ absl::Status CudaBackend::Dropout(Queue& queue, const DropoutParams& p) {
                              q.stream())
                : kc::dropout(Half(p.inp_type), p.out, Bits(p.inp), p.n, p.c, p.p, p.key,
                              p.row_offset, p.accumulate, q.stream());
+  });
+}
+
+absl::Status CudaBackend::DequantizeNf4(Queue& queue, const DequantizeNf4Params& p) {
+  MOBIUS_VALIDATE(ValidateDequantizeNf4(p));
+  const numeric::Nf4BlobLayout l = numeric::MakeNf4BlobLayout(p.n);
+  const kc::Nf4BlobFormat format{.n = p.n, .block = numeric::kNf4BlockSize,
+                                 .group = numeric::kNf4ScaleBlockSize, .scales = l.scales,
+                                 .codes = l.codes, .packed = l.packed};
+  kc::Nf4Tables tables;
+  std::copy(numeric::Nf4Code().begin(), numeric::Nf4Code().end(), tables.level);
+  std::copy(numeric::DynamicCode().begin(), numeric::DynamicCode().end(), tables.dynamic);
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::dequantize_nf4(Half(p.dst_type), Bits(p.out), static_cast<const uint8_t*>(p.src),
+                              format, tables, q.stream());
   });
 }
 
