@@ -95,6 +95,7 @@ void VisitJobSpec(Spec& s, Visitor& v) {
     v.Double("dropout", a.dropout);
     v.StringList("target_modules", a.target_modules);
     v.Path("init_from", a.init_from);
+    v.String("base_quantization", a.base_quantization);
   });
 }
 

@@ -43,6 +43,9 @@ inline constexpr std::array<std::string_view, 3> kPartitioners = {"exact", "mip"
 inline constexpr std::array<std::string_view, 2> kMappers = {"cross", "sequential"};
 inline constexpr std::array<std::string_view, 2> kDispatches = {"static", "pool"};
 inline constexpr std::array<std::string_view, 1> kAdapterTypes = {"lora"};
+// adapter.base_quantization: "" keeps the frozen base 16-bit; "nf4" holds its linear weights in
+// QLoRA's 4-bit NormalFloat (common/numeric/nf4.h, common/run/unit_params.h).
+inline constexpr std::array<std::string_view, 1> kBaseQuantizations = {"nf4"};
 
 // Limits checked by ValidateJobSpec (beyond them a spec is a mistake, or would overflow the
 // arithmetic done on it: tokens per step = global_batch * seq_len must fit comfortably in int64).
@@ -171,6 +174,10 @@ struct AdapterSpec {
   // empty: PEFT's initialisation from the run's seed. A path like model_dir (relative to the
   // spec file in YAML).
   std::string init_from;
+  // "" (the default): the frozen base in the run's 16-bit format; "nf4": its linear weights
+  // quantised to NF4 at load (QLoRA), about 0.52 bytes per value in host memory and on every
+  // upload, dequantised on the device before each GEMM. Not for GPT-2 (Conv1D weights).
+  std::string base_quantization;
 
   friend bool operator==(const AdapterSpec&, const AdapterSpec&) = default;
 };

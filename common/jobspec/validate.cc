@@ -485,6 +485,9 @@ void CheckAdapter(const JobSpec& s, Checker& c) {
       }
     }
   }
+  if (!a.base_quantization.empty()) {
+    c.Enum("adapter.base_quantization", a.base_quantization, kBaseQuantizations);
+  }
   if (c.Path("adapter.init_from", a.init_from, /*required=*/false) &&
       c.options().check_files_exist) {
     CheckAdapterDir(a.init_from, c);

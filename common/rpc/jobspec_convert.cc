@@ -79,6 +79,7 @@ v1::JobSpec JobSpecToProto(const jobspec::JobSpec& s) {
     pa->set_dropout(a.dropout);
     for (const std::string& target : a.target_modules) pa->add_target_modules(target);
     pa->set_init_from(a.init_from);
+    pa->set_base_quantization(a.base_quantization);
   }
   return p;
 }
@@ -155,6 +156,7 @@ jobspec::JobSpec JobSpecFromProto(const v1::JobSpec& p) {
     a.dropout = pa.dropout();
     a.target_modules.assign(pa.target_modules().begin(), pa.target_modules().end());
     a.init_from = pa.init_from();
+    a.base_quantization = pa.base_quantization();
   }
   return s;
 }

@@ -203,7 +203,8 @@ std::string RunConfigToJson(const RunConfig& c) {
       {"adapter",
        {{"type", t.adapter.type}, {"rank", t.adapter.rank}, {"alpha", t.adapter.alpha},
         {"dropout", t.adapter.dropout}, {"target_modules", t.adapter.target_modules},
-        {"init_dir", t.adapter.init_dir}}}};
+        {"init_dir", t.adapter.init_dir},
+        {"base_quantization", t.adapter.base_quantization}}}};
   auto ranges = [](const std::vector<StageRange>& v) {
     json out = json::array();
     for (const StageRange& s : v) out.push_back({s.begin, s.end});
@@ -338,6 +339,7 @@ absl::StatusOr<RunConfig> RunConfigFromJson(const std::string& text) {
       get(a, "dropout", o.adapter.dropout, q);
       get(a, "target_modules", o.adapter.target_modules, q);
       get(a, "init_dir", o.adapter.init_dir, q);
+      get(a, "base_quantization", o.adapter.base_quantization, q);
     }
   } catch (const std::exception& e) {
     return absl::InvalidArgumentError(absl::StrCat("run config: field ", field, ": ", e.what()));

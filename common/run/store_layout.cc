@@ -137,7 +137,8 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
 
   uint64_t at = Align(StoreLayout::kControlOffset + 4 * static_cast<uint64_t>(l.num_control_words()));
   for (int64_t u = 0; u < num_units; ++u) {
-    MOBIUS_ASSIGN_OR_RETURN(units::UnitParamLayout ul, units::MakeUnitParamLayout(desc, u));
+    MOBIUS_ASSIGN_OR_RETURN(units::UnitParamLayout ul,
+                            units::MakeUnitParamLayout(desc, u, t.adapter.base_nf4()));
     l.unit_weights.push_back(at);
     at += Align(ul.weight_bytes());
     l.units.push_back(std::move(ul));

@@ -31,7 +31,10 @@ struct AdapterOptions {
   // A PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to start from;
   // empty: PEFT's initialisation (A Kaiming-uniform, B zero) from the run's seed.
   std::string init_dir;
+  // "" or "nf4": the frozen base's linear weights in QLoRA's NF4 (jobspec::AdapterSpec).
+  std::string base_quantization;
   bool enabled() const { return !type.empty(); }
+  bool base_nf4() const { return enabled() && base_quantization == "nf4"; }
 };
 
 struct TrainerOptions {

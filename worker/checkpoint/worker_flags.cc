@@ -98,6 +98,9 @@ ABSL_FLAG(std::string, lora_targets, "",
 ABSL_FLAG(std::string, lora_init, "",
           "train: a PEFT adapter directory (adapter_config.json + adapter_model.safetensors) to "
           "start from; empty: PEFT's initialisation from --seed.");
+ABSL_FLAG(std::string, lora_base, "bf16",
+          "train: the frozen base's format: bf16 (the run's 16-bit precision) or nf4 (QLoRA: its "
+          "linear weights in 4-bit NormalFloat, dequantised before each GEMM).");
 
 // merge-adapter: a PEFT LoRA adapter merged into its base (worker/checkpoint/merge_adapter.h).
 ABSL_FLAG(std::string, adapter, "",

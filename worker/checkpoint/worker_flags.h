@@ -64,6 +64,7 @@ ABSL_DECLARE_FLAG(double, lora_alpha);
 ABSL_DECLARE_FLAG(double, lora_dropout);
 ABSL_DECLARE_FLAG(std::string, lora_targets);
 ABSL_DECLARE_FLAG(std::string, lora_init);
+ABSL_DECLARE_FLAG(std::string, lora_base);
 
 // merge-adapter (worker/checkpoint/merge_adapter_command.h); also --out, --dtype.
 ABSL_DECLARE_FLAG(std::string, adapter);

@@ -51,6 +51,23 @@ void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader
   if (v != nullptr) v->ReadF32(t.name, s.store->at<float>(t.v));
 }
 
+// An NF4 base weight (common/run/unit_params.h): its values rounded to the run's 16-bit format, as
+// any base weight, then quantised whole (the block scales' offset is their mean over the tensor)
+// into its blob in the store. Holds one tensor's 16-bit values at a time.
+absl::Status FillNf4Weight(State& s, const checkpoint::TensorSetReader& model,
+                           const units::UnitParam& p, int64_t unit, std::vector<float>& slice) {
+  std::vector<uint16_t> bits(static_cast<size_t>(p.num_elements));
+  for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
+    const int64_t n = std::min(kSlice, p.num_elements - begin);
+    model.ReadF32(p.name, begin, n, slice.data());
+    train::RoundWeights(s.half == backend::DType::kF16, slice.data(), bits.data() + begin,
+                        static_cast<size_t>(n));
+  }
+  const std::vector<uint8_t> blob = units::QuantizeNf4Blob(bits.data(), p.num_elements, s.half);
+  std::memcpy(WeightOf(s, p.name, unit, /*k=*/0), blob.data(), blob.size());
+  return absl::OkStatus();
+}
+
 // LoRA (store_layout.h): the frozen base's bf16 weights of the rank's backward stages straight
 // from the model directory (a resume changes only the adapters), then the adapters of those
 // stages: the resume checkpoint's with their moments, an init_dir's, or PEFT's initialisation
@@ -77,6 +94,11 @@ absl::Status FillLoraStore(State& s, const Clock::time_point start) {
     for (int64_t u = range.begin; u < range.end; ++u) {
       for (const units::UnitParam& p : s.layout.units[u].params) {
         if (p.shared) continue;  // the tied head's embedding: copied below
+        if (p.nf4) {  // QLoRA: the whole weight rounded to 16 bits, then quantised into the store
+          MOBIUS_RETURN_IF_ERROR(FillNf4Weight(s, *model, p, u, slice));
+          input_bytes += model->view(p.name).nbytes;
+          continue;
+        }
         uint16_t* bf16 = WeightOf(s, p.name, u, /*k=*/0);
         for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
           const int64_t n = std::min(kSlice, p.num_elements - begin);

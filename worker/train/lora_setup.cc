@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model/family.h"
 #include "common/model/lora.h"
+#include "common/run/unit_params.h"
 #include "common/status_macros.h"
 #include "worker/checkpoint/model_init.h"
 
@@ -37,6 +38,12 @@ absl::StatusOr<LoraRun> MakeLoraRun(const TrainerOptions& o, const model::ModelC
   run.spec.rank = a.rank;
   run.spec.scale = static_cast<float>(a.alpha / static_cast<double>(a.rank));
   run.spec.dropout = static_cast<float>(a.dropout);
+  run.spec.base_nf4 = a.base_nf4();
+  if (run.spec.base_nf4) {
+    if (absl::StatusOr<std::vector<std::string>> w = units::Nf4BaseWeights(config); !w.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("adapter base nf4: ", w.status().message()));
+    }
+  }
   run.shapes = checkpoint::AdapterShapes(run.spec.modules, a.rank);
   std::error_code ec;
   run.info = {.rank = a.rank,

@@ -89,12 +89,18 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
                                        s.config, s.backend.get(),
                                        {.recompute = recompute, .lora = lora,
                                         .chunk_tokens = o.chunk_tokens, .precision = s.half}));
+  // An NF4 base (QLoRA) quantises each weight whole: one tensor's 16-bit values at a time.
+  const bool whole = lora.has_value() && lora->base_nf4;
+  std::vector<uint16_t> whole_bits;
   for (auto& [name, t] : s.master.tensors) {
-    for (int64_t begin = 0; begin < t.numel(); begin += kSlice) {
-      const int64_t n = std::min(kSlice, t.numel() - begin);
-      RoundWeights(s.half == backend::DType::kF16, t.data.data() + begin, s.bf16.data(),
+    const int64_t slice = whole ? t.numel() : kSlice;
+    if (whole) whole_bits.resize(static_cast<size_t>(t.numel()));
+    uint16_t* bits = whole ? whole_bits.data() : s.bf16.data();
+    for (int64_t begin = 0; begin < t.numel(); begin += slice) {
+      const int64_t n = std::min(slice, t.numel() - begin);
+      RoundWeights(s.half == backend::DType::kF16, t.data.data() + begin, bits,
                    static_cast<size_t>(n));
-      MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, s.bf16.data()));
+      MOBIUS_RETURN_IF_ERROR(s.model->SetWeight(name, begin, n, bits));
     }
   }
   for (const auto& [name, t] : s.adapters.master.tensors) {

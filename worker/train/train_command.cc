@@ -40,6 +40,8 @@ AdapterOptions AdapterFromFlags() {
   a.dropout = absl::GetFlag(FLAGS_lora_dropout);
   a.target_modules = absl::StrSplit(absl::GetFlag(FLAGS_lora_targets), ',', absl::SkipEmpty());
   a.init_dir = absl::GetFlag(FLAGS_lora_init);
+  const std::string base = absl::GetFlag(FLAGS_lora_base);
+  a.base_quantization = base == "bf16" ? "" : base;
   return a;
 }
 

@@ -7,7 +7,7 @@
 //       [--eval_every K --eval_fraction F] [--checkpoint_dir D --checkpoint_every K --resume]
 //       [--device_memory_bytes N] [--threads N]
 //       [--lora_rank R [--lora_alpha A] [--lora_dropout P] [--lora_targets q_proj,v_proj]
-//        [--lora_init DIR]]
+//        [--lora_init DIR] [--lora_base bf16|nf4]]
 //
 // --lora_rank > 0 sets TrainerOptions::adapter (type "lora"): adapters trained on the frozen
 // model; the other --lora_* flags apply only then.
@@ -34,7 +34,7 @@ inline constexpr char kTrainUsage[] =
     "[--eval_every K --eval_fraction F] [--checkpoint_dir D] [--checkpoint_every K] [--resume] "
     "[--device_memory_bytes N] [--threads N] [--recompute] [--optimizer_staleness 0|1] [--chunk_tokens N] "
     "[--lora_rank R [--lora_alpha A] [--lora_dropout P] [--lora_targets M1,M2,...] "
-    "[--lora_init DIR]]";
+    "[--lora_init DIR] [--lora_base bf16|nf4]]";
 
 // `args` are the positional arguments, argv[0] first ("train" second). Returns the exit code.
 int RunTrainCommand(const std::vector<std::string>& args);

@@ -82,6 +82,9 @@ absl::Status ValidateTrainerOptionsImpl(TrainerOptions& o) {
     if (!(a.dropout >= 0 && a.dropout < 1)) {
       return bad("--lora_dropout must be in [0, 1) (got ", a.dropout, ")");
     }
+    if (!a.base_quantization.empty() && a.base_quantization != "nf4") {
+      return bad("--lora_base must be bf16 or nf4 (got \"", a.base_quantization, "\")");
+    }
   }
   if ((o.resume || o.checkpoint_every > 0) && o.checkpoint_dir.empty()) {
     return bad("--resume and --checkpoint_every need --checkpoint_dir");

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "common/model/lora.h"
 #include "common/model/model_config_parse.h"
+#include "common/run/unit_params.h"
 #include "common/status_macros.h"
 #include "common/data/loader.h"
 #include "common/data/token_file.h"
@@ -31,13 +32,22 @@ train::AdapterOptions AdapterOptionsFromSpec(const jobspec::JobSpec& spec,
   o.target_modules =
       model_config != nullptr ? AdapterTargets(spec, *model_config) : a.target_modules;
   o.init_dir = a.init_from;
+  o.base_quantization = a.base_quantization;
   return o;
 }
 
 absl::Status CheckAdapterFitsModel(const jobspec::JobSpec& spec, const model::ModelConfig& config) {
   if (!spec.adapter.has_value()) return absl::OkStatus();
-  return model::ValidateLora(config, spec.adapter->rank, AdapterTargets(spec, config),
-                             "adapter.rank", "adapter.target_modules");
+  MOBIUS_RETURN_IF_ERROR(model::ValidateLora(config, spec.adapter->rank,
+                                             AdapterTargets(spec, config), "adapter.rank",
+                                             "adapter.target_modules"));
+  if (spec.adapter->base_quantization == "nf4") {
+    if (absl::StatusOr<std::vector<std::string>> w = units::Nf4BaseWeights(config); !w.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("adapter.base_quantization: ", w.status().message()));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::StatusOr<train::TrainerOptions> TrainerOptionsFromSpec(
