@@ -69,7 +69,7 @@ TEST(JobSpecJsonTest, AdapterSectionOnlyWhenPresent) {
   EXPECT_EQ(without.find("adapter"), std::string::npos) << without;
   s.adapter = AdapterSpec{.type = "lora"};
   const std::string with = JobSpecToJson(s);
-  EXPECT_THAT(with, HasSubstr(R"({"adapter":{"alpha":8.0,"dropout":0.0,"init_from":"","rank":8,)"
+  EXPECT_THAT(with, HasSubstr(R"({"adapter":{"alpha":8.0,"base_quantization":"","dropout":0.0,"init_from":"","rank":8,)"
                               R"("target_modules":[],"type":"lora"},"checkpoint":)"));
   EXPECT_EQ(with.substr(with.find(R"("checkpoint":)")), without.substr(1));
   absl::StatusOr<JobSpec> back = JobSpecFromJson(with);

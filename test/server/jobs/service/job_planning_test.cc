@@ -135,6 +135,26 @@ TEST_F(JobPlanningTest, RankAboveTheSmallestAdaptedDimensionIsRefused) {
   EXPECT_TRUE(Plan(spec, Config("llama_gqa")).ok());
 }
 
+// QLoRA: an NF4 base reaches the trainer options; GPT-2's Conv1D weights are refused, naming the
+// field and the weight.
+TEST_F(JobPlanningTest, Nf4BaseReachesTheTrainerAndGpt2IsRefused) {
+  jobspec::JobSpec spec = Spec("llama_gqa");
+  spec.adapter = jobspec::AdapterSpec{.type = "lora", .rank = 4, .base_quantization = "nf4"};
+  const model::ModelConfig llama = Config("llama_gqa");
+  absl::StatusOr<train::TrainerOptions> o = TrainerOptionsFromSpec(spec, "/ckpt", &llama);
+  ASSERT_TRUE(o.ok()) << o.status();
+  EXPECT_TRUE(o->adapter.base_nf4());
+  EXPECT_TRUE(Plan(spec, llama).ok());
+  jobspec::JobSpec gpt2 = Spec("gpt2");
+  gpt2.adapter = jobspec::AdapterSpec{.type = "lora", .base_quantization = "nf4"};
+  absl::StatusOr<PlannedJob> planned = Plan(gpt2, Config("gpt2"));
+  ASSERT_FALSE(planned.ok());
+  EXPECT_EQ(planned.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(planned.status().message(),
+              HasSubstr("adapter.base_quantization: an NF4 base needs nn.Linear weights"));
+  EXPECT_THAT(planned.status().message(), HasSubstr("Conv1D"));
+}
+
 // `mobius run` plans before it has any check result: PlanJob reads config.json itself.
 TEST_F(JobPlanningTest, ReadingTheConfigItselfChecksTheAdapterToo) {
   jobspec::JobSpec spec = Spec("gpt2");
