@@ -45,6 +45,7 @@ ABSL_DECLARE_FLAG(bool, clip);
 ABSL_DECLARE_FLAG(bool, lora);
 ABSL_DECLARE_FLAG(int64_t, lora_rank);
 ABSL_DECLARE_FLAG(std::string, lora_targets);
+ABSL_DECLARE_FLAG(std::string, lora_base);
 ABSL_DECLARE_FLAG(std::string, gpus);
 ABSL_DECLARE_FLAG(std::string, trace);
 ABSL_DECLARE_FLAG(bool, longest);

@@ -104,6 +104,7 @@ int RunPlanCommand() {
   o.lora = absl::GetFlag(FLAGS_lora);
   o.lora_rank = absl::GetFlag(FLAGS_lora_rank);
   o.lora_targets = absl::GetFlag(FLAGS_lora_targets);
+  o.lora_base = absl::GetFlag(FLAGS_lora_base);
   o.gpus = absl::GetFlag(FLAGS_gpus);
   o.gpu_memory_gib = absl::GetFlag(FLAGS_gpu_memory_gib);
   o.host_memory_gib = absl::GetFlag(FLAGS_host_memory_gib);

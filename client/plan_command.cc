@@ -166,8 +166,13 @@ absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--lora-rank must be >= 1, or 0 for full fine-tuning (got ", o.lora_rank, ")"));
   }
-  if (o.lora || o.lora_rank > 0 || !o.lora_targets.empty()) {
+  if (o.lora_base != "bf16" && o.lora_base != "nf4") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora-base must be bf16 or nf4 (got \"", o.lora_base, "\")"));
+  }
+  if (o.lora || o.lora_rank > 0 || !o.lora_targets.empty() || o.lora_base == "nf4") {
     p.lora.rank = o.lora_rank > 0 ? o.lora_rank : kDefaultLoraRank;
+    p.lora.base_nf4 = o.lora_base == "nf4";
     if (!o.lora_targets.empty()) {
       p.lora.target_modules = absl::StrSplit(o.lora_targets, ',', absl::SkipWhitespace());
     }
@@ -246,11 +251,11 @@ std::string TrainingLine(const PlanReport& r) {
     return absl::StrFormat("full fine-tuning; host model state %.2f bytes/parameter", per_param);
   }
   return absl::StrFormat(
-      "LoRA rank %d on %s: %.2fM adapter parameters (%.3f%%), the base frozen in bf16; host "
+      "LoRA rank %d on %s: %.2fM adapter parameters (%.3f%%), the base frozen in %s; host "
       "model state %.2f bytes/parameter",
       r.lora_rank, absl::StrJoin(r.lora_targets, ", "), r.adapter_parameters / 1e6,
       100.0 * static_cast<double>(r.adapter_parameters) / std::max<int64_t>(r.parameters, 1),
-      per_param);
+      r.lora_base_nf4 ? "NF4 (its linears; norms, embeddings and head bf16)" : "bf16", per_param);
 }
 
 std::string RangeLabel(const model::ModelDescription& m, const planner::StageRange& st) {
@@ -378,6 +383,7 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
   j["training"] = {{"mode", r.lora_rank > 0 ? "lora" : "full"},
                    {"lora_rank", r.lora_rank},
                    {"lora_targets", r.lora_targets},
+                   {"lora_base", r.lora_rank == 0 ? "" : r.lora_base_nf4 ? "nf4" : "bf16"},
                    {"adapter_parameters", r.adapter_parameters},
                    {"host_model_state_bytes_per_parameter",
                     static_cast<double>(p.memory.host_model_state_bytes) /
@@ -514,6 +520,50 @@ Longest FindLongest(const model::ModelDescription& m, const Server& server,
     l.lora = *r;
   }
   return l;
+}
+
+// The same LoRA job with the other frozen base (bf16 <-> NF4), at the same configuration.
+struct BaseComparison {
+  bool nf4 = false;  // the other base's kind
+  absl::StatusOr<planner::PlanReport> report;
+};
+
+std::optional<BaseComparison> CompareBase(const model::ModelDescription& m, const Server& server,
+                                          const planner::JobShape& job,
+                                          const planner::PlanOptions& options) {
+  if (!options.lora.enabled()) return std::nullopt;
+  planner::PlanOptions other = options;
+  other.lora.base_nf4 = !options.lora.base_nf4;
+  other.trace = false;
+  return BaseComparison{other.lora.base_nf4,
+                        planner::MakePlan(m, server.topology, server.facts, job, other)};
+}
+
+std::string BaseLine(const BaseComparison& c, const planner::PlanReport& r) {
+  const char* name = c.nf4 ? "an NF4 base" : "a bf16 base";
+  if (!c.report.ok()) {
+    return absl::StrCat("With ", name, " instead: does not plan (", c.report.status().message(),
+                        ")\n");
+  }
+  const planner::PlanReport& o = *c.report;
+  return absl::StrFormat(
+      "With %s instead: %.0f tokens/s (%.2fx), host %.1f GiB (%.1f GiB here), weight uploads "
+      "%.1f GiB/step (%.1f here)\n",
+      name, o.tokens_per_second, o.tokens_per_second / std::max(r.tokens_per_second, 1e-9),
+      o.plan.memory.host_bytes / kGiB, r.plan.memory.host_bytes / kGiB,
+      o.weight_upload_bytes / kGiB, r.weight_upload_bytes / kGiB);
+}
+
+nlohmann::ordered_json BaseJson(const BaseComparison& c) {
+  nlohmann::ordered_json j = {{"base", c.nf4 ? "nf4" : "bf16"}};
+  if (!c.report.ok()) {
+    j["error"] = std::string(c.report.status().message());
+    return j;
+  }
+  j["tokens_per_second"] = c.report->tokens_per_second;
+  j["host_bytes"] = c.report->plan.memory.host_bytes;
+  j["weight_upload_bytes"] = c.report->weight_upload_bytes;
+  return j;
 }
 
 std::string LongestText(const planner::LongestSequence& s) {
@@ -683,6 +733,7 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
   }
   std::optional<Longest> longest;
   if (o.longest) longest = FindLongest(*model, *server, job, *options);
+  const std::optional<BaseComparison> base = CompareBase(*model, *server, job, *options);
   if (!o.trace.empty()) {
     if (absl::Status s = WriteTrace(o.trace, report->chrome_trace_json); !s.ok()) {
       err << "mobius plan: " << s.message() << "\n";
@@ -693,10 +744,12 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
     nlohmann::ordered_json j = ToJson(o, *model, *report, *profile);
     if (choice) j["configuration"] = ChoiceJson(*choice);
     if (longest) j["longest_sequence"] = LongestJson(*longest);
+    if (base) j["other_base"] = BaseJson(*base);
     out << j.dump(2) << "\n";
   } else {
     if (choice) out << ChoiceText(*choice) << "\n";
     PrintText(o, *model, *report, *profile, out);
+    if (base) out << "\n" << BaseLine(*base, *report);
     if (longest) out << "\n" << LongestLine(*longest, o);
     if (!o.trace.empty()) out << "\nTrace: " << o.trace << " (open in https://ui.perfetto.dev)\n";
   }
@@ -709,6 +762,7 @@ absl::Status SetAdapter(const train::AdapterOptions& adapter, PlanCommandOptions
   o.lora = lora->enabled();
   o.lora_rank = lora->rank;
   o.lora_targets = absl::StrJoin(lora->target_modules, ",");
+  o.lora_base = lora->base_nf4 ? "nf4" : "bf16";
   return absl::OkStatus();
 }
 

@@ -61,6 +61,9 @@ struct PlanCommandOptions {
   bool lora = false;
   int64_t lora_rank = 0;
   std::string lora_targets;
+  // The frozen base: bf16, or nf4 (QLoRA: its linears in 4-bit NF4; implies LoRA). A LoRA plan is
+  // also made with the other base and compared in one line.
+  std::string lora_base = "bf16";
   std::string gpus;           // "0,1,2": the granted subset; empty: all
   double gpu_memory_gib = 0;  // > 0: cap per-GPU memory
   double host_memory_gib = 0; // > 0: host RAM instead of the topology's NUMA total

@@ -60,7 +60,8 @@ const std::vector<Verb>& Table() {
        "With JOB.yaml the job's own training and plan settings are used (--model, --batch,\n"
        "--microbatch, --seq, --schedule, --partitioner, --mapper, --optimizer-staleness,\n"
        "--precision,\n"
-       "--dispatch, --clip, --lora, --lora-rank, --lora-targets and --gpu-memory-gib apply to\n"
+       "--dispatch, --clip, --lora, --lora-rank, --lora-targets, --lora-base and --gpu-memory-gib\n"
+       "apply to\n"
        "--model only). The prediction of an emulated run (mobiusd or mobius run on the CPU\n"
        "backend with --link-scale S): --emulated-gpus --profile measured --link-scale S.\n"
        "--nodes N (or 1,2,4,8) predicts N identical servers splitting --batch, each stage's\n"
@@ -70,7 +71,7 @@ const std::vector<Verb>& Table() {
        "LoRA, microbatch 1) is searched and printed unless --nolongest.",
        true,
        {"model", "topology_file", "batch", "microbatch", "seq", "schedule", "partitioner",
-        "mapper", "optimizer_staleness", "dispatch", "precision", "clip", "lora", "lora_rank", "lora_targets",
+        "mapper", "optimizer_staleness", "dispatch", "precision", "clip", "lora", "lora_rank", "lora_targets", "lora_base",
         "gpus", "gpu_memory_gib",
         "host_memory_gib", "emulated_gpus", "efficiency",
         "peak_tflops", "mip_time_limit_seconds", "link_scale", "nodes", "internode_gbps",

@@ -16,9 +16,13 @@ void FillHost(const model::ModelDescription& model, const Profile& profile,
   e.host_activation_bytes *= options.checkpoint_copies;
   e.host_process_bytes = num_workers * options.worker_process_bytes;
   if (profile.lora) {
-    // The frozen base once in bf16; the adapters' full training state.
+    // The frozen base once in bf16 (an NF4 base: its linears' blobs instead); the adapters' full
+    // training state.
     const int64_t adapters = profile.lora->parameters;
-    const int64_t base = options.weight_bytes_per_parameter * params;
+    int64_t base = options.weight_bytes_per_parameter * params;
+    for (int64_t u = 0; u < model.num_units(); ++u) {
+      base += profile.lora->BaseBytes(u, 0);  // 0 - 2 x NF4 values + their blobs' bytes
+    }
     e.host_model_state_bytes = base + options.adapter_bytes_per_parameter * adapters +
                                options.norm_partial_bytes * profile.lora->norm_chunks;
     // Uploaded from: the base and the adapters' fp32 masters; landed into: their gradients.

@@ -1,6 +1,12 @@
 #include "server/planner/lora.h"
 
+#include <algorithm>
+#include <set>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "common/numeric/nf4.h"
+#include "common/run/unit_params.h"
 
 namespace mobius::planner {
 namespace {
@@ -32,6 +38,22 @@ int64_t LoraLayout::UnitParameters(int64_t unit) const {
   return model::LoraParameters(unit_modules[unit], rank);
 }
 
+int64_t LoraLayout::Nf4Elements(int64_t unit) const {
+  if (unit < 0 || unit >= static_cast<int64_t>(unit_nf4_elements.size())) return 0;
+  return unit_nf4_elements[unit];
+}
+
+int64_t LoraLayout::BaseBytes(int64_t unit, int64_t base16_bytes) const {
+  if (unit < 0 || unit >= static_cast<int64_t>(unit_nf4_elements.size())) return base16_bytes;
+  return base16_bytes - 2 * unit_nf4_elements[unit] + unit_nf4_bytes[unit];
+}
+
+double Nf4DequantizeSeconds(int64_t elements, double memory_bytes_per_s) {
+  if (!(memory_bytes_per_s > 0) || elements <= 0) return 0;
+  return 2.5 * static_cast<double>(elements) / memory_bytes_per_s;
+}
+
+
 absl::StatusOr<LoraLayout> MakeLoraLayout(const model::ModelDescription& model,
                                           const LoraOptions& options) {
   LoraLayout l;
@@ -51,6 +73,26 @@ absl::StatusOr<LoraLayout> MakeLoraLayout(const model::ModelDescription& model,
     l.parameters += l.rank * (m.in + m.out);
     l.norm_chunks += Chunks(l.rank * m.in) + Chunks(m.out * l.rank);
     l.unit_modules.at(m.layer + 1).push_back(std::move(m));
+  }
+  if (options.base_nf4) {
+    absl::StatusOr<std::vector<std::string>> names = units::Nf4BaseWeights(model.config);
+    if (!names.ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("lora.base: ", names.status().message()));
+    }
+    const std::set<std::string> nf4(names->begin(), names->end());
+    l.base_nf4 = true;
+    const size_t units = model.units.size();
+    l.unit_nf4_elements.assign(units, 0);
+    l.unit_nf4_bytes.assign(units, 0);
+    l.unit_nf4_largest.assign(units, 0);
+    for (size_t u = 0; u < units; ++u) {
+      for (const model::ParamSpec& p : model.units[u].params) {
+        if (nf4.count(p.name) == 0) continue;
+        l.unit_nf4_elements[u] += p.num_elements;
+        l.unit_nf4_bytes[u] += numeric::Nf4Bytes(p.num_elements);
+        l.unit_nf4_largest[u] = std::max(l.unit_nf4_largest[u], p.num_elements);
+      }
+    }
   }
   return l;
 }

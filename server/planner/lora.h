@@ -18,6 +18,14 @@
 //                 to the forward and twice that (dB, dh, dA, dx) to the backward.
 //   optimizer     CPU AdamW over the adapter parameters alone, at the host's rate.
 //
+// An NF4 base (QLoRA, LoraOptions::base_nf4; common/run/unit_params.h): every linear an adapter
+// could name is held as its NF4 blob, numeric::Nf4Bytes per weight (~0.52 bytes per value) in the
+// host store, the slot and every upload (LoraLayout::BaseBytes); each call that reads such a weight
+// first dequantises it on the device (0.5 bytes read, 2 written per value: Nf4DequantizeSeconds),
+// once in the forward, and in the backward once for the input gradient and once more in the
+// recompute; the scratch it dequantises into is the unit's largest NF4 weight in 16 bits
+// (workspace).
+//
 // The profile carries the mode (Profile::lora): AnalyticProfile computes it (profile.h), a
 // measured (full fine-tuning) profile is converted by ApplyLoraToMeasuredProfile; the cost model,
 // partitioners, simulator and estimator then read W, G and the optimizer's parameters from it.
@@ -43,6 +51,7 @@ struct LoraOptions {
   // PEFT target_modules names (model::LoraTargetNames); empty: the family's PEFT default
   // (model::DefaultLoraTargets: q_proj, v_proj; GPT-2 c_attn).
   std::vector<std::string> target_modules;
+  bool base_nf4 = false;  // QLoRA: the base's linears in NF4 (above)
   bool enabled() const { return rank > 0; }
 };
 
@@ -55,13 +64,26 @@ struct LoraLayout {
   std::vector<std::vector<model::LoraModule>> unit_modules;
   int64_t parameters = 0;   // sum of r (in + out) over every adapted module
   int64_t norm_chunks = 0;  // sum over adapter tensors (A and B) of ceil(elements / 64 Ki)
+  // NF4 base: per unit, the values of its NF4 weights, their blobs' bytes, and the largest one's
+  // values (the dequantise scratch); all 0 with a 16-bit base.
+  bool base_nf4 = false;
+  std::vector<int64_t> unit_nf4_elements, unit_nf4_bytes, unit_nf4_largest;
 
   int64_t UnitParameters(int64_t unit) const;
+  // A unit's frozen base bytes given its 16-bit bytes: the NF4 weights' blobs instead of 2 bytes
+  // per value (unchanged with a 16-bit base).
+  int64_t BaseBytes(int64_t unit, int64_t base16_bytes) const;
+  int64_t Nf4Elements(int64_t unit) const;
 };
+
+// Seconds one dequantise of `elements` NF4 values takes on a device streaming memory_bytes_per_s
+// (0: unknown, the cost not modelled): 2.5 bytes per value moved.
+double Nf4DequantizeSeconds(int64_t elements, double memory_bytes_per_s);
 
 // INVALID_ARGUMENT (model::ValidateLora's message, fields "lora.rank" and "lora.target_modules")
 // for a target the family does not have, a target given twice, or a rank outside [1, the smallest
-// adapted dimension]. REQUIRES: options.enabled().
+// adapted dimension]; ("lora.base") an NF4 base of a family with Conv1D weights.
+// REQUIRES: options.enabled().
 absl::StatusOr<LoraLayout> MakeLoraLayout(const model::ModelDescription& model,
                                           const LoraOptions& options);
 

@@ -75,7 +75,7 @@ Profile LoraFromMeasuredProfile(Profile p, const model::ModelDescription& model,
       up.backward_seconds = up.forward_seconds;
     }
     const int64_t adapters = lora.UnitParameters(u);
-    up.parameter_bytes = LoraWeightBytes(up.parameter_bytes, adapters);
+    up.parameter_bytes = LoraWeightBytes(lora.BaseBytes(u, up.parameter_bytes), adapters);
     up.gradient_bytes = LoraGradientBytes(adapters);
   }
   p.lora = lora;

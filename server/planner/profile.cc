@@ -80,6 +80,13 @@ int64_t Profile::MaxWorkspaceBytes() const {
   return w;
 }
 
+void AddNf4Dequantize(const LoraLayout& lora, int64_t unit, double memory_bytes_per_s,
+                      bool recompute, UnitProfile& up) {
+  const double once = Nf4DequantizeSeconds(lora.Nf4Elements(unit), memory_bytes_per_s);
+  up.forward_seconds += once;
+  up.backward_seconds += once * (recompute ? 2 : 1);
+}
+
 int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit,
                               const MicrobatchShape& shape, const LoraLayout* lora,
                               bool half_backward) {
@@ -101,7 +108,13 @@ int64_t RuntimeWorkspaceBytes(const model::ModelDescription& model, int64_t unit
         model::AssignLoraStateSlots(modules, c.moe.experts_per_token);
     bytes += 4 * n * lora->rank * (slots.count + slots.scratch) + 4 * widest;
   }
-  return bytes + 8 * std::max(c.hidden_size, c.head_dim);  // the frozen norms' gradient sink
+  bytes += 8 * std::max(c.hidden_size, c.head_dim);  // the frozen norms' gradient sink
+  // An NF4 base: the unit's largest weight dequantised to 16 bits (64-byte aligned).
+  const int64_t largest = unit < static_cast<int64_t>(lora->unit_nf4_largest.size())
+                              ? lora->unit_nf4_largest[unit]
+                              : 0;
+  if (largest > 0) bytes = (bytes + 63) / 64 * 64 + (2 * largest + 63) / 64 * 64;
+  return bytes;
 }
 
 absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
@@ -184,8 +197,10 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
         model::UnitResidentParameterBytes(unit, options.gradient_bytes_per_parameter);
     if (options.lora) {
       const int64_t adapters = options.lora->UnitParameters(u);
-      up.parameter_bytes = LoraWeightBytes(up.parameter_bytes, adapters);
+      up.parameter_bytes =
+          LoraWeightBytes(options.lora->BaseBytes(u, up.parameter_bytes), adapters);
       up.gradient_bytes = LoraGradientBytes(adapters);
+      AddNf4Dequantize(*options.lora, u, device.memory_bytes_per_s, options.recompute, up);
     }
     up.boundary_bytes = act.boundary_bytes_per_token * shape.tokens();
     up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();

@@ -115,6 +115,11 @@ struct UnitProfile {
   int64_t workspace_bytes = 0;  // transient buffers while the unit runs (not summed over units)
 };
 
+// An NF4 base (lora.h): the unit's dequantises added to its pass times, one in the forward, one
+// (two with recompute) in the backward. No-op with a 16-bit base or an unknown bandwidth.
+void AddNf4Dequantize(const LoraLayout& lora, int64_t unit, double memory_bytes_per_s,
+                      bool recompute, UnitProfile& up);
+
 // Measured copy rates of the slowest measured device (measured profiles only), bytes/s per
 // direction: alone, with the other direction busy (duplex), and while `group_size` devices of a
 // contention group copy the same direction at once.

@@ -279,6 +279,37 @@ TEST(PlanCommand, LoraShowsTheModeAndItsBytes) {
   EXPECT_FALSE(SetAdapter(adapter, s).ok());
 }
 
+// --lora-base nf4 (QLoRA, issue 33): the base's linears in 4-bit, the plan compared in one line
+// with the same job over a bf16 base; JSON carries both.
+TEST(PlanCommand, Nf4BaseIsPlannedAndComparedWithBf16) {
+  PlanCommandOptions o = Options("llama-2-7b.json", kPaper);
+  o.lora_base = "nf4";  // implies LoRA (rank 8, the family's targets)
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_THAT(r.out, HasSubstr("Training: LoRA rank 8 on q_proj, v_proj: 4.19M adapter parameters "
+                               "(0.062%), the base frozen in NF4 (its linears; norms, embeddings "
+                               "and head bf16)"));
+  EXPECT_THAT(r.out, HasSubstr("With a bf16 base instead: "));
+  o.json = true;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["training"]["lora_base"], "nf4");
+  // 6.48B of Llama-2-7B's 6.74B parameters are block linears: ~0.52 bytes each.
+  EXPECT_LT(j["training"]["host_model_state_bytes_per_parameter"].get<double>(), 0.7);
+  EXPECT_EQ(j["other_base"]["base"], "bf16");
+  EXPECT_GT(j["other_base"]["host_bytes"].get<double>(),
+            2.0 * j["memory"]["host_bytes"].get<double>());
+  EXPECT_GT(j["other_base"]["weight_upload_bytes"].get<double>(),
+            2.5 * j["traffic"]["weight_upload_bytes"].get<double>());
+  // A bf16 LoRA plan names the NF4 alternative the same way.
+  o.lora_base = "bf16";
+  o.lora = true;
+  r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  EXPECT_EQ(nlohmann::json::parse(r.out)["other_base"]["base"], "nf4");
+}
+
 // `mobius plan JOB.yaml` plans the spec's adapter section; a target the family lacks is refused
 // naming the field.
 TEST(PlanCommand, JobSpecAdapterIsPlanned) {
@@ -529,6 +560,10 @@ TEST(PlanCommand, BadInputExits2WithOneLine) {
        "staleness 1 with LoRA"},
       {"host ram lora", "llama-2-7b.json", kPaper,
        [](PlanCommandOptions& o) { o.host_memory_gib = 32; }, "or LoRA (the frozen base at 2 bytes"},
+      {"lora base", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.lora_base = "int8"; },
+       "--lora-base must be bf16 or nf4 (got \"int8\")"},
+      {"lora base conv1d", "gpt2.json", kPaper,
+       [](PlanCommandOptions& o) { o.lora_base = "nf4"; }, "NF4"},
       {"nodes zero", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.nodes = "0"; },
        "--nodes: must be >= 1 (got 0)"},
       {"nodes text", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.nodes = "2,x"; },

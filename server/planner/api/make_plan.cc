@@ -207,6 +207,12 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
         "dtype fp16 with schedule 'resident': the runtime's resident schedule trains in bf16 "
         "(its GPU optimizer has no loss scaler); use mobius or roundrobin");
   }
+  if (options.lora.enabled() && options.cost.memory_model == MemoryModel::kRuntime &&
+      options.schedule == "resident") {
+    return absl::InvalidArgumentError(
+        "LoRA with schedule 'resident': the runtime's resident schedule does not train adapters "
+        "yet; use mobius or roundrobin");
+  }
   MOBIUS_ASSIGN_OR_RETURN(ctx.gpus, ResolveGpus(topology, options));
   MOBIUS_ASSIGN_OR_RETURN(ctx.device, ResolveDevice(topology, ctx.gpus, options));
   std::optional<LoraLayout> lora;
@@ -291,10 +297,16 @@ absl::Status CheckHostMemory(const PlanContext& ctx, const MemoryEstimate& m, in
   const int64_t per_param = m.host_model_state_bytes / std::max<int64_t>(params, 1);
   const std::string state =
       ctx.profile.lora
-          ? absl::StrCat("bf16 base 2 bytes x ", params, " parameters + LoRA adapters ",
-                         ctx.profile.lora->parameters, " parameters x 16 bytes")
+          ? absl::StrCat(ctx.profile.lora->base_nf4
+                             ? std::string("NF4 base (its linears 4-bit, the rest bf16)")
+                             : absl::StrCat("bf16 base 2 bytes x ", params, " parameters"),
+                         " + LoRA adapters ", ctx.profile.lora->parameters,
+                         " parameters x 16 bytes")
           : absl::StrCat(per_param, " bytes x ", params, " parameters");
   if (!ctx.profile.lora) fix += ", or LoRA (the frozen base at 2 bytes/parameter)";
+  if (ctx.profile.lora && !ctx.profile.lora->base_nf4) {
+    fix += ", or an NF4 base (adapter.base_quantization: nf4, mobius plan --lora-base nf4)";
+  }
   return absl::FailedPreconditionError(absl::StrCat(
       "host RAM too small: the plan needs ", GiB(m.host_bytes), " (model state ",
       GiB(m.host_model_state_bytes), " = ", state, " + activation checkpoints ",
@@ -451,7 +463,10 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
                     : EstimateMemory(model, ctx.profile, ctx.problem, plan.partition, plan.mapping,
                                      ctx.num_microbatches, eo);
   r.host_memory_available_bytes = HostMemoryAvailable(topology, options);
-  if (schedule != sim::Schedule::kResident) {
+  // The runtime fills the host store before a resident rank loads its stage, so its plans need
+  // the host memory too; the published systems' resident rows keep the model on the GPUs.
+  if (schedule != sim::Schedule::kResident ||
+      options.cost.memory_model == MemoryModel::kRuntime) {
     MOBIUS_RETURN_IF_ERROR(CheckHostMemory(ctx, plan.memory, r.host_memory_available_bytes));
   }
   if (options.cost.memory_model == MemoryModel::kRuntime &&
@@ -470,6 +485,7 @@ absl::StatusOr<PlanReport> MakePlan(const model::ModelDescription& model,
     r.lora_rank = ctx.profile.lora->rank;
     r.lora_targets = ctx.profile.lora->target_modules;
     r.adapter_parameters = ctx.profile.lora->parameters;
+    r.lora_base_nf4 = ctx.profile.lora->base_nf4;
   }
   r.num_gpus = static_cast<int>(ctx.gpus.size());
   r.objective_seconds =
@@ -510,6 +526,7 @@ absl::StatusOr<LoraOptions> LoraFromAdapterOptions(const train::AdapterOptions& 
   }
   o.rank = adapter.rank;
   o.target_modules = adapter.target_modules;
+  o.base_nf4 = adapter.base_nf4();
   if (o.rank < 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("adapter.rank: must be >= 1 (got ", adapter.rank, ")"));

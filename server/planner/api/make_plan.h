@@ -115,7 +115,8 @@ struct PlanOptions {
   // false: each stage's as soon as its gradients are in host memory.
   bool optimizer_after_backward = false;
   std::string dispatch = "static";     // roundrobin: static (pass j on GPU j mod N) | pool
-  // LoRA (lora.h): the base frozen in bf16, only the adapters (rank, target modules; empty: the
+  // LoRA (lora.h): the base frozen in bf16 (or its linears in NF4: lora.base_nf4), only the
+  // adapters (rank, target modules; empty: the
   // family's PEFT default) trained. Every schedule plans it: the profile's W, G and backward
   // (analytic, or a measured full fine-tuning profile converted: LoraFromMeasuredProfile), the
   // optimizer over the adapters, the host estimate (estimator.h); resident keeps the adapters'
@@ -241,6 +242,7 @@ struct PlanReport {
   int64_t lora_rank = 0;
   std::vector<std::string> lora_targets;
   int64_t adapter_parameters = 0;
+  bool lora_base_nf4 = false;  // the frozen base's linears in NF4 (LoraOptions::base_nf4)
   // Per stage, the bytes a pass uploads: bf16 weights (LoRA: + fp32 adapters) (roundrobin:
   // forward stages).
   std::vector<int64_t> stage_parameter_bytes;

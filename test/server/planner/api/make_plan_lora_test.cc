@@ -6,6 +6,7 @@
 #include <string>
 
 #include "common/model/model_config_parse.h"
+#include "common/numeric/nf4.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/planner/api/make_plan.h"
@@ -176,6 +177,97 @@ TEST(MakePlanLora, EverySchedulePlansIt) {
     ASSERT_TRUE(mip.available) << mip.note;
     EXPECT_LE(exact->objective_seconds, mip.objective_seconds * (1 + 1e-9));
   }
+}
+
+// QLoRA (issue 33): an NF4 base holds every linear of the blocks as its blob (numeric::Nf4Bytes,
+// ~0.52 bytes per value) in the host store and in every upload; the embedding, the norms and the
+// head stay bf16. Llama-3.1-8B: per block q, o 4096 x 4096; k, v 1024 x 4096; gate, up, down
+// 14336 x 4096.
+TEST(MakePlanLora, Nf4BaseHostBytesAndUploads) {
+  const Fixture f = Load("rtx4090_2s_4sw_8gpu.xml");
+  const model::ModelDescription m = Model("llama-3.1-8b-instruct.json");
+  PlanOptions o;
+  o.compare = false;
+  o.num_stages = 16;
+  o.lora.rank = 8;
+  auto bf16 = MakePlan(m, f.topology, f.facts, Job(32, 1, 2048), o);
+  o.lora.base_nf4 = true;
+  auto nf4 = MakePlan(m, f.topology, f.facts, Job(32, 1, 2048), o);
+  ASSERT_TRUE(bf16.ok()) << bf16.status();
+  ASSERT_TRUE(nf4.ok()) << nf4.status();
+  EXPECT_FALSE(bf16->lora_base_nf4);
+  EXPECT_TRUE(nf4->lora_base_nf4);
+  int64_t saved = 0;
+  for (int64_t n : {int64_t{4096} * 4096, int64_t{1024} * 4096, int64_t{1024} * 4096,
+                    int64_t{4096} * 4096, int64_t{14336} * 4096, int64_t{14336} * 4096,
+                    int64_t{14336} * 4096}) {
+    saved += 32 * (2 * n - numeric::Nf4Bytes(n));
+  }
+  const MemoryEstimate& bm = bf16->plan.memory;
+  const MemoryEstimate& nm = nf4->plan.memory;
+  EXPECT_EQ(bm.host_model_state_bytes - nm.host_model_state_bytes, saved);
+  EXPECT_EQ(bm.host_activation_bytes, nm.host_activation_bytes);
+  // 6.98B of the 8.03B parameters are block linears: 0.52 x 6.98 + 2 x 1.05 bytes.
+  const double per_param =
+      static_cast<double>(nm.host_model_state_bytes) / static_cast<double>(nf4->parameters);
+  EXPECT_GT(per_param, 0.70);
+  EXPECT_LT(per_param, 0.75);
+  // The same 16 stages upload a quarter of the linears' bytes, and the GPU slots shrink.
+  EXPECT_LT(nf4->weight_upload_bytes, 0.40 * static_cast<double>(bf16->weight_upload_bytes));
+  EXPECT_LT(nm.max_gpu_bytes, bm.max_gpu_bytes);
+  std::printf("Llama-3.1-8B LoRA, 16 stages: host model state %.2f GiB bf16 base, %.2f GiB NF4 "
+              "(%.3f B/param); weight uploads %.1f / %.1f GiB per step; step %.3f / %.3f s\n",
+              bm.host_model_state_bytes / 1073741824.0, nm.host_model_state_bytes / 1073741824.0,
+              per_param, bf16->weight_upload_bytes / 1073741824.0,
+              nf4->weight_upload_bytes / 1073741824.0, bf16->step_seconds, nf4->step_seconds);
+}
+
+// The issue's "done when": Llama-3.1-70B LoRA on the 8x RTX 4090 fixture with a 64 GiB host plans
+// with an NF4 base and is refused, with the NF4 base named as the fix, with a bf16 one.
+TEST(MakePlanLora, Llama70bNf4FitsA64GiBHost) {
+  const Fixture f = Load("rtx4090_2s_4sw_8gpu.xml");
+  const model::ModelDescription m = Model("llama-3.1-70b.json");
+  PlanOptions o;
+  o.compare = false;
+  o.schedule = "roundrobin";
+  o.mip_time_limit_seconds = 2;
+  o.host_memory_bytes = int64_t{64} << 30;
+  o.lora.rank = 8;
+  auto bf16 = MakePlan(m, f.topology, f.facts, Job(4, 1, 1024), o);
+  EXPECT_EQ(bf16.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(bf16.status().message(), HasSubstr("host RAM too small"));
+  EXPECT_THAT(bf16.status().message(), HasSubstr("or an NF4 base"));
+  o.lora.base_nf4 = true;
+  auto nf4 = MakePlan(m, f.topology, f.facts, Job(4, 1, 1024), o);
+  ASSERT_TRUE(nf4.ok()) << nf4.status();
+  EXPECT_LE(nf4->plan.memory.host_bytes, o.host_memory_bytes);
+  EXPECT_LE(nf4->plan.memory.max_gpu_bytes, nf4->plan.memory.gpu_capacity_bytes);
+  std::printf("Llama-3.1-70B NF4 LoRA, 8x4090, 4 x 1024: host %.2f GiB of 64 (model state %.2f "
+              "GiB), GPU max %.2f GiB, %.0f tokens/s\n",
+              nf4->plan.memory.host_bytes / 1073741824.0,
+              nf4->plan.memory.host_model_state_bytes / 1073741824.0,
+              nf4->plan.memory.max_gpu_bytes / 1073741824.0, nf4->tokens_per_second);
+}
+
+// The runtime's resident schedule does not train adapters (pipeline_worker.cc): a runtime plan
+// with both is refused, so the configuration search never picks one; and a resident runtime plan
+// needs the host store like any other.
+TEST(MakePlanLora, RuntimeResidentRefusesLoraAndChecksTheHost) {
+  const Fixture f = Load("rtx4090_2s_4sw_8gpu.xml");
+  const model::ModelDescription m = Model("llama-3.1-8b-instruct.json");
+  PlanOptions o;
+  o.compare = false;
+  o.schedule = "resident";
+  o.lora.rank = 8;
+  auto lora = MakePlan(m, f.topology, f.facts, Job(8, 1, 1024), o);
+  EXPECT_EQ(lora.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(lora.status().message(), HasSubstr("does not train adapters"));
+  // Qwen3-0.6B full fine-tuning fits the eight GPUs resident, not a 4 GiB host's store.
+  o.lora.rank = 0;
+  o.host_memory_bytes = int64_t{4} << 30;
+  auto full = MakePlan(Model("qwen3-0.6b.json"), f.topology, f.facts, Job(8, 1, 1024), o);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(full.status().message(), HasSubstr("host RAM too small"));
 }
 
 TEST(MakePlanLora, BadLoraOptions) {
