@@ -19,6 +19,8 @@
 #                       [--cold]   (drop the page cache before the first run of each model: root)
 #                       [--lora]   (LoRA jobs: rank 16, alpha 32, every linear of the blocks;
 #                                   the frozen base in bf16, docs/job-spec.md "adapter")
+#                       [--lora-base bf16|nf4]   (with --lora: the frozen base's format,
+#                                   adapter.base_quantization; nf4: QLoRA's 4-bit linears)
 #                       [--precision bf16|fp16]   (training.precision; default bf16)
 #
 # Memory-heavy: run it alone. Writes DIR/results.json, DIR/results.md and DIR/bytes_per_param.png
@@ -34,6 +36,7 @@ OUT=/tmp/mobius-bench-memory
 COLD=0
 LORA=0
 PRECISION=bf16
+LORA_BASE=bf16
 while [[ $# -gt 0 ]]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -43,6 +46,7 @@ while [[ $# -gt 0 ]]; do
     --cold) COLD=1; shift ;;
     --lora) LORA=1; shift ;;
     --precision) PRECISION=$2; shift 2 ;;
+    --lora-base) LORA_BASE=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -82,8 +86,11 @@ for size in $SIZES; do
   STANDALONE_LORA=()
   if [[ $LORA == 1 ]]; then
     TARGETS=$(targets_of "$size")
-    ADAPTER="adapter: {type: lora, rank: 16, alpha: 32, target_modules: [${TARGETS//,/, }]}"
-    STANDALONE_LORA=(--lora_rank 16 --lora_alpha 32 --lora_targets "$TARGETS")
+    QUANT=""
+    [[ $LORA_BASE == nf4 ]] && QUANT=", base_quantization: nf4"
+    ADAPTER="adapter: {type: lora, rank: 16, alpha: 32, target_modules: [${TARGETS//,/, }]$QUANT}"
+    STANDALONE_LORA=(--lora_rank 16 --lora_alpha 32 --lora_targets "$TARGETS"
+                     --lora_base "$LORA_BASE")
   fi
   # The standalone trainer on the same model (one process, the CPU backend's memory is the model's).
   cat "$model/model.safetensors" >/dev/null

@@ -186,6 +186,21 @@ absl::StatusOr<std::unique_ptr<TensorSetReader>> TensorSetReader::Open(
     return absl::NotFoundError(
         absl::StrCat(dir, ": neither ", single, " nor ", index_name, " exists"));
   }
+  // Any tensor of the set by name, its file opened on first use (nullptr: not in the set).
+  const bool single_file = reader->index_file_.empty();
+  const FindTensor find = [&](const std::string& name) -> absl::StatusOr<const io::TensorView*> {
+    std::string file_name = single;
+    if (!single_file) {
+      auto w = where.find(name);
+      if (w == where.end()) return nullptr;
+      file_name = w->second;
+    }
+    std::unique_ptr<io::SafetensorsFile>& file = reader->files_[file_name];
+    if (file == nullptr) {
+      MOBIUS_ASSIGN_OR_RETURN(file, io::SafetensorsFile::Open(dir + "/" + file_name));
+    }
+    return file->Find(name);
+  };
   std::set<std::string> wanted;
   for (const auto& [name, shape] : expected) {
     wanted.insert(name);
@@ -194,15 +209,30 @@ absl::StatusOr<std::unique_ptr<TensorSetReader>> TensorSetReader::Open(
       return absl::InvalidArgumentError(absl::StrCat(index_path, ": missing tensor ", name));
     }
     const std::string path = dir + "/" + w->second;
-    std::unique_ptr<io::SafetensorsFile>& file = reader->files_[w->second];
-    if (file == nullptr) {
-      MOBIUS_ASSIGN_OR_RETURN(file, io::SafetensorsFile::Open(path));
-    }
-    const io::TensorView* view = file->Find(name);
+    MOBIUS_ASSIGN_OR_RETURN(const io::TensorView* view, find(name));
     if (view == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat(path, ": missing tensor ", name));
     }
-    MOBIUS_RETURN_IF_ERROR(CheckTensor(path, *view, shape, required_dtype));
+    MOBIUS_ASSIGN_OR_RETURN(std::optional<Bnb4bitWeight> bnb, FindBnb4bit(find, name, shape, path));
+    if (bnb) {
+      if (required_dtype) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            path, ": tensor ", name, " is a bitsandbytes 4-bit weight, expected ",
+            io::DTypeName(*required_dtype)));
+      }
+      for (const std::string& suffix :
+           {".absmax", ".quant_map", ".nested_absmax", ".nested_quant_map",
+            ".quant_state.bitsandbytes__nf4", ".quant_state.bitsandbytes__fp4"}) {
+        wanted.insert(name + suffix);
+      }
+      reader->bnb_.emplace(name, *std::move(bnb));
+    } else if (view->dtype == io::DType::kU8) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          path, ": tensor ", name, " is U8 without a bitsandbytes quant state (",
+          name, ".quant_state.bitsandbytes__nf4); only bitsandbytes 4-bit checkpoints are read"));
+    } else {
+      MOBIUS_RETURN_IF_ERROR(CheckTensor(path, *view, shape, required_dtype));
+    }
     reader->views_[name] = view;
   }
   // Tensors the files hold beyond the expected ones mean a different model.
@@ -231,8 +261,22 @@ const io::TensorView& TensorSetReader::view(const std::string& name) const {
   return *it->second;
 }
 
+const Bnb4bitWeight* TensorSetReader::quantized(const std::string& name) const {
+  auto it = bnb_.find(name);
+  return it == bnb_.end() ? nullptr : &it->second;
+}
+
+std::optional<numeric::Nf4Tensor> TensorSetReader::ReadNf4(const std::string& name) const {
+  const Bnb4bitWeight* w = quantized(name);
+  return w == nullptr ? std::nullopt : w->AsNf4();
+}
+
 void TensorSetReader::ReadF32(const std::string& name, int64_t begin, int64_t n,
                               float* out) const {
+  if (const Bnb4bitWeight* w = quantized(name); w != nullptr) {
+    w->Dequantize(begin, n, out);
+    return;
+  }
   const io::TensorView& whole = view(name);
   const size_t element = io::DTypeSize(whole.dtype);
   // 1 Mi elements per chunk: the pages ahead are being read while this chunk converts.
@@ -256,7 +300,8 @@ void TensorSetReader::ReadF32(const std::string& name, int64_t begin, int64_t n,
 }
 
 void TensorSetReader::ReadF32(const std::string& name, float* out) const {
-  ReadF32(name, 0, view(name).num_elements(), out);
+  const Bnb4bitWeight* w = quantized(name);
+  ReadF32(name, 0, w != nullptr ? w->numel : view(name).num_elements(), out);
 }
 
 std::vector<std::string> TensorSetReader::files() const {
@@ -277,7 +322,7 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
     if (only != nullptr && only->count(name) == 0) continue;
     reference::Tensor& t = out.tensors[name];
     t.shape = shape;
-    t.data.resize(static_cast<size_t>(reader->view(name).num_elements()));
+    t.data.resize(static_cast<size_t>(NumElements(shape)));
     reader->ReadF32(name, t.data.data());
   }
   return out;

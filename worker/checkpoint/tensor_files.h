@@ -23,6 +23,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/numeric/nf4.h"
+#include "worker/checkpoint/bnb4bit.h"
 #include "worker/io/safetensors.h"
 #include "worker/reference/parameters.h"
 
@@ -76,7 +78,9 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
                                                     const std::set<std::string>* only = nullptr);
 
 // A tensor set opened for reading without copying anything: every file memory-mapped, the names,
-// shapes and dtypes checked exactly as ReadTensorSet checks them. Lets a loader convert each tensor
+// shapes and dtypes checked exactly as ReadTensorSet checks them. A tensor stored as a
+// bitsandbytes 4-bit weight (bnb4bit.h: a QLoRA checkpoint) is read dequantised to fp32, and its
+// companion tensors are part of the set; any other U8 tensor is refused (INVALID_ARGUMENT). Lets a loader convert each tensor
 // straight into its final place (e.g. a pipeline worker's share of the host store), one tensor at a
 // time, so nothing the size of the model is ever held. Thread-safe after Open (ReadF32 of distinct
 // destinations may run concurrently).
@@ -88,6 +92,7 @@ class TensorSetReader {
       std::optional<io::DType> required_dtype);
 
   // REQUIRES: `name` is one of the expected tensors (a programmer error otherwise: aborts).
+  // A bitsandbytes 4-bit weight's view is its packed codes (quantized() has its shape).
   const io::TensorView& view(const std::string& name) const;
   // Widens `name` to fp32 into `out` [numel], in chunks (input pages read ahead, then dropped from
   // this process's page tables: io::WillNeed / io::Release).
@@ -96,9 +101,17 @@ class TensorSetReader {
   void ReadF32(const std::string& name, int64_t begin, int64_t n, float* out) const;
   // The files of the set (shards and index), relative to the directory.
   std::vector<std::string> files() const;
+  // `name`'s bitsandbytes 4-bit form, nullptr for a plain tensor.
+  const Bnb4bitWeight* quantized(const std::string& name) const;
+  // How many of the set's tensors are bitsandbytes 4-bit weights.
+  int64_t num_quantized() const { return static_cast<int64_t>(bnb_.size()); }
+  // `name` as the NF4 tensor it is stored as, when that is QLoRA's exact configuration
+  // (Bnb4bitWeight::AsNf4); nullopt for any other tensor.
+  std::optional<numeric::Nf4Tensor> ReadNf4(const std::string& name) const;
 
  private:
   TensorSetReader() = default;
+  std::map<std::string, Bnb4bitWeight> bnb_;  // by weight name
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;  // by file name
   std::map<std::string, const io::TensorView*> views_;                 // by tensor name
   std::string index_file_;  // empty for a single file

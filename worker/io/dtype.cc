@@ -60,6 +60,8 @@ size_t DTypeSize(DType dtype) {
     case DType::kBF16:
     case DType::kF16:
       return 2;
+    case DType::kU8:
+      return 1;
   }
   return 0;
 }
@@ -72,6 +74,8 @@ const char* DTypeName(DType dtype) {
       return "BF16";
     case DType::kF16:
       return "F16";
+    case DType::kU8:
+      return "U8";
   }
   return "?";
 }
@@ -96,6 +100,9 @@ void CopyToF32(const TensorView& tensor, float* out) {
     case DType::kF16:
       Widen(in, n, out, [](uint16_t h) { return HalfToFloat(h); });
       return;
+    case DType::kU8:
+      for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(in[i]);
+      return;
   }
 }
 
@@ -105,6 +112,7 @@ std::optional<DType> DTypeFromName(absl::string_view name) {
   if (name == "F32") return DType::kF32;
   if (name == "BF16") return DType::kBF16;
   if (name == "F16") return DType::kF16;
+  if (name == "U8") return DType::kU8;
   return std::nullopt;
 }
 

@@ -33,10 +33,12 @@
 
 namespace mobius::io {
 
-enum class DType { kF32, kBF16, kF16 };
+// kU8: bytes, as quantised checkpoints store packed codes and scale codes (bitsandbytes' 4-bit
+// weights, worker/checkpoint/bnb4bit.h); model loaders refuse it where they expect values.
+enum class DType { kF32, kBF16, kF16, kU8 };
 
 size_t DTypeSize(DType dtype);
-const char* DTypeName(DType dtype);  // "F32", "BF16", "F16"
+const char* DTypeName(DType dtype);  // "F32", "BF16", "F16", "U8"
 
 struct TensorView {
   std::string name;
@@ -118,7 +120,7 @@ void WillNeed(const TensorView& tensor);
 void Release(const TensorView& tensor);
 
 // Converts any supported dtype to fp32 (bf16/f16 widened exactly, incl. subnormals, +-inf and NaN
-// payloads). `out` holds num_elements() floats. REQUIRES: tensor.nbytes == num_elements() x size.
+// payloads; u8: each byte's integer value). `out` holds num_elements() floats. REQUIRES: tensor.nbytes == num_elements() x size.
 void CopyToF32(const TensorView& tensor, float* out);
 
 }  // namespace mobius::io

@@ -90,7 +90,7 @@ absl::Status ParseDType(const Json& entry, absl::string_view source, const std::
   std::optional<DType> parsed = DTypeFromName(name);
   if (!parsed) {
     return Invalid(source, absl::StrCat(label, ": unsupported dtype ", Quoted(name),
-                                        " (supported: F32, BF16, F16)"));
+                                        " (supported: F32, BF16, F16, U8)"));
   }
   *dtype = *parsed;
   return absl::OkStatus();
