@@ -171,9 +171,20 @@ absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir) {
   LoadedModel loaded;
   MOBIUS_ASSIGN_OR_RETURN(loaded.config, model::LoadModelConfig(dir));
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(loaded.config));
-  MOBIUS_ASSIGN_OR_RETURN(loaded.params,
-                          ReadTensorSet(dir, "model", reference::ParameterShapes(loaded.config),
-                                        std::nullopt));
+  const TensorShapes shapes = reference::ParameterShapes(loaded.config);
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
+                          TensorSetReader::Open(dir, "model", shapes, std::nullopt));
+  for (const auto& [name, shape] : shapes) {
+    reference::Tensor& t = loaded.params.tensors[name];
+    t.shape = shape;
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    t.data.resize(static_cast<size_t>(numel));
+    reader->ReadF32(name, t.data.data());
+    if (std::optional<numeric::Nf4Tensor> nf4 = reader->ReadNf4(name)) {
+      loaded.nf4.emplace(name, *std::move(nf4));
+    }
+  }
   return loaded;
 }
 

@@ -34,11 +34,13 @@
 #define MOBIUS_WORKER_CHECKPOINT_MODEL_INIT_H_
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/numeric/nf4.h"
 #include "absl/strings/string_view.h"
 #include "common/model/model_config.h"
 #include "worker/checkpoint/tensor_files.h"
@@ -102,9 +104,12 @@ absl::Status WriteModelDirectory(const std::string& dir, const model::ModelConfi
 
 // config.json + the model's tensors of a Hugging Face directory, as fp32, checked against the
 // config's names and shapes (INVALID_ARGUMENT naming the tensor).
+// A bitsandbytes 4-bit checkpoint (bnb4bit.h) loads dequantised; the weights stored in QLoRA's
+// exact NF4 are also kept as such in `nf4`, for an NF4 run to use without requantising.
 struct LoadedModel {
   model::ModelConfig config;
   reference::Parameters params;
+  std::map<std::string, numeric::Nf4Tensor> nf4;
 };
 absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir);
 

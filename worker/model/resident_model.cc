@@ -362,6 +362,37 @@ absl::Status ResidentModel::SetWeight(const std::string& name, int64_t begin, in
   return backend_->Synchronize(*queue_);
 }
 
+bool ResidentModel::IsNf4Weight(const std::string& name) const {
+  for (const auto& r : runners_) {
+    const UnitParam* p = r->layout().Find(name);
+    if (p != nullptr) return p->nf4;
+  }
+  return false;
+}
+
+absl::Status ResidentModel::SetNf4Weight(const std::string& name, const numeric::Nf4Tensor& t) {
+  bool found = false;
+  for (size_t u = 0; u < runners_.size(); ++u) {
+    const UnitParam* p = runners_[u]->layout().Find(name);
+    if (p == nullptr) continue;
+    if (!p->nf4 || t.numel != p->num_elements) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "SetNf4Weight: ", name, p->nf4 ? " has " : " is not held in NF4 (",
+          p->nf4 ? absl::StrCat(p->num_elements, " elements, not ", t.numel)
+                 : std::string("a 16-bit weight)")));
+    }
+    found = true;
+    std::vector<uint8_t> blob(static_cast<size_t>(numeric::Nf4Bytes(t.numel)));
+    numeric::WriteNf4Blob(t, blob.data());
+    MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(*queue_, blob.data(), weights_[u],
+                                                  2 * static_cast<uint64_t>(p->offset),
+                                                  blob.size()));
+    MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+  }
+  if (!found) return absl::InvalidArgumentError("SetNf4Weight: no parameter " + name);
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> ResidentModel::UnitInput(int64_t unit) {
   if (unit < 1 || unit >= num_units() || inputs_.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("UnitInput: no hidden input for unit ", unit));

@@ -33,6 +33,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
+#include "common/numeric/nf4.h"
 #include "worker/backend/backend.h"
 #include "worker/model/adapter.h"
 #include "worker/model/unit_runner.h"
@@ -104,6 +105,12 @@ class ResidentModel {
   // reads it (a tied embedding's two copies). Errors as ReadGrad's; a weight of an NF4 base
   // (LoraSpec::base_nf4) is quantised and must be set whole. Returns after the copies.
   absl::Status SetWeight(const std::string& name, int64_t begin, int64_t n, const uint16_t* bf16);
+  // A weight of an NF4 base set from its NF4 form as stored (a bitsandbytes checkpoint's codes and
+  // scales, checkpoint::TensorSetReader::ReadNf4), without requantising. INVALID_ARGUMENT for a
+  // name that is not an NF4 weight or a tensor of another size.
+  absl::Status SetNf4Weight(const std::string& name, const numeric::Nf4Tensor& t);
+  // Whether `name` is a weight this model holds in NF4.
+  bool IsNf4Weight(const std::string& name) const;
 
   // LoRA: every adapter tensor (PEFT name, elements) in unit and module order; uploading one
   // (fp32 [elements], returns after the copy); reading one's accumulated gradient.

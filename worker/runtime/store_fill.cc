@@ -56,6 +56,11 @@ void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader
 // into its blob in the store. Holds one tensor's 16-bit values at a time.
 absl::Status FillNf4Weight(State& s, const checkpoint::TensorSetReader& model,
                            const units::UnitParam& p, int64_t unit, std::vector<float>& slice) {
+  // A bitsandbytes checkpoint's NF4 goes into the store as stored: its codes and scales.
+  if (std::optional<numeric::Nf4Tensor> t = model.ReadNf4(p.name); t && t->numel == p.num_elements) {
+    numeric::WriteNf4Blob(*t, WeightOf(s, p.name, unit, /*k=*/0));
+    return absl::OkStatus();
+  }
   std::vector<uint16_t> bits(static_cast<size_t>(p.num_elements));
   for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
     const int64_t n = std::min(kSlice, p.num_elements - begin);

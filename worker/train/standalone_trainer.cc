@@ -93,6 +93,13 @@ absl::Status BuildModel(StandaloneTrainer::State& s, bool recompute) {
   const bool whole = lora.has_value() && lora->base_nf4;
   std::vector<uint16_t> whole_bits;
   for (auto& [name, t] : s.master.tensors) {
+    if (whole && s.model->IsNf4Weight(name)) {
+      // A bitsandbytes checkpoint's NF4 as stored: its codes and scales, not requantised.
+      if (auto it = s.start.nf4_base.find(name); it != s.start.nf4_base.end()) {
+        MOBIUS_RETURN_IF_ERROR(s.model->SetNf4Weight(name, it->second));
+        continue;
+      }
+    }
     const int64_t slice = whole ? t.numel() : kSlice;
     if (whole) whole_bits.resize(static_cast<size_t>(t.numel()));
     uint16_t* bits = whole ? whole_bits.data() : s.bf16.data();

@@ -152,6 +152,7 @@ absl::Status LoadModel(const TrainerOptions& o, bool parameters, TrainingStart& 
     MOBIUS_ASSIGN_OR_RETURN(checkpoint::LoadedModel loaded, checkpoint::ReadModelDirectory(dir));
     s.config = loaded.config;
     s.master = std::move(loaded.params);
+    s.nf4_base = std::move(loaded.nf4);
     if (!o.adapter.enabled()) {  // a frozen base (LoRA) has no optimizer state
       s.adam_m = reference::ZeroParameters(s.config);
       s.adam_v = reference::ZeroParameters(s.config);

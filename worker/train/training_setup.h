@@ -17,6 +17,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
+#include "common/numeric/nf4.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "common/data/loader.h"
 #include "common/data/token_file.h"
@@ -38,6 +39,9 @@ struct TrainingStart {
   std::string config_json;                    // config.json verbatim, kept in checkpoints
   // fp32; moments zero unless resumed. Empty when loaded with `parameters = false`.
   reference::Parameters master, adam_m, adam_v;
+  // Weights the model directory stores in QLoRA's exact NF4 (a bitsandbytes checkpoint,
+  // checkpoint::LoadedModel::nf4); an NF4 run sets them as stored instead of requantising.
+  std::map<std::string, numeric::Nf4Tensor> nf4_base;
   std::string resume_directory;               // the checkpoint resumed from; empty: none
   std::map<std::string, bool> decay;          // weight decay by HF name (layer_units.h)
   std::shared_ptr<const data::TokenFile> file;

@@ -8,6 +8,7 @@
 // checkpoint continues bit-exactly. Per step the host link carries the base weights up and only
 // the adapters' gradients down: the test checks the D2H bytes are the adapters', not the model's.
 #include <cstring>
+#include <filesystem>
 #include <map>
 
 #include "test/worker/runtime/runtime_test_util.h"
@@ -226,6 +227,53 @@ TEST(QloraPipelineTest, UploadsFewerBytesThanTheBf16Base) {
                 results[1].steps[i].loss, results[0].steps[i].loss);
     EXPECT_LT(ratio, 0.8) << "step " << i + 1;
     EXPECT_NE(results[1].steps[i].loss, results[0].steps[i].loss) << "step " << i + 1;
+  }
+}
+
+// A bitsandbytes QLoRA checkpoint (test/reference/golden_bnb4bit/nf4, written by bitsandbytes)
+// trains as stored: the NF4 run puts its codes and scales into the store and the standalone
+// model without requantising, so both equal each other bit for bit and, step for step, the bf16
+// run over the same checkpoint (which reads it dequantised, bitsandbytes' dequantize_4bit).
+TEST(QloraPipelineTest, BitsandbytesCheckpointTrainsAsStored) {
+  const Case c{"bnb", "llama", 2, {0, 2, 4}, 2, 4, 2, 1.0, {"q_proj", "v_proj", "down_proj"}};
+  TempDir dir;
+  const std::filesystem::path model = std::filesystem::path(dir / "bnb");
+  std::filesystem::create_directories(model);
+  for (const char* f : {"config.json", "model.safetensors"}) {
+    std::filesystem::copy_file(
+        mobius::testing::SourcePath(std::string("test/reference/golden_bnb4bit/nf4/") + f),
+        model / f);
+  }
+  train::TrainerOptions o = Options(dir, c);  // writes a bf16 model into dir/model, not used
+  o.model_dir = model.string();
+  o.data_path = train::testing::WriteCountingTokens(dir / "data64.tok", 64, 24, 70);
+  o.adapter.base_quantization = "nf4";
+  train::TrainerOptions so = o;
+  so.checkpoint_dir = dir / "standalone";
+  std::vector<train::StepStats> expected;
+  ASSERT_NE(testing::RunStandalone(so, &expected), nullptr);
+  std::vector<LaunchResult> results;
+  for (const std::string base : {"nf4", ""}) {
+    train::TrainerOptions po = o;
+    po.adapter.base_quantization = base;
+    po.checkpoint_dir = dir / ("pipeline" + base);
+    auto launcher = Launcher::Start(MakeLaunch(MakeCaseRun(po, c), dir / ("run" + base)));
+    ASSERT_TRUE(launcher.ok()) << launcher.status();
+    results.push_back((*launcher)->Wait());
+    ASSERT_TRUE(results.back().status.ok()) << results.back().status;
+    ASSERT_EQ(results.back().steps.size(), expected.size());
+  }
+  train::TrainerOptions sb = so;
+  sb.adapter.base_quantization = "";
+  sb.checkpoint_dir = dir / "standalone_bf16";
+  std::vector<train::StepStats> expected_bf16;
+  ASSERT_NE(testing::RunStandalone(sb, &expected_bf16), nullptr);
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(results[0].steps[i].loss, expected[i].loss) << "step " << i + 1;
+    EXPECT_EQ(results[0].steps[i].grad_norm, expected[i].grad_norm) << "step " << i + 1;
+    EXPECT_EQ(results[1].steps[i].loss, expected_bf16[i].loss) << "bf16, step " << i + 1;
+    EXPECT_EQ(expected_bf16[i].loss, expected[i].loss) << "standalone bf16 vs nf4, step " << i + 1;
+    EXPECT_LT(results[0].steps[i].h2d_bytes, results[1].steps[i].h2d_bytes) << "step " << i + 1;
   }
 }
 
