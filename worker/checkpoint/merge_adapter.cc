@@ -18,7 +18,9 @@
 #include "common/numeric/bf16.h"
 #include "common/numeric/f16.h"
 #include "common/status_macros.h"
+#include "nlohmann/json.hpp"
 #include "worker/checkpoint/adapter_config.h"
+#include "worker/checkpoint/bnb4bit.h"
 #include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/checkpoint/tensor_set_writer.h"
 
@@ -153,8 +155,10 @@ absl::StatusOr<std::map<std::string, Adapted>> MatchAdapter(
 }
 
 absl::Status CheckBaseWeights(const io::SafetensorsModel& base, const std::string& base_dir,
-                              const std::map<std::string, Adapted>& adapted) {
+                              const std::map<std::string, Adapted>& adapted,
+                              const std::map<std::string, Bnb4bitWeight>& bnb) {
   for (const auto& [weight, a] : adapted) {
+    if (bnb.contains(weight)) continue;  // its shape was checked against config.json's
     const io::TensorView* w = base.Find(weight);
     if (w == nullptr) {
       return absl::InvalidArgumentError(absl::StrCat("base model ", base_dir, ": missing tensor ",
@@ -277,8 +281,30 @@ struct Inputs {
   std::unique_ptr<io::SafetensorsFile> adapter;
   std::unique_ptr<io::SafetensorsModel> base;
   std::map<std::string, Adapted> adapted;  // by base weight name
+  // A bitsandbytes 4-bit base (bnb4bit.h): its quantised weights by name, merged into their
+  // dequantised values and written 16-bit; their companion tensors are not written.
+  std::map<std::string, Bnb4bitWeight> bnb;
   std::vector<std::string> warnings;
 };
+
+// The 4-bit weights of a bitsandbytes base, checked against config.json's shapes.
+absl::Status FindBnbWeights(Inputs& in, const model::ModelConfig& model) {
+  const FindTensor find = [&](const std::string& name) -> absl::StatusOr<const io::TensorView*> {
+    return in.base->Find(name);
+  };
+  for (const auto& [name, shape] : reference::ParameterShapes(model)) {
+    MOBIUS_ASSIGN_OR_RETURN(std::optional<Bnb4bitWeight> w,
+                            FindBnb4bit(find, name, shape, "base model " + in.base_dir));
+    if (w) in.bnb.emplace(name, *std::move(w));
+  }
+  if (!in.bnb.empty()) {
+    in.warnings.push_back(absl::StrCat(
+        "base model ", in.base_dir, " is a bitsandbytes 4-bit checkpoint: its ", in.bnb.size(),
+        " quantised weights are merged into their dequantised values and written 16-bit (bf16 "
+        "unless --dtype fp32); config.json is written without its quantization_config"));
+  }
+  return absl::OkStatus();
+}
 
 // Reads and checks everything before anything is written.
 absl::StatusOr<std::unique_ptr<Inputs>> OpenInputs(const MergeAdapterOptions& o) {
@@ -310,7 +336,8 @@ absl::StatusOr<std::unique_ptr<Inputs>> OpenInputs(const MergeAdapterOptions& o)
   MOBIUS_ASSIGN_OR_RETURN(in->adapted,
                           MatchAdapter(*in->adapter, adapter_path, in->modules, in->config));
   MOBIUS_ASSIGN_OR_RETURN(in->base, io::SafetensorsModel::Open(in->base_dir));
-  MOBIUS_RETURN_IF_ERROR(CheckBaseWeights(*in->base, in->base_dir, in->adapted));
+  MOBIUS_RETURN_IF_ERROR(FindBnbWeights(*in, model));
+  MOBIUS_RETURN_IF_ERROR(CheckBaseWeights(*in->base, in->base_dir, in->adapted, in->bnb));
   return in;
 }
 
@@ -321,6 +348,15 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const std::string& dir, cons
   const std::vector<std::string> names = in.base->names();
   std::vector<TensorSetWriter::Tensor> plan;
   for (const std::string& name : names) {
+    if (auto q = in.bnb.find(name); q != in.bnb.end()) {
+      plan.push_back({name, o.dtype.value_or(io::DType::kBF16), q->second.shape});
+      continue;
+    }
+    const size_t dot = name.find(".weight.");
+    if (dot != std::string::npos && IsBnb4bitCompanion(name) &&
+        in.bnb.contains(name.substr(0, dot + 7))) {
+      continue;  // an absmax, quant map or quant state of a 4-bit weight
+    }
     const io::TensorView* t = in.base->Find(name);
     plan.push_back({name, o.dtype.value_or(t->dtype), t->shape});
   }
@@ -330,17 +366,29 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const std::string& dir, cons
   for (const TensorSetWriter::Tensor& out : plan) {
     const io::TensorView& t = *in.base->Find(out.name);
     auto adapted = in.adapted.find(out.name);
-    if (adapted == in.adapted.end()) {
+    auto quantized = in.bnb.find(out.name);
+    if (adapted == in.adapted.end() && quantized == in.bnb.end()) {
       MOBIUS_RETURN_IF_ERROR(CopyTensor(*writer, t, out.dtype));
       continue;
     }
-    std::vector<float> w(static_cast<size_t>(t.num_elements()));
+    const int64_t n = quantized != in.bnb.end() ? quantized->second.numel : t.num_elements();
+    std::vector<float> w(static_cast<size_t>(n));
     summary.largest_buffer_bytes =
         std::max<uint64_t>(summary.largest_buffer_bytes, w.size() * sizeof(float));
-    ReadF32(t, w.data());
-    AddDelta(w.data(), adapted->second, scale);
-    MOBIUS_RETURN_IF_ERROR(WriteF32As(*writer, out.name, out.dtype, w.data(), 0, t.num_elements()));
-    ++summary.merged_modules;
+    if (quantized != in.bnb.end()) {
+      // As bitsandbytes' dequantize_4bit gives it: rounded to the weight's dtype.
+      quantized->second.Dequantize(0, n, w.data());
+      const bool f16 = quantized->second.dtype == "float16";
+      for (float& x : w) x = f16 ? numeric::F16ToFp32(numeric::Fp32ToF16(x))
+                                 : numeric::Bf16ToFp32(numeric::Fp32ToBf16(x));
+    } else {
+      ReadF32(t, w.data());
+    }
+    if (adapted != in.adapted.end()) {
+      AddDelta(w.data(), adapted->second, scale);
+      ++summary.merged_modules;
+    }
+    MOBIUS_RETURN_IF_ERROR(WriteF32As(*writer, out.name, out.dtype, w.data(), 0, n));
   }
   summary.tensors = static_cast<int64_t>(plan.size());
   return writer->Finish();
@@ -350,7 +398,22 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const std::string& dir, cons
 absl::Status WriteDirectory(const std::string& dir, const Inputs& in, const MergeAdapterOptions& o,
                             MergeAdapterSummary& summary) {
   MOBIUS_ASSIGN_OR_RETURN(summary.files, WriteModel(dir, in, o, summary));
-  std::vector<std::string> copies = {in.base_dir + "/config.json"};
+  std::vector<std::string> copies;
+  if (in.bnb.empty()) {
+    copies.push_back(in.base_dir + "/config.json");
+  } else {  // the merged model is 16-bit: a loader must not take it for a 4-bit one
+    MOBIUS_ASSIGN_OR_RETURN(std::string text,
+                            ReadSmallFile(in.base_dir + "/config.json", int64_t{16} << 20));
+    nlohmann::ordered_json config =
+        nlohmann::ordered_json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (config.is_discarded() || !config.is_object()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("base model ", in.base_dir, "/config.json: not a JSON object"));
+    }
+    config.erase("quantization_config");
+    MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", config.dump(2) + "\n"));
+    summary.files.push_back("config.json");
+  }
   std::error_code ec;
   if (fs::is_regular_file(in.base_dir + "/generation_config.json", ec)) {
     copies.push_back(in.base_dir + "/generation_config.json");

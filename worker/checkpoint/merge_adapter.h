@@ -11,6 +11,10 @@
 // W widened to fp32), then stored in the output dtype (bf16 and fp16 round to nearest even). Every
 // other tensor is copied: bit for bit when its dtype does not change.
 //
+// A bitsandbytes 4-bit base (bnb4bit.h; a QLoRA checkpoint) is merged into its dequantised
+// weights (bitsandbytes' dequantize_4bit: rounded to the dtype its quant state names, bf16 or fp16): those are written 16-bit (bf16 unless dtype says fp32; its absmax, quant maps and quant
+// states are not written) and config.json loses its quantization_config; a warning says so.
+//
 // Output: OUT/config.json (the base's, verbatim), the model (tensor_set_writer.h:
 // model.safetensors, or model-0000i-of-0000N.safetensors + index beyond max_shard_bytes, shards cut
 // in name order), generation_config.json when the base has one, and the tokenizer files

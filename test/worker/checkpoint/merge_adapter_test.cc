@@ -231,6 +231,58 @@ TEST(MergeAdapterTest, BaseFlagOverridesTheConfigsPath) {
 
 // --- dtypes ---------------------------------------------------------------------------------
 
+// A bitsandbytes QLoRA base (test/reference/golden_bnb4bit/nf4, written by bitsandbytes) merges
+// exactly as the bf16 directory of its dequantised weights does (bitsandbytes' dequantize_4bit),
+// without the 4-bit companions and without quantization_config, and says so.
+TEST(MergeAdapterTest, BitsandbytesBaseMergesAsItsDequantisedWeights) {
+  TempDir tmp;
+  const std::string bnb = mobius::testing::SourcePath("test/reference/golden_bnb4bit/nf4");
+  // The dequantised base: the original tensors with every linear as bitsandbytes dequantises it.
+  const std::string plain = tmp / "plain";
+  fs::create_directories(plain);
+  Json config = Json::parse(ReadAll(bnb + "/config.json"));
+  config.erase("quantization_config");
+  WriteAll(plain + "/config.json", config.dump(2));
+  Tensors base = ReadFile(mobius::testing::SourcePath(
+      "test/reference/golden_bnb4bit/original.safetensors"));
+  for (auto& [name, v] : ReadFile(bnb + "/dequantized.safetensors")) base[name] = v;
+  WriteTensors(plain + "/model.safetensors", base, io::DType::kBF16);
+  // An adapter on q_proj and v_proj of both layers (r = 4), seeded values.
+  Tensors adapter;
+  uint32_t seed = 7;
+  auto next = [&] { return (seed = seed * 1664525u + 1013904223u) / 4294967296.0f - 0.5f; };
+  for (int layer = 0; layer < 2; ++layer) {
+    for (const auto& [module, out] : {std::pair<std::string, int64_t>{"q_proj", 64}, {"v_proj", 32}}) {
+      const std::string prefix = "base_model.model.model.layers." + std::to_string(layer) +
+                                 ".self_attn." + module;
+      Values a{io::DType::kF32, {4, 64}, std::vector<float>(256), {}};
+      Values b{io::DType::kF32, {out, 4}, std::vector<float>(out * 4), {}};
+      for (float& x : a.data) x = next();
+      for (float& x : b.data) x = 0.1f * next();
+      adapter[prefix + ".lora_A.weight"] = a;
+      adapter[prefix + ".lora_B.weight"] = b;
+    }
+  }
+  const std::string dir = MakeAdapter(
+      tmp, "llama_gqa_qv", [&](Json& c) { c["base_model_name_or_path"] = bnb; }, &adapter);
+  auto from_bnb = Merge(dir, tmp / "from_bnb", std::nullopt, bnb);
+  ASSERT_TRUE(from_bnb.ok()) << from_bnb.status();
+  auto from_plain = Merge(dir, tmp / "from_plain", io::DType::kBF16, plain);
+  ASSERT_TRUE(from_plain.ok()) << from_plain.status();
+  EXPECT_EQ(from_bnb->merged_modules, 4);
+  ASSERT_EQ(from_bnb->warnings.size(), 1u);
+  EXPECT_THAT(from_bnb->warnings[0], HasSubstr("bitsandbytes 4-bit checkpoint: its 14 quantised"));
+  const Tensors got = ReadModel(tmp / "from_bnb"), want = ReadModel(tmp / "from_plain");
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& [name, v] : want) {
+    ASSERT_TRUE(got.contains(name)) << name;
+    EXPECT_EQ(got.at(name).dtype, io::DType::kBF16) << name;
+    EXPECT_EQ(got.at(name).shape, v.shape) << name;
+    EXPECT_TRUE(got.at(name).bytes == v.bytes) << name;
+  }
+  EXPECT_FALSE(Json::parse(ReadAll(tmp / "from_bnb" + "/config.json")).contains("quantization_config"));
+}
+
 TEST(MergeAdapterTest, Bf16IsTheFp32MergeRoundedToNearestEven) {
   TempDir tmp;
   const std::string adapter = MakeAdapter(tmp, "gpt2");
