@@ -72,7 +72,8 @@ ABSL_FLAG(std::string, lora_targets, "",
           "plan: LoRA target modules, e.g. q_proj,v_proj (empty: the family's PEFT default).");
 ABSL_FLAG(std::string, lora_base, "bf16",
           "plan: the LoRA job's frozen base: bf16, or nf4 (QLoRA: its linears in 4-bit NF4; "
-          "implies --lora). A LoRA plan also reports the other base for comparison.");
+          "implies --lora). A LoRA plan also reports the other base for comparison. generate: "
+          "the base the --adapter was trained over (an NF4 run's checkpoint says so itself).");
 ABSL_FLAG(std::string, gpus, "", "plan: granted GPU subset, e.g. 0,1,2 (default: all).");
 ABSL_FLAG(std::string, trace, "", "plan: write the simulated step as a Chrome trace (JSON).");
 ABSL_FLAG(bool, longest, true,

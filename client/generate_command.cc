@@ -40,6 +40,7 @@ int RunGenerate(const GenerateOptions& o, std::ostream& out, std::ostream& err) 
                                    absl::StrCat("--threads=", o.threads)};
   argv.push_back(o.prompt.empty() ? "--prompt_ids=" + o.prompt_ids : "--prompt=" + o.prompt);
   if (!o.adapter_dir.empty()) argv.push_back("--adapter=" + o.adapter_dir);
+  if (o.lora_base != "bf16") argv.push_back("--lora_base=" + o.lora_base);
   if (o.chat) {
     argv.push_back("--chat");
     if (!o.system.empty()) argv.push_back("--system=" + o.system);

@@ -31,13 +31,17 @@
 namespace mobius::cli {
 
 inline constexpr char kGenerateUsage[] =
-    "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT [--chat [--system TEXT]] | "
+    "mobius generate MODEL_DIR [--adapter DIR [--lora_base nf4]] (--prompt TEXT [--chat "
+    "[--system TEXT]] | "
     "--prompt_ids 1,2,3) --max_new_tokens N [--temperature T --top_p P --seed S] "
     "[--backend auto|cpu|cuda]";
 
 struct GenerateOptions {
   std::vector<std::string> args;  // positional: MODEL_DIR
   std::string adapter_dir;
+  // "nf4": the adapter was trained over an NF4 base (QLoRA); an adapter checkpoint of an NF4 run
+  // says so itself (its trainer_state.json), so this is for adapters from elsewhere.
+  std::string lora_base = "bf16";
   std::string prompt, prompt_ids;
   bool chat = false;                 // --prompt is a user message for the model's chat template
   std::string system;                // --chat: a system message first

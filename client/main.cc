@@ -192,6 +192,7 @@ int main(int argc, char** argv) {
     mobius::cli::GenerateOptions o;
     o.args.assign(args.begin() + 2, args.end());
     o.adapter_dir = absl::GetFlag(FLAGS_adapter);
+    o.lora_base = absl::GetFlag(FLAGS_lora_base);
     o.prompt = absl::GetFlag(FLAGS_prompt);
     o.prompt_ids = absl::GetFlag(FLAGS_prompt_ids);
     o.chat = absl::GetFlag(FLAGS_chat);

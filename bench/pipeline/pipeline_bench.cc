@@ -25,7 +25,9 @@
 // "-pool" = dispatch pool (roundrobin), e.g. mobius-async, roundrobin-pool, roundrobin-pool-async;
 // bench/pipeline/run_async.sh compares them. "-lora" trains LoRA adapters (rank 16, alpha 32, every
 // linear of the blocks) on the frozen bf16 base instead of the whole model, predicted with the
-// planner's LoRA mode; bench/pipeline/run_lora.sh compares LoRA with full fine-tuning. "-fp16"
+// planner's LoRA mode; bench/pipeline/run_lora.sh compares LoRA with full fine-tuning; "-nf4"
+// (with -lora) holds that base's linears in NF4 (QLoRA, adapter.base_quantization nf4),
+// bench/pipeline/run_qlora.sh compares it with the bf16 base. "-fp16"
 // trains with training.precision fp16 (fp16 weights, activations and backward outputs, dynamic
 // loss scaling), predicted from a second calibration of the standalone trainer in fp16 (the CPU
 // backend's fp16 kernels have their own speed) with the planner's fp16 mode (no faster fp16
@@ -97,6 +99,7 @@ struct Variant {
   int staleness = 0;
   std::string dispatch = "static";
   bool lora = false;
+  bool nf4 = false;  // with lora: the base's linears in NF4
   bool fp16 = false;
 };
 absl::StatusOr<Variant> ParseVariant(const std::string& name) {
@@ -110,6 +113,8 @@ absl::StatusOr<Variant> ParseVariant(const std::string& name) {
       v.dispatch = "pool";
     } else if (parts[i] == "lora") {
       v.lora = true;
+    } else if (parts[i] == "nf4") {
+      v.nf4 = true;
     } else if (parts[i] == "fp16") {
       v.fp16 = true;
     } else {
@@ -120,12 +125,12 @@ absl::StatusOr<Variant> ParseVariant(const std::string& name) {
                      v.schedule == "resident";
   if (!known || (v.dispatch == "pool" && v.schedule != "roundrobin") ||
       (v.staleness == 1 && v.schedule == "resident") ||
-      (v.lora && (v.schedule == "resident" || v.staleness == 1)) ||
+      (v.lora && (v.schedule == "resident" || v.staleness == 1)) || (v.nf4 && !v.lora) ||
       (v.fp16 && v.schedule == "resident")) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--schedules: '", name, "' is not mobius, roundrobin or resident (the schedules the "
         "runtime runs), optionally with -pool (roundrobin), -async (not resident), -lora "
-        "(not resident, not with -async) and -fp16 (not resident)"));
+        "(not resident, not with -async), -nf4 (with -lora) and -fp16 (not resident)"));
   }
   return v;
 }
@@ -249,6 +254,7 @@ absl::StatusOr<MappingRun> RunOnce(const Args& a, const BenchInputs& in,
     training.adapter.rank = pred.lora.rank;
     training.adapter.alpha = 2.0 * pred.lora.rank;
     training.adapter.target_modules = pred.lora.target_modules;
+    if (pred.lora.base_nf4) training.adapter.base_quantization = "nf4";
   }
   absl::StatusOr<runtime::RunConfig> run =
       launch::BuildRunConfig(job, training, pred.report.plan, topology, facts, em);
@@ -370,6 +376,7 @@ int Main(int argc, char** argv) {
       vo.lora.rank = 16;
       vo.lora.target_modules = {"q_proj", "k_proj", "v_proj", "o_proj",
                                 "gate_proj", "up_proj", "down_proj"};
+      vo.lora.base_nf4 = v.nf4;
     }
     for (const std::string& m : a.mappers) {
       absl::StatusOr<Prediction> p =

@@ -132,6 +132,41 @@ TEST_F(GenerateCli, GoldenModelWithAdapterMatchesHuggingFace) {
   }
 }
 
+// An adapter trained over an NF4 base (QLoRA) generates over that base: the worker quantises the
+// base's linears as training did (--lora_base nf4, or the checkpoint's trainer_state.json), which
+// changes what a model generates, and says so; a bad value is refused naming the flag.
+TEST_F(GenerateCli, Nf4BaseIsQuantisedAsTrainingSawIt) {
+  const std::string args = Model() + " --prompt_ids 5,17,300,41 --max_new_tokens 24 --backend cpu";
+  const Result bf16 = Mobius(args);
+  const Result nf4 = RunBinary("bin/mobius-worker", "generate " + args + " --lora_base nf4");
+  ASSERT_EQ(bf16.exit_code, 0) << bf16.err;
+  ASSERT_EQ(nf4.exit_code, 0) << nf4.err;
+  EXPECT_THAT(nf4.err, HasSubstr("trained over an NF4 base"));
+  EXPECT_NE(nf4.out, bf16.out);  // 24 greedy tokens of a random model: the 4-bit base shows
+  const Result again = Mobius(args + " --lora_base nf4");
+  ASSERT_EQ(again.exit_code, 0) << again.err;
+  EXPECT_EQ(again.out, nf4.out);
+  // An adapter checkpoint directory whose trainer_state.json names the NF4 base.
+  const std::string adapter = TempPath("generate_cli_nf4_adapter");
+  fs::remove_all(adapter);
+  fs::create_directories(adapter);
+  fs::copy(testing::SourcePath("test/reference/golden_lora/llama_gqa"), adapter,
+           fs::copy_options::recursive);
+  const std::string base = testing::SourcePath("test/reference/golden/llama_gqa");
+  const std::string golden = base + " --prompt_ids 3,9,12 --max_new_tokens 8 --adapter " + adapter;
+  const Result plain = RunBinary("bin/mobius-worker", "generate " + golden);
+  std::ofstream(adapter + "/trainer_state.json") << R"({"step": 5, "adapter": "lora", "base_quantization": "nf4"})";
+  const Result marked = RunBinary("bin/mobius-worker", "generate " + golden);
+  ASSERT_EQ(plain.exit_code, 0) << plain.err;
+  ASSERT_EQ(marked.exit_code, 0) << marked.err;
+  EXPECT_THAT(plain.err, ::testing::Not(HasSubstr("NF4 base")));
+  EXPECT_THAT(marked.err, HasSubstr("trained over an NF4 base"));
+  const Result bad = Mobius(args + " --lora_base int4");
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--lora_base must be bf16 or nf4"));
+  fs::remove_all(adapter);
+}
+
 // --chat: the prompt is a user message rendered with the model's own template (Qwen3's here, with
 // the chat fixture's tokenizer); the worker says which template and end-of-turn token it uses,
 // and the same prompt rendered by hand and given as ids generates the same text up to that token.

@@ -142,8 +142,9 @@ absl::StatusOr<std::string> SaveAdapterCheckpoint(const std::string& root,
     fs::remove_all(tmp, ec);
     return written;
   }
-  return SealCheckpoint(root, tag, state, io::DType::kF32, moments, copy_files, keep_last,
-                        {{"adapter", "lora"}});
+  std::map<std::string, std::string> extra = {{"adapter", "lora"}};
+  if (!info.base_quantization.empty()) extra["base_quantization"] = info.base_quantization;
+  return SealCheckpoint(root, tag, state, io::DType::kF32, moments, copy_files, keep_last, extra);
 }
 
 absl::StatusOr<LoadedAdapterCheckpoint> LoadAdapterCheckpoint(

@@ -10,6 +10,8 @@
 //                                                    the optimizer's master copy)
 //   optimizer_m.safetensors, optimizer_v.safetensors Adam moments, PEFT names (after step 1)
 //   trainer_state.json                               checkpoint.h's, with "adapter": "lora"
+//                                                    (and "base_quantization": "nf4" over an
+//                                                    NF4 base)
 //   tokenizer files, DONE                            as checkpoint.h's
 // The base model is not copied: the checkpoint names it (base_model_name_or_path, absolute), and
 // `mobius export --merge` writes base + adapter as one Hugging Face model. Atomic, pruned and found
@@ -38,6 +40,10 @@ struct AdapterInfo {
   std::vector<std::string> target_modules;
   std::string base_model;    // base_model_name_or_path: the base model directory
   bool fan_in_fan_out = false;  // Conv1D base weights (GPT-2)
+  // "" or "nf4": the frozen base the adapters were trained over (adapter.base_quantization).
+  // Not in adapter_config.json (PEFT refuses unknown keys): trainer_state.json's
+  // "base_quantization", which `mobius generate --adapter` reads to run over the same base.
+  std::string base_quantization;
 };
 
 // The tensors of the adapters of `modules` in order: A [rank, in], B [out, rank] per module.

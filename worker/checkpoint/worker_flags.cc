@@ -100,7 +100,9 @@ ABSL_FLAG(std::string, lora_init, "",
           "start from; empty: PEFT's initialisation from --seed.");
 ABSL_FLAG(std::string, lora_base, "bf16",
           "train: the frozen base's format: bf16 (the run's 16-bit precision) or nf4 (QLoRA: its "
-          "linear weights in 4-bit NormalFloat, dequantised before each GEMM).");
+          "linear weights in 4-bit NormalFloat, dequantised before each GEMM). generate: the base "
+          "the --adapter was trained over (nf4: its linears quantised as training saw them); "
+          "an adapter checkpoint of an NF4 run says so itself.");
 
 // merge-adapter: a PEFT LoRA adapter merged into its base (worker/checkpoint/merge_adapter.h).
 ABSL_FLAG(std::string, adapter, "",

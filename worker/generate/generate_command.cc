@@ -23,6 +23,8 @@
 #include "common/init.h"
 #include "common/model/lora.h"
 #include "common/numeric/bf16.h"
+#include "common/numeric/nf4.h"
+#include "common/run/unit_params.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
@@ -147,6 +149,41 @@ absl::StatusOr<std::unique_ptr<backend::Backend>> MakeBackend() {
   return std::move(chosen->backend);
 }
 
+// Whether the adapter was trained over an NF4 base: --lora_base nf4, or its checkpoint's
+// trainer_state.json (adapter_checkpoint.h) says so.
+absl::StatusOr<bool> AdapterBaseIsNf4(const std::string& adapter_dir) {
+  const std::string flag = absl::GetFlag(FLAGS_lora_base);
+  if (flag != "bf16" && flag != "nf4") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--lora_base must be bf16 or nf4 (got \"", flag, "\")"));
+  }
+  if (flag == "nf4") return true;
+  if (adapter_dir.empty()) return false;
+  absl::StatusOr<std::string> text =
+      checkpoint::ReadSmallFile(adapter_dir + "/trainer_state.json", int64_t{1} << 20);
+  if (!text.ok()) return false;  // a plain PEFT adapter directory
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("base_quantization") && j["base_quantization"] == "nf4";
+}
+
+// The base as an NF4 run computes with it: each linear quantised (from its bf16 values, as a bf16
+// run quantises) and dequantised; weights the checkpoint stores in NF4 already are those values.
+absl::Status UseNf4Base(checkpoint::LoadedModel& model) {
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<std::string> names, units::Nf4BaseWeights(model.config));
+  for (const std::string& name : names) {
+    if (model.nf4.contains(name)) continue;
+    std::vector<float>& values = model.params.tensors.at(name).data;
+    std::vector<uint16_t> bits(values.size());
+    numeric::Fp32ToBf16(values.data(), bits.data(), bits.size());
+    const numeric::Nf4Tensor q = numeric::QuantizeNf4(bits.data(), static_cast<int64_t>(bits.size()));
+    numeric::DequantizeNf4ToBf16(q, bits.data());
+    numeric::Bf16ToFp32(bits.data(), values.data(), bits.size());
+  }
+  LOG(INFO) << "generate: the adapter was trained over an NF4 base: " << names.size()
+            << " linear weights quantised and dequantised as training saw them";
+  return absl::OkStatus();
+}
+
 std::map<std::string, std::vector<uint16_t>> ToBf16(const reference::Parameters& params) {
   std::map<std::string, std::vector<uint16_t>> out;
   for (const auto& [name, t] : params.tensors) {
@@ -243,6 +280,10 @@ absl::Status Run(const std::string& model_dir) {
   if (!adapter_dir.empty()) {
     MOBIUS_ASSIGN_OR_RETURN(Adapter a, LoadAdapter(adapter_dir, config));
     adapter = std::move(a);
+  }
+  MOBIUS_ASSIGN_OR_RETURN(const bool nf4_base, AdapterBaseIsNf4(adapter_dir));
+  if (nf4_base) {
+    if (absl::Status s = UseNf4Base(*model); !s.ok()) return Prefixed("--lora_base nf4", s);
   }
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> be, MakeBackend());
   Decoder::Options decoder_options{.capacity = capacity};

@@ -51,7 +51,8 @@ absl::StatusOr<LoraRun> MakeLoraRun(const TrainerOptions& o, const model::ModelC
               .dropout = a.dropout,
               .target_modules = run.targets,
               .base_model = std::filesystem::absolute(o.model_dir, ec).string(),
-              .fan_in_fan_out = model::FamilyOf(config.family).tensors.in_out_layout};
+              .fan_in_fan_out = model::FamilyOf(config.family).tensors.in_out_layout,
+              .base_quantization = a.base_quantization};
   return run;
 }
 

@@ -9,6 +9,8 @@
 // the adapters' gradients down: the test checks the D2H bytes are the adapters', not the model's.
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 
 #include "test/worker/runtime/runtime_test_util.h"
@@ -274,6 +276,14 @@ TEST(QloraPipelineTest, BitsandbytesCheckpointTrainsAsStored) {
     EXPECT_EQ(results[1].steps[i].loss, expected_bf16[i].loss) << "bf16, step " << i + 1;
     EXPECT_EQ(expected_bf16[i].loss, expected[i].loss) << "standalone bf16 vs nf4, step " << i + 1;
     EXPECT_LT(results[0].steps[i].h2d_bytes, results[1].steps[i].h2d_bytes) << "step " << i + 1;
+  }
+  // The NF4 run's adapter checkpoint names its base (for `mobius generate --adapter`).
+  for (const std::string run : {"pipelinenf4", "standalone"}) {
+    auto latest = checkpoint::LatestCheckpoint(dir / run);
+    ASSERT_TRUE(latest.ok()) << latest.status();
+    std::ifstream in(*latest + "/trainer_state.json");
+    const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    EXPECT_NE(text.find("\"base_quantization\": \"nf4\""), std::string::npos) << run << ": " << text;
   }
 }
 
