@@ -16,6 +16,7 @@ planner::DeviceSpec CalibratedDevice(const PredictOptions& o) {
   planner::DeviceSpec d;
   d.name = "calibrated CPU core";
   d.peak_flops_per_s = o.effective_flops_per_s;
+  d.nf4_dequantize_values_per_s = o.nf4_dequantize_values_per_s;
   d.efficiency = 1.0;
   d.memory_bytes = int64_t{24} << 30;  // the testbed's RTX 3090 (the cap below is what binds)
   return d;

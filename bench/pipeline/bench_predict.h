@@ -56,6 +56,7 @@ struct PredictOptions {
   double link_scale = 1e-3;
   double dma_efficiency = 0.8;       // launch::EmulationOptions' and the simulator's default
   double effective_flops_per_s = 0;  // calibrated
+  double nf4_dequantize_values_per_s = 0;  // calibrated (MeasureNf4DequantizeRate); 0: not run
   double optimizer_seconds_per_billion_params = 0.3;
   std::string roundrobin_partitioner = "exact";  // exact | uniform | shared (see above)
   std::vector<int> gpus;  // the job's GPUs (Topology::gpus indices, ascending); empty: all

@@ -175,14 +175,15 @@ BenchResult Summarize(const BenchSetup& setup, const Calibration& calibration,
     }
     r.mappings.push_back(SummarizeMapping(p, mine, setup.warmup));
   }
-  // Every run with the same optimizer staleness, training mode (full or LoRA) and precision trains
-  // the same model on the same batches with the same arithmetic: the losses must agree bit for
-  // bit, across variants and reps, and the synchronous full bf16 ones with the standalone
-  // trainer's.
-  using Group = std::tuple<int, bool, std::string>;
+  // Every run with the same optimizer staleness, training mode (full, LoRA over a bf16 base or
+  // over an NF4 one) and precision trains the same model on the same batches with the same
+  // arithmetic: the losses must agree bit for bit, across variants and reps, and the synchronous
+  // full bf16 ones with the standalone trainer's.
+  using Group = std::tuple<int, int, std::string>;
   std::map<std::string, Group> staleness;
   for (const Prediction& p : predictions) {
-    staleness[p.name] = {p.optimizer_staleness, p.lora.enabled(), p.precision};
+    staleness[p.name] = {p.optimizer_staleness,
+                         p.lora.enabled() ? (p.lora.base_nf4 ? 2 : 1) : 0, p.precision};
   }
   std::map<Group, std::vector<float>> firsts;
   for (const MappingRun& run : runs) {

@@ -8,7 +8,10 @@
 #include <stdlib.h>
 
 #include "absl/strings/str_cat.h"
+#include "common/numeric/bf16.h"
+#include "common/numeric/nf4.h"
 #include "common/status_macros.h"
+#include "worker/backend/cpu/cpu_backend.h"
 #include "worker/checkpoint/model_init.h"
 #include "common/data/token_file.h"
 
@@ -180,6 +183,37 @@ absl::StatusOr<std::unique_ptr<BenchWorkDir>> BenchWorkDir::Make(const std::stri
 BenchWorkDir::~BenchWorkDir() {
   std::error_code ec;
   if (remove_) std::filesystem::remove_all(path_, ec);
+}
+
+absl::StatusOr<double> MeasureNf4DequantizeRate(int64_t values, int threads) {
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::CpuBackend> be,
+                          backend::CpuBackend::Create({.op_threads = std::max(threads, 1)}));
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Queue> q,
+                          be->CreateQueue(backend::QueueKind::kCompute, 0));
+  std::vector<uint16_t> bits(static_cast<size_t>(values));
+  for (int64_t i = 0; i < values; ++i) {
+    bits[i] = numeric::Fp32ToBf16(0.02f * static_cast<float>((i * 7919) % 2001 - 1000) / 1000);
+  }
+  const numeric::Nf4Tensor t = numeric::QuantizeNf4(bits.data(), values);
+  std::vector<uint8_t> blob(static_cast<size_t>(numeric::Nf4Bytes(values)));
+  numeric::WriteNf4Blob(t, blob.data());
+  MOBIUS_ASSIGN_OR_RETURN(backend::DeviceBuffer src, be->Allocate(blob.size(), "nf4.blob"));
+  MOBIUS_ASSIGN_OR_RETURN(backend::DeviceBuffer dst, be->Allocate(2 * values, "nf4.out"));
+  MOBIUS_RETURN_IF_ERROR(be->CopyToDevice(*q, blob.data(), src, 0, blob.size()));
+  auto run = [&](int reps) -> absl::StatusOr<double> {
+    const auto start = std::chrono::steady_clock::now();
+    for (int r = 0; r < reps; ++r) {
+      MOBIUS_RETURN_IF_ERROR(be->DequantizeNf4(
+          *q, {.n = values, .src = src.data(), .dst_type = backend::DType::kBf16,
+               .out = dst.data()}));
+    }
+    MOBIUS_RETURN_IF_ERROR(be->Synchronize(*q));
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  };
+  MOBIUS_RETURN_IF_ERROR(run(3).status());  // warm-up: pages, caches
+  constexpr int kReps = 50;
+  MOBIUS_ASSIGN_OR_RETURN(const double seconds, run(kReps));
+  return static_cast<double>(kReps * values) / std::max(seconds, 1e-9);
 }
 
 }  // namespace mobius::bench

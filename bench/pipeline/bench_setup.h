@@ -74,6 +74,12 @@ struct Calibration {
   double fixed_seconds_per_billion_params = 0;
 };
 
+// NF4 values per second the CPU backend's DequantizeNf4 turns into bf16 with `threads` op threads
+// (the workers' setting), timed on a blob of `values` (a bench model's largest linear) after a
+// warm-up: what a QLoRA stage pays per dequantise on this machine (planner::DeviceSpec::
+// nf4_dequantize_values_per_s).
+absl::StatusOr<double> MeasureNf4DequantizeRate(int64_t values, int threads);
+
 // `base` carries model, data, sequence, microbatch, threads, optimizer settings; its batch is the
 // large configuration (M = batch / microbatch microbatches; M = 2 when the benchmark's M is 1).
 // Each configuration runs `reps` times for `steps` + 1 steps. FAILED_PRECONDITION when the large

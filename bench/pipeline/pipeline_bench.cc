@@ -356,6 +356,17 @@ int Main(int argc, char** argv) {
   po.link_scale = a.link_scale;
   po.effective_flops_per_s = cal->effective_flops_per_s;
   po.optimizer_seconds_per_billion_params = cal->fixed_seconds_per_billion_params;
+  // NF4 variants: what a dequantise costs here (the CPU kernel is compute-bound, not a copy).
+  for (const std::string& sched : a.schedules) {
+    if (!ParseVariant(sched)->nf4) continue;
+    absl::StatusOr<double> rate =
+        MeasureNf4DequantizeRate(a.shape.hidden * a.shape.intermediate, a.threads);
+    if (!rate.ok()) return Fail(rate.status());
+    po.nf4_dequantize_values_per_s = *rate;
+    std::fprintf(stderr, "calibration: NF4 dequantise %.0f M values/s (%d thread%s)\n",
+                 *rate / 1e6, a.threads, a.threads == 1 ? "" : "s");
+    break;
+  }
   po.roundrobin_partitioner = a.rr_partitioner;
   po.gpus = a.gpus;
   po.optimizer_after_backward = a.grad_clip > 0;

@@ -84,14 +84,19 @@ constexpr std::array<float, 256> kDynamic = {
     0x1.ee0000p-1f, 0x1.f53334p-1f, 0x1.fc6666p-1f, 0x1.p+0f,
 };
 
-// NF4: the number of midpoints strictly below v (torch.bucketize, right=False).
-uint8_t Nf4Index(float v) {
-  static const std::array<float, 15> bounds = [] {
-    std::array<float, 15> b{};
-    for (int i = 0; i < 15; ++i) b[i] = (kNf4[i] + kNf4[i + 1]) / 2;
-    return b;
-  }();
-  return static_cast<uint8_t>(std::lower_bound(bounds.begin(), bounds.end(), v) - bounds.begin());
+// The midpoints between neighbouring NF4 levels, ascending.
+constexpr std::array<float, 15> kNf4Bounds = [] {
+  std::array<float, 15> b{};
+  for (int i = 0; i < 15; ++i) b[i] = (kNf4[i] + kNf4[i + 1]) / 2;
+  return b;
+}();
+
+// NF4: the number of midpoints strictly below v (torch.bucketize, right=False), counted without
+// branches so that a block's loop vectorises.
+inline uint8_t Nf4Index(float v) {
+  int count = 0;
+  for (int k = 0; k < 15; ++k) count += kNf4Bounds[k] < v ? 1 : 0;
+  return static_cast<uint8_t>(count);
 }
 
 // The dynamic map: the largest entry <= v (the first one below it), then the right neighbour
@@ -122,7 +127,17 @@ Nf4Tensor Quantize(const std::vector<float>& x) {
     const float safe = std::max(m, 1e-38f);
     if (b < full) {  // full blocks multiply by the reciprocal, the partial one divides
       const float r = 1.0f / safe;
-      for (int64_t i = begin; i < end; ++i) q[i] = Nf4Index(std::clamp(x[i] * r, -1.0f, 1.0f));
+      // Bound by bound over the block (Nf4Index's count, in an order that vectorises).
+      float v[kNf4BlockSize];
+      uint8_t c[kNf4BlockSize] = {};
+      for (int64_t i = 0; i < kNf4BlockSize; ++i) {
+        v[i] = std::clamp(x[begin + i] * r, -1.0f, 1.0f);
+      }
+      for (int k = 0; k < 15; ++k) {
+        const float bound = kNf4Bounds[k];
+        for (int64_t i = 0; i < kNf4BlockSize; ++i) c[i] += bound < v[i] ? 1 : 0;
+      }
+      std::memcpy(&q[begin], c, kNf4BlockSize);
     } else {
       for (int64_t i = begin; i < end; ++i) q[i] = Nf4Index(std::clamp(x[i] / safe, -1.0f, 1.0f));
     }

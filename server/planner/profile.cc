@@ -80,9 +80,13 @@ int64_t Profile::MaxWorkspaceBytes() const {
   return w;
 }
 
-void AddNf4Dequantize(const LoraLayout& lora, int64_t unit, double memory_bytes_per_s,
+void AddNf4Dequantize(const LoraLayout& lora, int64_t unit, const DeviceSpec& device,
                       bool recompute, UnitProfile& up) {
-  const double once = Nf4DequantizeSeconds(lora.Nf4Elements(unit), memory_bytes_per_s);
+  const int64_t values = lora.Nf4Elements(unit);
+  const double once =
+      device.nf4_dequantize_values_per_s > 0
+          ? static_cast<double>(values) / device.nf4_dequantize_values_per_s
+          : Nf4DequantizeSeconds(values, device.memory_bytes_per_s);
   up.forward_seconds += once;
   up.backward_seconds += once * (recompute ? 2 : 1);
 }
@@ -200,7 +204,7 @@ absl::StatusOr<Profile> AnalyticProfile(const model::ModelDescription& model,
       up.parameter_bytes =
           LoraWeightBytes(options.lora->BaseBytes(u, up.parameter_bytes), adapters);
       up.gradient_bytes = LoraGradientBytes(adapters);
-      AddNf4Dequantize(*options.lora, u, device.memory_bytes_per_s, options.recompute, up);
+      AddNf4Dequantize(*options.lora, u, device, options.recompute, up);
     }
     up.boundary_bytes = act.boundary_bytes_per_token * shape.tokens();
     up.saved_activation_bytes = act.SavedBytesPerToken(shape.seq_len) * shape.tokens();

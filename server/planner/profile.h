@@ -49,6 +49,10 @@ struct DeviceSpec {
   double efficiency = 0.5;      // flat model: fraction of peak a transformer layer reaches
   int64_t memory_bytes = 0;     // as CUDA reports totalGlobalMem
   double memory_bytes_per_s = 0;       // nominal DRAM bandwidth; 0 unknown
+  // NF4 values one dequantise kernel turns into 16-bit per second (a QLoRA base, lora.h); 0: from
+  // memory_bytes_per_s at 2.5 bytes per value. A calibration sets it where the kernel is not
+  // bandwidth-bound (the CPU backend: bench/pipeline's calibration measures it).
+  double nf4_dequantize_values_per_s = 0;
   std::optional<KernelModel> kernels;  // the calibrated model; needs memory_bytes_per_s
   // Full-duplex degradation of the GPU's host link (sim/engine.h): each direction's rate while
   // the other direction also copies, as a fraction of its rate alone. 1 = ideal full duplex.
@@ -116,8 +120,9 @@ struct UnitProfile {
 };
 
 // An NF4 base (lora.h): the unit's dequantises added to its pass times, one in the forward, one
-// (two with recompute) in the backward. No-op with a 16-bit base or an unknown bandwidth.
-void AddNf4Dequantize(const LoraLayout& lora, int64_t unit, double memory_bytes_per_s,
+// (two with recompute) in the backward, at the device's dequantise rate. No-op with a 16-bit base
+// or an unknown rate and bandwidth.
+void AddNf4Dequantize(const LoraLayout& lora, int64_t unit, const DeviceSpec& device,
                       bool recompute, UnitProfile& up);
 
 // Measured copy rates of the slowest measured device (measured profiles only), bytes/s per

@@ -2,7 +2,8 @@
 // with every rank on CudaBackend (`backend: cuda`, all ranks on device 0, each with its own 1 GiB
 // arena) against the standalone trainer on the CPU backend (the oracle), for the mobius schedule
 // (S > G: stages swapped through two slots), resident (S == G: the optimizer on the device),
-// roundrobin, and fp16 (training.precision; the fp16 backward, token-chunked heads).
+// roundrobin, fp16 (training.precision; the fp16 backward, token-chunked heads), and QLoRA (LoRA
+// adapters over an NF4 base: the dequantise kernel before every frozen GEMM).
 //
 // Tolerance: the CUDA kernels sum in other orders than the CPU kernels (cuBLASLt's K split, warp
 // reductions), so a bf16 activation may land one rounding step apart, and the difference
@@ -36,6 +37,7 @@ struct Case {
   std::vector<int64_t> backward_cuts = {};
   std::string precision = "";  // "fp16": training.precision fp16 on both sides
   int64_t chunk_tokens = 0;    // > 0: the head and MLP by token chunks (and head dW blocks)
+  std::string lora_base = "";  // "bf16" / "nf4": LoRA (rank 4, q, v, down) over that base
 };
 
 void PrintTo(const Case& c, std::ostream* os) { *os << c.name; }
@@ -61,6 +63,14 @@ TEST_P(CudaPipelineTest, MatchesTheCpuTrainerWithinTolerance) {
   o.device_memory_bytes = uint64_t{1} << 30;
   o.chunk_tokens = c.chunk_tokens;
   if (c.precision == "fp16") o.precision = "fp16";
+  if (!c.lora_base.empty()) {
+    o.adapter.type = "lora";
+    o.adapter.rank = 4;
+    o.adapter.alpha = 8;
+    o.adapter.target_modules = {"q_proj", "v_proj", "down_proj"};
+    o.adapter.base_quantization = c.lora_base == "nf4" ? "nf4" : "";
+    o.lr = 1e-2;
+  }
 
   train::TrainerOptions so = o;
   so.checkpoint_dir = dir / "standalone";
@@ -110,7 +120,13 @@ INSTANTIATE_TEST_SUITE_P(
                       // row counts and one GEMM set per expert on the GPU.
                       Case{"moe_qwen3_S5_G2_uneven", "qwen3_moe", 4, {0, 2, 3, 4, 5, 6}, 2, false},
                       Case{"moe_fp16_rr_mixtral_F2_B3_G2", "mixtral", 4, {0, 3, 6}, 2, false,
-                           {0, 2, 4, 6}, "fp16"}),
+                           {0, 2, 4, 6}, "fp16"},
+                      // QLoRA: the NF4 base dequantised on the GPU before each frozen GEMM
+                      // (forward, recompute, dX), against the CPU trainer's NF4 LoRA.
+                      Case{"qlora_llama_S5_G2", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, false, {}, "",
+                           0, "nf4"},
+                      Case{"qlora_fp16_rr_mixtral_F2_B3_G2", "mixtral", 4, {0, 3, 6}, 2, false,
+                           {0, 2, 4, 6}, "fp16", 0, "nf4"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
