@@ -7,7 +7,8 @@
 #   peft    PeftModel.from_pretrained(base, checkpoint) in transformers, fp32
 #   merged  transformers on `mobius export --merge CHECKPOINT OUT --dtype fp32`, fp32
 #   base    transformers on the base model alone
-# (Llama, GPT-2, Mixtral with adapters on every expert, Qwen3-MoE where transformers has it),
+# (Llama, GPT-2, Mixtral with adapters on every expert, Qwen3-MoE where transformers has it, and
+# a Llama trained over an NF4 base: PEFT and the merged model over its NF4 round trip),
 # and checks |ours - peft| <= 5e-4 |peft| (bf16 against fp32; observed 1e-5 to 1.2e-4), |merged - peft| <=
 # 1e-5 |peft| (the same fp32 model, merged or not), and that the adapters matter: |peft - base|
 # >= 20 x the first tolerance. The data is one batch (B sequences of T+1 tokens, stride T, the
@@ -38,15 +39,17 @@ for _ in range(4 * 32):
 np.array(x, dtype=np.uint16).tofile(sys.argv[1])
 PYEOF
 fail=0
-check() {  # name family init-model-flags targets
-  local name=$1 family=$2 shape=$3 targets=$4 d=$T/$1
+check() {  # name family init-model-flags targets [nf4]
+  local name=$1 family=$2 shape=$3 targets=$4 d=$T/$1 base_flags=() nf4=()
+  if [[ ${5:-} == nf4 ]]; then base_flags=(--lora_base nf4); nf4=(--nf4); fi
   mkdir -p "$d"
   # shellcheck disable=SC2086
   "$BIN/mobius-worker" init-model --family "$family" $shape --vocab 512 --out "$d/model" \
     >/dev/null 2>&1
   local common=(--standalone --model "$d/model" --data "$T/data.u16" --data_raw_bytes 2
                 --batch 4 --microbatch 4 --seq 32 --warmup 0 --schedule constant
-                --weight_decay 0 --lora_rank 8 --lora_alpha 16 --lora_targets "$targets")
+                --weight_decay 0 --lora_rank 8 --lora_alpha 16 --lora_targets "$targets"
+                "${base_flags[@]}")
   "$BIN/mobius-worker" train "${common[@]}" --steps 30 --lr 3e-2 --checkpoint_dir "$d/ckpt" \
     --checkpoint_every 30 >/dev/null 2>"$d/train.err"
   local ckpt=$d/ckpt/checkpoint-00000030
@@ -56,9 +59,9 @@ check() {  # name family init-model-flags targets
   "$BIN/mobius" export --merge "$ckpt" "$d/merged" --dtype fp32 >/dev/null
   local loss="$PY $SRC/test/reference/peft_roundtrip.py --tokens $T/data.u16 --seq 32"
   local peft merged base
-  peft=$($loss --model "$d/model" --adapter "$ckpt" | cut -d' ' -f2)
+  peft=$($loss --model "$d/model" --adapter "$ckpt" "${nf4[@]}" | cut -d' ' -f2)
   merged=$($loss --model "$d/merged" | cut -d' ' -f2)
-  base=$($loss --model "$d/model" | cut -d' ' -f2)
+  base=$($loss --model "$d/model" "${nf4[@]}" | cut -d' ' -f2)
   echo "$name: ours $ours  peft $peft  merged $merged  base $base"
   if ! "$PY" - "$ours" "$peft" "$merged" "$base" <<'PYEOF'
 import sys
@@ -105,6 +108,10 @@ PYEOF
 }
 check llama llama "--layers 2 --hidden 128 --heads 4 --kv_heads 2 --intermediate 352" \
   q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
+# QLoRA: trained over the NF4 base; PEFT over that base as peft_roundtrip.py --nf4 makes it from
+# the definition, and our export --merge into the base's NF4 rounding.
+check llama_nf4 llama "--layers 2 --hidden 128 --heads 4 --kv_heads 2 --intermediate 352" \
+  q_proj,v_proj,down_proj nf4
 check gpt2 gpt2 "--layers 2 --hidden 128 --heads 4" c_attn,c_proj,c_fc
 # Mixtures of experts: adapters on every expert as PEFT names them, and full checkpoints.
 MIXTRAL="--layers 2 --hidden 128 --heads 4 --kv_heads 2 --intermediate 96 --experts 4 --experts_per_token 2"

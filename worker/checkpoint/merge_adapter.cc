@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <set>
 #include <system_error>
 
 #include "absl/strings/str_cat.h"
@@ -20,6 +21,8 @@
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
 #include "worker/checkpoint/adapter_config.h"
+#include "common/numeric/nf4.h"
+#include "common/run/unit_params.h"
 #include "worker/checkpoint/bnb4bit.h"
 #include "worker/checkpoint/checkpoint_writer.h"
 #include "worker/checkpoint/tensor_set_writer.h"
@@ -284,8 +287,21 @@ struct Inputs {
   // A bitsandbytes 4-bit base (bnb4bit.h): its quantised weights by name, merged into their
   // dequantised values and written 16-bit; their companion tensors are not written.
   std::map<std::string, Bnb4bitWeight> bnb;
+  // An adapter trained over an NF4 base (its checkpoint's trainer_state.json says
+  // "base_quantization": "nf4") merged into a 16-bit base: the base's NF4 weights, each quantised
+  // and dequantised as training saw it before the delta is added.
+  std::set<std::string> nf4;
   std::vector<std::string> warnings;
 };
+
+// Whether the adapter directory is an NF4 run's checkpoint (adapter_checkpoint.h).
+bool TrainedOverNf4(const std::string& adapter_dir) {
+  absl::StatusOr<std::string> text =
+      ReadSmallFile(adapter_dir + "/trainer_state.json", int64_t{1} << 20);
+  if (!text.ok()) return false;
+  const nlohmann::json j = nlohmann::json::parse(*text, nullptr, /*allow_exceptions=*/false);
+  return j.is_object() && j.contains("base_quantization") && j["base_quantization"] == "nf4";
+}
 
 // The 4-bit weights of a bitsandbytes base, checked against config.json's shapes.
 absl::Status FindBnbWeights(Inputs& in, const model::ModelConfig& model) {
@@ -337,6 +353,18 @@ absl::StatusOr<std::unique_ptr<Inputs>> OpenInputs(const MergeAdapterOptions& o)
                           MatchAdapter(*in->adapter, adapter_path, in->modules, in->config));
   MOBIUS_ASSIGN_OR_RETURN(in->base, io::SafetensorsModel::Open(in->base_dir));
   MOBIUS_RETURN_IF_ERROR(FindBnbWeights(*in, model));
+  if (TrainedOverNf4(o.adapter_dir)) {
+    MOBIUS_ASSIGN_OR_RETURN(std::vector<std::string> names, units::Nf4BaseWeights(model));
+    for (std::string& name : names) {
+      if (!in->bnb.contains(name)) in->nf4.insert(std::move(name));
+    }
+    if (!in->nf4.empty()) {
+      in->warnings.push_back(absl::StrCat(
+          "adapter ", o.adapter_dir, " was trained over an NF4 base: the base's ",
+          in->nf4.size(), " linear weights are quantised and dequantised as training saw them "
+          "(from their bf16 values) before the adapters are merged in"));
+    }
+  }
   MOBIUS_RETURN_IF_ERROR(CheckBaseWeights(*in->base, in->base_dir, in->adapted, in->bnb));
   return in;
 }
@@ -367,7 +395,8 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const std::string& dir, cons
     const io::TensorView& t = *in.base->Find(out.name);
     auto adapted = in.adapted.find(out.name);
     auto quantized = in.bnb.find(out.name);
-    if (adapted == in.adapted.end() && quantized == in.bnb.end()) {
+    const bool nf4 = in.nf4.contains(out.name);
+    if (adapted == in.adapted.end() && quantized == in.bnb.end() && !nf4) {
       MOBIUS_RETURN_IF_ERROR(CopyTensor(*writer, t, out.dtype));
       continue;
     }
@@ -383,6 +412,13 @@ absl::StatusOr<std::vector<std::string>> WriteModel(const std::string& dir, cons
                                  : numeric::Bf16ToFp32(numeric::Fp32ToBf16(x));
     } else {
       ReadF32(t, w.data());
+    }
+    if (nf4) {
+      std::vector<uint16_t> bits(w.size());
+      numeric::Fp32ToBf16(w.data(), bits.data(), bits.size());
+      const numeric::Nf4Tensor q = numeric::QuantizeNf4(bits.data(), n);
+      numeric::DequantizeNf4ToBf16(q, bits.data());
+      numeric::Bf16ToFp32(bits.data(), w.data(), bits.size());
     }
     if (adapted != in.adapted.end()) {
       AddDelta(w.data(), adapted->second, scale);

@@ -13,7 +13,11 @@
 //
 // A bitsandbytes 4-bit base (bnb4bit.h; a QLoRA checkpoint) is merged into its dequantised
 // weights (bitsandbytes' dequantize_4bit: rounded to the dtype its quant state names, bf16 or fp16): those are written 16-bit (bf16 unless dtype says fp32; its absmax, quant maps and quant
-// states are not written) and config.json loses its quantization_config; a warning says so.
+// states are not written) and config.json loses its quantization_config; a warning says so. An
+// adapter trained over an NF4 base (its checkpoint's trainer_state.json: "base_quantization":
+// "nf4") merged into a 16-bit base merges into that base's NF4 rounding: each linear of
+// units::Nf4BaseWeights quantised from its bf16 values and dequantised, as training saw it; a
+// warning says so.
 //
 // Output: OUT/config.json (the base's, verbatim), the model (tensor_set_writer.h:
 // model.safetensors, or model-0000i-of-0000N.safetensors + index beyond max_shard_bytes, shards cut
