@@ -522,50 +522,6 @@ Longest FindLongest(const model::ModelDescription& m, const Server& server,
   return l;
 }
 
-// The same LoRA job with the other frozen base (bf16 <-> NF4), at the same configuration.
-struct BaseComparison {
-  bool nf4 = false;  // the other base's kind
-  absl::StatusOr<planner::PlanReport> report;
-};
-
-std::optional<BaseComparison> CompareBase(const model::ModelDescription& m, const Server& server,
-                                          const planner::JobShape& job,
-                                          const planner::PlanOptions& options) {
-  if (!options.lora.enabled()) return std::nullopt;
-  planner::PlanOptions other = options;
-  other.lora.base_nf4 = !options.lora.base_nf4;
-  other.trace = false;
-  return BaseComparison{other.lora.base_nf4,
-                        planner::MakePlan(m, server.topology, server.facts, job, other)};
-}
-
-std::string BaseLine(const BaseComparison& c, const planner::PlanReport& r) {
-  const char* name = c.nf4 ? "an NF4 base" : "a bf16 base";
-  if (!c.report.ok()) {
-    return absl::StrCat("With ", name, " instead: does not plan (", c.report.status().message(),
-                        ")\n");
-  }
-  const planner::PlanReport& o = *c.report;
-  return absl::StrFormat(
-      "With %s instead: %.0f tokens/s (%.2fx), host %.1f GiB (%.1f GiB here), weight uploads "
-      "%.1f GiB/step (%.1f here)\n",
-      name, o.tokens_per_second, o.tokens_per_second / std::max(r.tokens_per_second, 1e-9),
-      o.plan.memory.host_bytes / kGiB, r.plan.memory.host_bytes / kGiB,
-      o.weight_upload_bytes / kGiB, r.weight_upload_bytes / kGiB);
-}
-
-nlohmann::ordered_json BaseJson(const BaseComparison& c) {
-  nlohmann::ordered_json j = {{"base", c.nf4 ? "nf4" : "bf16"}};
-  if (!c.report.ok()) {
-    j["error"] = std::string(c.report.status().message());
-    return j;
-  }
-  j["tokens_per_second"] = c.report->tokens_per_second;
-  j["host_bytes"] = c.report->plan.memory.host_bytes;
-  j["weight_upload_bytes"] = c.report->weight_upload_bytes;
-  return j;
-}
-
 std::string LongestText(const planner::LongestSequence& s) {
   if (s.seq_len == 0) return "none (not even 1,024 tokens)";
   return absl::StrCat(s.seq_len, " tokens", s.seq_len >= s.limit ? " (the model's context)" : "");

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 #include "client/plan_command.h"
 #include "common/model/layer_units.h"
@@ -46,6 +47,19 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
 int PlanExitCode(const absl::Status& s);
 // INVALID_ARGUMENT naming the path when it cannot be written.
 absl::Status WriteTrace(const std::string& path, const std::string& json);
+
+// A LoRA plan's job made with the other frozen base (bf16 <-> NF4) at the same configuration
+// (plan_base.cc): nullopt without LoRA. BaseLine: one line, "With an NF4 base instead: ..." or
+// why it does not plan; BaseJson: the same for --json ("other_base").
+struct BaseComparison {
+  bool nf4 = false;  // the other base's kind
+  absl::StatusOr<planner::PlanReport> report;
+};
+std::optional<BaseComparison> CompareBase(const model::ModelDescription& m, const Server& server,
+                                          const planner::JobShape& job,
+                                          const planner::PlanOptions& options);
+std::string BaseLine(const BaseComparison& c, const planner::PlanReport& r);
+nlohmann::ordered_json BaseJson(const BaseComparison& c);
 
 // `mobius plan --nodes N|1,2,4` (plan_nodes.cc): the job planned per node over N nodes with the
 // per-stage gradient all-reduce (server/planner/nodes/nodes.h); the documented exit code.
