@@ -39,6 +39,8 @@ inline float Bf16ToFp32(uint16_t bits) {
 // Bulk conversions of `n` elements. REQUIRES: `src` and `dst` do not overlap (or n == 0).
 void Fp32ToBf16(const float* src, uint16_t* dst, size_t n);
 void Bf16ToFp32(const uint16_t* src, float* dst, size_t n);
+// Rounds n fp32 values in place to the nearest bf16 (as Fp32ToBf16), keeping them as fp32.
+void RoundToBf16(float* x, size_t n);
 
 }  // namespace mobius::numeric
 

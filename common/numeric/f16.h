@@ -56,6 +56,8 @@ inline float F16ToFp32(uint16_t h) {
 // Bulk conversions of `n` elements. REQUIRES: `src` and `dst` do not overlap (or n == 0).
 void Fp32ToF16(const float* src, uint16_t* dst, size_t n);
 void F16ToFp32(const uint16_t* src, float* dst, size_t n);
+// Rounds n fp32 values in place to the nearest fp16 (as Fp32ToF16), keeping them as fp32.
+void RoundToF16(float* x, size_t n);
 
 }  // namespace mobius::numeric
 

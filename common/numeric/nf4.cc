@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/numeric/bf16.h"
+#include "common/numeric/clones.h"
 
 namespace mobius::numeric {
 namespace {
@@ -91,8 +92,8 @@ constexpr std::array<float, 15> kNf4Bounds = [] {
   return b;
 }();
 
-// NF4: the number of midpoints strictly below v (torch.bucketize, right=False), counted without
-// branches so that a block's loop vectorises.
+// NF4: the number of midpoints strictly below v (torch.bucketize, right=False). A value outside
+// [-1, 1] counts as its clamp would (all midpoints lie inside); NaN counts none.
 inline uint8_t Nf4Index(float v) {
   int count = 0;
   for (int k = 0; k < 15; ++k) count += kNf4Bounds[k] < v ? 1 : 0;
@@ -100,10 +101,14 @@ inline uint8_t Nf4Index(float v) {
 }
 
 // The dynamic map: the largest entry <= v (the first one below it), then the right neighbour
-// when it is strictly nearer (bitsandbytes' CPU blockwise quantiser).
+// when it is strictly nearer (bitsandbytes' CPU blockwise quantiser). The upper bound is found by
+// a branch-free binary search (one per block of 64 values; a branchy one cost as much as the
+// codes); NaN lands past the end, as std::upper_bound puts it.
 uint8_t DynamicIndex(float v) {
-  auto it = std::upper_bound(kDynamic.begin(), kDynamic.end(), v);
-  int64_t idx = it == kDynamic.begin() ? 0 : (it - kDynamic.begin()) - 1;
+  int64_t pos = 0;  // the first entry greater than v
+  for (int64_t step = 128; step > 0; step /= 2) pos += !(v < kDynamic[pos + step - 1]) ? step : 0;
+  pos += !(v < kDynamic[pos]) ? 1 : 0;
+  int64_t idx = pos == 0 ? 0 : pos - 1;
   if (idx < 255) {
     const float left = std::fabs(v - kDynamic[idx]), right = std::fabs(v - kDynamic[idx + 1]);
     if (right < left) ++idx;
@@ -111,74 +116,119 @@ uint8_t DynamicIndex(float v) {
   return static_cast<uint8_t>(idx);
 }
 
-Nf4Tensor Quantize(const std::vector<float>& x) {
-  const int64_t n = static_cast<int64_t>(x.size());
-  Nf4Tensor t;
-  t.numel = n;
-  const int64_t blocks = (n + kNf4BlockSize - 1) / kNf4BlockSize;
-  const int64_t full = n / kNf4BlockSize;
-  std::vector<float> absmax(blocks, 0.0f);
-  std::vector<uint8_t> q(n + (n % 2), 7);  // an odd tail pads with the code of 0
-  for (int64_t b = 0; b < blocks; ++b) {
-    const int64_t begin = b * kNf4BlockSize, end = std::min(n, begin + kNf4BlockSize);
-    float m = 0;
-    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(x[i]));
-    absmax[b] = m;
-    const float safe = std::max(m, 1e-38f);
-    if (b < full) {  // full blocks multiply by the reciprocal, the partial one divides
-      const float r = 1.0f / safe;
-      // Bound by bound over the block (Nf4Index's count, in an order that vectorises).
-      float v[kNf4BlockSize];
-      uint8_t c[kNf4BlockSize] = {};
-      for (int64_t i = 0; i < kNf4BlockSize; ++i) {
-        v[i] = std::clamp(x[begin + i] * r, -1.0f, 1.0f);
-      }
-      for (int k = 0; k < 15; ++k) {
-        const float bound = kNf4Bounds[k];
-        for (int64_t i = 0; i < kNf4BlockSize; ++i) c[i] += bound < v[i] ? 1 : 0;
-      }
-      std::memcpy(&q[begin], c, kNf4BlockSize);
-    } else {
-      for (int64_t i = begin; i < end; ++i) q[i] = Nf4Index(std::clamp(x[i] / safe, -1.0f, 1.0f));
+using V8f = float __attribute__((vector_size(32)));
+using V8i = int32_t __attribute__((vector_size(32)));
+
+// Full blocks of 64 (AVX2 where the CPU has it; the same bits either way): each block's absmax
+// (NaN ignored, as std::max(m, |x|) does), then each value times the reciprocal placed among the 15
+// midpoints by a branch-free binary search, eight lanes at a time: pos = 0, then pos += step where
+// midpoint[pos + step - 1] < v, for steps 8, 4, 2, 1 (the candidates of a step looked up with one
+// lane permutation). pos is the number of midpoints strictly below v, as Nf4Index counts them.
+// Codes are packed two per byte, the first value in the high nibble.
+MOBIUS_NUMERIC_CLONES void QuantizeFullBlocks(const float* __restrict x, int64_t blocks,
+                                              uint8_t* __restrict packed,
+                                              float* __restrict absmax) {
+  constexpr int kLanes = 8, kVectors = kNf4BlockSize / kLanes;
+  const auto& b = kNf4Bounds;
+  const V8f step8 = V8f{} + b[7];                                         // pos + 7
+  const V8f step4 = {b[3], b[11], b[3], b[11], b[3], b[11], b[3], b[11]};  // pos + 3, by pos / 8
+  const V8f step2 = {b[1], b[5], b[9], b[13], b[1], b[5], b[9], b[13]};    // pos + 1, by pos / 4
+  const V8f step1 = {b[0], b[2], b[4], b[6], b[8], b[10], b[12], b[14]};   // pos, by pos / 2
+  for (int64_t blk = 0; blk < blocks; ++blk) {
+    V8f in[kVectors];
+    std::memcpy(in, x + blk * kNf4BlockSize, sizeof(in));
+    V8f m = {};
+#pragma GCC unroll 8
+    for (int j = 0; j < kVectors; ++j) {
+      const V8f a = reinterpret_cast<V8f>(reinterpret_cast<V8i>(in[j]) & 0x7fffffff);
+      m = m < a ? a : m;
+    }
+    m = m < __builtin_shuffle(m, V8i{4, 5, 6, 7, 0, 1, 2, 3})
+            ? __builtin_shuffle(m, V8i{4, 5, 6, 7, 0, 1, 2, 3}) : m;
+    m = m < __builtin_shuffle(m, V8i{2, 3, 0, 1, 6, 7, 4, 5})
+            ? __builtin_shuffle(m, V8i{2, 3, 0, 1, 6, 7, 4, 5}) : m;
+    m = m < __builtin_shuffle(m, V8i{1, 0, 3, 2, 5, 4, 7, 6})
+            ? __builtin_shuffle(m, V8i{1, 0, 3, 2, 5, 4, 7, 6}) : m;
+    const float block_max = m[0];  // every lane holds the maximum
+    absmax[blk] = block_max;
+    const float r = 1.0f / std::max(block_max, 1e-38f);
+    int32_t codes[kNf4BlockSize];
+#pragma GCC unroll 8
+    for (int j = 0; j < kVectors; ++j) {
+      const V8f v = in[j] * r;
+      V8i pos = (step8 < v) & 8;
+      pos += (__builtin_shuffle(step4, pos >> 3) < v) & 4;
+      pos += (__builtin_shuffle(step2, pos >> 2) < v) & 2;
+      pos += (__builtin_shuffle(step1, pos >> 1) < v) & 1;
+      std::memcpy(codes + j * kLanes, &pos, sizeof(pos));
+    }
+    uint8_t* out = packed + blk * (kNf4BlockSize / 2);
+    for (int i = 0; i < kNf4BlockSize / 2; ++i) {
+      out[i] = static_cast<uint8_t>((codes[2 * i] << 4) | codes[2 * i + 1]);
     }
   }
-  t.packed.resize(q.size() / 2);
-  for (size_t i = 0; i < t.packed.size(); ++i) {
-    t.packed[i] = static_cast<uint8_t>((q[2 * i] << 4) | q[2 * i + 1]);
-  }
-  // Double quantisation of the scales.
-  double sum = 0;
-  for (float a : absmax) sum += a;
-  t.scale_offset = blocks > 0 ? static_cast<float>(sum / static_cast<double>(blocks)) : 0.0f;
-  const int64_t groups = (blocks + kNf4ScaleBlockSize - 1) / kNf4ScaleBlockSize;
-  t.scale_codes.resize(blocks);
-  t.scale_scales.resize(groups);
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t begin = g * kNf4ScaleBlockSize;
-    const int64_t end = std::min(blocks, begin + kNf4ScaleBlockSize);
-    float m = 0;
-    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(absmax[i] - t.scale_offset));
-    t.scale_scales[g] = m;
-    for (int64_t i = begin; i < end; ++i) {  // equal scales: all at the offset
-      t.scale_codes[i] = DynamicIndex(m > 0 ? (absmax[i] - t.scale_offset) / m : 0.0f);
-    }
-  }
-  return t;
 }
 
 }  // namespace
+
+Nf4BlobQuantizer::Nf4BlobQuantizer(int64_t n, void* blob)
+    : layout_(MakeNf4BlobLayout(n)),
+      blob_(static_cast<uint8_t*>(blob)),
+      absmax_(static_cast<size_t>(layout_.blocks)) {}
+
+void Nf4BlobQuantizer::Add(const float* x, int64_t count) {
+  const int64_t full = count / kNf4BlockSize;
+  QuantizeFullBlocks(x, full, blob_ + layout_.packed + done_ / 2,
+                     absmax_.data() + done_ / kNf4BlockSize);
+  if (const int64_t rest = count - full * kNf4BlockSize; rest > 0) {  // the tensor's last block
+    const float* v = x + full * kNf4BlockSize;
+    float m = 0;
+    for (int64_t i = 0; i < rest; ++i) m = std::max(m, std::fabs(v[i]));
+    absmax_[(done_ / kNf4BlockSize) + full] = m;
+    const float safe = std::max(m, 1e-38f);  // the partial block divides, as bitsandbytes does
+    uint8_t* out = blob_ + layout_.packed + (done_ + full * kNf4BlockSize) / 2;
+    for (int64_t i = 0; i < rest; i += 2) {
+      const uint8_t hi = Nf4Index(std::clamp(v[i] / safe, -1.0f, 1.0f));
+      const uint8_t lo = i + 1 < rest ? Nf4Index(std::clamp(v[i + 1] / safe, -1.0f, 1.0f)) : 7;
+      out[i / 2] = static_cast<uint8_t>((hi << 4) | lo);  // an odd tail pads with 0's code
+    }
+  }
+  done_ += count;
+}
+
+void Nf4BlobQuantizer::Finish() {
+  const int64_t blocks = layout_.blocks;
+  double sum = 0;
+  for (float a : absmax_) sum += a;
+  const float offset = blocks > 0 ? static_cast<float>(sum / static_cast<double>(blocks)) : 0.0f;
+  std::memcpy(blob_, &offset, 4);
+  for (int64_t g = 0; g < layout_.groups; ++g) {
+    const int64_t begin = g * kNf4ScaleBlockSize;
+    const int64_t end = std::min(blocks, begin + kNf4ScaleBlockSize);
+    float m = 0;
+    for (int64_t i = begin; i < end; ++i) m = std::max(m, std::fabs(absmax_[i] - offset));
+    std::memcpy(blob_ + layout_.scales + 4 * g, &m, 4);
+    for (int64_t i = begin; i < end; ++i) {  // equal scales: all at the offset
+      blob_[layout_.codes + i] = DynamicIndex(m > 0 ? (absmax_[i] - offset) / m : 0.0f);
+    }
+  }
+}
 
 const std::array<float, 16>& Nf4Code() { return kNf4; }
 const std::array<float, 256>& DynamicCode() { return kDynamic; }
 
 Nf4Tensor QuantizeNf4(const float* x, int64_t n) {
-  return Quantize(std::vector<float>(x, x + n));
+  std::vector<uint8_t> blob(static_cast<size_t>(Nf4Bytes(n)));
+  Nf4BlobQuantizer q(n, blob.data());
+  q.Add(x, n);
+  q.Finish();
+  return ReadNf4Blob(blob.data(), n);
 }
 
 Nf4Tensor QuantizeNf4(const uint16_t* bf16, int64_t n) {
   std::vector<float> x(n);
   Bf16ToFp32(bf16, x.data(), n);
-  return Quantize(x);
+  return QuantizeNf4(x.data(), n);
 }
 
 std::vector<float> Nf4BlockScales(const Nf4Tensor& t) {

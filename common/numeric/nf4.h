@@ -70,6 +70,26 @@ Nf4BlobLayout MakeNf4BlobLayout(int64_t n);
 void WriteNf4Blob(const Nf4Tensor& t, void* out);
 // The tensor a blob of n values holds.
 Nf4Tensor ReadNf4Blob(const void* blob, int64_t n);
+
+// QuantizeNf4 straight into a blob, from values that arrive in pieces (what the store fill uses,
+// one slice of a tensor at a time): Add the n values in order, every piece but the last a multiple
+// of 64 values long, then Finish. The packed codes are written as pieces arrive, the scales at
+// Finish (they need every block's absmax: 4 bytes per 64 values are held until then). The blob
+// then equals WriteNf4Blob(QuantizeNf4(the n values)). Vectorised (AVX2 where the CPU has it,
+// the same bits either way). Not thread-safe; separate quantizers may run in parallel.
+class Nf4BlobQuantizer {
+ public:
+  Nf4BlobQuantizer(int64_t n, void* blob);  // blob: Nf4Bytes(n) bytes, written, never read
+  void Add(const float* x, int64_t count);
+  void Finish();
+
+ private:
+  Nf4BlobLayout layout_;
+  uint8_t* blob_;
+  std::vector<float> absmax_;
+  int64_t done_ = 0;
+};
+
 // One value of a blob, dequantised to fp32 exactly as DequantizeNf4 computes it (scale code
 // times its group's scale, plus the offset, then the level times that): the expression every
 // kernel evaluates, in this order, without fused multiply-adds.

@@ -213,15 +213,20 @@ absl::Status UnitRunner::UploadWeights(backend::Queue& queue,
 }
 
 std::vector<uint8_t> QuantizeNf4Blob(const uint16_t* bits, int64_t n, backend::DType precision) {
-  std::vector<float> x(static_cast<size_t>(n));
-  if (precision == backend::DType::kF16) {
-    numeric::F16ToFp32(bits, x.data(), static_cast<size_t>(n));
-  } else {
-    numeric::Bf16ToFp32(bits, x.data(), static_cast<size_t>(n));
-  }
-  const numeric::Nf4Tensor t = numeric::QuantizeNf4(x.data(), n);
   std::vector<uint8_t> blob(static_cast<size_t>(numeric::Nf4Bytes(n)));
-  numeric::WriteNf4Blob(t, blob.data());
+  numeric::Nf4BlobQuantizer q(n, blob.data());
+  constexpr int64_t kPiece = 64 * 1024;  // whole NF4 blocks, widened a piece at a time
+  std::vector<float> x(static_cast<size_t>(std::min(n, kPiece)));
+  for (int64_t begin = 0; begin < n; begin += kPiece) {
+    const int64_t count = std::min(kPiece, n - begin);
+    if (precision == backend::DType::kF16) {
+      numeric::F16ToFp32(bits + begin, x.data(), static_cast<size_t>(count));
+    } else {
+      numeric::Bf16ToFp32(bits + begin, x.data(), static_cast<size_t>(count));
+    }
+    q.Add(x.data(), count);
+  }
+  q.Finish();
   return blob;
 }
 

@@ -16,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "common/numeric/bf16.h"
+#include "common/numeric/f16.h"
+#include "common/numeric/nf4.h"
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/checkpoint/checkpoint.h"
@@ -30,6 +32,7 @@ namespace {
 // Slices of 1 Mi elements: the master slice just written is still in cache when it is rounded
 // to the bf16 upload copy.
 constexpr int64_t kSlice = int64_t{1} << 20;
+static_assert(kSlice % numeric::kNf4BlockSize == 0, "NF4 slices are whole blocks");
 
 void FillTensor(State& s, const TensorSlot& t, const checkpoint::TensorSetReader& master,
                 const checkpoint::TensorSetReader* m, const checkpoint::TensorSetReader* v) {
@@ -61,15 +64,20 @@ absl::Status FillNf4Weight(State& s, const checkpoint::TensorSetReader& model,
     numeric::WriteNf4Blob(*t, WeightOf(s, p.name, unit, /*k=*/0));
     return absl::OkStatus();
   }
-  std::vector<uint16_t> bits(static_cast<size_t>(p.num_elements));
+  // Slice by slice (a multiple of 64 values): rounded to the run's 16-bit format in place, then
+  // quantised into the blob; the tensor's scales are written once every block's absmax is known.
+  numeric::Nf4BlobQuantizer q(p.num_elements, WeightOf(s, p.name, unit, /*k=*/0));
   for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
     const int64_t n = std::min(kSlice, p.num_elements - begin);
     model.ReadF32(p.name, begin, n, slice.data());
-    train::RoundWeights(s.half == backend::DType::kF16, slice.data(), bits.data() + begin,
-                        static_cast<size_t>(n));
+    if (s.half == backend::DType::kF16) {
+      numeric::RoundToF16(slice.data(), static_cast<size_t>(n));
+    } else {
+      numeric::RoundToBf16(slice.data(), static_cast<size_t>(n));
+    }
+    q.Add(slice.data(), n);
   }
-  const std::vector<uint8_t> blob = units::QuantizeNf4Blob(bits.data(), p.num_elements, s.half);
-  std::memcpy(WeightOf(s, p.name, unit, /*k=*/0), blob.data(), blob.size());
+  q.Finish();
   return absl::OkStatus();
 }
 

@@ -3,6 +3,7 @@
 // same code tables, packed bytes, scale codes, second-level scales and offset, and the same bf16
 // values out, on normal and heavy-tailed weights, an odd length, an all-zero block with an
 // outlier, and more than one block of 256 scales.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -94,6 +95,82 @@ TEST(Nf4, BlobRoundTripsAtItsOffsets) {
     EXPECT_EQ(back.scale_codes, t.scale_codes);
     EXPECT_EQ(back.scale_scales, t.scale_scales);
     EXPECT_EQ(back.scale_offset, t.scale_offset);
+  }
+}
+
+// The vectorised quantiser counts exactly as the definition does (the number of midpoints between
+// neighbouring levels strictly below x / absmax): on values at the midpoints themselves (ties go
+// to the lower level), just beside them, at the levels, beyond +-1, NaN and infinities in a block.
+TEST(Nf4, CodesAreTheDefinitionsOnTiesAndOddValues) {
+  std::vector<float> bounds;
+  for (int i = 0; i < 15; ++i) bounds.push_back((Nf4Code()[i] + Nf4Code()[i + 1]) / 2);
+  std::vector<float> x;
+  for (float b : bounds) {
+    x.insert(x.end(), {b, std::nextafter(b, 2.0f), std::nextafter(b, -2.0f)});
+  }
+  for (float c : Nf4Code()) x.push_back(c);
+  x.insert(x.end(), {1.0f, -1.0f, 0.0f, -0.0f});
+  while (x.size() % 64 != 0) x.push_back(0.5f);
+  // A block whose absmax is 1 keeps the values as they are; one with NaN and infinities too.
+  std::vector<float> odd(64, 0.25f);
+  odd[3] = std::nanf("");
+  odd[9] = INFINITY;
+  odd[10] = -INFINITY;
+  odd[11] = 3.0f;
+  x.insert(x.end(), odd.begin(), odd.end());
+  const int64_t n = static_cast<int64_t>(x.size());
+  const Nf4Tensor t = QuantizeNf4(x.data(), n);
+  for (int64_t b = 0; b * 64 < n; ++b) {
+    float m = 0;
+    for (int64_t i = b * 64; i < std::min(n, b * 64 + 64); ++i) m = std::max(m, std::fabs(x[i]));
+    const float r = 1.0f / std::max(m, 1e-38f);
+    for (int64_t i = b * 64; i < std::min(n, b * 64 + 64); ++i) {
+      const float v = std::clamp(x[i] * r, -1.0f, 1.0f);
+      int want = 0;
+      for (float bound : bounds) want += bound < v ? 1 : 0;
+      const int got = (i % 2 == 0) ? t.packed[i / 2] >> 4 : t.packed[i / 2] & 0xF;
+      EXPECT_EQ(got, want) << "value " << i << " = " << x[i];
+    }
+  }
+}
+
+// The streaming quantiser (the store fill's) writes the same blob as the whole-tensor one, for
+// pieces of any multiple of 64 and a partial last block.
+TEST(Nf4, StreamingQuantizerEqualsTheWholeTensor) {
+  for (int64_t n : {int64_t{64 * 1000 + 33}, int64_t{64 * 256 * 3}}) {
+    std::vector<float> x(n);
+    for (int64_t i = 0; i < n; ++i) x[i] = std::sin(0.013f * static_cast<float>(i * i % 9973));
+    std::vector<uint8_t> whole(Nf4Bytes(n));
+    WriteNf4Blob(QuantizeNf4(x.data(), n), whole.data());
+    for (int64_t piece : {int64_t{64}, int64_t{64 * 37}, int64_t{64 * 1024}}) {
+      std::vector<uint8_t> blob(Nf4Bytes(n), 0xCD);
+      Nf4BlobQuantizer q(n, blob.data());
+      for (int64_t begin = 0; begin < n; begin += piece) q.Add(&x[begin], std::min(piece, n - begin));
+      q.Finish();
+      EXPECT_EQ(blob, whole) << "n " << n << " piece " << piece;
+    }
+  }
+}
+
+// Every block's scale code is the dynamic map's nearest entry to (absmax - offset) / group scale
+// (the lower one unless the upper is strictly nearer), over 4096 blocks whose absmaxes sweep the
+// whole map, ties and exact entries included.
+TEST(Nf4, ScaleCodesAreTheNearestDynamicEntry) {
+  const int64_t blocks = 4096, n = blocks * 64;
+  std::vector<float> x(n, 0.0f);
+  for (int64_t b = 0; b < blocks; ++b) {
+    x[b * 64] = std::pow(1.003f, static_cast<float>(b));  // absmax from 1 to ~2e5
+    if (b % 97 == 0) x[b * 64] = 1.0f;
+  }
+  const Nf4Tensor t = QuantizeNf4(x.data(), n);
+  const std::array<float, 256>& map = DynamicCode();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const float m = t.scale_scales[b / 256];
+    const float v = m > 0 ? (x[b * 64] - t.scale_offset) / m : 0.0f;
+    auto it = std::upper_bound(map.begin(), map.end(), v);
+    int64_t idx = it == map.begin() ? 0 : (it - map.begin()) - 1;
+    if (idx < 255 && std::fabs(v - map[idx + 1]) < std::fabs(v - map[idx])) ++idx;
+    EXPECT_EQ(t.scale_codes[b], idx) << "block " << b;
   }
 }
 
