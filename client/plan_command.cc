@@ -25,6 +25,7 @@
 #include "common/jobspec/yaml.h"
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
+#include "server/jobs/service/job_planning.h"
 #include "server/planner/api/choose_config.h"
 #include "server/planner/api/longest_sequence.h"
 #include "server/planner/api/make_plan.h"
@@ -741,15 +742,9 @@ int RunPlanSpec(const std::string& spec_path, PlanCommandOptions o, std::ostream
   o.dispatch = spec->plan.dispatch;
   o.precision = spec->training.precision;
   o.clip = spec->training.grad_clip > 0;
-  // The adapter section (LoRA): its targets are checked against the model by the planner.
-  train::AdapterOptions adapter;
-  if (spec->adapter.has_value()) {
-    adapter.type = spec->adapter->type;
-    adapter.rank = spec->adapter->rank;
-    adapter.alpha = spec->adapter->alpha;
-    adapter.target_modules = spec->adapter->target_modules;
-  }
-  if (absl::Status s = SetAdapter(adapter, o); !s.ok()) {
+  // The adapter section (LoRA, its base's format) as a job gets it; its targets are checked
+  // against the model by the planner.
+  if (absl::Status s = SetAdapter(jobs::AdapterOptionsFromSpec(*spec), o); !s.ok()) {
     err << "mobius plan: " << s.message() << "\n";
     return kExitUsage;
   }

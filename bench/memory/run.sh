@@ -22,6 +22,9 @@
 #                       [--lora-base bf16|nf4]   (with --lora: the frozen base's format,
 #                                   adapter.base_quantization; nf4: QLoRA's 4-bit linears)
 #                       [--precision bf16|fp16]   (training.precision; default bf16)
+#                       [--no-standalone]   (skip the standalone trainer's run: at 2.8b its fp32
+#                                   state alone is ~19 GB)
+#   sizes: Llama-shaped 0.3b, 0.9b, 1.1b, 2.8b (56 layers of 1.1b's shape, 2.77B), or moe0.9b.
 #
 # Memory-heavy: run it alone. Writes DIR/results.json, DIR/results.md and DIR/bytes_per_param.png
 # (the plot needs python3-matplotlib; skipped without it).
@@ -37,6 +40,7 @@ COLD=0
 LORA=0
 PRECISION=bf16
 LORA_BASE=bf16
+STANDALONE=1
 while [[ $# -gt 0 ]]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -47,6 +51,7 @@ while [[ $# -gt 0 ]]; do
     --lora) LORA=1; shift ;;
     --precision) PRECISION=$2; shift 2 ;;
     --lora-base) LORA_BASE=$2; shift 2 ;;
+    --no-standalone) STANDALONE=0; shift ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -61,10 +66,11 @@ model_flags() {
     0.3b) echo "${dense[*]} --layers 4" ;;
     0.9b) echo "${dense[*]} --layers 16" ;;
     1.1b) echo "${dense[*]} --layers 20" ;;
+    2.8b) echo "${dense[*]} --layers 56" ;;
     moe0.9b) echo "--family qwen3_moe --layers 16 --hidden 1024 --heads 16 --kv_heads 4" \
                   "--head_dim 64 --intermediate 2048 --experts 32 --experts_per_token 4" \
                   "--expert_intermediate 512" ;;
-    *) echo "size $1: 0.3b, 0.9b, 1.1b or moe0.9b" >&2; exit 2 ;;
+    *) echo "size $1: 0.3b, 0.9b, 1.1b, 2.8b or moe0.9b" >&2; exit 2 ;;
   esac
 }
 targets_of() {  # LoRA targets: every linear of the blocks (a MoE's: every expert's too)
@@ -93,13 +99,15 @@ for size in $SIZES; do
                      --lora_base "$LORA_BASE")
   fi
   # The standalone trainer on the same model (one process, the CPU backend's memory is the model's).
-  cat "$model/model.safetensors" >/dev/null
-  python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
-    "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
-    --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" --precision "$PRECISION" \
-    "${STANDALONE_LORA[@]}" \
-    >"$OUT/$size-standalone.out" 2>&1 ||
-    echo "standalone $size failed" >&2
+  if [[ $STANDALONE == 1 ]]; then
+    cat "$model/model.safetensors" >/dev/null
+    python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
+      "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
+      --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" --precision "$PRECISION" \
+      "${STANDALONE_LORA[@]}" \
+      >"$OUT/$size-standalone.out" 2>&1 ||
+      echo "standalone $size failed" >&2
+  fi
   first=1
   for n in $GPUS; do
     tag=$size-g$n

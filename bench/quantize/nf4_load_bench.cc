@@ -2,8 +2,8 @@
 // thread does this for its own tensors), alternating in every rep (bench/README.md):
 //   bf16:  the checkpoint's bf16 slice widened to fp32 (ReadF32), rounded to the run's bf16 into
 //          the store (RoundWeights): today's LoRA base load, the baseline;
-//   nf4:   the same rounding kept in fp32 (RoundToBf16), then quantised into the NF4 blob (Nf4BlobQuantizer), as
-//          worker/runtime/store_fill.cc does for `adapter.base_quantization: nf4`;
+//   nf4:   the same widening (a bf16 checkpoint in a bf16 run needs no rounding), then
+//          quantised into the NF4 blob (Nf4BlobQuantizer), as worker/runtime/store_fill.cc does for `adapter.base_quantization: nf4`;
 //   quantise: the quantiser alone, on fp32 values.
 // Prints M values/s (median and spread over reps) and nf4 / bf16 as a ratio.
 #include <algorithm>
@@ -61,7 +61,6 @@ int main(int argc, char** argv) {
     for (int64_t b = 0; b < n; b += kSlice) {
       const int64_t c = std::min(kSlice, n - b);
       mobius::numeric::Bf16ToFp32(checkpoint.data() + b, slice.data(), c);
-      mobius::numeric::RoundToBf16(slice.data(), c);
       q.Add(slice.data(), c);
     }
     q.Finish();

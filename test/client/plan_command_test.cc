@@ -335,6 +335,14 @@ TEST(PlanCommand, JobSpecAdapterIsPlanned) {
                          base, out, err);
   ASSERT_EQ(code, kExitOk) << err.str();
   EXPECT_THAT(out.str(), HasSubstr("Training: LoRA rank 16 on q_proj, o_proj"));
+  EXPECT_THAT(out.str(), HasSubstr("the base frozen in bf16"));
+  // The base's format as the job gets it (QLoRA): the spec's base_quantization reaches the plan.
+  std::ostringstream nf4_out, nf4_err;
+  code = RunPlanSpec(write("adapter: {type: lora, rank: 16, target_modules: [q_proj, o_proj], "
+                           "base_quantization: nf4}\n"),
+                     base, nf4_out, nf4_err);
+  ASSERT_EQ(code, kExitOk) << nf4_err.str();
+  EXPECT_THAT(nf4_out.str(), HasSubstr("NF4 (its linears"));
   std::ostringstream out2, err2;
   code = RunPlanSpec(write("adapter: {type: lora, target_modules: [c_attn]}\n"), base, out2, err2);
   EXPECT_EQ(code, kExitUsage) << out2.str();

@@ -21,6 +21,7 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "worker/checkpoint/checkpoint.h"
+#include "worker/io/safetensors.h"
 #include "worker/runtime/pipeline_state.h"
 
 namespace mobius::runtime {
@@ -64,17 +65,18 @@ absl::Status FillNf4Weight(State& s, const checkpoint::TensorSetReader& model,
     numeric::WriteNf4Blob(*t, WeightOf(s, p.name, unit, /*k=*/0));
     return absl::OkStatus();
   }
-  // Slice by slice (a multiple of 64 values): rounded to the run's 16-bit format in place, then
-  // quantised into the blob; the tensor's scales are written once every block's absmax is known.
+  // Slice by slice (a multiple of 64 values): rounded to the run's 16-bit format in place (a
+  // tensor stored in that format already is), then quantised into the blob; the tensor's scales
+  // are written once every block's absmax is known.
+  const bool fp16 = s.half == backend::DType::kF16;
+  const io::DType stored = model.view(p.name).dtype;
+  const bool exact = stored == (fp16 ? io::DType::kF16 : io::DType::kBF16);
   numeric::Nf4BlobQuantizer q(p.num_elements, WeightOf(s, p.name, unit, /*k=*/0));
   for (int64_t begin = 0; begin < p.num_elements; begin += kSlice) {
     const int64_t n = std::min(kSlice, p.num_elements - begin);
     model.ReadF32(p.name, begin, n, slice.data());
-    if (s.half == backend::DType::kF16) {
-      numeric::RoundToF16(slice.data(), static_cast<size_t>(n));
-    } else {
-      numeric::RoundToBf16(slice.data(), static_cast<size_t>(n));
-    }
+    if (!exact && fp16) numeric::RoundToF16(slice.data(), static_cast<size_t>(n));
+    if (!exact && !fp16) numeric::RoundToBf16(slice.data(), static_cast<size_t>(n));
     q.Add(slice.data(), n);
   }
   q.Finish();
