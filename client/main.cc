@@ -143,23 +143,10 @@ int PrintHelp(const std::string& verb) {
 int main(int argc, char** argv) {
   // absl's own --help lists only the flags defined in main.cc (none): take the help flags out
   // before parsing and answer them here, per verb.
-  bool help_flag = false;
-  std::vector<char*> kept;
-  for (int i = 0; i < argc; ++i) {
-    if (std::string(argv[i]) == "--") {
-      kept.insert(kept.end(), argv + i, argv + argc);
-      break;
-    }
-    if (i > 0 && mobius::cli::IsHelpFlag(argv[i])) {
-      help_flag = true;
-    } else {
-      kept.push_back(argv[i]);
-    }
-  }
-  const int kept_argc = static_cast<int>(kept.size());
-  kept.push_back(nullptr);
-  std::vector<std::string> args =
-      mobius::InitProcess(kept_argc, kept.data(), mobius::cli::GlobalUsage());
+  mobius::HelpRequest help = mobius::TakeHelpFlags(argc, argv);
+  std::vector<std::string> args = mobius::InitProcess(static_cast<int>(help.argv.size()) - 1,
+                                                      help.argv.data(), mobius::cli::GlobalUsage());
+  const bool help_flag = help.asked;
   if (help_flag) return PrintHelp(args.size() >= 2 ? args[1] : "");
   if (args.size() >= 2 && args[1] == "help") return PrintHelp(args.size() >= 3 ? args[2] : "");
   if (args.size() >= 4 && args[1] == "tokenize") {  // mobius tokenize IN [IN...] OUT

@@ -2,10 +2,8 @@
 
 #include <algorithm>
 
-#include "absl/flags/reflection.h"
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_replace.h"
-#include "absl/strings/str_split.h"
+#include "common/init.h"
 
 namespace mobius::cli {
 namespace {
@@ -156,20 +154,6 @@ const Verb* Find(absl::string_view name) {
   return nullptr;
 }
 
-// "  --topology-file (default: "")\n      help text\n"; the help text as written in flags.cc.
-std::string FlagLine(const std::string& name) {
-  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
-  if (flag == nullptr) return absl::StrCat("  --", name, "\n");  // verb_help_test catches this
-  const std::string dashed = absl::StrReplaceAll(name, {{"_", "-"}});
-  std::string out = absl::StrCat("  ", dashed.size() == 1 ? "-" : "--", dashed);
-  const std::string def = flag->DefaultValue();
-  absl::StrAppend(&out, " (default: ", def.empty() ? "\"\"" : def, ")\n");
-  for (absl::string_view line : absl::StrSplit(flag->Help(), '\n')) {
-    absl::StrAppend(&out, "      ", line, "\n");
-  }
-  return out;
-}
-
 }  // namespace
 
 absl::string_view GlobalUsage() { return kGlobalUsage; }
@@ -194,21 +178,16 @@ std::optional<std::string> VerbHelp(absl::string_view verb) {
   std::string out = absl::StrCat("Usage: ", v->usage, "\n", v->summary, "\n");
   if (!v->flags.empty()) {
     absl::StrAppend(&out, "\nFlags (dashes or underscores: --topology-file == --topology_file):\n");
-    for (const char* f : v->flags) absl::StrAppend(&out, FlagLine(f));
+    for (const char* f : v->flags) absl::StrAppend(&out, FlagHelpLine(f));
   }
   if (v->daemon) {
     absl::StrAppend(&out, "\nConnection to mobiusd:\n");
-    for (const char* f : kConnectionFlags) absl::StrAppend(&out, FlagLine(f));
+    for (const char* f : kConnectionFlags) absl::StrAppend(&out, FlagHelpLine(f));
   }
   absl::StrAppend(&out,
                   "\nExit codes: 0 ok, 1 job failed, 2 usage or invalid input, 3 daemon "
                   "unreachable, 4 daemon error (export: the merge failed).\n");
   return out;
-}
-
-bool IsHelpFlag(absl::string_view arg) {
-  return arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort" ||
-         arg == "-helpshort";
 }
 
 }  // namespace mobius::cli

@@ -32,9 +32,6 @@ std::vector<std::string> VerbFlags(absl::string_view verb);
 // `verb` is not a verb of the CLI.
 std::optional<std::string> VerbHelp(absl::string_view verb);
 
-// True if `arg` asks for help as a flag: --help, -help, -h, --helpshort, -helpshort.
-bool IsHelpFlag(absl::string_view arg);
-
 }  // namespace mobius::cli
 
 #endif  // MOBIUS_CLIENT_VERB_HELP_H_

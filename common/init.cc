@@ -8,6 +8,8 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "glog/logging.h"
 
 namespace mobius {
@@ -50,6 +52,50 @@ std::string EffectiveFlags(absl::string_view flags_file_fragment) {
   }
   std::sort(lines.begin(), lines.end());
   return absl::StrJoin(lines, "\n");
+}
+
+bool IsHelpFlag(absl::string_view arg) {
+  return arg == "--help" || arg == "-help" || arg == "-h" || arg == "--helpshort" ||
+         arg == "-helpshort";
+}
+
+HelpRequest TakeHelpFlags(int argc, char** argv) {
+  HelpRequest r;
+  for (int i = 0; i < argc; ++i) {
+    if (absl::string_view(argv[i]) == "--") {
+      r.argv.insert(r.argv.end(), argv + i, argv + argc);
+      break;
+    }
+    if (i > 0 && IsHelpFlag(argv[i])) {
+      r.asked = true;
+    } else {
+      r.argv.push_back(argv[i]);
+    }
+  }
+  r.argv.push_back(nullptr);
+  return r;
+}
+
+std::string FlagHelpLine(absl::string_view name) {
+  const absl::CommandLineFlag* flag = absl::FindCommandLineFlag(name);
+  if (flag == nullptr) return absl::StrCat("  --", name, "\n");
+  const std::string dashed = absl::StrReplaceAll(name, {{"_", "-"}});
+  std::string out = absl::StrCat("  ", dashed.size() == 1 ? "-" : "--", dashed);
+  const std::string def = flag->DefaultValue();
+  absl::StrAppend(&out, " (default: ", def.empty() ? "\"\"" : def, ")\n");
+  for (absl::string_view line : absl::StrSplit(flag->Help(), '\n')) {
+    absl::StrAppend(&out, "      ", line, "\n");
+  }
+  return out;
+}
+
+std::vector<std::string> FlagsDefinedIn(absl::string_view flags_file_fragment) {
+  std::vector<std::string> names;
+  for (const auto& [name, flag] : absl::GetAllFlags()) {
+    if (absl::StrContains(flag->Filename(), flags_file_fragment)) names.emplace_back(name);
+  }
+  std::sort(names.begin(), names.end());
+  return names;
 }
 
 }  // namespace mobius

@@ -23,9 +23,11 @@
 // Exit codes: 0 ok, 1 failure, 2 usage.
 #include <iostream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/init.h"
+#include "worker/verb_help.h"
 #include "glog/logging.h"
 #include "common/device/device_probe.h"
 #include "worker/checkpoint/init_model_command.h"
@@ -51,11 +53,7 @@
 
 namespace {
 
-constexpr char kUsage[] =
-    "mobius-worker: runs one GPU's part of a Mobius job.\n"
-    "Usage:\n"
-    "  mobius-worker devices\n"
-    "  ";
+constexpr char kDevicesUsage[] = "mobius-worker devices";
 
 int RunDevices() {
   mobius::DeviceProbe probe = mobius::ProbeDevices();
@@ -71,18 +69,54 @@ int RunDevices() {
   return 0;
 }
 
+// The usage line of each verb this build has (its command header's).
+std::vector<std::pair<std::string, std::string>> Usages() {
+  std::vector<std::pair<std::string, std::string>> u = {
+      {"devices", kDevicesUsage}, {"init-model", mobius::checkpoint::kInitModelUsage}};
+#ifdef MOBIUS_WORKER_HAVE_TRAIN
+  u.emplace_back("train", mobius::train::kTrainUsage);
+#endif
+#ifdef MOBIUS_WORKER_HAVE_RUN
+  u.emplace_back("run", mobius::runtime::kRunUsage);
+#endif
+#ifdef MOBIUS_WORKER_HAVE_TOKENIZE
+  u.emplace_back("tokenize", mobius::data::kTokenizeUsage);
+#endif
+  u.emplace_back("merge-adapter", mobius::checkpoint::kMergeAdapterUsage);
+#ifdef MOBIUS_WORKER_HAVE_GENERATE
+  u.emplace_back("generate", mobius::generate::kGenerateUsage);
+#endif
+#ifdef MOBIUS_WORKER_HAVE_PROFILE
+  u.emplace_back("profile", mobius::profile::kProfileUsage);
+#endif
+  return u;
+}
+
+// `mobius-worker --help`: the verbs; `mobius-worker VERB --help`: the verb's usage and flags.
+int PrintHelp(const std::string& verb) {
+  std::vector<std::string> lines;
+  for (const auto& [name, usage] : Usages()) {
+    if (name == verb) {
+      std::cout << *mobius::worker::VerbHelp(verb, usage);
+      return 0;
+    }
+    lines.push_back(usage);
+  }
+  std::cout << mobius::worker::GlobalHelp(lines);
+  return verb.empty() ? 0 : 2;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string usage = std::string(kUsage) + mobius::checkpoint::kInitModelUsage;
-#ifdef MOBIUS_WORKER_HAVE_TRAIN
-  usage += std::string("\n  ") + mobius::train::kTrainUsage;
-#endif
-  usage += std::string("\n  ") + mobius::checkpoint::kMergeAdapterUsage;
-#ifdef MOBIUS_WORKER_HAVE_GENERATE
-  usage += std::string("\n  ") + mobius::generate::kGenerateUsage;
-#endif
-  std::vector<std::string> args = mobius::InitProcess(argc, argv, usage);
+  // absl's own --help lists the flags of a file named like the binary (none): answered here.
+  mobius::HelpRequest help = mobius::TakeHelpFlags(argc, argv);
+  std::string usage;
+  for (const auto& [name, u] : Usages()) usage += "\n  " + u;
+  std::vector<std::string> args = mobius::InitProcess(
+      static_cast<int>(help.argv.size()) - 1, help.argv.data(),
+      "mobius-worker: runs one GPU's part of a Mobius job.\nUsage:" + usage);
+  if (help.asked) return PrintHelp(args.size() >= 2 ? args[1] : "");
 #ifdef MOBIUS_WORKER_HAVE_CUDA_BACKEND
   // Every verb may then use the GPU (run, train --backend, profile --backend); CPU otherwise.
   mobius::runtime::RegisterCudaBackendForRanks();
@@ -109,14 +143,6 @@ int main(int argc, char** argv) {
 #ifdef MOBIUS_WORKER_HAVE_PROFILE
   if (args.size() >= 2 && args[1] == "profile") return mobius::profile::RunProfileCommand(args);
 #endif
-  std::cerr << "usage: mobius-worker devices\n       " << mobius::checkpoint::kInitModelUsage
-            << "\n";
-#ifdef MOBIUS_WORKER_HAVE_TRAIN
-  std::cerr << "       " << mobius::train::kTrainUsage << "\n";
-#endif
-  std::cerr << "       " << mobius::checkpoint::kMergeAdapterUsage << "\n";
-#ifdef MOBIUS_WORKER_HAVE_GENERATE
-  std::cerr << "       " << mobius::generate::kGenerateUsage << "\n";
-#endif
+  std::cerr << "usage:" << usage << "\n(mobius-worker VERB --help: the verb's flags)\n";
   return 2;
 }

@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 
 #include <filesystem>
+#include <iostream>
 #include <string>
 #include <utility>
 
@@ -24,10 +25,30 @@
 #include "server/daemon/daemon.h"
 #include "server/daemon/flags.h"
 
+namespace {
+
+constexpr char kUsage[] =
+    "mobiusd: the Mobius fine-tuning daemon (one per GPU server): the job API on a unix socket\n"
+    "(and TCP with TLS), a queue shared by the machine's users, one worker process per GPU.\n"
+    "Usage: mobiusd [--socket PATH] [--state_dir DIR] [--topology_file FILE.xml] [flags]";
+
+// `mobiusd --help`: the usage and every flag of server/daemon/flags.cc (absl's own --help lists
+// the flags of a file named like the binary: none).
+int PrintHelp() {
+  std::cout << kUsage << "\n\nFlags (dashes or underscores: --state-dir == --state_dir):\n";
+  for (const std::string& name : mobius::FlagsDefinedIn("server/daemon/flags.cc")) {
+    std::cout << mobius::FlagHelpLine(name);
+  }
+  std::cout << "\nExit codes: 0 clean shutdown, 1 runtime failure, 2 bad configuration.\n";
+  return 0;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
-  std::vector<std::string> args = mobius::InitProcess(
-      argc, argv, "mobiusd: the Mobius fine-tuning daemon.\nUsage: mobiusd [--socket PATH] "
-                  "[--topology_file FILE.xml]");
+  mobius::HelpRequest help = mobius::TakeHelpFlags(argc, argv);
+  if (help.asked) return PrintHelp();
+  std::vector<std::string> args = mobius::InitProcess(argc, argv, kUsage);
   if (args.size() > 1) {
     LOG(ERROR) << "unexpected argument '" << args[1] << "' (mobiusd takes flags only; see --help)";
     return 2;

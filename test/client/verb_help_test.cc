@@ -79,10 +79,5 @@ TEST(VerbHelp, RunTakesTheMultiNodeFlags) {
   }
 }
 
-TEST(VerbHelp, HelpFlags) {
-  for (const char* a : {"--help", "-help", "-h", "--helpshort"}) EXPECT_TRUE(IsHelpFlag(a)) << a;
-  for (const char* a : {"--helpfull", "help", "--json", "-f"}) EXPECT_FALSE(IsHelpFlag(a)) << a;
-}
-
 }  // namespace
 }  // namespace mobius::cli

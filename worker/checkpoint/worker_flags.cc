@@ -3,7 +3,8 @@
 #include "absl/flags/flag.h"
 
 // Sizes: 0 keeps the preset's value.
-ABSL_FLAG(std::string, family, "", "init-model: gpt2 | llama | mistral | qwen2 | qwen3.");
+ABSL_FLAG(std::string, family, "",
+          "init-model: gpt2 | llama | mistral | qwen2 | qwen3 | qwen3_moe | mixtral.");
 ABSL_FLAG(std::string, preset, "tiny",
           "init-model: size preset, tiny or small (also \"<family>-<preset>\").");
 ABSL_FLAG(int64_t, layers, 0, "init-model: decoder blocks (0: the preset's).");
