@@ -8,10 +8,15 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "client/exit_codes.h"
+#include "common/jobspec/yaml.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "server/jobs/service/job_planning.h"
+#include "server/topology/analysis.h"
+#include "server/topology/hwloc_source.h"
 #include "test/testing/paths.h"
 
 namespace mobius::cli {
@@ -347,6 +352,63 @@ TEST(PlanCommand, JobSpecAdapterIsPlanned) {
   code = RunPlanSpec(write("adapter: {type: lora, target_modules: [c_attn]}\n"), base, out2, err2);
   EXPECT_EQ(code, kExitUsage) << out2.str();
   EXPECT_THAT(err2.str(), HasSubstr("c_attn"));
+}
+
+// `mobius plan JOB.yaml` prints the plan the job then runs (issue 34): the same partition, GPU of
+// each stage, schedule, microbatch, memory and step time as jobs::PlanJob (what mobiusd and
+// `mobius run` plan with) gives for that spec on that topology, full and QLoRA, both schedules.
+TEST(PlanCommand, JobSpecPrintsThePlanTheJobRuns) {
+  const std::filesystem::path dir = std::filesystem::path(::testing::TempDir()) / "plan_spec_same";
+  std::filesystem::create_directories(dir / "model");
+  std::filesystem::copy_file(mobius::testing::SourcePath("test/data/models/llama-2-7b.json"),
+                             dir / "model/config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto loaded = topology::MakeHwlocXmlFileSource(mobius::testing::TopologyFixture(kPaper))->Load();
+  ASSERT_TRUE(loaded.ok()) << loaded.status();
+  const topology::TopologyFacts facts = topology::Analyze(loaded->topology);
+  std::vector<int> allowed;
+  for (int g = 0; g < 8; ++g) allowed.push_back(g);
+  for (const char* tail :
+       {"plan: {schedule: mobius}\n",
+        "training: {steps: 10, global_batch: 8, microbatch: 2, seq_len: 512, grad_clip: 0}\n"
+        "plan: {schedule: roundrobin, dispatch: pool}\n",
+        "adapter: {type: lora, rank: 16, base_quantization: nf4}\n"
+        "plan: {schedule: roundrobin}\n"}) {
+    SCOPED_TRACE(tail);
+    std::string text = "model_dir: " + (dir / "model").string() +
+                       "\ndataset: {path: /d/train.tok}\nresources: {gpus: 8}\n" + tail;
+    if (!absl::StrContains(tail, "training:")) {
+      text += "training: {steps: 10, global_batch: 8, microbatch: 1, seq_len: 512}\n";
+    }
+    std::ofstream(dir / "job.yaml") << text;
+    PlanCommandOptions o;
+    o.topology_file = mobius::testing::TopologyFixture(kPaper);
+    o.json = true;
+    o.longest = false;
+    std::ostringstream out, err;
+    ASSERT_EQ(RunPlanSpec((dir / "job.yaml").string(), o, out, err), kExitOk) << err.str();
+    const nlohmann::json printed = nlohmann::json::parse(out.str());
+
+    absl::StatusOr<jobspec::JobSpec> spec = jobspec::ParseJobSpecFile((dir / "job.yaml").string());
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    jobspec::Normalize(*spec);
+    absl::StatusOr<jobs::PlannedJob> job =
+        jobs::PlanJob(*spec, loaded->topology, facts, allowed, {});
+    ASSERT_TRUE(job.ok()) << job.status();
+    const planner::Plan& p = job->report.plan;
+    EXPECT_EQ(printed["schedule"], p.schedule);
+    EXPECT_EQ(printed["job"]["microbatch"], p.shape.microbatch_size);
+    ASSERT_EQ(printed["stages"].size(), static_cast<size_t>(p.num_stages()));
+    for (int s = 0; s < p.num_stages(); ++s) {
+      EXPECT_EQ(printed["stages"][s]["unit_begin"], p.partition.stages[s].begin) << s;
+      EXPECT_EQ(printed["stages"][s]["unit_end"], p.partition.stages[s].end) << s;
+      EXPECT_EQ(printed["stages"][s]["gpu"], p.GpuOfStage(s)) << s;
+    }
+    EXPECT_EQ(printed["memory"]["host_bytes"], p.memory.host_bytes);
+    EXPECT_EQ(printed["memory"]["max_gpu_bytes"], p.memory.max_gpu_bytes);
+    EXPECT_DOUBLE_EQ(printed["predicted"]["step_seconds"].get<double>(),
+                     job->report.step_seconds);
+  }
 }
 
 struct BadCase {
