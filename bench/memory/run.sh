@@ -84,7 +84,7 @@ python3 "$SRC/bench/memory/baselines.py" --dir "$OUT" --populate_bench "$BIN/pop
 for size in $SIZES; do
   model=$OUT/model-$size
   flags=$(model_flags "$size")
-  if [[ ! -f $model/model.safetensors ]]; then
+  if [[ ! -f $model/model.safetensors && ! -f $model/model.safetensors.index.json ]]; then  # 2.8b: shards
     # shellcheck disable=SC2086
     "$BIN/mobius-worker" init-model $flags --vocab 32000 --out "$model" >/dev/null
   fi
@@ -100,7 +100,7 @@ for size in $SIZES; do
   fi
   # The standalone trainer on the same model (one process, the CPU backend's memory is the model's).
   if [[ $STANDALONE == 1 ]]; then
-    cat "$model/model.safetensors" >/dev/null
+    cat "$model"/*.safetensors >/dev/null
     python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
       "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
       --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" --precision "$PRECISION" \
@@ -126,7 +126,7 @@ EOF
       echo 3 >/proc/sys/vm/drop_caches
       echo "cold" >"$OUT/$tag.cache"
     else
-      cat "$model/model.safetensors" >/dev/null
+      cat "$model"/*.safetensors >/dev/null
       echo "warm" >"$OUT/$tag.cache"
     fi
     first=0
