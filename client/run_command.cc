@@ -78,8 +78,10 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   // run on its share, and the run config gets the global batch back with the node group.
   const int64_t global_batch = spec->training.global_batch;
   if (world.nodes > 1) {
-    const int64_t mb = spec->training.microbatch > 0 ? spec->training.microbatch
-                                                     : global_batch / world.nodes;
+    // "microbatch 0 = the whole batch" of this node: its share of the global batch.
+    jobspec::TrainingSpec share = spec->training;
+    share.global_batch = global_batch / world.nodes;
+    const int64_t mb = share.EffectiveMicrobatch();
     if (mb <= 0 || global_batch % (mb * world.nodes) != 0) {
       return Fail(err, absl::InvalidArgumentError(absl::StrFormat(
                            "training.global_batch %d does not split into %d nodes of whole "

@@ -13,6 +13,10 @@ Two views of the same rule, so neither an include nor a link can cross unnoticed
      the CMakeLists.txt that declares NAME.
 Tests, benchmarks and generated protobuf code are outside the rule.
 
+And one default, written once: "microbatch 0 means the whole batch" is the two
+EffectiveMicrobatch() definitions (common/jobspec/spec.h, common/run/trainer_options.h); any other
+`microbatch == 0 ? ...` / `microbatch > 0 ? ... : ...` in those folders is reported.
+
 Usage: layering_test.py SOURCE_DIR      (exit 0 when clean, 1 listing every violation)
        layering_test.py --self-test     (the checker finds planted violations in a scratch tree)
 """
@@ -39,23 +43,26 @@ def top_of(root, path):
     return os.path.relpath(path, root).split(os.sep)[0]
 
 
-def include_violations(root):
-    out = []
+def source_files(root):
+    """(top folder, path relative to root, text) of every source file under the ruled folders."""
     for top in ALLOWED:
         for dirpath, _, files in os.walk(os.path.join(root, top)):
             for name in files:
-                if not name.endswith(SOURCE_EXT):
-                    continue
-                path = os.path.join(dirpath, name)
-                with open(path, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
-                for m in INCLUDE.finditer(text):
-                    target = m.group(1)
-                    if target in TOPS and target not in ALLOWED[top]:
-                        line = text.count("\n", 0, m.start()) + 1
-                        out.append("%s:%d: %s/ includes %s" % (
-                            os.path.relpath(path, root), line, top,
-                            m.group(0).strip().split(None, 1)[1]))
+                if name.endswith(SOURCE_EXT):
+                    path = os.path.join(dirpath, name)
+                    with open(path, encoding="utf-8", errors="replace") as f:
+                        yield top, os.path.relpath(path, root), f.read()
+
+
+def include_violations(root):
+    out = []
+    for top, rel, text in source_files(root):
+        for m in INCLUDE.finditer(text):
+            target = m.group(1)
+            if target in TOPS and target not in ALLOWED[top]:
+                line = text.count("\n", 0, m.start()) + 1
+                out.append("%s:%d: %s/ includes %s" % (
+                    rel, line, top, m.group(0).strip().split(None, 1)[1]))
     return out
 
 
@@ -86,8 +93,26 @@ def link_violations(root):
     return out
 
 
+# A microbatch default: a conditional on a microbatch against 0 that picks a value.
+MICROBATCH_DEFAULT = re.compile(r"microbatch\s*(?:==|!=|>|<=)\s*0\s*\?")
+DEFAULT_HOMES = {os.path.join("common", "jobspec", "spec.h"),
+                 os.path.join("common", "run", "trainer_options.h")}
+
+
+def default_violations(root):
+    out = []
+    for _, rel, text in source_files(root):
+        if rel in DEFAULT_HOMES:
+            continue
+        for m in MICROBATCH_DEFAULT.finditer(text):
+            line = text.count("\n", 0, m.start()) + 1
+            out.append("%s:%d: the microbatch default written again (use "
+                       "EffectiveMicrobatch())" % (rel, line))
+    return out
+
+
 def check(root):
-    return include_violations(root) + link_violations(root)
+    return include_violations(root) + link_violations(root) + default_violations(root)
 
 
 def self_test():
@@ -102,6 +127,8 @@ def self_test():
         write("server/s.h", '#include "worker/runtime/x.h"\n')
         write("client/c.cc", '#include "server/s.h"\n#include "worker/w.h"\n')
         write("common/c.cc", '#  include "client/c.h"\n')
+        write("server/mb.cc", "int64_t mb = spec.microbatch > 0 ? spec.microbatch : batch;\n")
+        write("common/jobspec/spec.h", "return microbatch == 0 ? global_batch : microbatch;\n")
         write("server/CMakeLists.txt",
               "mobius_cc_library(NAME srv SRCS s.cc\n  DEPS mobius::eng mobius::lib)\n")
         write("worker/CMakeLists.txt", "mobius_cc_library(NAME eng SRCS w.cc DEPS mobius::lib)\n")
@@ -109,7 +136,7 @@ def self_test():
               "mobius_cc_library(NAME lib SRCS c.cc)\n")
         found = check(root)
         expected = ["worker/w.cc:2", "server/s.h:1", "client/c.cc:2", "common/c.cc:1",
-                    "srv (server/) links mobius::eng (worker/)"]
+                    "srv (server/) links mobius::eng (worker/)", "server/mb.cc:1"]
         missing = [e for e in expected if not any(e in v for v in found)]
         if missing or len(found) != len(expected):
             print("self-test: expected %s\nfound %s" % (expected, found))
