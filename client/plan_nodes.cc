@@ -10,6 +10,7 @@
 #include "absl/strings/str_split.h"
 #include "client/exit_codes.h"
 #include "client/plan_command_internal.h"
+#include "common/run/schedule.h"
 #include "nlohmann/json.hpp"
 #include "server/planner/nodes/nodes.h"
 
@@ -37,7 +38,8 @@ absl::StatusOr<planner::NodesOptions> MakeNodesOptions(const PlanCommandOptions&
     if (count < 1) {
       return absl::InvalidArgumentError(absl::StrCat("--nodes: must be >= 1 (got ", count, ")"));
     }
-    if (count > 1 && (o.schedule == "resident" || o.schedule == "zero")) {
+    const runtime::ScheduleTraits* t = runtime::TraitsOfName(o.schedule);
+    if (count > 1 && t != nullptr && (t->weights_resident || !t->runs_on_pipeline_runtime)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "--nodes ", count, " with --schedule ", o.schedule,
           ": several nodes are planned for the mobius and roundrobin schedules only"));

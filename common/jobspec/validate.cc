@@ -20,6 +20,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/jobspec/utf8.h"
+#include "common/run/schedule.h"
 
 namespace mobius::jobspec {
 namespace {
@@ -371,7 +372,8 @@ void CheckTraining(const JobSpec& s, Checker& c) {
   }
   c.Enum("training.lr_schedule", t.lr_schedule, kLrSchedules);
   c.Enum("training.precision", t.precision, kPrecisions);
-  if (t.precision == "fp16" && s.plan.schedule == "resident") {
+  const runtime::ScheduleTraits* schedule = runtime::TraitsOfName(s.plan.schedule);
+  if (t.precision == "fp16" && schedule != nullptr && !schedule->optimizer_on_host) {
     c.Add("training.precision",
           "fp16 needs plan.schedule mobius or roundrobin (resident updates on the GPU, without a "
           "loss scaler)");
@@ -383,7 +385,7 @@ void CheckTraining(const JobSpec& s, Checker& c) {
   c.Number("training.eps", t.eps, 0, true, kInf, false);
   if (c.Range("training.optimizer_staleness", t.optimizer_staleness, int64_t{0}, int64_t{1},
               "; 1 overlaps each step's CPU optimizer with the next step") &&
-      t.optimizer_staleness == 1 && s.plan.schedule == "resident") {
+      t.optimizer_staleness == 1 && schedule != nullptr && !schedule->optimizer_on_host) {
     c.Add("training.optimizer_staleness",
           "schedule resident updates on the GPU, synchronously; the staleness is for the host "
           "optimizer (plan.schedule mobius or roundrobin)");
@@ -408,7 +410,8 @@ void CheckResourcesAndPlan(const JobSpec& s, Checker& c) {
   c.Enum("plan.mapper", s.plan.mapper, kMappers);
   c.Range("plan.stages", s.plan.stages, 0, kMaxStages, "; 0 means the planner chooses");
   c.Enum("plan.dispatch", s.plan.dispatch, kDispatches);
-  if (s.plan.dispatch == "pool" && s.plan.schedule != "roundrobin") {
+  const runtime::ScheduleTraits* schedule = runtime::TraitsOfName(s.plan.schedule);
+  if (s.plan.dispatch == "pool" && schedule != nullptr && !schedule->passes_dispatchable) {
     c.Add("plan.dispatch", absl::StrCat("pool hands the round-robin pass stream to the next free "
                                         "GPU; it needs plan.schedule roundrobin (got ",
                                         s.plan.schedule, ")"));
@@ -492,8 +495,10 @@ void CheckAdapter(const JobSpec& s, Checker& c) {
       c.options().check_files_exist) {
     CheckAdapterDir(a.init_from, c);
   }
-  if (s.plan.schedule == "resident") {
-    c.Add("adapter", "schedule resident does not train adapters yet; use mobius or roundrobin");
+  if (const runtime::ScheduleTraits* t = runtime::TraitsOfName(s.plan.schedule);
+      t != nullptr && !t->trains_adapters) {
+    c.Add("adapter", absl::StrCat("schedule ", s.plan.schedule,
+                                  " does not train adapters yet; use mobius or roundrobin"));
   }
   if (s.training.optimizer_staleness != 0) {
     c.Add("training.optimizer_staleness",

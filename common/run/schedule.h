@@ -37,6 +37,13 @@ struct ScheduleTraits {
   // A user's stage count (plan.stages) is the planner's to honour; resident and zero have theirs
   // fixed by the GPU count and the layer granularity.
   bool takes_stage_count;
+  // The optimizer steps on the host (the CPU AdamW, its staleness and the fp16 loss scaler with
+  // it); else on the GPU, synchronously.
+  bool optimizer_on_host;
+  // Any GPU may run any pass (plan.dispatch pool: the next free GPU); else stages are bound.
+  bool passes_dispatchable;
+  // LoRA adapters train under it.
+  bool trains_adapters;
 };
 
 const ScheduleTraits& Traits(Schedule schedule);
@@ -44,6 +51,10 @@ inline const char* ScheduleName(Schedule schedule) { return Traits(schedule).nam
 
 // INVALID_ARGUMENT naming the value and the valid names.
 absl::StatusOr<Schedule> ParseSchedule(std::string_view name);
+
+// The traits of a schedule named in a spec, plan options or a flag (validated elsewhere); an
+// unknown name ("auto", a typo) has none: nullptr.
+const ScheduleTraits* TraitsOfName(std::string_view name);
 
 }  // namespace mobius::runtime
 

@@ -5,11 +5,14 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/run/schedule.h"
 
 namespace mobius::planner {
 
 std::string ConfigCandidate::Label() const {
-  return absl::StrCat(schedule, schedule == "roundrobin" ? ", " + dispatch : "", ", staleness ",
+  const runtime::ScheduleTraits* t = runtime::TraitsOfName(schedule);
+  return absl::StrCat(schedule, t != nullptr && t->passes_dispatchable ? ", " + dispatch : "",
+                      ", staleness ",
                       optimizer_staleness, ", microbatch ", microbatch, ", ", precision);
 }
 
@@ -37,12 +40,15 @@ absl::StatusOr<ConfigChoice> ChooseConfiguration(const model::ModelDescription& 
                               : space.schedules;
   std::vector<ConfigCandidate> all;
   for (const std::string& schedule : schedules) {
-    const bool rr = schedule == "roundrobin";
+    const runtime::ScheduleTraits* traits = runtime::TraitsOfName(schedule);
+    const bool dispatchable = traits != nullptr && traits->passes_dispatchable;
     std::vector<std::string> dispatches =
         space.dispatches.empty() ? std::vector<std::string>{"static", "pool"} : space.dispatches;
-    if (!rr && space.dispatches.empty()) dispatches = {"static"};
+    if (!dispatchable && space.dispatches.empty()) dispatches = {"static"};
     std::vector<int> staleness = space.staleness.empty() ? std::vector<int>{0, 1} : space.staleness;
-    if (space.staleness.empty() && (lora || schedule == "resident")) staleness = {0};
+    if (space.staleness.empty() && (lora || (traits != nullptr && !traits->optimizer_on_host))) {
+      staleness = {0};  // adapters' updates are small; a GPU optimizer has no staleness
+    }
     const std::vector<int64_t> microbatches =
         space.microbatches.empty() ? DefaultMicrobatches(job.global_batch, job.seq_len)
                                    : space.microbatches;

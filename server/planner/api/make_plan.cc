@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "common/run/schedule.h"
 #include "common/status_macros.h"
 #include "server/planner/api/plan_context.h"
 #include "server/planner/estimator.h"
@@ -201,14 +202,15 @@ absl::StatusOr<PlanContext> MakeContext(const model::ModelDescription& model,
   ctx.options = options;
   MOBIUS_RETURN_IF_ERROR(CheckChoices(options));
   MOBIUS_ASSIGN_OR_RETURN(ctx.num_microbatches, ValidateJob(model, job));
+  const runtime::ScheduleTraits* traits = runtime::TraitsOfName(options.schedule);
   if (job.dtype == "fp16" && options.cost.memory_model == MemoryModel::kRuntime &&
-      options.schedule == "resident") {
+      traits != nullptr && !traits->optimizer_on_host) {
     return absl::InvalidArgumentError(
         "dtype fp16 with schedule 'resident': the runtime's resident schedule trains in bf16 "
         "(its GPU optimizer has no loss scaler); use mobius or roundrobin");
   }
   if (options.lora.enabled() && options.cost.memory_model == MemoryModel::kRuntime &&
-      options.schedule == "resident") {
+      traits != nullptr && !traits->trains_adapters) {
     return absl::InvalidArgumentError(
         "LoRA with schedule 'resident': the runtime's resident schedule does not train adapters "
         "yet; use mobius or roundrobin");

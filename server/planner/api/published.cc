@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "common/run/schedule.h"
 
 namespace mobius::planner {
 namespace {
@@ -109,7 +110,8 @@ absl::StatusOr<ReproducedRow> Reproduce(const PublishedRow& row,
   out.settings = setup->settings;
   absl::StatusOr<PlanReport> r = MakePlan(model, topology, facts, setup->job, setup->options);
   if (!r.ok() && r.status().code() == absl::StatusCode::kFailedPrecondition &&
-      setup->options.schedule == "resident") {
+      runtime::TraitsOfName(setup->options.schedule) != nullptr &&
+      runtime::TraitsOfName(setup->options.schedule)->weights_resident) {
     // Time it anyway; say that our memory rule does not fit it.
     out.fits = false;
     out.note = std::string(r.status().message());

@@ -321,6 +321,17 @@ TEST(ScheduleTest, NamesRoundTripAndTraitsSayWhatDiffers) {
   EXPECT_FALSE(Traits(runtime::Schedule::kResident).takes_stage_count);
   EXPECT_FALSE(Traits(runtime::Schedule::kZeroOffload).runs_on_pipeline_runtime);
   EXPECT_TRUE(Traits(runtime::Schedule::kMobius).runs_on_pipeline_runtime);
+  EXPECT_FALSE(Traits(runtime::Schedule::kResident).optimizer_on_host);
+  EXPECT_TRUE(Traits(runtime::Schedule::kRoundRobin).optimizer_on_host);
+  EXPECT_TRUE(Traits(runtime::Schedule::kRoundRobin).passes_dispatchable);
+  EXPECT_FALSE(Traits(runtime::Schedule::kMobius).passes_dispatchable);
+  EXPECT_FALSE(Traits(runtime::Schedule::kResident).trains_adapters);
+  EXPECT_TRUE(Traits(runtime::Schedule::kMobius).trains_adapters);
+  // Names from specs, plan options and flags: a known name's traits, none for anything else.
+  ASSERT_NE(runtime::TraitsOfName("roundrobin"), nullptr);
+  EXPECT_EQ(runtime::TraitsOfName("roundrobin"), &Traits(runtime::Schedule::kRoundRobin));
+  EXPECT_EQ(runtime::TraitsOfName("auto"), nullptr);
+  EXPECT_EQ(runtime::TraitsOfName(""), nullptr);
 }
 
 TEST(RunConfigTest, WrongTypesNameTheField) {
