@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -17,6 +18,7 @@
 #include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager.h"
 #include "server/jobs/service/pending_transitions.h"
+#include "server/jobs/service/run_setup.h"
 #include "server/jobs/service/store_write_log.h"
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
@@ -123,6 +125,14 @@ struct JobManager::State {
   absl::Status RecoverRunningJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   void Reschedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // A started job's run (job_supervisor.cc): its user's identity and state directory, the dataset
+  // tokenized, the plan and run config (SetUpRun), recorded in the store.
+  struct PreparedRun {
+    std::optional<Identity> identity;
+    RunSetup setup;
+  };
+  absl::StatusOr<PreparedRun> PrepareRun(const std::string& id, const JobRecord& job,
+                                         const std::vector<int>& gpus);
   void Supervise(std::string id, std::vector<int> gpus);
   void Finish(const std::string& id, const absl::Status& status, int64_t steps);
 };

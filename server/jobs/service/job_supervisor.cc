@@ -334,7 +334,102 @@ std::optional<std::vector<uint32_t>> GrantedGpuMinors(const JobManagerOptions& o
   return minors;
 }
 
+// What the job's metrics and MFU need of its run (job_observer.h).
+JobRunInfo RunInfoOf(const std::string& id, const RunSetup& setup,
+                     const topology::Topology& topology) {
+  const PlannedJob& planned = setup.planned;
+  JobRunInfo info;
+  info.job_id = id;
+  info.run = &setup.run;
+  info.predicted_step_seconds = planned.report.plan.predicted_step_seconds;
+  info.gpu_memory_bytes = planned.report.plan.memory.gpu_bytes;
+  info.pinned_bytes = planned.report.plan.memory.pinned_bytes;
+  // Model FLOPs per token as MFU counts them (PaLM's 6N convention: no recompute, no attention).
+  info.flops_per_token = 6.0 * static_cast<double>(planned.report.parameters);
+  for (int g : setup.run.rank_gpu) {
+    std::optional<planner::DeviceSpec> d = planner::DeviceSpecForGpuName(
+        topology.gpus[g].name, topology.gpus[g].memory_bytes);
+    if (d) info.peak_flops_per_second += d->peak_flops_per_s;
+  }
+  info.host_store_bytes = setup.host_store_bytes;
+  return info;
+}
+
+// The job log's line as the run starts: stages, GPUs, mapping, prediction, emulation.
+std::string StartLine(const RunSetup& setup, const std::vector<int>& gpus) {
+  const runtime::RunConfig& run = setup.run;
+  const planner::PlanReport& report = setup.planned.report;
+  const int asked = setup.spec.resources.gpus;
+  return absl::StrCat(
+      setup.resume_from.empty() ? "starting: "
+                                : absl::StrCat("resuming from ", setup.resume_from, "; "),
+      run.stages.size(), " stages on ", run.num_workers, " GPU(s) ", GpuList(gpus),
+      asked > static_cast<int>(gpus.size())
+          ? absl::StrCat(" (re-planned: the job asks for ", asked, ", this node has ", gpus.size(),
+                         " usable)")
+          : "",
+      ", ", report.plan.mapper, " mapping, predicted ", report.plan.predicted_step_seconds,
+      " s/step on ", report.device,
+      run.links.empty()
+          ? ""
+          : absl::StrCat("; running on the CPU backend with emulated PCIe links x", run.link_scale,
+                         " (mobius plan --emulated-gpus --link-scale predicts that)"));
+}
+
+std::string LinkTrafficLine(const std::vector<runtime::LinkTraffic>& links) {
+  std::vector<std::string> parts;
+  for (const runtime::LinkTraffic& l : links) {
+    parts.push_back(absl::StrCat(l.name, " ", l.h2d_bytes, "/", l.d2h_bytes));
+  }
+  return absl::StrCat("bytes per emulated link (h2d/d2h): ", absl::StrJoin(parts, ", "));
+}
+
 }  // namespace
+
+absl::StatusOr<JobManager::State::PreparedRun> JobManager::State::PrepareRun(
+    const std::string& id, const JobRecord& job, const std::vector<int>& gpus) {
+  MOBIUS_ASSIGN_OR_RETURN(jobspec::JobSpec spec, jobspec::JobSpecFromJson(job.spec_json));
+  // The job's processes and file checks run as its user (job_identity.h); its default checkpoint
+  // directory and dataset cache are in that user's directory of the state (state_dirs.h).
+  PreparedRun p;
+  MOBIUS_ASSIGN_OR_RETURN(p.identity, JobIdentity(options, job.uid));
+  MOBIUS_RETURN_IF_ERROR(
+      EnsureUserStateDir(options.state_dir, job.uid, JobFilesOwner(p.identity)));
+  if (jobspec::IsTextFormat(spec.dataset.format)) {
+    DaemonLog(id, absl::StrCat("preparing the ", spec.dataset.format,
+                               " dataset with the tokenizer in ", spec.dataset.tokenizer));
+  }
+  RunSetupOptions so;
+  so.topology = &options.topology;
+  so.facts = &options.facts;
+  so.allowed = options.node.allowed_gpus;
+  so.gpus = gpus;
+  so.plan = PlanOptionsOf(options);
+  so.run_name = id;
+  so.default_checkpoint_dir = JobCheckpointDir(options, job, spec);
+  so.resume = true;  // a requeued or restarted job continues from its newest checkpoint
+  so.emulation = {.enabled = options.emulate_links, .link_scale = options.link_scale};
+  so.dataset = DatasetOptions(id, job.uid);
+  so.dataset.identity = p.identity;
+  so.inspect = [this, uid = job.uid](const inspect::InspectRequest& r) {
+    return InspectAs(options, uid, r);
+  };
+  MOBIUS_ASSIGN_OR_RETURN(p.setup, SetUpRun(std::move(spec), so));
+  if (p.setup.dataset.has_value()) {
+    DaemonLog(id, p.setup.dataset->reused
+                      ? absl::StrCat("dataset: reusing the token file ", p.setup.dataset->token_file)
+                      : absl::StrCat("dataset: tokenized ",
+                                     data::FormatTokenizeSummary(p.setup.dataset->token_file,
+                                                                 p.setup.dataset->summary)));
+  }
+  const int64_t steps = p.setup.run.training.steps;
+  if (job.total_steps == 0 && steps > 0) {  // epochs over a tokenized dataset
+    Informational(id, "total step counts", store->SetTotalSteps(id, steps));
+  }
+  Informational(id, "run plans",
+                store->UpdateRunInfo(id, gpus, PlanSummaryJson(p.setup.planned.report, p.setup.run)));
+  return p;
+}
 
 void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   auto fail = [&](const absl::Status& s) { Finish(id, s, 0); };
@@ -344,91 +439,19 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     job = GetJob(id);  // its restarts as the daemon counts them
   }
   if (!job.ok()) return fail(job.status());
-  absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job->spec_json);
-  if (!spec.ok()) return fail(spec.status());
-  // The job's processes and file checks run as its user (job_identity.h); its default checkpoint
-  // directory and dataset cache are in that user's directory of the state (state_dirs.h).
-  absl::StatusOr<std::optional<Identity>> identity = JobIdentity(options, job->uid);
-  if (!identity.ok()) return fail(identity.status());
-  if (absl::Status dirs =
-          EnsureUserStateDir(options.state_dir, job->uid, JobFilesOwner(*identity));
-      !dirs.ok()) {
-    return fail(dirs);
-  }
-  const std::string job_dir = JobDir(options, *job);
-  if (jobspec::IsTextFormat(spec->dataset.format)) {
-    DaemonLog(id, absl::StrCat("preparing the ", spec->dataset.format,
-                               " dataset with the tokenizer in ", spec->dataset.tokenizer));
-  }
-  RunSetupOptions so;
-  so.topology = &options.topology;
-  so.facts = &options.facts;
-  so.allowed = options.node.allowed_gpus;
-  so.gpus = gpus;
-  so.plan = PlanOptionsOf(options);
-  so.run_name = id;
-  so.default_checkpoint_dir = JobCheckpointDir(options, *job, *spec);
-  so.resume = true;  // a requeued or restarted job continues from its newest checkpoint
-  so.emulation = {.enabled = options.emulate_links, .link_scale = options.link_scale};
-  so.dataset = DatasetOptions(id, job->uid);
-  so.dataset.identity = *identity;
-  so.inspect = [this, uid = job->uid](const inspect::InspectRequest& r) {
-    return InspectAs(options, uid, r);
-  };
-  absl::StatusOr<RunSetup> setup = SetUpRun(*std::move(spec), so);
-  if (!setup.ok()) return fail(setup.status());
-  if (setup->dataset.has_value()) {
-    DaemonLog(id, setup->dataset->reused
-                      ? absl::StrCat("dataset: reusing the token file ", setup->dataset->token_file)
-                      : absl::StrCat("dataset: tokenized ",
-                                     data::FormatTokenizeSummary(setup->dataset->token_file,
-                                                                 setup->dataset->summary)));
-  }
-  const train::TrainerOptions& training = setup->run.training;
-  if (job->total_steps == 0 && training.steps > 0) {
-    // Epochs over a tokenized dataset.
-    Informational(id, "total step counts", store->SetTotalSteps(id, training.steps));
-  }
-  const PlannedJob& planned = setup->planned;
-  const runtime::RunConfig& run = setup->run;
-  Informational(id, "run plans",
-                store->UpdateRunInfo(id, gpus, PlanSummaryJson(planned.report, run)));
-  JobRunInfo info;
-  info.job_id = id;
-  info.run = &run;
-  info.predicted_step_seconds = planned.report.plan.predicted_step_seconds;
-  info.gpu_memory_bytes = planned.report.plan.memory.gpu_bytes;
-  info.pinned_bytes = planned.report.plan.memory.pinned_bytes;
-  // Model FLOPs per token as MFU counts them (PaLM's 6N convention: no recompute, no attention).
-  info.flops_per_token = 6.0 * static_cast<double>(planned.report.parameters);
-  for (int g : run.rank_gpu) {
-    std::optional<planner::DeviceSpec> d = planner::DeviceSpecForGpuName(
-        options.topology.gpus[g].name, options.topology.gpus[g].memory_bytes);
-    if (d) info.peak_flops_per_second += d->peak_flops_per_s;
-  }
-  info.host_store_bytes = setup->host_store_bytes;
-  const int asked = setup->spec.resources.gpus;
-  DaemonLog(id, absl::StrCat(
-                    setup->resume_from.empty() ? "starting: "
-                                               : absl::StrCat("resuming from ", setup->resume_from,
-                                                              "; "),
-                    run.stages.size(), " stages on ", run.num_workers, " GPU(s) ", GpuList(gpus),
-                    asked > static_cast<int>(gpus.size())
-                        ? absl::StrCat(" (re-planned: the job asks for ", asked,
-                                       ", this node has ", gpus.size(), " usable)")
-                        : "",
-                    ", ", planned.report.plan.mapper, " mapping, predicted ",
-                    planned.report.plan.predicted_step_seconds, " s/step on ",
-                    planned.report.device,
-                    run.links.empty() ? "" : absl::StrCat(
-                        "; running on the CPU backend with emulated PCIe links x",
-                        run.link_scale, " (mobius plan --emulated-gpus --link-scale predicts that)")));
+  absl::StatusOr<PreparedRun> prepared = PrepareRun(id, *job, gpus);
+  if (!prepared.ok()) return fail(prepared.status());
+  const RunSetup& setup = prepared->setup;
+  const PlannedJob& planned = setup.planned;
+  const runtime::RunConfig& run = setup.run;
+  const JobRunInfo info = RunInfoOf(id, setup, options.topology);
+  DaemonLog(id, StartLine(setup, gpus));
 
   runtime::LaunchOptions lo;
   lo.run = run;
   lo.worker_binary = options.worker_binary;
-  lo.run_dir = absl::StrCat(job_dir, "/run-", job->restarts);
-  lo.identity = *identity;
+  lo.run_dir = absl::StrCat(JobDir(options, *job), "/run-", job->restarts);
+  lo.identity = prepared->identity;
   std::unique_ptr<launch::JobCgroup> cgroup;
   if (options.cgroups != nullptr) {
     launch::JobLimits limits = launch::JobLimitsFor(
@@ -442,8 +465,8 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     DaemonLog(id, absl::StrCat("cgroup ", cgroup->path(), ": memory.max ",
                                limits.memory_max_bytes >> 20, " MiB"));
   }
-  lo.model_config = setup->model_config;
-  lo.validated = setup->validated;
+  lo.model_config = setup.model_config;
+  lo.validated = setup.validated;
   lo.kill_grace = options.kill_grace;
   lo.heartbeat_timeout = options.heartbeat_timeout;
   lo.step_timeout = options.step_timeout;
@@ -502,13 +525,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     }
     cgroup.reset();  // kills what is left, removes the cgroup
   }
-  if (!result.links.empty()) {
-    std::vector<std::string> parts;
-    for (const runtime::LinkTraffic& l : result.links) {
-      parts.push_back(absl::StrCat(l.name, " ", l.h2d_bytes, "/", l.d2h_bytes));
-    }
-    DaemonLog(id, absl::StrCat("bytes per emulated link (h2d/d2h): ", absl::StrJoin(parts, ", ")));
-  }
+  if (!result.links.empty()) DaemonLog(id, LinkTrafficLine(result.links));
   if (options.observer != nullptr) options.observer->JobStopped(info);
   Finish(id, result.status, last_step);
 }
