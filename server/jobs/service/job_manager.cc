@@ -72,29 +72,42 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions
   return m;
 }
 
+namespace {
+
+// Admission, one route for submit and plan: the spec normalised, the caller allowed to submit,
+// the spec valid, its files read as the caller (the model's config), the job planned on this node
+// (PlanJob), and whether it can ever fit this node (`fits`; the probe's id names it there).
+struct Admission {
+  PlannedJob planned;
+  absl::Status fits;
+};
+
+absl::StatusOr<Admission> Admit(JobManager::State& s, const Caller& caller, jobspec::JobSpec& spec,
+                                SpecCheckCache* checks, const std::string& probe_id) {
+  jobspec::Normalize(spec);
+  MOBIUS_RETURN_IF_ERROR(CheckMaySubmit(s.options, caller));
+  MOBIUS_RETURN_IF_ERROR(jobspec::ValidateJobSpec(spec, {.require_absolute_paths = true}));
+  MOBIUS_RETURN_IF_ERROR(TrainerOptionsFromSpec(spec, "unused").status());
+  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config,
+                          CheckSpecFilesAs(s.options, caller.uid, spec, checks));
+  PlanJobOptions plan_options = PlanOptionsOf(s.options);
+  plan_options.model_config = &config;
+  Admission a;
+  MOBIUS_ASSIGN_OR_RETURN(a.planned, PlanJob(spec, s.options.topology, s.options.facts,
+                                             s.options.node.allowed_gpus, {}, plan_options));
+  JobRequest probe = a.planned.request;
+  probe.job_id = probe_id;
+  a.fits = CheckFits(s.options.node, probe);
+  return a;
+}
+
+}  // namespace
+
 absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::string& submission_id,
                                            jobspec::JobSpec spec) {
   State& s = *s_;
-  jobspec::Normalize(spec);
-  absl::Status st = CheckMaySubmit(s.options, caller);
-  if (st.ok()) st = jobspec::ValidateJobSpec(spec, {.require_absolute_paths = true});
-  if (st.ok()) st = TrainerOptionsFromSpec(spec, "unused").status();
-  absl::StatusOr<model::ModelConfig> config =
-      st.ok() ? CheckSpecFilesAs(s.options, caller.uid, spec, &s.spec_checks)
-              : absl::StatusOr<model::ModelConfig>(st);
-  PlanJobOptions plan_options = PlanOptionsOf(s.options);
-  if (config.ok()) plan_options.model_config = &*config;
-  absl::StatusOr<PlannedJob> planned =
-      config.ok() ? PlanJob(spec, s.options.topology, s.options.facts,
-                            s.options.node.allowed_gpus, {}, plan_options)
-                  : absl::StatusOr<PlannedJob>(config.status());
-  if (planned.ok()) {
-    JobRequest probe = planned->request;
-    probe.job_id = "new";
-    st = CheckFits(s.options.node, probe);
-  } else {
-    st = planned.status();
-  }
+  absl::StatusOr<Admission> admitted = Admit(s, caller, spec, &s.spec_checks, "new");
+  const absl::Status st = admitted.ok() ? admitted->fits : admitted.status();
   if (!st.ok()) {
     s.Audit(caller, "SubmitJob", submission_id, spec.name, st);
     if (s.options.observer != nullptr) {
@@ -103,6 +116,7 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
     }
     return st;
   }
+  const PlannedJob& planned = admitted->planned;
   absl::StatusOr<train::TrainerOptions> training = TrainerOptionsFromSpec(spec, "unused");
   JobRecord record;
   record.submission_id = submission_id;
@@ -120,10 +134,10 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
   if (!created->existed) {
     s.DaemonLog(created->job.id,
                 absl::StrCat("submitted by ", caller.user, " (uid ", caller.uid, "): ",
-                             planned->report.plan.num_stages(), " stages planned, needs ",
-                             planned->request.host_bytes >> 20, " MiB host memory"));
+                             planned.report.plan.num_stages(), " stages planned, needs ",
+                             planned.request.host_bytes >> 20, " MiB host memory"));
     absl::MutexLock lock(&s.mu);
-    s.estimates[created->job.id] = planned->request;
+    s.estimates[created->job.id] = planned.request;
     s.Reschedule();
   }
   return Get(caller, created->job.id);
@@ -131,20 +145,9 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
 
 absl::StatusOr<std::pair<std::string, std::string>> JobManager::Plan(const Caller& caller,
                                                                      jobspec::JobSpec spec) {
-  State& s = *s_;
-  jobspec::Normalize(spec);
-  MOBIUS_RETURN_IF_ERROR(CheckMaySubmit(s.options, caller));
-  MOBIUS_RETURN_IF_ERROR(jobspec::ValidateJobSpec(spec, {.require_absolute_paths = true}));
-  MOBIUS_RETURN_IF_ERROR(TrainerOptionsFromSpec(spec, "unused").status());
-  MOBIUS_ASSIGN_OR_RETURN(model::ModelConfig config, CheckSpecFilesAs(s.options, caller.uid, spec));
-  PlanJobOptions plan_options = PlanOptionsOf(s.options);
-  plan_options.model_config = &config;
-  MOBIUS_ASSIGN_OR_RETURN(PlannedJob planned,
-                          PlanJob(spec, s.options.topology, s.options.facts,
-                                  s.options.node.allowed_gpus, {}, plan_options));
-  JobRequest probe = planned.request;
-  probe.job_id = "plan";
-  absl::Status fits = CheckFits(s.options.node, probe);
+  MOBIUS_ASSIGN_OR_RETURN(Admission admitted, Admit(*s_, caller, spec, nullptr, "plan"));
+  const PlannedJob& planned = admitted.planned;
+  const absl::Status& fits = admitted.fits;
   const planner::Plan& p = planned.report.plan;
   runtime::RunConfig none;
   std::string text = absl::StrCat(
