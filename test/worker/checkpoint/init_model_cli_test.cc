@@ -1,13 +1,12 @@
 // `mobius-worker init-model`, run as users run it: output directory and exit codes.
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <string>
 
 #include "common/numeric/bf16.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
+#include "test/testing/shell.h"
 #include "test/worker/checkpoint/test_util.h"
 #include "worker/checkpoint/model_init.h"
 
@@ -20,16 +19,9 @@ struct Result {
 };
 
 Result RunWorker(const std::string& args) {
-  const std::string cmd = mobius::testing::BinaryPath("bin/mobius-worker") + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const mobius::testing::ShellResult ran = mobius::testing::RunShell(
+      mobius::testing::BinaryPath("bin/mobius-worker") + " " + args + " 2>&1");
+  return Result{ran.exit_code, ran.output};
 }
 
 TEST(InitModelCliTest, WritesTheModelTheLibraryWould) {

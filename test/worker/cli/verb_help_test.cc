@@ -4,7 +4,6 @@
 // model-size flags with their defaults, `mobiusd --help` every daemon flag, both exiting 0.
 #include "worker/verb_help.h"
 
-#include <cstdio>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -16,6 +15,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
+#include "test/testing/shell.h"
 
 namespace mobius::worker {
 namespace {
@@ -75,42 +75,28 @@ TEST(WorkerVerbHelp, EachVerbListsExactlyTheFlagsItsCommandReads) {
   EXPECT_EQ(VerbHelp("no-such-verb", "x"), std::nullopt);
 }
 
-struct Ran {
-  int code = -1;
-  std::string out;
-};
-
-Ran RunShell(const std::string& command) {
-  Ran r;
-  FILE* p = popen((command + " 2>/dev/null").c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof(buf), p)) > 0) r.out.append(buf, n);
-  const int status = pclose(p);
-  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
+using mobius::testing::RunShell;
+using mobius::testing::ShellResult;
 
 TEST(WorkerVerbHelp, TheBinariesPrintTheirFlags) {
   const std::string worker = mobius::testing::BinaryPath("bin/mobius-worker");
-  Ran r = RunShell(worker + " init-model --help");
-  EXPECT_EQ(r.code, 0) << r.out;
+  ShellResult r = RunShell(worker + " init-model --help 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   for (const char* s : {"Usage: mobius-worker init-model", "  --hidden (default: 0)",
                         "  --kv-heads (default: 0)", "  --out (default: \"\")", "Exit codes"}) {
-    EXPECT_THAT(r.out, HasSubstr(s));
+    EXPECT_THAT(r.output, HasSubstr(s));
   }
-  EXPECT_THAT(r.out, Not(HasSubstr("No flags matched")));
-  EXPECT_THAT(r.out, Not(HasSubstr("--lora-rank")));  // train's, not init-model's
-  r = RunShell(worker + " --help");
-  EXPECT_EQ(r.code, 0);
-  EXPECT_THAT(r.out, HasSubstr("mobius-worker merge-adapter"));
-  r = RunShell(worker + " generate -h");
-  EXPECT_EQ(r.code, 0);
-  EXPECT_THAT(r.out, HasSubstr("  --max-new-tokens (default: "));
+  EXPECT_THAT(r.output, Not(HasSubstr("No flags matched")));
+  EXPECT_THAT(r.output, Not(HasSubstr("--lora-rank")));  // train's, not init-model's
+  r = RunShell(worker + " --help 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("mobius-worker merge-adapter"));
+  r = RunShell(worker + " generate -h 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_THAT(r.output, HasSubstr("  --max-new-tokens (default: "));
 
-  r = RunShell(mobius::testing::BinaryPath("bin/mobiusd") + " --help");
-  EXPECT_EQ(r.code, 0) << r.out;
+  r = RunShell(mobius::testing::BinaryPath("bin/mobiusd") + " --help 2>/dev/null");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
   // This test links no daemon flags: the list is read from the daemon's flags file.
   const std::string daemon_flags = ReadSource("server/daemon/flags.cc");
   const std::regex def("ABSL_FLAG\\([^,]+,\\s*([a-z0-9_]+)");
@@ -119,10 +105,10 @@ TEST(WorkerVerbHelp, TheBinariesPrintTheirFlags) {
        it != std::sregex_iterator(); ++it, ++defined) {
     std::string dashed = (*it)[1];
     for (char& c : dashed) c = c == '_' ? '-' : c;
-    EXPECT_THAT(r.out, HasSubstr("  --" + dashed + " (default: "));
+    EXPECT_THAT(r.output, HasSubstr("  --" + dashed + " (default: "));
   }
   EXPECT_GT(defined, 10);
-  EXPECT_THAT(r.out, HasSubstr("Usage: mobiusd"));
+  EXPECT_THAT(r.output, HasSubstr("Usage: mobiusd"));
 }
 
 }  // namespace
