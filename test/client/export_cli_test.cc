@@ -6,7 +6,6 @@
 // in fp32, and only the order of the r-term sums inside torch's GEMM may differ (an ulp of a delta
 // below 1). Measured: 0 (see merge_adapter_test.cc). bf16 output: each value is the fp32 merge
 // rounded to nearest even.
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -23,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
+#include "test/testing/shell.h"
 #include "worker/io/safetensors.h"
 
 namespace mobius {
@@ -37,16 +37,9 @@ struct Result {
 };
 
 Result RunMobius(const std::string& args) {
-  const std::string cmd = testing::BinaryPath("bin/mobius") + " " + args + " 2>&1";
-  Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
+  const testing::ShellResult ran =
+      testing::RunShell(testing::BinaryPath("bin/mobius") + " " + args + " 2>&1");
+  return Result{ran.exit_code, ran.output};
 }
 
 std::vector<float> F32(const io::TensorView& t) {

@@ -3,10 +3,8 @@
 // (with a GPT-2 byte-level BPE tokenizer.json from test/data/tokenizers), and on the golden
 // model + PEFT adapter whose greedy ids Hugging Face recorded (test/reference/golden_generate).
 // Bad inputs exit with 2 and name the flag or file.
-#include <sys/wait.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -19,6 +17,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
+#include "test/testing/shell.h"
 
 namespace mobius {
 namespace {
@@ -41,14 +40,10 @@ Result RunBinary(const std::string& binary, const std::string& args) {
   static int n = 0;
   const std::string err_file = TempPath("generate_cli_err_" + std::to_string(++n));
   const std::string cmd = testing::BinaryPath(binary) + " " + args + " 2>" + err_file;
+  const testing::ShellResult ran = testing::RunShell(cmd);
   Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t got;
-  while ((got = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, got);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.exit_code = ran.exit_code;
+  r.out = ran.output;
   std::ifstream in(err_file);
   std::stringstream text;
   text << in.rdbuf();

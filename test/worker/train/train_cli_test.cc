@@ -1,7 +1,5 @@
 // `mobius-worker train --standalone`, run as users run it: step lines, checkpoints, exit codes.
-#include <sys/wait.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <regex>
@@ -10,6 +8,7 @@
 
 #include "gtest/gtest.h"
 #include "test/testing/paths.h"
+#include "test/testing/shell.h"
 #include "test/worker/train/train_test_util.h"
 
 namespace mobius::train {
@@ -27,14 +26,10 @@ Result RunWorker(const std::string& args, const TempDir& tmp) {
   const std::string err = tmp / "stderr.txt";
   const std::string cmd =
       mobius::testing::BinaryPath("bin/mobius-worker") + " " + args + " 2>" + err;
+  const mobius::testing::ShellResult ran = mobius::testing::RunShell(cmd);
   Result r;
-  FILE* pipe = popen(cmd.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.out.append(buffer, n);
-  const int status = pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.exit_code = ran.exit_code;
+  r.out = ran.output;
   std::ostringstream s;
   s << std::ifstream(err).rdbuf();
   r.all = r.out + s.str();
