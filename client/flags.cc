@@ -128,6 +128,13 @@ ABSL_FLAG(std::string, submission_id, "",
           "(a different spec is refused). Empty: a random one.");
 ABSL_FLAG(std::string, state, "", "ls: only jobs in this state (queued, running, succeeded, "
                                   "failed, cancelled).");
+ABSL_FLAG(std::string, user, "",
+          "usage: one user's usage (a name or uid; yours by default, everyone's for an admin).");
+ABSL_FLAG(std::string, since, "",
+          "usage: the window's start: a date (2026-12-01, local midnight), an RFC 3339 time "
+          "(2026-12-01T08:00:00Z), or a duration back from now (30d, 12h, 90m). Empty: all "
+          "recorded usage.");
+ABSL_FLAG(bool, runs, false, "usage: also list every run (job, GPUs, start, wall time, usage).");
 ABSL_FLAG(int32_t, max_gpus, 0, "quota set: GPUs the user's running jobs may hold; 0: no limit.");
 ABSL_FLAG(int32_t, max_running_jobs, 0, "quota set: running jobs of the user; 0: no limit.");
 ABSL_FLAG(double, link_scale, 1.0,

@@ -20,6 +20,8 @@
 #include "client/daemon_channel.h"
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
+#include "client/job_connection.h"
+#include "client/usage_command.h"
 #include "client/stream_watchdog.h"
 #include "common/jobspec/yaml.h"
 #include "common/rpc/grpc_status.h"
@@ -34,52 +36,7 @@
 namespace mobius::cli {
 namespace {
 
-struct Connection {
-  DaemonEndpoint endpoint;
-  absl::Duration timeout;      // each unary call
-  absl::Duration stream_idle;  // a stream that receives nothing this long fails
-  absl::Status init;  // unusable TLS files
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::JobService::Stub> jobs;
-  std::unique_ptr<v1::AdminService::Stub> admin;
-  std::unique_ptr<v1::NodeService::Stub> node;
 
-  Connection(const JobCommandOptions& o)
-      : endpoint(o.daemon), timeout(o.timeout), stream_idle(o.stream_idle) {
-    absl::StatusOr<std::shared_ptr<grpc::Channel>> made = MakeDaemonChannel(endpoint);
-    if (made.ok()) {
-      channel = *std::move(made);
-    } else {
-      init = made.status();
-      channel = grpc::CreateChannel("unix:/nonexistent", grpc::InsecureChannelCredentials());
-    }
-    jobs = v1::JobService::NewStub(channel);
-    admin = v1::AdminService::NewStub(channel);
-    node = v1::NodeService::NewStub(channel);
-  }
-  void Deadline(grpc::ClientContext* ctx) const {
-    ctx->set_deadline(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(timeout));
-  }
-  absl::Status Check() const { return init.ok() ? CheckDaemonSocket(endpoint) : init; }
-  absl::Status Explain(const grpc::Status& g) const {
-    return ExplainDaemonError(FromGrpcStatus(g), endpoint, timeout);
-  }
-  // A stream's end: the watchdog's verdict when it cancelled the call, else Explain's.
-  absl::Status ExplainStream(const grpc::Status& g, const StreamWatchdog& dog,
-                             const std::string& what_now) const {
-    if (!dog.fired()) return Explain(g);
-    return absl::DeadlineExceededError(
-        absl::StrCat("mobiusd at ", endpoint.display(), " sent nothing for ",
-                     absl::FormatDuration(dog.idle_limit()),
-                     " (it sends a heartbeat every 10s): it stopped answering; ", what_now,
-                     " (--stream-idle-seconds sets the limit)"));
-  }
-};
-
-int Fail(std::ostream& err, const std::string& verb, const absl::Status& s) {
-  err << "mobius " << verb << ": " << s.message() << "\n";
-  return ExitCodeFor(s);
-}
 
 std::string StateName(v1::JobState s) {
   std::string n = v1::JobState_Name(s);
@@ -93,14 +50,6 @@ bool Terminal(v1::JobState s) {
          s == v1::JOB_STATE_CANCELLED;
 }
 
-std::string ToJson(const google::protobuf::Message& m) {
-  google::protobuf::util::JsonPrintOptions o;
-  o.add_whitespace = true;
-  o.preserve_proto_field_names = true;
-  std::string out;
-  (void)google::protobuf::util::MessageToJsonString(m, &out, o);
-  return out;
-}
 
 std::string Bytes(int64_t b) {
   if (b >= (int64_t{1} << 30)) return absl::StrFormat("%.1f GiB", b / 1073741824.0);
@@ -129,15 +78,22 @@ std::string RandomId() {
   return s;
 }
 
-std::string Line(const v1::Job& j) {
+std::string Line(const v1::Job& j, bool queue_only) {
   std::string step = j.total_steps() > 0 ? absl::StrCat(j.steps_done(), "/", j.total_steps()) : "-";
   std::string loss = j.has_last_step() ? absl::StrFormat("%.4f", j.last_step().loss()) : "-";
   std::string why = j.state() == v1::JOB_STATE_QUEUED
                         ? absl::StrCat("#", j.queue_position(), " ", j.pending_reason())
                         : j.state_reason();
-  return absl::StrFormat("%-10s %-16s %-10s %-10s %-11s %-8s %s", j.id(),
-                         j.name().empty() ? "-" : j.name(), j.user(), StateName(j.state()), step,
-                         loss, why);
+  std::string line = absl::StrFormat("%-10s %-16s %-10s %-10s %-11s %-8s ", j.id(),
+                                     j.name().empty() ? "-" : j.name(), j.user(),
+                                     StateName(j.state()), step, loss);
+  if (queue_only) {  // the owner's fair-share factor, for queued jobs
+    absl::StrAppendFormat(&line, "%-6s ",
+                          j.state() == v1::JOB_STATE_QUEUED
+                              ? absl::StrFormat("%.2f", j.fair_share())
+                              : "-");
+  }
+  return line + why;
 }
 
 // ---- progress ------------------------------------------------------------------------------------
@@ -417,9 +373,10 @@ int List(Connection& c, const JobCommandOptions& o, bool queue_only, std::ostrea
     out << ToJson(all) << "\n";
     return kExitOk;
   }
-  out << absl::StrFormat("%-10s %-16s %-10s %-10s %-11s %-8s %s\n", "ID", "NAME", "USER", "STATE",
-                         "STEP", "LOSS", queue_only ? "WHY" : "REASON");
-  for (const v1::Job& j : all.jobs()) out << Line(j) << "\n";
+  out << absl::StrFormat("%-10s %-16s %-10s %-10s %-11s %-8s ", "ID", "NAME", "USER", "STATE",
+                         "STEP", "LOSS")
+      << (queue_only ? absl::StrFormat("%-6s WHY\n", "SHARE") : "REASON\n");
+  for (const v1::Job& j : all.jobs()) out << Line(j, queue_only) << "\n";
   return kExitOk;
 }
 
@@ -553,7 +510,7 @@ int Admin(Connection& c, const std::vector<std::string>& args, const JobCommandO
 
 bool IsJobVerb(const std::string& v) {
   for (const char* known : {"submit", "ls", "describe", "logs", "watch", "cancel", "queue", "node",
-                            "drain", "undrain", "quota"}) {
+                            "drain", "undrain", "quota", "usage"}) {
     if (v == known) return true;
   }
   return false;
@@ -581,6 +538,11 @@ int RunJobCommand(const std::vector<std::string>& args, const JobCommandOptions&
   if (verb == "cancel") return need(2, "cancel JOB") ? Cancel(c, args[1], o.json, out, err) : kExitUsage;
   if (verb == "node") return need(1, "node [--json]") ? Node(c, o.json, out, err) : kExitUsage;
   if (verb == "drain" || verb == "undrain" || verb == "quota") return Admin(c, args, o, out, err);
+  if (verb == "usage") {
+    if (!need(1, "usage [--user U] [--since WHEN] [--runs] [--json]")) return kExitUsage;
+    if (absl::Status s = c.Check(); !s.ok()) return Fail(err, "usage", s);
+    return RunUsage(c, o, out, err);
+  }
   err << "mobius: unknown command '" << verb << "'\n";
   return kExitUsage;
 }

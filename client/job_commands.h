@@ -12,6 +12,8 @@
 //   mobius node                                            GPUs (free / used by), memory budgets
 //   mobius drain | undrain                                 (admins) stop / resume starting jobs
 //   mobius quota set UID --max-gpus N --max-running-jobs N | mobius quota ls   (admins)
+//   mobius usage [--user U] [--since WHEN] [--runs]        GPU-hours, memory, tokens per user
+//                                                          (usage_command.h)
 // Every read verb takes --json (one JSON object or array, protobuf's JSON mapping).
 // Exit codes (exit_codes.h): 0 ok; 1 the job waited for did not succeed; 2 usage or invalid spec
 // (the field path is in the message); 3 daemon unreachable, or silent past the call's deadline
@@ -43,6 +45,9 @@ struct JobCommandOptions {
   std::string submission_id;   // empty: a random one
   std::string state;           // ls filter: queued | running | succeeded | failed | cancelled
   int max_gpus = 0, max_running_jobs = 0;
+  std::string user;            // usage: a name or uid; empty: the caller (admins: everyone)
+  std::string since;           // usage: the window's start (usage_command.h)
+  bool runs = false;           // usage: every run too
 };
 
 // `args` are the positional arguments from the verb on ("submit", "job.yaml"). Returns the exit

@@ -260,6 +260,9 @@ int main(int argc, char** argv) {
     o.state = absl::GetFlag(FLAGS_state);
     o.max_gpus = absl::GetFlag(FLAGS_max_gpus);
     o.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+    o.user = absl::GetFlag(FLAGS_user);
+    o.since = absl::GetFlag(FLAGS_since);
+    o.runs = absl::GetFlag(FLAGS_runs);
     return mobius::cli::RunJobCommand({args.begin() + 1, args.end()}, o, std::cout, std::cerr);
   }
   if (args.size() != 2) {

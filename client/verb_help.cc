@@ -113,6 +113,10 @@ const std::vector<Verb>& Table() {
        "mobius quota set UID --max-gpus N --max-running-jobs N\n       mobius quota ls [--json]",
        "(admins) Sets or lists per-user quotas.", true,
        {"max_gpus", "max_running_jobs", "json"}},
+      {"usage", "mobius usage [--user U] [--since WHEN] [--runs] [--json]",
+       "GPU-hours, host-memory GiB-hours, tokens and steps per user (and group) over a window,\n"
+       "with each user's fair-share factor. Users see their own; admins everyone's.", true,
+       {"user", "since", "runs", "json"}},
       {"tokenize", "mobius tokenize IN... OUT --tokenizer DIR [flags]",
        "Tokenizes a dataset (JSONL or text) into a token file; no daemon.", false,
        {"tokenizer", "format", "text_field", "prompt_field", "completion_field", "messages_field",

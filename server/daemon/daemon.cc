@@ -238,6 +238,9 @@ class DaemonImpl : public Daemon {
     jo.heartbeat_timeout = options.heartbeat_timeout;
     jo.step_timeout = options.step_timeout;
     jo.preemption = options.preemption;
+    jo.preemption_grace = options.preemption_grace;
+    jo.fair_share = options.fair_share;
+    jo.usage_interval = options.usage_interval;
     jo.observer = metrics_.get();
     jo.single_user = !CanSwitchIdentity();
     MOBIUS_ASSIGN_OR_RETURN(launch::JobCgroupMode cgroup_mode,

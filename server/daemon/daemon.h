@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/jobs/accounting/accounting.h"
 
 namespace mobius {
 
@@ -48,6 +49,9 @@ struct DaemonOptions {
   absl::Duration step_timeout = absl::Seconds(1800);     // watchdog (launcher.h); zero: off
   std::string metrics_address;         // Prometheus exposer "host:port"; empty: none
   bool preemption = false;             // higher priority may preempt (checkpoint + requeue)
+  absl::Duration preemption_grace = absl::Seconds(60);  // a preempted job's time to checkpoint
+  jobs::FairShareOptions fair_share;   // the order of equal priorities (accounting.h)
+  absl::Duration usage_interval = absl::Seconds(15);  // accounting writes of running jobs
   std::string job_cgroups = "auto";    // per-job cgroup v2 isolation (server/launch/job_cgroup.h)
   // The TCP listener: "HOST:PORT" (port 0: any free port, logged); empty: none. Needs the TLS
   // certificate and key and at least one of client CA / token file.

@@ -60,6 +60,25 @@ ABSL_FLAG(std::string, metrics_address, "127.0.0.1:9464",
 ABSL_FLAG(bool, preemption, false,
           "Let a higher-priority job that cannot start preempt lower-priority running jobs: they "
           "checkpoint, stop and go back to the queue (resuming from that checkpoint).");
+ABSL_FLAG(double, preemption_grace_seconds, 60,
+          "A preempted job's grace: how long it may take to finish its step and write a "
+          "checkpoint before it is stopped (SIGTERM, then SIGKILL after --kill_grace_seconds). "
+          "Its accounting stops when its GPUs are free.");
+ABSL_FLAG(double, fairshare_half_life_hours, 24 * 7,
+          "Fair share: a user's past GPU-seconds count half as much after this long (0: no "
+          "decay). Among queued jobs of equal priority, the user who used less goes first "
+          "(docs/scheduler.md, Fair share).");
+ABSL_FLAG(double, fairshare_weight, 1.0,
+          "Fair share: the weight of the fair-share factor (0..1) in the order of equal-priority "
+          "jobs; 0: no fair share (first come, first served, unless --fairshare_age_weight).");
+ABSL_FLAG(double, fairshare_age_weight, 0.1,
+          "Fair share: the weight of a job's waiting time (reaching it at "
+          "--fairshare_age_max_hours), so that a heavy user's jobs still move up.");
+ABSL_FLAG(double, fairshare_age_max_hours, 24 * 7,
+          "Fair share: a job waiting this long earns the whole --fairshare_age_weight.");
+ABSL_FLAG(double, usage_interval_seconds, 15,
+          "Accounting: running jobs' usage is written this often (and at each step); a daemon "
+          "killed mid-run loses at most this much of a run's usage.");
 ABSL_FLAG(std::string, job_cgroups, "auto", mobius::launch::kJobCgroupsFlagHelp);
 ABSL_FLAG(std::string, listen_tcp, "",
           "Also serve gRPC on this TCP address (HOST:PORT; port 0 picks a free one, logged as "

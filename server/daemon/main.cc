@@ -128,7 +128,13 @@ int main(int argc, char** argv) {
   for (const auto& [name, value] :
        {std::pair<const char*, double>{"kill_grace_seconds", absl::GetFlag(FLAGS_kill_grace_seconds)},
         {"heartbeat_timeout_seconds", absl::GetFlag(FLAGS_heartbeat_timeout_seconds)},
-        {"step_timeout_seconds", absl::GetFlag(FLAGS_step_timeout_seconds)}}) {
+        {"step_timeout_seconds", absl::GetFlag(FLAGS_step_timeout_seconds)},
+        {"preemption_grace_seconds", absl::GetFlag(FLAGS_preemption_grace_seconds)},
+        {"fairshare_half_life_hours", absl::GetFlag(FLAGS_fairshare_half_life_hours)},
+        {"fairshare_weight", absl::GetFlag(FLAGS_fairshare_weight)},
+        {"fairshare_age_weight", absl::GetFlag(FLAGS_fairshare_age_weight)},
+        {"fairshare_age_max_hours", absl::GetFlag(FLAGS_fairshare_age_max_hours)},
+        {"usage_interval_seconds", absl::GetFlag(FLAGS_usage_interval_seconds)}}) {
     if (!(value >= 0) || !std::isfinite(value)) {
       LOG(ERROR) << "--" << name << " must be a finite number >= 0 (got " << value << ")";
       return 2;
@@ -138,6 +144,17 @@ int main(int argc, char** argv) {
   options.step_timeout = absl::Seconds(absl::GetFlag(FLAGS_step_timeout_seconds));
   options.metrics_address = absl::GetFlag(FLAGS_metrics_address);
   options.preemption = absl::GetFlag(FLAGS_preemption);
+  options.preemption_grace = absl::Seconds(absl::GetFlag(FLAGS_preemption_grace_seconds));
+  options.fair_share.half_life =
+      absl::Hours(absl::GetFlag(FLAGS_fairshare_half_life_hours));
+  options.fair_share.weight = absl::GetFlag(FLAGS_fairshare_weight);
+  options.fair_share.age_weight = absl::GetFlag(FLAGS_fairshare_age_weight);
+  options.fair_share.age_max = absl::Hours(absl::GetFlag(FLAGS_fairshare_age_max_hours));
+  if (absl::GetFlag(FLAGS_usage_interval_seconds) <= 0) {
+    LOG(ERROR) << "--usage_interval_seconds must be > 0";
+    return 2;
+  }
+  options.usage_interval = absl::Seconds(absl::GetFlag(FLAGS_usage_interval_seconds));
   options.job_cgroups = absl::GetFlag(FLAGS_job_cgroups);
   options.listen_tcp = absl::GetFlag(FLAGS_listen_tcp);
   options.tls_cert_file = absl::GetFlag(FLAGS_tls_cert);

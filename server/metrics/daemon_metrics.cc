@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
+#include "common/os/identity.h"
 #include "server/metrics/metrics_http.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -112,6 +113,18 @@ struct DaemonMetrics::State {
       .Register(*registry);
   Family<Gauge>& host_store = BuildGauge().Name("mobius_host_store_bytes")
       .Help("Shared host model stores of running jobs").Register(*registry);
+  Family<Counter>& user_gpu_seconds = BuildCounter().Name("mobius_user_gpu_seconds_total")
+      .Help("GPU-seconds (GPUs held x wall time) of the user's runs").Register(*registry);
+  Family<Counter>& user_host_gib_seconds =
+      BuildCounter().Name("mobius_user_host_memory_gib_seconds_total")
+          .Help("Host-memory GiB-seconds of the user's runs (the plans' estimates x wall time)")
+          .Register(*registry);
+  Family<Counter>& user_tokens = BuildCounter().Name("mobius_user_tokens_total")
+      .Help("Tokens trained by the user's runs").Register(*registry);
+  Family<Gauge>& user_fair_share = BuildGauge().Name("mobius_user_fair_share")
+      .Help("The user's fair-share factor (1: no recent usage), users with queued or running jobs")
+      .Register(*registry);
+  std::map<uint32_t, std::string> fair_share_users;  // guarded by mu: the gauges set last round
 
   std::mutex mu;  // guards the per-job bookkeeping below
   struct PerJob {
@@ -295,5 +308,40 @@ void DaemonMetrics::SubmitRejected(const std::string& reason) {
 }
 
 void DaemonMetrics::WorkerRestart() { s_->restarts.Add({}).Increment(); }
+
+namespace {
+std::string UserLabel(uint32_t uid) {
+  if (absl::StatusOr<Identity> who = LookUpIdentity(uid); who.ok()) return who->name;
+  return absl::StrCat("uid ", uid);
+}
+}  // namespace
+
+void DaemonMetrics::UsageAccrued(const jobs::UsageDelta& d) {
+  if (d.gpu_seconds <= 0 && d.host_gib_seconds <= 0 && d.tokens <= 0) return;
+  const std::string user = d.user.empty() ? UserLabel(d.uid) : d.user;
+  State& s = *s_;
+  s.user_gpu_seconds.Add({{"user", user}}).Increment(std::max(d.gpu_seconds, 0.0));
+  s.user_host_gib_seconds.Add({{"user", user}}).Increment(std::max(d.host_gib_seconds, 0.0));
+  s.user_tokens.Add({{"user", user}}).Increment(static_cast<double>(std::max<int64_t>(d.tokens, 0)));
+}
+
+void DaemonMetrics::FairShare(const std::map<uint32_t, double>& factors) {
+  State& s = *s_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  // Users without queued or running jobs leave the gauge.
+  for (auto it = s.fair_share_users.begin(); it != s.fair_share_users.end();) {
+    if (factors.count(it->first)) {
+      ++it;
+      continue;
+    }
+    s.user_fair_share.Remove(&s.user_fair_share.Add({{"user", it->second}}));
+    it = s.fair_share_users.erase(it);
+  }
+  for (const auto& [uid, factor] : factors) {
+    auto [it, added] = s.fair_share_users.emplace(uid, std::string());
+    if (added) it->second = UserLabel(uid);
+    s.user_fair_share.Add({{"user", it->second}}).Set(factor);
+  }
+}
 
 }  // namespace mobius

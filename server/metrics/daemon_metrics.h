@@ -36,6 +36,13 @@
 //              mobius_train_step_duration_seconds                           histogram (all jobs)
 //   host       mobius_host_pinned_bytes                                     gauge (running jobs)
 //              mobius_host_store_bytes                                      gauge (running jobs)
+//   per user   mobius_user_gpu_seconds_total{user}                          counter (accounting:
+//              mobius_user_host_memory_gib_seconds_total{user}              counter  GPUs held x
+//              mobius_user_tokens_total{user}                               counter  wall time ...)
+//              mobius_user_fair_share{user}                                 gauge 0..1 (users with
+//                                                                           queued/running jobs)
+//   The user label is the user's name: the few people with jobs on one node, not an unbounded
+//   value (issue 36 asks for per-user series; ids never appear).
 //
 // Thread-safety: every method may be called from any thread.
 #ifndef MOBIUS_SERVER_METRICS_DAEMON_METRICS_H_
@@ -75,6 +82,8 @@ class DaemonMetrics final : public jobs::JobObserver {
   void JobCounts(const std::map<jobs::JobState, int>& counts) override;
   void SubmitRejected(const std::string& reason) override;
   void WorkerRestart() override;
+  void UsageAccrued(const jobs::UsageDelta& delta) override;
+  void FairShare(const std::map<uint32_t, double>& factors) override;
 
   struct State;
 

@@ -127,8 +127,44 @@ v1::Job JobToProto(const jobs::JobView& v, SpecProtoCache* cache) {
   if (v.last_eval) *j.mutable_last_eval() = StepToProto(*v.last_eval, EmulatedPlan(r.plan_json));
   j.set_checkpoint(r.checkpoint);
   j.set_predicted_step_seconds(v.predicted_step_seconds);
+  j.set_fair_share(v.fair_share);
   return j;
 }
+
+namespace {
+
+void TotalsToProto(const jobs::UsageTotals& t, v1::UsageTotals* p) {
+  p->set_uid(t.uid);
+  p->set_user(t.user);
+  p->set_gid(t.gid);
+  p->set_group(t.group);
+  p->set_runs(t.runs);
+  p->set_jobs(t.jobs);
+  p->set_gpu_seconds(t.gpu_seconds);
+  p->set_host_gib_seconds(t.host_gib_seconds);
+  p->set_measured_host_gib_seconds(t.measured_host_gib_seconds);
+  p->set_tokens(t.tokens);
+  p->set_steps(t.steps);
+  p->set_running(t.running);
+}
+
+void RunToProto(const jobs::UsageRecord& r, v1::RunUsage* p) {
+  p->set_job_id(r.job_id);
+  p->set_uid(r.uid);
+  p->set_user(r.user);
+  p->set_group(r.group);
+  p->set_gpus(r.gpus);
+  p->set_started_unix_ms(r.started_unix_ms);
+  p->set_last_unix_ms(r.last_unix_ms);
+  p->set_ended(r.ended);
+  p->set_gpu_seconds(r.gpu_seconds());
+  p->set_host_gib_seconds(r.host_gib_seconds());
+  p->set_measured_host_gib_seconds(r.measured_host_byte_seconds / (1 << 30));
+  p->set_tokens(r.tokens);
+  p->set_steps(r.steps);
+}
+
+}  // namespace
 
 // Times the call for the metrics (on destruction).
 class RpcTimer {
@@ -198,6 +234,29 @@ grpc::Status JobServiceImpl::ListJobs(grpc::ServerContext* context,
   if (!page.ok()) return ToGrpcStatus(page.status());
   for (const jobs::JobView& v : page->first) *response->add_jobs() = JobToProto(v, &specs_);
   response->set_next_page_token(page->second);
+  return grpc::Status::OK;
+}
+
+grpc::Status JobServiceImpl::GetUsage(grpc::ServerContext* context,
+                                      const v1::GetUsageRequest* request,
+                                      v1::GetUsageResponse* response) {
+  MOBIUS_RPC_CALLER("JobService", caller);
+  jobs::UsageQuery query;
+  if (request->has_uid()) query.uid = request->uid();
+  query.since_unix_ms = request->since_unix_ms();
+  query.runs = request->runs();
+  absl::StatusOr<jobs::UsageView> v = manager_->Usage(*caller, query);
+  if (!v.ok()) return ToGrpcStatus(v.status());
+  response->set_since_unix_ms(v->report.since_unix_ms);
+  response->set_until_unix_ms(v->report.until_unix_ms);
+  for (const jobs::UsageTotals& t : v->report.users) {
+    v1::UsageTotals* p = response->add_users();
+    TotalsToProto(t, p);
+    auto f = v->fair_share.find(t.uid);
+    if (f != v->fair_share.end()) p->set_fair_share(f->second);
+  }
+  for (const jobs::UsageTotals& t : v->report.groups) TotalsToProto(t, response->add_groups());
+  for (const jobs::UsageRecord& r : v->runs) RunToProto(r, response->add_runs());
   return grpc::Status::OK;
 }
 

@@ -67,6 +67,8 @@ class JobServiceImpl final : public v1::JobService::Service {
                         grpc::ServerWriter<v1::JobEvent>* writer) override;
   grpc::Status StreamLogs(grpc::ServerContext* context, const v1::StreamLogsRequest* request,
                           grpc::ServerWriter<v1::LogLine>* writer) override;
+  grpc::Status GetUsage(grpc::ServerContext* context, const v1::GetUsageRequest* request,
+                        v1::GetUsageResponse* response) override;
 
  private:
   jobs::JobManager* manager_;

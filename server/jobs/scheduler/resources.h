@@ -55,7 +55,10 @@ struct JobRequest {
   std::string job_id;         // "j-000123"; unique among queued and running jobs
   uint32_t uid = 0;           // the submitter (quotas are per uid)
   int32_t priority = 0;       // higher runs first
-  int64_t submit_seq = 0;     // submission order: FIFO within a priority (then job_id)
+  int64_t submit_seq = 0;     // submission order: FIFO within a priority and score (then job_id)
+  // Within one priority, higher first (the daemon's fair-share and age score,
+  // server/jobs/accounting/accounting.h); equal scores (all 0 by default): FIFO.
+  double order_score = 0;
   int gpus = 0;               // GPUs wanted; 0 = all free GPUs (at least 1)
   int64_t host_bytes = 0;     // host RAM the job needs (planner estimate)
   int64_t pinned_bytes = 0;   // pinned host memory the job needs (planner estimate)

@@ -21,6 +21,7 @@ namespace {
 struct Hold {
   std::string job_id;
   int32_t priority = 0;
+  double order_score = 0;
   std::vector<int> gpus;
   int64_t host_bytes = 0;
   int64_t pinned_bytes = 0;
@@ -169,26 +170,27 @@ class Round {
     const int waiting = Count(held_jobs_, job.uid);
     if (q.max_running_jobs > 0 && running + waiting >= q.max_running_jobs) {
       parts.push_back(waiting == 0
-                          ? absl::StrCat(running, " of ", q.max_running_jobs, " running jobs")
-                          : absl::StrCat(running + waiting, " of ", q.max_running_jobs, " jobs (",
-                                         running, " running, ", waiting, " waiting ahead)"));
+                          ? absl::StrCat("max_running_jobs=", q.max_running_jobs, ": ", running,
+                                         " running")
+                          : absl::StrCat("max_running_jobs=", q.max_running_jobs, ": ",
+                                         running + waiting, " jobs (", running, " running, ",
+                                         waiting, " waiting ahead)"));
     }
     if (q.max_gpus > 0) {
       const int held = Count(held_gpus_, job.uid);
       const int used = Count(user_gpus_, job.uid) + held;
       const char* in_use = held == 0 ? " GPUs in use" : " GPUs in use or held for jobs ahead";
+      const std::string limit = absl::StrCat("max_gpus=", q.max_gpus, ": ");
       if (job.gpus > q.max_gpus) {
-        parts.push_back(
-            absl::StrCat("the job needs ", GpuCount(job.gpus), ", the limit is ", q.max_gpus));
+        parts.push_back(absl::StrCat(limit, "the job needs ", GpuCount(job.gpus)));
       } else if (job.gpus > 0 && used + job.gpus > q.max_gpus) {
-        parts.push_back(
-            absl::StrCat(used, " of ", q.max_gpus, in_use, ", the job needs ", job.gpus));
+        parts.push_back(absl::StrCat(limit, used, in_use, ", the job needs ", job.gpus));
       } else if (job.gpus == 0 && used >= q.max_gpus) {
-        parts.push_back(absl::StrCat(used, " of ", q.max_gpus, in_use));
+        parts.push_back(absl::StrCat(limit, used, in_use));
       }
     }
     if (parts.empty()) return "";
-    return absl::StrCat("user quota: ", absl::StrJoin(parts, "; "));
+    return absl::StrCat("user quota ", absl::StrJoin(parts, "; "));
   }
 
   // Free GPUs and bytes, whether or not held for jobs ahead.
@@ -260,6 +262,7 @@ class Round {
     Hold h;
     h.job_id = job.job_id;
     h.priority = job.priority;
+    h.order_score = job.order_score;
     if (static_cast<int>(candidates.size()) <= need) {
       h.gpus = candidates;
     } else {
@@ -351,8 +354,15 @@ class Round {
       held.push_back(absl::StrCat(FormatSize(blocker->pinned_bytes), " pinned memory"));
     }
     const bool higher = blocker->priority > job.priority;
-    return absl::StrCat("behind ", higher ? "higher-priority" : "earlier", " job ", blocker->job_id,
-                        higher ? "" : " of the same priority",
+    const bool share = !higher && blocker->order_score > job.order_score;
+    return absl::StrCat("behind ",
+                        higher  ? "higher-priority"
+                        : share ? "fair-share-ahead"
+                                : "earlier",
+                        " job ", blocker->job_id,
+                        higher  ? ""
+                        : share ? " of the same priority (its user has used less lately)"
+                                : " of the same priority",
                         " (held for it: ", absl::StrJoin(held, ", "), ")");
   }
 
@@ -470,6 +480,7 @@ absl::StatusOr<ScheduleResult> Scheduler::Schedule(const NodeResources& node,
   for (const JobRequest& j : queued) order.push_back(&j);
   std::sort(order.begin(), order.end(), [](const JobRequest* a, const JobRequest* b) {
     if (a->priority != b->priority) return a->priority > b->priority;
+    if (a->order_score != b->order_score) return a->order_score > b->order_score;
     if (a->submit_seq != b->submit_seq) return a->submit_seq < b->submit_seq;
     return a->job_id < b->job_id;
   });

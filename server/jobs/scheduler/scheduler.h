@@ -5,8 +5,9 @@
 // drain, quota change) and acts on the decisions. It never remembers anything between calls.
 //
 // Policy (docs/scheduler.md):
-//  1. Order: priority (higher first), then submit_seq (FIFO), then job_id. Positions are 1-based in
-//     this order among the jobs left queued.
+//  1. Order: priority (higher first), then order_score (higher first: the daemon's fair-share and
+//     age score, server/jobs/accounting/accounting.h; all equal without it), then submit_seq (FIFO),
+//     then job_id. Positions are 1-based in this order among the jobs left queued.
 //  2. Draining: nothing starts and nothing is preempted; every queued job says "node is draining".
 //  3. A job that can never fit the node (fits.h) is reported (PendingCause::kNeverFits) and holds
 //     nothing; the daemon fails it.

@@ -1,5 +1,6 @@
 #include "server/jobs/scheduler/validate.h"
 
+#include <cmath>
 #include <map>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +30,9 @@ absl::Status ValidateJobRequest(const JobRequest& r, absl::string_view path) {
   MOBIUS_RETURN_IF_ERROR(NotNegative(path, "host_bytes", r.host_bytes, r.job_id));
   MOBIUS_RETURN_IF_ERROR(NotNegative(path, "pinned_bytes", r.pinned_bytes, r.job_id));
   MOBIUS_RETURN_IF_ERROR(NotNegative(path, "per_gpu_bytes", r.per_gpu_bytes, r.job_id));
+  if (!std::isfinite(r.order_score)) {
+    return FieldError(path, "order_score", absl::StrCat(r.order_score, " is not finite"), r.job_id);
+  }
   if (r.placement != Placement::kSpread && r.placement != Placement::kPack) {
     return FieldError(path, "placement",
                       absl::StrCat("unknown value ", static_cast<int>(r.placement)), r.job_id);

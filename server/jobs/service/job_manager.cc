@@ -57,6 +57,12 @@ absl::StatusOr<std::unique_ptr<JobManager>> JobManager::Create(JobManagerOptions
   if (cleaned.ok() && *cleaned > 0) {
     LOG(INFO) << "removed " << *cleaned << " orphaned host store(s) from " << s->options.shm_dir;
   }
+  // Runs the previous daemon left open died with it: closed at their last write.
+  if (absl::StatusOr<int> closed = s->store->CloseOpenUsage(); !closed.ok()) {
+    LOG(ERROR) << "accounting: cannot close the previous daemon's open runs: " << closed.status();
+  } else if (*closed > 0) {
+    LOG(INFO) << "accounting: closed " << *closed << " run(s) the previous daemon left open";
+  }
   // Jobs that were running when the daemon died (or whose end it could not record).
   {
     absl::MutexLock lock(&s->mu);
@@ -190,6 +196,7 @@ absl::StatusOr<JobView> JobManager::Get(const Caller& caller, const std::string&
     if (v.record.state == JobState::kQueued && it != s.queued.end()) {
       v.queue_position = it->second.position;
       v.pending_reason = it->second.reason;
+      v.fair_share = s.share_factors.count(v.record.uid) ? s.share_factors[v.record.uid] : 1.0;
     }
   }
   AddStepReports(*s.store, v);
@@ -220,6 +227,8 @@ absl::StatusOr<std::pair<std::vector<JobView>, std::string>> JobManager::List(
       if (v.record.state == JobState::kQueued && it != s_->queued.end()) {
         v.queue_position = it->second.position;
         v.pending_reason = it->second.reason;
+        auto f = s_->share_factors.find(v.record.uid);
+        v.fair_share = f == s_->share_factors.end() ? 1.0 : f->second;
       }
       v.predicted_step_seconds = PredictedFromPlanJson(v.record.plan_json);
       views.push_back(std::move(v));

@@ -24,6 +24,11 @@
 //            from their checkpoint, counted as a restart (FAILED once the restarts are used up);
 //   shutdown running jobs finish their step, write a checkpoint and stop (cancelled after
 //            checkpoint_grace), and are requeued to resume from it when the daemon comes back.
+//   account  each run's usage (GPU-seconds, host-memory GiB-seconds, tokens, steps) from the start
+//            of its GPUs to their release, in the store's usage table (usage_ledger.h: open runs
+//            written every usage_interval and at each step; a run still open at a restart was cut
+//            by the daemon's death and is closed at its last write); the scheduler orders equal
+//            priorities by fair share over it (accounting.h);
 // Access: a caller sees and cancels its own jobs; admins (configured uids, or root) all of them.
 // Every state-changing call is written to the store's audit log.
 //
@@ -55,6 +60,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -66,6 +72,7 @@
 #include "absl/time/time.h"
 #include "common/jobspec/spec.h"
 #include "common/run/completion_record.h"
+#include "server/jobs/accounting/accounting.h"
 #include "server/jobs/scheduler/resources.h"
 #include "server/jobs/service/job_observer.h"
 #include "server/jobs/service/job_planning.h"
@@ -105,6 +112,9 @@ struct JobManagerOptions {
   // Shutdown: how long a running job may take to finish its step and checkpoint before it is
   // cancelled (SIGTERM, then SIGKILL after kill_grace).
   absl::Duration checkpoint_grace = absl::Seconds(60);
+  // Preemption: how long a preempted job may take to finish its step and checkpoint before it is
+  // stopped the same way.
+  absl::Duration preemption_grace = absl::Seconds(60);
   // Jobs' stores are anonymous memory files (host_store.h); named store files that earlier
   // versions left here are removed at start-up (CleanOrphanStores).
   std::string shm_dir = "/dev/shm";
@@ -132,6 +142,11 @@ struct JobManagerOptions {
   std::function<absl::StatusOr<runtime::CompletionRecord>(const JobRecord& job,
                                                           const std::string& checkpoint_dir)>
       read_completion;
+  // Fair share among queued jobs of equal priority (accounting.h; docs/scheduler.md).
+  FairShareOptions fair_share;
+  // Accounting: open runs are brought up to date and written this often (a daemon killed mid-run
+  // loses at most this much of a run's usage; step reports update it too).
+  absl::Duration usage_interval = absl::Seconds(15);
 };
 
 // How the manager plans its jobs: emulated GPUs live in host memory; the node's host budget is
@@ -149,6 +164,20 @@ struct JobView {
   std::optional<StepReportRow> last_step;  // the highest step's report
   std::optional<StepReportRow> last_eval;  // the highest step's report that has an eval_loss
   double predicted_step_seconds = 0;  // from the plan of the current or last run
+  double fair_share = 0;           // QUEUED only: its user's fair-share factor (1: no usage)
+};
+
+// Accounting (issue 36): what `mobius usage` asks.
+struct UsageQuery {
+  std::optional<uint32_t> uid;  // one user; unset: the caller (admins: everyone)
+  int64_t since_unix_ms = 0;    // the window's start; its end is now
+  bool runs = false;            // also each run's record
+};
+
+struct UsageView {
+  UsageReport report;             // per user; per group too when an admin asks about everyone
+  std::vector<UsageRecord> runs;  // with UsageQuery::runs: the runs in the window, by start
+  std::map<uint32_t, double> fair_share;  // each listed user's fair-share factor now
 };
 
 // What WatchJob streams.
@@ -220,6 +249,10 @@ class JobManager {
   absl::Status SetQuota(const Caller& caller, uint32_t uid, int32_t max_gpus,
                         int32_t max_running_jobs);
   absl::StatusOr<std::vector<Quota>> Quotas(const Caller& caller);
+
+  // Usage per user (and group) over a window, from the store and the runs in progress. A user
+  // sees their own: another uid is PERMISSION_DENIED unless the caller is an admin.
+  absl::StatusOr<UsageView> Usage(const Caller& caller, const UsageQuery& query);
 
   NodeStatus Status();
 

@@ -20,6 +20,7 @@
 #include "server/jobs/service/pending_transitions.h"
 #include "server/jobs/service/run_setup.h"
 #include "server/jobs/service/store_write_log.h"
+#include "server/jobs/service/usage_ledger.h"
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
 #include "server/launch/dataset_prep.h"
@@ -73,6 +74,8 @@ struct JobManager::State {
   absl::CondVar retry_wake;  // something to retry, or stopping
   std::thread retrier;       // RetryLoop; taken by Shutdown
   StoreWriteLog write_log;   // step reports, log lines, checkpoint records the store refused
+  UsageLedger usage ABSL_GUARDED_BY(mu);  // runs' accounting not yet in the store, open runs
+  std::map<uint32_t, double> share_factors ABSL_GUARDED_BY(mu);  // the last round's, by uid
 
   void Bump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ++version;
@@ -123,6 +126,26 @@ struct JobManager::State {
   // The jobs the store has RUNNING: SUCCEEDED when their completion record says so, else requeued
   // (or FAILED when their restarts are used up).
   absl::Status RecoverRunningJobs() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+
+  // ---- accounting (job_accounting.cc)
+  // A started run's record (its GPUs from now), and its progress, touch and end (usage_ledger.h);
+  // each reports what accrued to the observer and writes what changed.
+  void StartUsage(const JobRecord& job, const std::vector<int>& gpus, int64_t host_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void StepUsage(const std::string& id, int64_t tokens, int64_t memory_bytes)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void TouchUsage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void EndUsage(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Writes the ledger's changed records; false when some are left for the retrier.
+  bool FlushUsage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The runs that reached `since` (store rows with the ledger's newer records over them).
+  std::vector<UsageRecord> UsageSince(int64_t since_unix_ms, std::optional<uint32_t> uid)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Each request's order_score from its user's fair-share factor and its wait (accounting.h);
+  // `created_ms` by job id. Sets share_factors.
+  void ScoreRequests(std::vector<JobRequest>& requests,
+                     const std::map<std::string, int64_t>& created_ms)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
   void Reschedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A started job's run (job_supervisor.cc): its user's identity and state directory, the dataset

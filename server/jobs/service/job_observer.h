@@ -29,6 +29,15 @@ struct JobRunInfo {
   double peak_flops_per_second = 0;           // all the job's GPUs together (device spec)
 };
 
+// What one accounting update added to a user's usage (usage_ledger.h).
+struct UsageDelta {
+  uint32_t uid = 0;
+  std::string user;
+  double gpu_seconds = 0;
+  double host_gib_seconds = 0;
+  int64_t tokens = 0;
+};
+
 class JobObserver {
  public:
   virtual ~JobObserver() = default;
@@ -38,6 +47,10 @@ class JobObserver {
   virtual void JobCounts(const std::map<JobState, int>& counts) = 0;
   virtual void SubmitRejected(const std::string& reason) = 0;  // "invalid_spec", "never_fits", ...
   virtual void WorkerRestart() = 0;
+  // Accounting: usage accrued to a user (the per-user counters); fair-share factors of the users
+  // with queued or running jobs, after each scheduling round.
+  virtual void UsageAccrued(const UsageDelta& delta) { (void)delta; }
+  virtual void FairShare(const std::map<uint32_t, double>& factors) { (void)factors; }
 };
 
 }  // namespace mobius::jobs

@@ -171,10 +171,15 @@ bool JobManager::State::FlushPending() {
 void JobManager::State::RetryLoop() {
   absl::MutexLock lock(&mu);
   absl::Duration delay = options.store_retry_initial;
+  absl::Time touch = absl::Now() + options.usage_interval;
   while (!stopping) {
-    if (pending.empty() && start_refused.empty()) {
+    if (absl::Now() >= touch) {  // accounting: the runs in progress, written every interval
+      TouchUsage();
+      touch = absl::Now() + options.usage_interval;
+    }
+    if (pending.empty() && start_refused.empty() && !usage.dirty()) {
       delay = options.store_retry_initial;
-      retry_wake.Wait(&mu);
+      retry_wake.WaitWithTimeout(&mu, std::max(touch - absl::Now(), absl::ZeroDuration()));
       continue;
     }
     // Signals meanwhile (more changes kept pending) do not shorten the backoff.
@@ -182,13 +187,20 @@ void JobManager::State::RetryLoop() {
     while (!stopping && absl::Now() < until) retry_wake.WaitWithTimeout(&mu, until - absl::Now());
     if (stopping) break;
     if (FlushPending() && !start_refused.empty()) Reschedule();  // it retries those starts
+    FlushUsage();
     Bump();
-    const bool stuck = !pending.empty() || !start_refused.empty();
+    const bool stuck = !pending.empty() || !start_refused.empty() || usage.dirty();
     delay = stuck ? std::min(delay * 2, options.store_retry_max) : options.store_retry_initial;
   }
 }
 
 void JobManager::State::FinalFlush() {
+  if (!FlushUsage()) {
+    for (const UsageRecord& r : usage.Records()) {
+      LOG(ERROR) << "stopping: the usage of job " << r.job_id << "'s run (" << r.gpu_seconds()
+                 << " GPU-seconds) is not in the job store: " << r.uid << " is not charged for it";
+    }
+  }
   if (FlushPending()) return;
   for (const std::string& id : pending.Jobs()) {
     absl::StatusOr<JobRecord> stored = store->GetJob(id);

@@ -164,6 +164,7 @@ void JobManager::State::Reschedule() {
     return;
   }
   std::vector<JobRequest> requests;
+  std::map<std::string, int64_t> created_ms;
   for (const JobRecord& job : *queued_jobs) {
     auto it = estimates.find(job.id);
     if (it == estimates.end()) {
@@ -195,7 +196,9 @@ void JobManager::State::Reschedule() {
     r.priority = job.priority;
     r.submit_seq = SubmitSeq(job.id);
     requests.push_back(r);
+    created_ms[job.id] = job.created_unix_ms;
   }
+  ScoreRequests(requests, created_ms);
   std::vector<RunningJob> run;
   for (const auto& [id, r] : running) {
     run.push_back({id, r.uid, r.priority, r.seq, r.gpus, r.host_bytes, r.pinned_bytes,
@@ -217,9 +220,11 @@ void JobManager::State::Reschedule() {
       if (it == running.end() || !it->second.preempted_for.empty()) continue;
       it->second.preempted_for = p.job_id;
       DaemonLog(victim, absl::StrCat("preempted by higher-priority ", p.job_id,
-                                     ": checkpointing, then back to the queue"));
+                                     ": checkpointing (grace ",
+                                     absl::FormatDuration(options.preemption_grace),
+                                     "), then back to the queue"));
       if (it->second.launcher) {
-        it->second.launcher->RequestCheckpointAndStop(options.checkpoint_grace);
+        it->second.launcher->RequestCheckpointAndStop(options.preemption_grace);
       }
     }
   }
@@ -269,6 +274,9 @@ void JobManager::State::Reschedule() {
       r.seq = req->submit_seq;
     }
     estimates.erase(d.job_id);
+    for (const JobRecord& job : *queued_jobs) {
+      if (job.id == d.job_id) StartUsage(job, d.gpus, r.host_bytes);
+    }
     r.thread = std::thread([this, id = d.job_id, gpus = d.gpus] { Supervise(id, gpus); });
   }
   if (!refused.empty()) {
@@ -475,6 +483,12 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
     Informational(id, "step reports", store->AppendStepReport(id, ToRow(r)));
+    int64_t memory_bytes = -1;  // the job cgroup's, for the accounting's measured figure
+    if (cgroup != nullptr) {
+      if (absl::StatusOr<launch::JobCgroupStats> st = cgroup->Stats(); st.ok()) {
+        memory_bytes = st->memory_current_bytes;
+      }
+    }
     if (options.observer != nullptr) options.observer->StepCompleted(info, r);
     last_step = r.step;
     if (r.eval_loss) DaemonLog(id, absl::StrCat("step ", r.step, ": eval loss ", *r.eval_loss));
@@ -484,6 +498,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
       DaemonLog(id, absl::StrCat("checkpoint ", r.checkpoint));
     }
     absl::MutexLock lock(&mu);
+    StepUsage(id, r.tokens, memory_bytes);
     Bump();
   };
   lo.on_log = [&](int rank, const std::string& line) {
@@ -512,8 +527,10 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
     Running& r = running[id];
     r.launcher = shared;
     if (r.cancel) shared->Cancel();
-    if (r.shutdown || !r.preempted_for.empty()) {
+    if (r.shutdown) {
       shared->RequestCheckpointAndStop(options.checkpoint_grace);
+    } else if (!r.preempted_for.empty()) {
+      shared->RequestCheckpointAndStop(options.preemption_grace);
     }
   }
   runtime::LaunchResult result = shared->Wait();
@@ -569,6 +586,7 @@ void JobManager::State::Finish(const std::string& id, const absl::Status& status
     }
   }
   LogIfError(id, st);
+  EndUsage(id);  // its GPUs are free: the workers are gone
   finished.push_back(std::move(r.thread));
   running.erase(it);
   Reschedule();

@@ -138,6 +138,21 @@ class JobStore {
   // Lines with seq >= from_seq, in order, at most `limit` (1..kMaxReadLimit).
   absl::StatusOr<std::vector<LogLine>> ReadLogs(absl::string_view id, int64_t from_seq, int limit);
 
+  // --- Accounting
+  // ---------------------------------------------------------------------------------
+
+  // Creates or replaces the run's record (keyed by job and start time): writes are absolute values,
+  // so writing a record again after a failed or repeated write never counts anything twice.
+  // NOT_FOUND for an unknown job; INVALID_ARGUMENT for negative counts or an end before the start.
+  absl::Status PutUsage(const UsageRecord& record);
+  // Records whose run reached `since_unix_ms` or later (last_unix_ms >= since), of one user when
+  // `uid` is set, by start time.
+  absl::StatusOr<std::vector<UsageRecord>> ListUsage(int64_t since_unix_ms,
+                                                     std::optional<uint32_t> uid = std::nullopt);
+  // Start-up: every record still open belongs to a run that died with the previous daemon; each is
+  // closed at the last time it was seen (its last_unix_ms). Returns how many were closed.
+  absl::StatusOr<int> CloseOpenUsage();
+
   // --- Quotas and audit
   // ---------------------------------------------------------------------------
 

@@ -147,6 +147,38 @@ struct Quota {
   friend bool operator==(const Quota&, const Quota&) = default;
 };
 
+// One run's use of the node (accounting): from the moment the scheduler grants its GPUs to the
+// moment they are free again (its workers gone). A job has one record per run (a restart or a
+// requeue after preemption starts a new one); (job_id, started_unix_ms) is the key.
+struct UsageRecord {
+  std::string job_id;
+  int64_t started_unix_ms = 0;
+  uint32_t uid = 0;
+  std::string user;     // the submitter's name when it resolved
+  int64_t gid = -1;     // the submitter's primary group at the start; -1: unknown
+  std::string group;    // its name when it resolved
+  int32_t gpus = 0;     // GPUs held
+  int64_t host_bytes = 0;  // the plan's host-memory estimate for the run
+  // Ended: the run's end. Open: the last time the daemon saw it holding its GPUs (a daemon killed
+  // mid-run leaves it there; the next start closes the record at that time).
+  int64_t last_unix_ms = 0;
+  bool ended = false;
+  int64_t tokens = 0;   // tokens trained in this run (its step reports)
+  int64_t steps = 0;    // optimizer steps done in this run
+  // The integral of the job cgroup's memory.current over the run, in byte-seconds; 0 without a
+  // cgroup (the estimate above is then the only host-memory figure).
+  double measured_host_byte_seconds = 0;
+
+  double seconds() const { return static_cast<double>(last_unix_ms - started_unix_ms) / 1e3; }
+  double gpu_seconds() const { return gpus * seconds(); }
+  // The plan's estimate times the run's wall time.
+  double host_gib_seconds() const {
+    return static_cast<double>(host_bytes) / (1 << 30) * seconds();
+  }
+
+  friend bool operator==(const UsageRecord&, const UsageRecord&) = default;
+};
+
 // One state-changing call, as the daemon saw it.
 struct AuditEntry {
   int64_t seq = 0;  // assigned by the store (ignored on append)

@@ -117,6 +117,27 @@ ALTER TABLE step_reports ADD COLUMN eval_loss REAL;
 ALTER TABLE step_reports ADD COLUMN loss_scale REAL NOT NULL DEFAULT 0;
 ALTER TABLE step_reports ADD COLUMN skipped INTEGER NOT NULL DEFAULT 0;
 )sql"},
+      // 4: accounting, one row per run (job_types.h UsageRecord).
+      {4, R"sql(
+CREATE TABLE usage (
+  job_seq INTEGER NOT NULL REFERENCES jobs (seq),
+  started_unix_ms INTEGER NOT NULL,
+  uid INTEGER NOT NULL CHECK (uid >= 0),
+  user TEXT NOT NULL,
+  gid INTEGER NOT NULL,
+  group_name TEXT NOT NULL,
+  gpus INTEGER NOT NULL CHECK (gpus >= 0),
+  host_bytes INTEGER NOT NULL CHECK (host_bytes >= 0),
+  last_unix_ms INTEGER NOT NULL CHECK (last_unix_ms >= started_unix_ms),
+  ended INTEGER NOT NULL,
+  tokens INTEGER NOT NULL,
+  steps INTEGER NOT NULL,
+  measured_host_byte_seconds REAL NOT NULL,
+  PRIMARY KEY (job_seq, started_unix_ms)
+);
+CREATE INDEX usage_by_last ON usage (last_unix_ms);
+CREATE INDEX usage_by_uid ON usage (uid, last_unix_ms);
+)sql"},
   };
   return *migrations;
 }

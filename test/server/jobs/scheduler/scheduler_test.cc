@@ -295,7 +295,7 @@ TEST(Schedule, QuotaOnRunningJobsCountsThisRoundsStarts) {
                                   quotas);
   EXPECT_THAT(StartedIds(r), ElementsAre("a", "b", "d"));
   EXPECT_EQ(Queued(r, "c").cause, PendingCause::kQuota);
-  EXPECT_EQ(Queued(r, "c").reason, "user quota: 2 of 2 running jobs");
+  EXPECT_EQ(Queued(r, "c").reason, "user quota max_running_jobs=2: 2 running");
 }
 
 TEST(Schedule, QuotaBlockedJobDoesNotBlockOthers) {
@@ -307,7 +307,7 @@ TEST(Schedule, QuotaBlockedJobDoesNotBlockOthers) {
                    {Job("mine", 3, kGiB, 9, 1, 1000), Job("theirs", 3, kGiB, 0, 2, 2000)}, quotas);
   EXPECT_THAT(StartedIds(r), ElementsAre("theirs"));
   EXPECT_THAT(Started(r, "theirs").gpus, ElementsAre(1, 2, 3));
-  EXPECT_EQ(Queued(r, "mine").reason, "user quota: 1 of 1 running jobs");
+  EXPECT_EQ(Queued(r, "mine").reason, "user quota max_running_jobs=1: 1 running");
   EXPECT_EQ(Queued(r, "mine").position, 1);
 }
 
@@ -321,10 +321,10 @@ TEST(Schedule, GpuQuota) {
       {Job("a", 4, kGiB, 0, 1, 1000), Job("b", 6, kGiB, 0, 2, 1000), Job("c", 2, kGiB, 0, 3, 1000),
        Job("d", 0, kGiB, 0, 4, 1000), Job("e", 5, kGiB, 0, 5, 7)},
       quotas);
-  EXPECT_EQ(Queued(r, "a").reason, "user quota: 2 of 4 GPUs in use, the job needs 4");
-  EXPECT_EQ(Queued(r, "b").reason, "user quota: the job needs 6 GPUs, the limit is 4");
+  EXPECT_EQ(Queued(r, "a").reason, "user quota max_gpus=4: 2 GPUs in use, the job needs 4");
+  EXPECT_EQ(Queued(r, "b").reason, "user quota max_gpus=4: the job needs 6 GPUs");
   EXPECT_THAT(Started(r, "c").gpus, ElementsAre(2, 3));
-  EXPECT_EQ(Queued(r, "d").reason, "user quota: 4 of 4 GPUs in use");
+  EXPECT_EQ(Queued(r, "d").reason, "user quota max_gpus=4: 4 GPUs in use");
   EXPECT_THAT(Started(r, "e").gpus, ElementsAre(4, 5, 6, 7, 8));  // uid 7's own limit: none
   // An all-free job takes no more than the user's remaining GPU quota.
   r = MustSchedule(node, {Running("r", {0}, kGiB, 0, 0, 1000)}, {Job("d", 0, kGiB, 0, 4, 1000)},
@@ -350,14 +350,14 @@ TEST(Schedule, AWaitingJobHoldsItsPlaceInItsUsersQuota) {
             "GPU)");
   EXPECT_EQ(Queued(r, "next").cause, PendingCause::kQuota);
   EXPECT_EQ(Queued(r, "next").reason,
-            "user quota: 2 of 2 GPUs in use or held for jobs ahead, the job needs 1");
+            "user quota max_gpus=2: 2 GPUs in use or held for jobs ahead, the job needs 1");
   EXPECT_THAT(StartedIds(r), ElementsAre("other"));  // another user's quota is untouched
   EXPECT_THAT(Started(r, "other").gpus, ElementsAre(4));
 
   quotas = {};
   quotas.defaults.max_running_jobs = 1;
   r = MustSchedule(node, running, {head, next}, quotas);
-  EXPECT_EQ(Queued(r, "next").reason, "user quota: 1 of 1 jobs (0 running, 1 waiting ahead)");
+  EXPECT_EQ(Queued(r, "next").reason, "user quota max_running_jobs=1: 1 jobs (0 running, 1 waiting ahead)");
   EXPECT_THAT(r.start, IsEmpty());
 }
 
@@ -408,6 +408,42 @@ TEST(Schedule, MalformedInputNamesTheField) {
   node.host_bytes = -1;
   r = s.Schedule(node, {}, {}, {});
   EXPECT_EQ(r.status().message(), "node.host_bytes: -1 is negative");
+}
+
+}  // namespace
+}  // namespace mobius::jobs
+
+namespace mobius::jobs {
+namespace {
+
+// Fair share (order_score, set by the daemon from its accounting): within a priority the higher
+// score goes first; priority still comes first; equal scores stay FIFO.
+TEST(Schedule, OrderScoreOrdersEqualPrioritiesAfterPriority) {
+  NodeResources node = FlatNode(1);
+  JobRequest a2 = Job("a2", 1, kGiB, 0, 2, 1000), a3 = Job("a3", 1, kGiB, 0, 3, 1000);
+  JobRequest b4 = Job("b4", 1, kGiB, 0, 4, 2000), hi = Job("hi", 1, kGiB, 5, 9, 1000);
+  a2.order_score = a3.order_score = 0.25;  // alice used the node
+  b4.order_score = 1.0;                    // bob did not
+  hi.order_score = 0.0;
+  ScheduleResult r = MustSchedule(node, {Running("a1", {0}, kGiB, 0, 1, 1000)}, {a2, a3, b4, hi});
+  EXPECT_EQ(Queued(r, "hi").position, 1);
+  EXPECT_EQ(Queued(r, "b4").position, 2);
+  EXPECT_EQ(Queued(r, "a2").position, 3);
+  EXPECT_EQ(Queued(r, "a3").position, 4);
+  r = MustSchedule(node, {}, {a2, a3, b4});
+  EXPECT_THAT(StartedIds(r), ElementsAre("b4"));
+  // Bob's 2-GPU job waits for a GPU alice's running job holds; her next job could use the free
+  // one but waits behind his.
+  JobRequest b2 = Job("b2", 2, kGiB, 0, 4, 2000);
+  b2.order_score = 1.0;
+  r = MustSchedule(FlatNode(2), {Running("a1", {0}, kGiB, 0, 1, 1000)}, {a2, b2});
+  EXPECT_TRUE(StartedIds(r).empty());
+  EXPECT_EQ(Queued(r, "a2").reason,
+            "behind fair-share-ahead job b2 of the same priority (its user has used less "
+            "lately) (held for it: GPU 1, 1.0 GiB host memory, 256.0 MiB pinned memory)");
+  a2.order_score = std::nan("");
+  EXPECT_EQ(Scheduler().Schedule(node, {}, {a2}, {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

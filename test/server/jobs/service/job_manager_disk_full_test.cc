@@ -141,6 +141,29 @@ TEST_F(JobManagerDiskFullTest, AJobThatEndsWhileTheDiskIsFullIsServedAndWrittenL
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->record.state, JobState::kSucceeded);
   EXPECT_EQ(Watched(*m, id).back(), "SUCCEEDED");
+  // Accounting: the run ended while the disk was full; its record is written now, once, with the
+  // run's wall time x 2 GPUs and the tokens of its steps.
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<std::vector<UsageRecord>> rows = reader->ListUsage(0);
+    return rows.ok() && rows->size() == 1 && rows->at(0).ended;
+  }));
+  absl::StatusOr<std::vector<UsageRecord>> rows = reader->ListUsage(0);
+  ASSERT_TRUE(rows.ok() && rows->size() == 1u);
+  const UsageRecord& u = rows->at(0);
+  EXPECT_EQ(u.job_id, id);
+  EXPECT_EQ(u.gpus, 2);
+  EXPECT_EQ(u.steps, 4);
+  // Steps 3 and 4's reports were dropped with the full disk; the accounting counted them.
+  absl::StatusOr<std::vector<StepReportRow>> reports = reader->StepReports(id, 0, 100);
+  ASSERT_TRUE(reports.ok() && !reports->empty());
+  EXPECT_EQ(u.tokens, 4 * reports->front().tokens);
+  EXPECT_NEAR(u.last_unix_ms, done.record.finished_unix_ms, 1000);
+  EXPECT_NEAR(u.started_unix_ms, done.record.started_unix_ms, 1000);
+  absl::StatusOr<UsageView> usage = m->Usage(admin_, {});
+  ASSERT_TRUE(usage.ok()) << usage.status();
+  ASSERT_EQ(usage->report.users.size(), 1u);
+  EXPECT_DOUBLE_EQ(usage->report.users[0].gpu_seconds, u.gpu_seconds());
+  EXPECT_EQ(usage->report.users[0].runs, 1);
 }
 
 TEST_F(JobManagerDiskFullTest, CancelWhileTheDiskIsFullStopsTheWorkers) {

@@ -130,6 +130,14 @@ TEST_F(JobManagerRestartTest, WithoutARecordTheJobIsRequeuedAsARestartAndResumes
     job = Running(*store, spec, 4);
     own = Running(*store, own_spec, 4);
   }
+  // The dead daemon's accounting of the run it lost: open, last written 3 s after its start.
+  UsageRecord lost;
+  lost.job_id = job.id;
+  lost.uid = job.uid;
+  lost.gpus = 2;
+  lost.started_unix_ms = 1'000'000;
+  lost.last_unix_ms = 1'003'000;
+  ASSERT_TRUE(store->PutUsage(lost).ok());
   ASSERT_TRUE(checkpoint::ClaimCheckpointDir(own_spec.checkpoint.dir, own.id).ok());
   auto m = Create();
   ASSERT_NE(m, nullptr);
@@ -144,6 +152,28 @@ TEST_F(JobManagerRestartTest, WithoutARecordTheJobIsRequeuedAsARestartAndResumes
     EXPECT_EQ((*transitions)[1].to, JobState::kQueued);
     EXPECT_EQ((*transitions)[1].reason, "the daemon stopped while it ran; starts over");
   }
+  // Accounting: the lost run closed where its last write left it (6 GPU-seconds, not a second
+  // more), the new run a record of its own, ended, with the steps it ran.
+  EXPECT_TRUE(Eventually([&] {
+    absl::StatusOr<std::vector<UsageRecord>> rows = store->ListUsage(0, job.uid);
+    if (!rows.ok()) return false;
+    int ended = 0;
+    for (const UsageRecord& r : *rows) ended += r.job_id == job.id && r.ended;
+    return ended == 2;
+  }));
+  absl::StatusOr<std::vector<UsageRecord>> rows = store->ListUsage(0, job.uid);
+  ASSERT_TRUE(rows.ok()) << rows.status();
+  std::vector<UsageRecord> of_job;
+  for (const UsageRecord& r : *rows) {
+    if (r.job_id == job.id) of_job.push_back(r);
+  }
+  ASSERT_EQ(of_job.size(), 2u);
+  EXPECT_EQ(of_job[0].last_unix_ms, 1'003'000);
+  EXPECT_DOUBLE_EQ(of_job[0].gpu_seconds(), 6.0);
+  EXPECT_EQ(of_job[1].gpus, 2);
+  EXPECT_GT(of_job[1].started_unix_ms, of_job[0].last_unix_ms);
+  EXPECT_GT(of_job[1].steps, 0);
+  EXPECT_GT(of_job[1].tokens, 0);
   // This run wrote its own record: a restart now would find it.
   absl::StatusOr<runtime::CompletionRecord> record =
       runtime::ReadCompletionRecord(JobCheckpointDir(Options(), job, spec));

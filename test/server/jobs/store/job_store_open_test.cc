@@ -171,9 +171,10 @@ TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
     ASSERT_TRUE((*store)->AppendStepReport(id, r).ok());
   }
   {
-    // What a version-1 daemon left: no eval_loss, loss_scale or skipped column, no migration 2
-    // or 3.
+    // What a version-1 daemon left: no eval_loss, loss_scale or skipped column, no usage table,
+    // no migration 2, 3 or 4.
     RawDb raw(path);
+    raw.Exec("DROP TABLE usage");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN skipped");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN loss_scale");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN eval_loss");
@@ -197,6 +198,13 @@ TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
   EXPECT_EQ((*store)->StepReports(id, 1, 10)->at(0).eval_loss, 2.75);
   EXPECT_EQ((*store)->StepReports(id, 1, 10)->at(0).loss_scale, 32768.0);
   EXPECT_TRUE((*store)->StepReports(id, 1, 10)->at(0).skipped);
+  UsageRecord u;  // migration 4's table
+  u.job_id = id;
+  u.started_unix_ms = 1000;
+  u.last_unix_ms = 2000;
+  u.gpus = 2;
+  ASSERT_TRUE((*store)->PutUsage(u).ok());
+  EXPECT_EQ((*store)->ListUsage(0)->size(), 1u);
   RawDb raw(path);
   EXPECT_EQ(raw.Text("SELECT MAX(version) FROM schema_migrations"), std::to_string(kSchemaVersion));
 }
