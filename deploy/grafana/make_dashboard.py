@@ -205,6 +205,29 @@ def panels():
     p.add(timeseries("Tokens/s per job (last step)", "Each running job's throughput over its "
                      "last step, as the trainer measured it (mobius_job_tokens_per_second).",
                      "short", [("mobius_job_tokens_per_second{%s}" % JOB, "{{job}}")]), 12)
+
+    p.row("Users")
+    p.add(bars("GPU-hours by user", "GPUs held x wall time of each user's runs in the selected "
+               "range (mobius_user_gpu_seconds_total; `mobius usage` has the durable record).",
+               "h", "sum by (user) (increase(mobius_user_gpu_seconds_total{%s}[$__range])) / 3600"
+               % NODE, "{{user}}"), 8)
+    p.add(timeseries("GPUs in use by user", "GPUs held by each user's running jobs (rate of "
+                     "mobius_user_gpu_seconds_total).", "short",
+                     [("sum by (user) (rate(mobius_user_gpu_seconds_total{%s}[%s]))"
+                       % (NODE, RATE), "{{user}}")], stack=True), 8)
+    p.add(timeseries("Fair-share factor", "Each user's fair-share factor (1: no recent usage; "
+                     "lower goes later among equal priorities), users with queued or running "
+                     "jobs (mobius_user_fair_share).", "short",
+                     [("mobius_user_fair_share{%s}" % NODE, "{{node}} {{user}}")]), 8)
+    p.add(bars("Tokens by user", "Tokens trained by each user's runs in the selected range "
+               "(mobius_user_tokens_total).", "short",
+               "sum by (user) (increase(mobius_user_tokens_total{%s}[$__range]))" % NODE,
+               "{{user}}"), 8)
+    p.add(bars("Host memory GiB-hours by user", "The plans' host-memory estimates x wall time "
+               "of each user's runs in the selected range "
+               "(mobius_user_host_memory_gib_seconds_total).", "short",
+               "sum by (user) (increase(mobius_user_host_memory_gib_seconds_total{%s}[$__range]))"
+               " / 3600" % NODE, "{{user}}"), 8)
     return p.panels
 
 

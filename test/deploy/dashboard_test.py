@@ -24,7 +24,7 @@ import subprocess
 import sys
 import tempfile
 
-ROWS = ["Cluster overview", "GPUs", "PCIe links", "Jobs"]
+ROWS = ["Cluster overview", "GPUs", "PCIe links", "Jobs", "Users"]
 VARIABLES = ["datasource", "node", "gpu", "job"]
 # Grafana's built-in variables, replaced by fixed values to evaluate a query outside Grafana.
 SUBSTITUTIONS = {"$__rate_interval": "10s", "$__interval": "1s", "$__range": "10m",
