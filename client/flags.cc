@@ -137,6 +137,12 @@ ABSL_FLAG(std::string, since, "",
 ABSL_FLAG(bool, runs, false, "usage: also list every run (job, GPUs, start, wall time, usage).");
 ABSL_FLAG(int32_t, max_gpus, 0, "quota set: GPUs the user's running jobs may hold; 0: no limit.");
 ABSL_FLAG(int32_t, max_running_jobs, 0, "quota set: running jobs of the user; 0: no limit.");
+ABSL_FLAG(int32_t, max_queued_jobs, 0,
+          "quota set: jobs the user may have queued at once (a submit past it is refused); 0: no "
+          "limit.");
+ABSL_FLAG(std::string, max_host_memory, "",
+          "quota set: host memory the user's running jobs may use together (their plans' "
+          "estimates), e.g. 64GiB; empty or 0: no limit.");
 ABSL_FLAG(double, link_scale, 1.0,
           "run: multiplies every emulated PCIe link's bandwidth (CPU backend). plan: the same "
           "for the simulator's links, so that with --emulated-gpus and --profile measured the "

@@ -74,6 +74,8 @@ ABSL_DECLARE_FLAG(std::string, since);
 ABSL_DECLARE_FLAG(bool, runs);
 ABSL_DECLARE_FLAG(int32_t, max_gpus);
 ABSL_DECLARE_FLAG(int32_t, max_running_jobs);
+ABSL_DECLARE_FLAG(int32_t, max_queued_jobs);
+ABSL_DECLARE_FLAG(std::string, max_host_memory);
 ABSL_DECLARE_FLAG(double, link_scale);
 ABSL_DECLARE_FLAG(std::string, emulate_links);
 ABSL_DECLARE_FLAG(std::string, backend);

@@ -23,6 +23,7 @@
 #include "client/job_connection.h"
 #include "client/usage_command.h"
 #include "client/stream_watchdog.h"
+#include "common/jobspec/byte_size.h"
 #include "common/jobspec/yaml.h"
 #include "common/rpc/grpc_status.h"
 #include "common/rpc/jobspec_convert.h"
@@ -481,28 +482,41 @@ int Admin(Connection& c, const std::vector<std::string>& args, const JobCommandO
       out << ToJson(r) << "\n";
       return kExitOk;
     }
-    out << "UID     USER         MAX_GPUS  MAX_RUNNING_JOBS\n";
+    out << "UID     USER         MAX_GPUS  MAX_RUNNING_JOBS  MAX_QUEUED_JOBS  MAX_HOST_MEMORY\n";
     for (const v1::Quota& q : r.quotas()) {
-      out << absl::StrFormat("%-7d %-12s %-9d %d\n", q.uid(), q.user(), q.max_gpus(),
-                             q.max_running_jobs());
+      out << absl::StrFormat("%-7d %-12s %-9d %-17d %-16d %s\n", q.uid(), q.user(), q.max_gpus(),
+                             q.max_running_jobs(), q.max_queued_jobs(),
+                             q.max_host_bytes() > 0 ? Bytes(q.max_host_bytes()) : "-");
     }
     return kExitOk;
   }
   uint32_t uid = 0;
   if (args.size() != 3 || args[1] != "set" || !absl::SimpleAtoi(args[2], &uid)) {
-    err << "usage: mobius quota set UID --max-gpus N --max-running-jobs N | mobius quota ls\n";
+    err << "usage: mobius quota set UID [--max-gpus N] [--max-running-jobs N] "
+           "[--max-queued-jobs N] [--max-host-memory SIZE] | mobius quota ls\n";
     return kExitUsage;
   }
   v1::SetQuotaRequest req;
   req.set_uid(uid);
   req.set_max_gpus(o.max_gpus);
   req.set_max_running_jobs(o.max_running_jobs);
+  req.set_max_queued_jobs(o.max_queued_jobs);
+  if (!o.max_host_memory.empty()) {
+    absl::StatusOr<int64_t> bytes = jobspec::ParseByteSize(o.max_host_memory);
+    if (!bytes.ok()) {
+      return Fail(err, "quota", absl::InvalidArgumentError(absl::StrCat(
+                                    "--max-host-memory: ", bytes.status().message())));
+    }
+    req.set_max_host_bytes(*bytes);
+  }
   v1::Quota q;
   if (absl::Status s = c.Explain(c.admin->SetQuota(&ctx, req, &q)); !s.ok()) {
     return Fail(err, "quota", s);
   }
   out << "quota for " << q.user() << " (uid " << q.uid() << "): max_gpus " << q.max_gpus()
-      << ", max_running_jobs " << q.max_running_jobs() << "\n";
+      << ", max_running_jobs " << q.max_running_jobs() << ", max_queued_jobs "
+      << q.max_queued_jobs() << ", max_host_memory "
+      << (q.max_host_bytes() > 0 ? Bytes(q.max_host_bytes()) : "none") << "\n";
   return kExitOk;
 }
 

@@ -11,7 +11,8 @@
 //   mobius queue                                           queued and running jobs, why they wait
 //   mobius node                                            GPUs (free / used by), memory budgets
 //   mobius drain | undrain                                 (admins) stop / resume starting jobs
-//   mobius quota set UID --max-gpus N --max-running-jobs N | mobius quota ls   (admins)
+//   mobius quota set UID [--max-gpus N] [--max-running-jobs N] [--max-queued-jobs N]
+//                        [--max-host-memory SIZE] | mobius quota ls   (admins)
 //   mobius usage [--user U] [--since WHEN] [--runs]        GPU-hours, memory, tokens per user
 //                                                          (usage_command.h)
 // Every read verb takes --json (one JSON object or array, protobuf's JSON mapping).
@@ -44,7 +45,8 @@ struct JobCommandOptions {
   bool all_users = false;
   std::string submission_id;   // empty: a random one
   std::string state;           // ls filter: queued | running | succeeded | failed | cancelled
-  int max_gpus = 0, max_running_jobs = 0;
+  int max_gpus = 0, max_running_jobs = 0, max_queued_jobs = 0;
+  std::string max_host_memory;  // quota set: a byte size ("64GiB"); empty: no limit
   std::string user;            // usage: a name or uid; empty: the caller (admins: everyone)
   std::string since;           // usage: the window's start (usage_command.h)
   bool runs = false;           // usage: every run too

@@ -260,6 +260,8 @@ int main(int argc, char** argv) {
     o.state = absl::GetFlag(FLAGS_state);
     o.max_gpus = absl::GetFlag(FLAGS_max_gpus);
     o.max_running_jobs = absl::GetFlag(FLAGS_max_running_jobs);
+    o.max_queued_jobs = absl::GetFlag(FLAGS_max_queued_jobs);
+    o.max_host_memory = absl::GetFlag(FLAGS_max_host_memory);
     o.user = absl::GetFlag(FLAGS_user);
     o.since = absl::GetFlag(FLAGS_since);
     o.runs = absl::GetFlag(FLAGS_runs);

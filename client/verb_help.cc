@@ -110,9 +110,10 @@ const std::vector<Verb>& Table() {
       {"drain", "mobius drain", "(admins) Stops starting jobs; running jobs continue.", true, {}},
       {"undrain", "mobius undrain", "(admins) Starts jobs again after a drain.", true, {}},
       {"quota",
-       "mobius quota set UID --max-gpus N --max-running-jobs N\n       mobius quota ls [--json]",
-       "(admins) Sets or lists per-user quotas.", true,
-       {"max_gpus", "max_running_jobs", "json"}},
+       "mobius quota set UID [--max-gpus N] [--max-running-jobs N] [--max-queued-jobs N]\n"
+       "                      [--max-host-memory SIZE]\n       mobius quota ls [--json]",
+       "(admins) Sets (replaces) or lists per-user quotas; 0 or unset: no limit.", true,
+       {"max_gpus", "max_running_jobs", "max_queued_jobs", "max_host_memory", "json"}},
       {"usage", "mobius usage [--user U] [--since WHEN] [--runs] [--json]",
        "GPU-hours, host-memory GiB-hours, tokens and steps per user (and group) over a window,\n"
        "with each user's fair-share factor. Users see their own; admins everyone's.", true,

@@ -151,7 +151,7 @@ void Populate(const std::string& db, const std::string& dir, int n) {
   jobs::JobStoreOptions options;
   options.fsync_every_commit = false;
   auto store = Check(jobs::JobStore::Open(db, options), "open store");
-  for (int u = 0; u < kUsers; ++u) Check(store->SetQuota(kFirstUid + u, 1, 0), "quota");
+  for (int u = 0; u < kUsers; ++u) Check(store->SetQuota({.uid = kFirstUid + u, .max_gpus = 1}), "quota");
   for (int i = 0; i < n; ++i) {
     jobs::JobRecord job;
     job.submission_id = absl::StrCat("bench-", i);

@@ -229,7 +229,10 @@ class DaemonImpl : public Daemon {
     jo.worker_binary = options.worker_binary;
     jo.topology = snapshot_.topology;
     jo.facts = snapshot_.facts;
-    jo.default_quota = {options.max_gpus_per_user, options.max_running_jobs_per_user};
+    jo.default_quota = {.max_gpus = options.max_gpus_per_user,
+                        .max_running_jobs = options.max_running_jobs_per_user,
+                        .max_host_bytes = options.max_host_bytes_per_user,
+                        .max_queued_jobs = options.max_queued_jobs_per_user};
     jo.emulate_links =
         options.emulate_links == "on" || (options.emulate_links == "auto" && !has_cuda_);
     jo.devices_in_host_memory = jo.emulate_links || !has_cuda_;

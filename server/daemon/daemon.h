@@ -43,7 +43,8 @@ struct DaemonOptions {
   int64_t pinned_budget_bytes = 0;     // 0: half the host budget
   std::set<uid_t> admin_uids;
   gid_t admin_gid = static_cast<gid_t>(-1);
-  int32_t max_gpus_per_user = 0, max_running_jobs_per_user = 0;
+  int32_t max_gpus_per_user = 0, max_running_jobs_per_user = 0, max_queued_jobs_per_user = 0;
+  int64_t max_host_bytes_per_user = 0;
   absl::Duration kill_grace = absl::Seconds(5);
   absl::Duration heartbeat_timeout = absl::Seconds(60);  // watchdog (launcher.h); zero: off
   absl::Duration step_timeout = absl::Seconds(1800);     // watchdog (launcher.h); zero: off

@@ -44,6 +44,12 @@ ABSL_FLAG(std::string, admin_group, "",
           "Members of this group are admins too; empty: none.");
 ABSL_FLAG(int32_t, max_gpus_per_user, 0,
           "Default quota: GPUs one user's running jobs may hold together; 0: no limit.");
+ABSL_FLAG(int32_t, max_queued_jobs_per_user, 0,
+          "Default quota: jobs one user may have queued at once (a submit past it is refused); "
+          "0: no limit.");
+ABSL_FLAG(int64_t, max_host_bytes_per_user, 0,
+          "Default quota: host memory (the plans' estimates) one user's running jobs may use "
+          "together; 0: no limit.");
 ABSL_FLAG(int32_t, max_running_jobs_per_user, 0,
           "Default quota: running jobs per user; 0: no limit.");
 ABSL_FLAG(double, kill_grace_seconds, 5.0,

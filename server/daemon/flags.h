@@ -23,6 +23,8 @@ ABSL_DECLARE_FLAG(std::string, admin_uids);
 ABSL_DECLARE_FLAG(std::string, admin_group);
 ABSL_DECLARE_FLAG(int32_t, max_gpus_per_user);
 ABSL_DECLARE_FLAG(int32_t, max_running_jobs_per_user);
+ABSL_DECLARE_FLAG(int32_t, max_queued_jobs_per_user);
+ABSL_DECLARE_FLAG(int64_t, max_host_bytes_per_user);
 ABSL_DECLARE_FLAG(double, kill_grace_seconds);
 ABSL_DECLARE_FLAG(double, heartbeat_timeout_seconds);
 ABSL_DECLARE_FLAG(double, step_timeout_seconds);

@@ -124,6 +124,13 @@ int main(int argc, char** argv) {
   }
   options.max_gpus_per_user = absl::GetFlag(FLAGS_max_gpus_per_user);
   options.max_running_jobs_per_user = absl::GetFlag(FLAGS_max_running_jobs_per_user);
+  options.max_queued_jobs_per_user = absl::GetFlag(FLAGS_max_queued_jobs_per_user);
+  options.max_host_bytes_per_user = absl::GetFlag(FLAGS_max_host_bytes_per_user);
+  if (options.max_gpus_per_user < 0 || options.max_running_jobs_per_user < 0 ||
+      options.max_queued_jobs_per_user < 0 || options.max_host_bytes_per_user < 0) {
+    LOG(ERROR) << "--max_*_per_user quotas must be >= 0 (0: no limit)";
+    return 2;
+  }
   options.kill_grace = absl::Seconds(absl::GetFlag(FLAGS_kill_grace_seconds));
   for (const auto& [name, value] :
        {std::pair<const char*, double>{"kill_grace_seconds", absl::GetFlag(FLAGS_kill_grace_seconds)},

@@ -380,16 +380,30 @@ grpc::Status AdminServiceImpl::Undrain(grpc::ServerContext* context,
   return grpc::Status::OK;
 }
 
+namespace {
+
+void QuotaToProto(const jobs::Quota& q, v1::Quota* p) {
+  p->set_uid(q.uid);
+  p->set_user(UserName(q.uid));
+  p->set_max_gpus(q.max_gpus);
+  p->set_max_running_jobs(q.max_running_jobs);
+  p->set_max_queued_jobs(q.max_queued_jobs);
+  p->set_max_host_bytes(q.max_host_bytes);
+}
+
+}  // namespace
+
 grpc::Status AdminServiceImpl::SetQuota(grpc::ServerContext* context,
                                         const v1::SetQuotaRequest* request, v1::Quota* response) {
   MOBIUS_RPC_CALLER("AdminService", caller);
-  absl::Status st = manager_->SetQuota(*caller, request->uid(), request->max_gpus(),
-                                       request->max_running_jobs());
+  const jobs::Quota q{.uid = request->uid(),
+                      .max_gpus = request->max_gpus(),
+                      .max_running_jobs = request->max_running_jobs(),
+                      .max_queued_jobs = request->max_queued_jobs(),
+                      .max_host_bytes = request->max_host_bytes()};
+  absl::Status st = manager_->SetQuota(*caller, q);
   if (!st.ok()) return ToGrpcStatus(st);
-  response->set_uid(request->uid());
-  response->set_user(UserName(request->uid()));
-  response->set_max_gpus(request->max_gpus());
-  response->set_max_running_jobs(request->max_running_jobs());
+  QuotaToProto(q, response);
   return grpc::Status::OK;
 }
 
@@ -399,13 +413,7 @@ grpc::Status AdminServiceImpl::GetQuotas(grpc::ServerContext* context,
   MOBIUS_RPC_CALLER("AdminService", caller);
   auto quotas = manager_->Quotas(*caller);
   if (!quotas.ok()) return ToGrpcStatus(quotas.status());
-  for (const jobs::Quota& q : *quotas) {
-    v1::Quota* p = response->add_quotas();
-    p->set_uid(q.uid);
-    p->set_user(UserName(q.uid));
-    p->set_max_gpus(q.max_gpus);
-    p->set_max_running_jobs(q.max_running_jobs);
-  }
+  for (const jobs::Quota& q : *quotas) QuotaToProto(q, response->add_quotas());
   return grpc::Status::OK;
 }
 

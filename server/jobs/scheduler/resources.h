@@ -82,6 +82,10 @@ struct RunningJob {
 struct UserQuota {
   int32_t max_gpus = 0;          // GPUs held by the user's running jobs together
   int32_t max_running_jobs = 0;  // running jobs of the user
+  int64_t max_host_bytes = 0;    // host memory of the user's running jobs together (estimates)
+  // Queued jobs of the user: enforced when a job is submitted (the job store counts them), not by
+  // the scheduler.
+  int32_t max_queued_jobs = 0;
 };
 
 struct Quotas {

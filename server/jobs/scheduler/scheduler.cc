@@ -98,6 +98,7 @@ class Round {
       free_pinned_ = SubBytes(free_pinned_, r.pinned_bytes);
       ++user_jobs_[r.uid];
       user_gpus_[r.uid] += static_cast<int>(r.gpus.size());
+      user_host_[r.uid] = AddBytes(user_host_[r.uid], r.host_bytes);
     }
     unheld_host_ = free_host_;
     unheld_pinned_ = free_pinned_;
@@ -162,6 +163,10 @@ class Round {
     auto it = m.find(uid);
     return it == m.end() ? 0 : it->second;
   }
+  static int64_t Count64(const std::map<uint32_t, int64_t>& m, uint32_t uid) {
+    auto it = m.find(uid);
+    return it == m.end() ? 0 : it->second;
+  }
 
   std::string QuotaReason(const JobRequest& job) const {
     const UserQuota& q = quotas_.For(job.uid);
@@ -187,6 +192,18 @@ class Round {
         parts.push_back(absl::StrCat(limit, used, in_use, ", the job needs ", job.gpus));
       } else if (job.gpus == 0 && used >= q.max_gpus) {
         parts.push_back(absl::StrCat(limit, used, in_use));
+      }
+    }
+    if (q.max_host_bytes > 0) {
+      const int64_t held = Count64(held_host_, job.uid);
+      const int64_t used = AddBytes(Count64(user_host_, job.uid), held);
+      const std::string limit = absl::StrCat("max_host_bytes=", FormatSize(q.max_host_bytes), ": ");
+      if (job.host_bytes > q.max_host_bytes) {
+        parts.push_back(absl::StrCat(limit, "the job needs ", FormatSize(job.host_bytes)));
+      } else if (AddBytes(used, job.host_bytes) > q.max_host_bytes) {
+        parts.push_back(absl::StrCat(limit, FormatSize(used),
+                                     held == 0 ? " in use" : " in use or held for jobs ahead",
+                                     ", the job needs ", FormatSize(job.host_bytes)));
       }
     }
     if (parts.empty()) return "";
@@ -245,6 +262,7 @@ class Round {
     unheld_pinned_ = SubBytes(unheld_pinned_, job.pinned_bytes);
     ++user_jobs_[job.uid];
     user_gpus_[job.uid] += static_cast<int>(choice.gpus.size());
+    user_host_[job.uid] = AddBytes(user_host_[job.uid], job.host_bytes);
     out->start.push_back(std::move(d));
   }
 
@@ -274,6 +292,7 @@ class Round {
     for (int g : h.gpus) held_by_[g] = job.job_id;
     ++held_jobs_[job.uid];
     held_gpus_[job.uid] += need;
+    held_host_[job.uid] = AddBytes(held_host_[job.uid], job.host_bytes);
     unheld_host_ = SubBytes(unheld_host_, h.host_bytes);
     unheld_pinned_ = SubBytes(unheld_pinned_, h.pinned_bytes);
     if (!h.gpus.empty() || h.host_bytes > 0 || h.pinned_bytes > 0) holds_.push_back(std::move(h));
@@ -424,6 +443,8 @@ class Round {
   std::map<uint32_t, int> user_gpus_;  // their GPUs
   std::map<uint32_t, int> held_jobs_;  // waiting jobs holding resources, per uid
   std::map<uint32_t, int> held_gpus_;  // the GPUs they need (quota held for them)
+  std::map<uint32_t, int64_t> user_host_;  // host bytes of running + started jobs per uid
+  std::map<uint32_t, int64_t> held_host_;  // host bytes of waiting jobs holding quota
   std::vector<Hold> holds_;            // in queue order
   std::vector<RunningJob> victims_order_;
   bool head_seen_ = false;  // a job ahead already waits for resources

@@ -11,7 +11,8 @@
 //  2. Draining: nothing starts and nothing is preempted; every queued job says "node is draining".
 //  3. A job that can never fit the node (fits.h) is reported (PendingCause::kNeverFits) and holds
 //     nothing; the daemon fails it.
-//  4. Quotas (per uid, 0 = no limit): max_running_jobs and max_gpus over the user's running jobs,
+//  4. Quotas (per uid, 0 = no limit): max_running_jobs, max_gpus and max_host_bytes (the plans'
+//     host estimates) over the user's running jobs,
 //     those started earlier in this round and those waiting ahead of it (rule 6 holds quota too).
 //     A job over its quota waits, holds nothing and does not block jobs behind it (the limit is
 //     its user's, not the node's).

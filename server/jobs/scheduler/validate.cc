@@ -104,6 +104,8 @@ absl::Status ValidateJobs(const NodeResources& node, const std::vector<RunningJo
 absl::Status ValidateQuotas(const Quotas& quotas) {
   auto check = [](const std::string& path, const UserQuota& q) -> absl::Status {
     MOBIUS_RETURN_IF_ERROR(NotNegative(path, "max_gpus", q.max_gpus));
+    MOBIUS_RETURN_IF_ERROR(NotNegative(path, "max_host_bytes", q.max_host_bytes));
+    MOBIUS_RETURN_IF_ERROR(NotNegative(path, "max_queued_jobs", q.max_queued_jobs));
     return NotNegative(path, "max_running_jobs", q.max_running_jobs);
   };
   MOBIUS_RETURN_IF_ERROR(check("quotas.defaults", quotas.defaults));

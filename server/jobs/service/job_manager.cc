@@ -133,7 +133,10 @@ absl::StatusOr<JobView> JobManager::Submit(const Caller& caller, const std::stri
   record.spec_json = jobspec::JobSpecToJson(spec);
   record.created_unix_ms = NowMs();
   record.total_steps = training.ok() ? training->steps : 0;
-  absl::StatusOr<JobStore::CreateResult> created = s.store->CreateJob(record);
+  // The user's limit on queued jobs, counted by the store as it creates the job.
+  int32_t max_queued = s.options.default_quota.max_queued_jobs;
+  if (absl::StatusOr<Quota> q = s.store->GetQuota(caller.uid); q.ok()) max_queued = q->max_queued_jobs;
+  absl::StatusOr<JobStore::CreateResult> created = s.store->CreateJob(record, max_queued);
   s.Audit(caller, "SubmitJob", created.ok() ? created->job.id : submission_id, spec.name,
           created.status());
   if (!created.ok()) return created.status();
@@ -416,12 +419,14 @@ absl::Status JobManager::SetDraining(const Caller& caller, bool draining) {
   return st;
 }
 
-absl::Status JobManager::SetQuota(const Caller& caller, uint32_t uid, int32_t max_gpus,
-                                  int32_t max_running_jobs) {
-  absl::Status st = caller.admin ? s_->store->SetQuota(uid, max_gpus, max_running_jobs)
+absl::Status JobManager::SetQuota(const Caller& caller, const Quota& q) {
+  absl::Status st = caller.admin ? s_->store->SetQuota(q)
                                  : absl::PermissionDeniedError("quotas are for admins");
-  s_->Audit(caller, "SetQuota", absl::StrCat("uid ", uid),
-            absl::StrCat("max_gpus ", max_gpus, " max_running_jobs ", max_running_jobs), st);
+  s_->Audit(caller, "SetQuota", absl::StrCat("uid ", q.uid),
+            absl::StrCat("max_gpus ", q.max_gpus, " max_running_jobs ", q.max_running_jobs,
+                         " max_queued_jobs ", q.max_queued_jobs, " max_host_bytes ",
+                         q.max_host_bytes),
+            st);
   if (st.ok()) {
     absl::MutexLock lock(&s_->mu);
     s_->Reschedule();

@@ -246,8 +246,7 @@ class JobManager {
 
   // Admin only (PERMISSION_DENIED otherwise).
   absl::Status SetDraining(const Caller& caller, bool draining);
-  absl::Status SetQuota(const Caller& caller, uint32_t uid, int32_t max_gpus,
-                        int32_t max_running_jobs);
+  absl::Status SetQuota(const Caller& caller, const Quota& quota);
   absl::StatusOr<std::vector<Quota>> Quotas(const Caller& caller);
 
   // Usage per user (and group) over a window, from the store and the runs in progress. A user

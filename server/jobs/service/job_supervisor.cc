@@ -207,7 +207,12 @@ void JobManager::State::Reschedule() {
   jobs::Quotas quotas;
   quotas.defaults = options.default_quota;
   if (auto list = store->ListQuotas(); list.ok()) {
-    for (const Quota& q : *list) quotas.per_uid[q.uid] = {q.max_gpus, q.max_running_jobs};
+    for (const Quota& q : *list) {
+      quotas.per_uid[q.uid] = {.max_gpus = q.max_gpus,
+                               .max_running_jobs = q.max_running_jobs,
+                               .max_host_bytes = q.max_host_bytes,
+                               .max_queued_jobs = q.max_queued_jobs};
+    }
   }
   absl::StatusOr<ScheduleResult> result = scheduler.Schedule(options.node, run, requests, quotas);
   if (!result.ok()) {

@@ -116,7 +116,8 @@ absl::StatusOr<std::unique_ptr<JobStore>> JobStore::Open(const std::string& path
   return std::unique_ptr<JobStore>(new JobStore(path, *std::move(db)));
 }
 
-absl::StatusOr<JobStore::CreateResult> JobStore::CreateJob(const JobRecord& record) {
+absl::StatusOr<JobStore::CreateResult> JobStore::CreateJob(const JobRecord& record,
+                                                           int32_t max_queued_jobs) {
   MOBIUS_RETURN_IF_ERROR(ValidateNewJob(record));
   absl::MutexLock lock(&mu_);
   sqlite::Database& db = *db_;
@@ -140,7 +141,20 @@ absl::StatusOr<JobStore::CreateResult> JobStore::CreateJob(const JobRecord& reco
 
   CreateResult result;
   if (db.changes() == 1) {
-    MOBIUS_ASSIGN_OR_RETURN(result.job, LoadJob(db, db.last_insert_rowid()));
+    const int64_t seq = db.last_insert_rowid();
+    if (max_queued_jobs > 0) {  // counted in the transaction: concurrent submits cannot pass it
+      MOBIUS_ASSIGN_OR_RETURN(
+          auto count, db.Prepare("SELECT count(*) FROM jobs WHERE uid = ?1 AND state = 'QUEUED'"));
+      count.Bind(1, static_cast<int64_t>(record.uid));
+      MOBIUS_ASSIGN_OR_RETURN(const bool row, count.Step());
+      const int64_t queued = row ? count.ColumnInt(0) : 0;
+      if (queued > max_queued_jobs) {  // the new job included; the transaction rolls back
+        return absl::ResourceExhaustedError(absl::StrCat(
+            "user quota max_queued_jobs=", max_queued_jobs, ": ", queued - 1,
+            " jobs of yours are queued; wait for one to start, or cancel one"));
+      }
+    }
+    MOBIUS_ASSIGN_OR_RETURN(result.job, LoadJob(db, seq));
     MOBIUS_RETURN_IF_ERROR(tx.Commit());
     return result;
   }

@@ -81,7 +81,9 @@ class JobStore {
   // `id` is assigned. With a non-empty submission_id the call is idempotent per uid: the same spec
   // again returns the existing job (existed = true), another spec is ALREADY_EXISTS naming the
   // existing job. Atomic across threads, connections and processes (a UNIQUE index decides).
-  absl::StatusOr<CreateResult> CreateJob(const JobRecord& record);
+  // `max_queued_jobs` > 0: a new job (not an existing submission) of a user who already has that
+  // many QUEUED jobs is RESOURCE_EXHAUSTED naming the limit, counted in the same transaction.
+  absl::StatusOr<CreateResult> CreateJob(const JobRecord& record, int32_t max_queued_jobs = 0);
 
   absl::StatusOr<JobRecord> GetJob(absl::string_view id);
 
@@ -156,8 +158,8 @@ class JobStore {
   // --- Quotas and audit
   // ---------------------------------------------------------------------------
 
-  // Creates or replaces the user's quota (both limits >= 0, INVALID_ARGUMENT otherwise).
-  absl::Status SetQuota(uint32_t uid, int32_t max_gpus, int32_t max_running_jobs);
+  // Creates or replaces the user's quota (every limit >= 0, INVALID_ARGUMENT naming it otherwise).
+  absl::Status SetQuota(const Quota& quota);
   // NOT_FOUND when the user has none (the caller applies the defaults).
   absl::StatusOr<Quota> GetQuota(uint32_t uid);
   absl::StatusOr<std::vector<Quota>> ListQuotas();  // by uid

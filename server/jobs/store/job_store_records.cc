@@ -41,12 +41,23 @@ StepReportRow ReadStepRow(const sqlite::Statement& s) {
   return r;
 }
 
-absl::Status ValidateQuota(int32_t max_gpus, int32_t max_running_jobs) {
-  if (max_gpus < 0) return absl::InvalidArgumentError(absl::StrCat("max_gpus: ", max_gpus, " < 0"));
-  if (max_running_jobs < 0) {
-    return absl::InvalidArgumentError(absl::StrCat("max_running_jobs: ", max_running_jobs, " < 0"));
+absl::Status ValidateQuota(const Quota& q) {
+  for (const auto& [field, value] :
+       {std::pair<const char*, int64_t>{"max_gpus", q.max_gpus},
+        {"max_running_jobs", q.max_running_jobs},
+        {"max_queued_jobs", q.max_queued_jobs},
+        {"max_host_bytes", q.max_host_bytes}}) {
+    if (value < 0) return absl::InvalidArgumentError(absl::StrCat(field, ": ", value, " < 0"));
   }
   return absl::OkStatus();
+}
+
+constexpr char kQuotaColumns[] = "uid, max_gpus, max_running_jobs, max_queued_jobs, max_host_bytes";
+
+Quota ReadQuotaRow(const sqlite::Statement& s) {
+  return Quota{static_cast<uint32_t>(s.ColumnInt(0)), static_cast<int32_t>(s.ColumnInt(1)),
+               static_cast<int32_t>(s.ColumnInt(2)), static_cast<int32_t>(s.ColumnInt(3)),
+               s.ColumnInt(4)};
 }
 
 }  // namespace
@@ -181,42 +192,45 @@ absl::StatusOr<std::vector<LogLine>> JobStore::ReadLogs(absl::string_view id, in
   return out;
 }
 
-absl::Status JobStore::SetQuota(uint32_t uid, int32_t max_gpus, int32_t max_running_jobs) {
-  MOBIUS_RETURN_IF_ERROR(ValidateQuota(max_gpus, max_running_jobs));
+absl::Status JobStore::SetQuota(const Quota& q) {
+  MOBIUS_RETURN_IF_ERROR(ValidateQuota(q));
   absl::MutexLock lock(&mu_);
   MOBIUS_ASSIGN_OR_RETURN(
-      auto upsert, db_->Prepare("INSERT INTO quotas (uid, max_gpus, max_running_jobs) VALUES "
-                                "(?1, ?2, ?3) ON CONFLICT (uid) DO UPDATE SET "
-                                "max_gpus = excluded.max_gpus, "
-                                "max_running_jobs = excluded.max_running_jobs"));
-  upsert.Bind(1, static_cast<int64_t>(uid))
-      .Bind(2, static_cast<int64_t>(max_gpus))
-      .Bind(3, static_cast<int64_t>(max_running_jobs));
+      auto upsert,
+      db_->Prepare(absl::StrCat(
+          "INSERT INTO quotas (", kQuotaColumns,
+          ") VALUES (?1, ?2, ?3, ?4, ?5) ON CONFLICT (uid) DO UPDATE SET "
+          "max_gpus = excluded.max_gpus, max_running_jobs = excluded.max_running_jobs, "
+          "max_queued_jobs = excluded.max_queued_jobs, max_host_bytes = excluded.max_host_bytes")));
+  upsert.Bind(1, static_cast<int64_t>(q.uid))
+      .Bind(2, static_cast<int64_t>(q.max_gpus))
+      .Bind(3, static_cast<int64_t>(q.max_running_jobs))
+      .Bind(4, static_cast<int64_t>(q.max_queued_jobs))
+      .Bind(5, q.max_host_bytes);
   return upsert.Run();
 }
 
 absl::StatusOr<Quota> JobStore::GetQuota(uint32_t uid) {
   absl::MutexLock lock(&mu_);
   MOBIUS_ASSIGN_OR_RETURN(
-      auto select, db_->Prepare("SELECT max_gpus, max_running_jobs FROM quotas WHERE uid = ?1"));
+      auto select,
+      db_->Prepare(absl::StrCat("SELECT ", kQuotaColumns, " FROM quotas WHERE uid = ?1")));
   select.Bind(1, static_cast<int64_t>(uid));
   MOBIUS_ASSIGN_OR_RETURN(const bool row, select.Step());
   if (!row) return absl::NotFoundError(absl::StrCat("no quota for uid ", uid));
-  return Quota{uid, static_cast<int32_t>(select.ColumnInt(0)),
-               static_cast<int32_t>(select.ColumnInt(1))};
+  return ReadQuotaRow(select);
 }
 
 absl::StatusOr<std::vector<Quota>> JobStore::ListQuotas() {
   absl::MutexLock lock(&mu_);
   MOBIUS_ASSIGN_OR_RETURN(
-      auto select, db_->Prepare("SELECT uid, max_gpus, max_running_jobs FROM quotas ORDER BY uid"));
+      auto select,
+      db_->Prepare(absl::StrCat("SELECT ", kQuotaColumns, " FROM quotas ORDER BY uid")));
   std::vector<Quota> out;
   while (true) {
     MOBIUS_ASSIGN_OR_RETURN(const bool row, select.Step());
     if (!row) break;
-    out.push_back(Quota{static_cast<uint32_t>(select.ColumnInt(0)),
-                        static_cast<int32_t>(select.ColumnInt(1)),
-                        static_cast<int32_t>(select.ColumnInt(2))});
+    out.push_back(ReadQuotaRow(select));
   }
   return out;
 }

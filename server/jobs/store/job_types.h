@@ -139,10 +139,13 @@ struct LogLine {
   friend bool operator==(const LogLine&, const LogLine&) = default;
 };
 
+// A user's limits; 0 = no limit (scheduler/resources.h UserQuota says what each means).
 struct Quota {
   uint32_t uid = 0;
   int32_t max_gpus = 0;
   int32_t max_running_jobs = 0;
+  int32_t max_queued_jobs = 0;
+  int64_t max_host_bytes = 0;
 
   friend bool operator==(const Quota&, const Quota&) = default;
 };

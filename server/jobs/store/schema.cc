@@ -138,6 +138,12 @@ CREATE TABLE usage (
 CREATE INDEX usage_by_last ON usage (last_unix_ms);
 CREATE INDEX usage_by_uid ON usage (uid, last_unix_ms);
 )sql"},
+      // 5: per-user limits on queued jobs and on the host memory of running jobs.
+      {5, R"sql(
+ALTER TABLE quotas ADD COLUMN max_queued_jobs INTEGER NOT NULL DEFAULT 0
+  CHECK (max_queued_jobs >= 0);
+ALTER TABLE quotas ADD COLUMN max_host_bytes INTEGER NOT NULL DEFAULT 0 CHECK (max_host_bytes >= 0);
+)sql"},
   };
   return *migrations;
 }

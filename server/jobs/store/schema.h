@@ -23,7 +23,7 @@
 
 namespace mobius::jobs {
 
-inline constexpr int kSchemaVersion = 4;
+inline constexpr int kSchemaVersion = 5;
 // PRAGMA application_id of a job store: "MOBJ" as a big-endian 32-bit integer.
 inline constexpr int32_t kApplicationId = 0x4D4F424A;
 

@@ -448,3 +448,28 @@ TEST(Schedule, OrderScoreOrdersEqualPrioritiesAfterPriority) {
 
 }  // namespace
 }  // namespace mobius::jobs
+
+namespace mobius::jobs {
+namespace {
+
+TEST(Schedule, HostMemoryQuotaCountsRunningStartedAndHeldJobs) {
+  NodeResources node = FlatNode(8);
+  Quotas quotas;
+  quotas.per_uid[1000].max_host_bytes = 20 * kGiB;
+  ScheduleResult r = MustSchedule(
+      node, {Running("run", {0}, 8 * kGiB, 0, 1, 1000)},
+      {Job("a", 1, 10 * kGiB, 0, 2, 1000), Job("b", 1, 4 * kGiB, 0, 3, 1000),
+       Job("big", 1, 30 * kGiB, 0, 4, 1000), Job("other", 1, 30 * kGiB, 0, 5, 2000)},
+      quotas);
+  EXPECT_THAT(StartedIds(r), ElementsAre("a", "other"));
+  EXPECT_EQ(Queued(r, "b").reason,
+            "user quota max_host_bytes=20.0 GiB: 18.0 GiB in use, the job needs 4.0 GiB");
+  EXPECT_EQ(Queued(r, "big").reason, "user quota max_host_bytes=20.0 GiB: the job needs 30.0 GiB");
+  Quotas bad;
+  bad.per_uid[7].max_host_bytes = -1;
+  EXPECT_EQ(Scheduler().Schedule(node, {}, {}, bad).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace mobius::jobs

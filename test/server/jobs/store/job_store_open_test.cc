@@ -172,9 +172,11 @@ TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
   }
   {
     // What a version-1 daemon left: no eval_loss, loss_scale or skipped column, no usage table,
-    // no migration 2, 3 or 4.
+    // no quota limits beyond GPUs and running jobs, no migration 2 to 5.
     RawDb raw(path);
     raw.Exec("DROP TABLE usage");
+    raw.Exec("ALTER TABLE quotas DROP COLUMN max_queued_jobs");
+    raw.Exec("ALTER TABLE quotas DROP COLUMN max_host_bytes");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN skipped");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN loss_scale");
     raw.Exec("ALTER TABLE step_reports DROP COLUMN eval_loss");
@@ -205,6 +207,9 @@ TEST(JobStoreOpenTest, VersionOneFileIsMigratedKeepingItsRows) {
   u.gpus = 2;
   ASSERT_TRUE((*store)->PutUsage(u).ok());
   EXPECT_EQ((*store)->ListUsage(0)->size(), 1u);
+  const Quota q{.uid = 7, .max_gpus = 1, .max_queued_jobs = 2, .max_host_bytes = 1 << 30};
+  ASSERT_TRUE((*store)->SetQuota(q).ok());  // migration 5's columns
+  EXPECT_EQ(*(*store)->GetQuota(7), q);
   RawDb raw(path);
   EXPECT_EQ(raw.Text("SELECT MAX(version) FROM schema_migrations"), std::to_string(kSchemaVersion));
 }

@@ -309,19 +309,48 @@ TEST_F(JobStoreTest, LogsAreNumberedPerJobAndKeptExactly) {
 
 TEST_F(JobStoreTest, Quotas) {
   EXPECT_EQ(store_->GetQuota(1000).status().code(), absl::StatusCode::kNotFound);
-  ASSERT_TRUE(store_->SetQuota(1000, 4, 2).ok());
-  ASSERT_TRUE(store_->SetQuota(7, 8, 1).ok());
+  ASSERT_TRUE(store_->SetQuota({1000, 4, 2}).ok());
+  ASSERT_TRUE(store_->SetQuota({7, 8, 1}).ok());
   EXPECT_EQ(*store_->GetQuota(1000), (Quota{1000, 4, 2}));
-  ASSERT_TRUE(store_->SetQuota(1000, 2, 0).ok());  // replaces
+  ASSERT_TRUE(store_->SetQuota({1000, 2, 0}).ok());  // replaces
   EXPECT_EQ(*store_->GetQuota(1000), (Quota{1000, 2, 0}));
   EXPECT_THAT(*store_->ListQuotas(), ElementsAre(Quota{7, 8, 1}, Quota{1000, 2, 0}));
-  EXPECT_THAT(store_->SetQuota(5, -1, 1).message(), HasSubstr("max_gpus"));
-  EXPECT_THAT(store_->SetQuota(5, 1, -1).message(), HasSubstr("max_running_jobs"));
+  EXPECT_THAT(store_->SetQuota({5, -1, 1}).message(), HasSubstr("max_gpus"));
+  EXPECT_THAT(store_->SetQuota({5, 1, -1}).message(), HasSubstr("max_running_jobs"));
   ASSERT_TRUE(store_->DeleteQuota(7).ok());
   EXPECT_EQ(store_->DeleteQuota(7).code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(*store_->ListQuotas(), ElementsAre(Quota{1000, 2, 0}));
-  ASSERT_TRUE(store_->SetQuota(4294967295u, 1, 1).ok());  // uid range is full uint32
+  ASSERT_TRUE(store_->SetQuota({4294967295u, 1, 1}).ok());  // uid range is full uint32
   EXPECT_EQ(store_->GetQuota(4294967295u)->uid, 4294967295u);
+  // Queued-job and host-memory limits (migration 5).
+  const Quota full{.uid = 42, .max_gpus = 2, .max_running_jobs = 1, .max_queued_jobs = 3,
+                   .max_host_bytes = int64_t{64} << 30};
+  ASSERT_TRUE(store_->SetQuota(full).ok());
+  EXPECT_EQ(*store_->GetQuota(42), full);
+  EXPECT_THAT(store_->SetQuota({.uid = 5, .max_queued_jobs = -1}).message(),
+              HasSubstr("max_queued_jobs"));
+  EXPECT_THAT(store_->SetQuota({.uid = 5, .max_host_bytes = -1}).message(),
+              HasSubstr("max_host_bytes"));
+}
+
+TEST_F(JobStoreTest, MaxQueuedJobsIsCountedWhenAJobIsCreated) {
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(store_->CreateJob(NewJob(1000, "q" + std::to_string(i)), 2).ok());
+  }
+  absl::StatusOr<JobStore::CreateResult> third = store_->CreateJob(NewJob(1000, "q2"), 2);
+  EXPECT_EQ(third.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(third.status().message(), HasSubstr("max_queued_jobs=2: 2 jobs of yours are queued"));
+  // The same submission again is not a new job: it returns the existing one.
+  absl::StatusOr<JobStore::CreateResult> again = store_->CreateJob(NewJob(1000, "q1"), 2);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(again->existed);
+  // Another user has a queue of their own; a started job leaves the count.
+  EXPECT_TRUE(store_->CreateJob(NewJob(2000, "other"), 2).ok());
+  ASSERT_TRUE(store_->Transition("j-000001", JobState::kRunning, "started", 1).ok());
+  EXPECT_TRUE(store_->CreateJob(NewJob(1000, "q2"), 2).ok());
+  ListJobsFilter mine;
+  mine.uid = 1000;
+  EXPECT_EQ(store_->ListJobs(mine)->jobs.size(), 3u);  // the refused one left nothing
 }
 
 TEST_F(JobStoreTest, AuditIsNewestFirst) {
@@ -366,7 +395,7 @@ TEST_F(JobStoreTest, ReopenKeepsEverythingAndNeverReusesIds) {
   ASSERT_TRUE(store_->UpdateRunInfo(id, {2, 3}, "{}").ok());
   ASSERT_TRUE(store_->AppendStepReport(id, Report(1, 2.5)).ok());
   ASSERT_TRUE(store_->AppendLogs(id, {LogLine{0, 1, "w", "hello"}}).ok());
-  ASSERT_TRUE(store_->SetQuota(1000, 3, 1).ok());
+  ASSERT_TRUE(store_->SetQuota({1000, 3, 1}).ok());
   ASSERT_TRUE(store_->AppendAudit({0, 1, 1000, "JobService.SubmitJob", id, "", {}}).ok());
   const JobRecord before = *store_->GetJob(id);
   store_.reset();
