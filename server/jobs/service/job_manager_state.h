@@ -24,6 +24,7 @@
 #include "server/jobs/store/job_store.h"
 #include "server/planner/api/make_plan.h"
 #include "server/launch/dataset_prep.h"
+#include "server/launch/job_cgroup.h"
 #include "server/launch/launcher.h"
 #include "common/run/run_config.h"
 
@@ -35,6 +36,8 @@ std::string GpuList(const std::vector<int>& gpus);
 // What the store keeps as a run's plan (stages, mapping, predicted step time, memory, emulation).
 std::string PlanSummaryJson(const planner::PlanReport& report, const runtime::RunConfig& run);
 double PredictedFromPlanJson(const std::string& plan_json);
+// A state change refused for good (an illegal transition): nothing is kept, say so.
+void LogIfError(const std::string& id, const absl::Status& st);
 
 }  // namespace internal
 
@@ -147,7 +150,20 @@ struct JobManager::State {
                      const std::map<std::string, int64_t>& created_ms)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
 
+  // ---- scheduling (job_scheduling.cc)
+  // One scheduling round: the queued jobs' requests (re-planned after a restart, scored for fair
+  // share), the scheduler's decisions, preemptions asked, jobs started (RUNNING in the store
+  // first), the queue's reasons.
   void Reschedule() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  void JoinFinishedSupervisors() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The queued jobs' requests, in the records' order (a job that cannot be planned fails).
+  std::vector<JobRequest> QueuedRequests(const std::vector<JobRecord>& queued_jobs)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  jobs::Quotas CurrentQuotas();
+  void Preempt(const std::vector<PreemptDecision>& preempt) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Starts what the round decided; a start the store refuses waits at the head of the queue.
+  void StartJobs(const std::vector<StartDecision>& start, const std::vector<JobRequest>& requests,
+                 const std::vector<JobRecord>& queued_jobs) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // A started job's run (job_supervisor.cc): its user's identity and state directory, the dataset
   // tokenized, the plan and run config (SetUpRun), recorded in the store.
   struct PreparedRun {
@@ -156,6 +172,14 @@ struct JobManager::State {
   };
   absl::StatusOr<PreparedRun> PrepareRun(const std::string& id, const JobRecord& job,
                                          const std::vector<int>& gpus);
+  // The run's cgroup (job_cgroup.h; null without cgroups) and its launch options.
+  absl::StatusOr<std::unique_ptr<launch::JobCgroup>> MakeJobCgroup(const std::string& id,
+                                                                   const RunSetup& setup);
+  runtime::LaunchOptions LaunchOptionsOf(const JobRecord& job, const PreparedRun& prepared);
+  // Starts the workers, lets a cancel, shutdown or preemption that came meanwhile reach them,
+  // and waits for the end.
+  absl::StatusOr<runtime::LaunchResult> RunLauncher(const std::string& id,
+                                                    const runtime::LaunchOptions& lo);
   void Supervise(std::string id, std::vector<int> gpus);
   void Finish(const std::string& id, const absl::Status& status, int64_t steps);
 };

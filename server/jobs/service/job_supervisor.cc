@@ -67,20 +67,18 @@ double PredictedFromPlanJson(const std::string& plan_json) {
   return j.value("predicted_step_seconds", 0.0);
 }
 
+void LogIfError(const std::string& id, const absl::Status& st) {
+  if (!st.ok()) LOG(ERROR) << "job " << id << ": state change refused: " << st;
+}
+
 }  // namespace internal
 
 using internal::GpuList;
+using internal::LogIfError;
 using internal::NowMs;
 using internal::PlanSummaryJson;
 
 namespace {
-
-int64_t SubmitSeq(const std::string& id) {  // "j-000123" -> 123
-  int64_t n = 0;
-  absl::string_view digits = id;
-  if (digits.size() > 2) digits.remove_prefix(2);
-  return absl::SimpleAtoi(digits, &n) ? n : 0;
-}
 
 // Failures that would happen again on a retry with the same spec and plan.
 bool Retryable(const absl::Status& s) {
@@ -96,10 +94,6 @@ bool Retryable(const absl::Status& s) {
   }
 }
 
-// A state change refused for good (an illegal transition): nothing is kept, say so.
-void LogIfError(const std::string& id, const absl::Status& st) {
-  if (!st.ok()) LOG(ERROR) << "job " << id << ": state change refused: " << st;
-}
 
 StepReportRow ToRow(const runtime::StepReport& r) {
   StepReportRow row;
@@ -142,159 +136,6 @@ void JobManager::State::Audit(const Caller& c, const std::string& method,
   e.detail = detail;
   e.result = result.code();
   write_log.Record("audit log", "entries", store->AppendAudit(e).status());
-}
-
-// ---- scheduling ---------------------------------------------------------------------------------
-
-void JobManager::State::Reschedule() {
-  if (stopping) return;
-  // Join the supervisors that ended (not the calling one: Finish runs on it and reschedules).
-  for (auto it = finished.begin(); it != finished.end();) {
-    if (it->get_id() == std::this_thread::get_id()) {
-      ++it;
-      continue;
-    }
-    it->join();
-    it = finished.erase(it);
-  }
-  // As the daemon knows them: a job whose end the store has not taken yet is not queued.
-  absl::StatusOr<std::vector<JobRecord>> queued_jobs = JobsInStates({JobState::kQueued});
-  if (!queued_jobs.ok()) {
-    LOG(ERROR) << "scheduling: " << queued_jobs.status();
-    return;
-  }
-  std::vector<JobRequest> requests;
-  std::map<std::string, int64_t> created_ms;
-  for (const JobRecord& job : *queued_jobs) {
-    auto it = estimates.find(job.id);
-    if (it == estimates.end()) {
-      // Jobs from before a daemon restart: plan again to learn what they need, on the GPUs this
-      // node has now (a job asking for more GPUs than are usable after the restart is re-planned
-      // for those it can get and resumes from its checkpoint there: docs/scheduler.md).
-      // The model config as the job's user reads it (job_identity.h).
-      absl::StatusOr<jobspec::JobSpec> spec = jobspec::JobSpecFromJson(job.spec_json);
-      absl::StatusOr<model::ModelConfig> config =
-          spec.ok() ? CheckSpecFilesAs(options, job.uid, *spec, /*cache=*/nullptr, job.id)
-                    : absl::StatusOr<model::ModelConfig>(spec.status());
-      PlanJobOptions po = PlanOptionsOf(options);
-      po.fit_to_node = true;
-      if (config.ok()) po.model_config = &*config;
-      absl::StatusOr<PlannedJob> planned =
-          config.ok() ? PlanJob(*spec, options.topology, options.facts, options.node.allowed_gpus,
-                                {}, po)
-                      : absl::StatusOr<PlannedJob>(config.status());
-      if (!planned.ok()) {
-        LogIfError(job.id, Transition(job.id, JobState::kFailed,
-                                      absl::StrCat("cannot plan: ", planned.status().message())));
-        continue;
-      }
-      it = estimates.emplace(job.id, planned->request).first;
-    }
-    JobRequest r = it->second;
-    r.job_id = job.id;
-    r.uid = job.uid;
-    r.priority = job.priority;
-    r.submit_seq = SubmitSeq(job.id);
-    requests.push_back(r);
-    created_ms[job.id] = job.created_unix_ms;
-  }
-  ScoreRequests(requests, created_ms);
-  std::vector<RunningJob> run;
-  for (const auto& [id, r] : running) {
-    run.push_back({id, r.uid, r.priority, r.seq, r.gpus, r.host_bytes, r.pinned_bytes,
-                   !r.preempted_for.empty()});
-  }
-  jobs::Quotas quotas;
-  quotas.defaults = options.default_quota;
-  if (auto list = store->ListQuotas(); list.ok()) {
-    for (const Quota& q : *list) {
-      quotas.per_uid[q.uid] = {.max_gpus = q.max_gpus,
-                               .max_running_jobs = q.max_running_jobs,
-                               .max_host_bytes = q.max_host_bytes,
-                               .max_queued_jobs = q.max_queued_jobs};
-    }
-  }
-  absl::StatusOr<ScheduleResult> result = scheduler.Schedule(options.node, run, requests, quotas);
-  if (!result.ok()) {
-    LOG(ERROR) << "scheduling: " << result.status();
-    return;
-  }
-  for (const PreemptDecision& p : result->preempt) {
-    for (const std::string& victim : p.victims) {
-      auto it = running.find(victim);
-      if (it == running.end() || !it->second.preempted_for.empty()) continue;
-      it->second.preempted_for = p.job_id;
-      DaemonLog(victim, absl::StrCat("preempted by higher-priority ", p.job_id,
-                                     ": checkpointing (grace ",
-                                     absl::FormatDuration(options.preemption_grace),
-                                     "), then back to the queue"));
-      if (it->second.launcher) {
-        it->second.launcher->RequestCheckpointAndStop(options.preemption_grace);
-      }
-    }
-  }
-  queued.clear();
-  for (const QueuedDecision& q : result->queued) {
-    if (q.cause == PendingCause::kNeverFits) {
-      LogIfError(q.job_id, Transition(q.job_id, JobState::kFailed, q.reason));
-      estimates.erase(q.job_id);
-      continue;
-    }
-    queued[q.job_id] = q;
-  }
-  // A job starts only once the store has RUNNING: a run the store does not know of would be
-  // requeued and run again after a restart, and its checkpoints likely share the full disk. One
-  // the store refuses waits at the head of the queue; the retrier reschedules.
-  std::map<std::string, std::string> refused_before;
-  refused_before.swap(start_refused);
-  std::vector<QueuedDecision> refused;
-  for (const StartDecision& d : result->start) {
-    const JobRequest* req = nullptr;
-    for (const JobRequest& r : requests) {
-      if (r.job_id == d.job_id) req = &r;
-    }
-    absl::Status t = TransitionNow(d.job_id, JobState::kRunning,
-                                   absl::StrCat("started on GPUs ", GpuList(d.gpus)));
-    if (!t.ok()) {
-      if (!refused_before.count(d.job_id)) {
-        LOG(ERROR) << "job " << d.job_id
-                   << ": not started: the job store did not take RUNNING: " << t
-                   << "; it stays queued and starts once the store takes it";
-      }
-      start_refused[d.job_id] = std::string(t.message());
-      refused.push_back({.job_id = d.job_id,
-                         .position = static_cast<int>(refused.size()) + 1,
-                         .cause = PendingCause::kResources,
-                         .reason = absl::StrCat("the job store cannot be written (", t.message(),
-                                                "); starts once it can")});
-      continue;
-    }
-    Running& r = running[d.job_id];
-    r.gpus = d.gpus;
-    if (req != nullptr) {
-      r.host_bytes = req->host_bytes;
-      r.pinned_bytes = req->pinned_bytes;
-      r.uid = req->uid;
-      r.priority = req->priority;
-      r.seq = req->submit_seq;
-    }
-    estimates.erase(d.job_id);
-    for (const JobRecord& job : *queued_jobs) {
-      if (job.id == d.job_id) StartUsage(job, d.gpus, r.host_bytes);
-    }
-    r.thread = std::thread([this, id = d.job_id, gpus = d.gpus] { Supervise(id, gpus); });
-  }
-  if (!refused.empty()) {
-    for (auto& [id, q] : queued) q.position += static_cast<int>(refused.size());
-    for (QueuedDecision& q : refused) queued[q.job_id] = std::move(q);
-    retry_wake.SignalAll();
-  }
-  if (options.observer != nullptr) {
-    std::map<JobState, int> counts = {{JobState::kQueued, static_cast<int>(queued.size())},
-                                      {JobState::kRunning, static_cast<int>(running.size())}};
-    options.observer->JobCounts(counts);
-  }
-  Bump();
 }
 
 // ---- supervision --------------------------------------------------------------------------------
@@ -444,6 +285,56 @@ absl::StatusOr<JobManager::State::PreparedRun> JobManager::State::PrepareRun(
   return p;
 }
 
+absl::StatusOr<std::unique_ptr<launch::JobCgroup>> JobManager::State::MakeJobCgroup(
+    const std::string& id, const RunSetup& setup) {
+  if (options.cgroups == nullptr) return nullptr;
+  launch::JobLimits limits = launch::JobLimitsFor(
+      options.cgroups->support(), setup.planned.report.plan.memory.host_bytes,
+      setup.run.num_workers, GrantedGpuMinors(options, setup.run));
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<launch::JobCgroup> cgroup,
+                          options.cgroups->CreateJob(id, limits));
+  DaemonLog(id, absl::StrCat("cgroup ", cgroup->path(), ": memory.max ",
+                             limits.memory_max_bytes >> 20, " MiB"));
+  return cgroup;
+}
+
+runtime::LaunchOptions JobManager::State::LaunchOptionsOf(const JobRecord& job,
+                                                          const PreparedRun& prepared) {
+  const RunSetup& setup = prepared.setup;
+  runtime::LaunchOptions lo;
+  lo.run = setup.run;
+  lo.worker_binary = options.worker_binary;
+  lo.run_dir = absl::StrCat(JobDir(options, job), "/run-", job.restarts);
+  lo.identity = prepared.identity;
+  lo.model_config = setup.model_config;
+  lo.validated = setup.validated;
+  lo.kill_grace = options.kill_grace;
+  lo.heartbeat_timeout = options.heartbeat_timeout;
+  lo.step_timeout = options.step_timeout;
+  lo.host_bytes_needed = setup.planned.report.plan.memory.host_bytes;
+  lo.host_memory_wait = absl::Seconds(120);  // e.g. the previous run's workers still exiting
+  return lo;
+}
+
+absl::StatusOr<runtime::LaunchResult> JobManager::State::RunLauncher(
+    const std::string& id, const runtime::LaunchOptions& lo) {
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<runtime::Launcher> launcher,
+                          runtime::Launcher::Start(lo));
+  std::shared_ptr<runtime::Launcher> shared = std::move(launcher);
+  {
+    absl::MutexLock lock(&mu);
+    Running& r = running[id];
+    r.launcher = shared;
+    if (r.cancel) shared->Cancel();
+    if (r.shutdown) {
+      shared->RequestCheckpointAndStop(options.checkpoint_grace);
+    } else if (!r.preempted_for.empty()) {
+      shared->RequestCheckpointAndStop(options.preemption_grace);
+    }
+  }
+  return shared->Wait();
+}
+
 void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   auto fail = [&](const absl::Status& s) { Finish(id, s, 0); };
   absl::StatusOr<JobRecord> job;
@@ -455,42 +346,18 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   absl::StatusOr<PreparedRun> prepared = PrepareRun(id, *job, gpus);
   if (!prepared.ok()) return fail(prepared.status());
   const RunSetup& setup = prepared->setup;
-  const PlannedJob& planned = setup.planned;
-  const runtime::RunConfig& run = setup.run;
   const JobRunInfo info = RunInfoOf(id, setup, options.topology);
   DaemonLog(id, StartLine(setup, gpus));
-
-  runtime::LaunchOptions lo;
-  lo.run = run;
-  lo.worker_binary = options.worker_binary;
-  lo.run_dir = absl::StrCat(JobDir(options, *job), "/run-", job->restarts);
-  lo.identity = prepared->identity;
-  std::unique_ptr<launch::JobCgroup> cgroup;
-  if (options.cgroups != nullptr) {
-    launch::JobLimits limits = launch::JobLimitsFor(
-        options.cgroups->support(), planned.report.plan.memory.host_bytes, run.num_workers,
-        GrantedGpuMinors(options, run));
-    absl::StatusOr<std::unique_ptr<launch::JobCgroup>> made =
-        options.cgroups->CreateJob(id, limits);
-    if (!made.ok()) return fail(made.status());
-    cgroup = *std::move(made);
-    lo.cgroup_procs_fd = cgroup->procs_fd();
-    DaemonLog(id, absl::StrCat("cgroup ", cgroup->path(), ": memory.max ",
-                               limits.memory_max_bytes >> 20, " MiB"));
-  }
-  lo.model_config = setup.model_config;
-  lo.validated = setup.validated;
-  lo.kill_grace = options.kill_grace;
-  lo.heartbeat_timeout = options.heartbeat_timeout;
-  lo.step_timeout = options.step_timeout;
-  lo.host_bytes_needed = planned.report.plan.memory.host_bytes;
-  lo.host_memory_wait = absl::Seconds(120);  // e.g. the previous run's workers still exiting
+  runtime::LaunchOptions lo = LaunchOptionsOf(*job, *prepared);
+  absl::StatusOr<std::unique_ptr<launch::JobCgroup>> cgroup = MakeJobCgroup(id, setup);
+  if (!cgroup.ok()) return fail(cgroup.status());
+  if (*cgroup != nullptr) lo.cgroup_procs_fd = (*cgroup)->procs_fd();
   int64_t last_step = 0;
   lo.on_step = [&](const runtime::StepReport& r) {
     Informational(id, "step reports", store->AppendStepReport(id, ToRow(r)));
     int64_t memory_bytes = -1;  // the job cgroup's, for the accounting's measured figure
-    if (cgroup != nullptr) {
-      if (absl::StatusOr<launch::JobCgroupStats> st = cgroup->Stats(); st.ok()) {
+    if (*cgroup != nullptr) {
+      if (absl::StatusOr<launch::JobCgroupStats> st = (*cgroup)->Stats(); st.ok()) {
         memory_bytes = st->memory_current_bytes;
       }
     }
@@ -521,35 +388,23 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
                               : 0.0;
     options.observer->JobStarted(info, waited);
   }
-  absl::StatusOr<std::unique_ptr<runtime::Launcher>> launcher = runtime::Launcher::Start(lo);
-  if (!launcher.ok()) {
+  absl::StatusOr<runtime::LaunchResult> result = RunLauncher(id, lo);
+  if (!result.ok()) {
     if (options.observer != nullptr) options.observer->JobStopped(info);
-    return fail(launcher.status());
+    return fail(result.status());
   }
-  std::shared_ptr<runtime::Launcher> shared = std::move(*launcher);
-  {
-    absl::MutexLock lock(&mu);
-    Running& r = running[id];
-    r.launcher = shared;
-    if (r.cancel) shared->Cancel();
-    if (r.shutdown) {
-      shared->RequestCheckpointAndStop(options.checkpoint_grace);
-    } else if (!r.preempted_for.empty()) {
-      shared->RequestCheckpointAndStop(options.preemption_grace);
-    }
-  }
-  runtime::LaunchResult result = shared->Wait();
-  if (cgroup != nullptr) {
+  if (*cgroup != nullptr) {
     // A worker killed by the job's own memory limit: say so instead of a bare SIGKILL.
-    if (absl::StatusOr<launch::JobCgroupStats> st = cgroup->Stats(); st.ok() && st->oom_killed()) {
-      result.status = absl::ResourceExhaustedError(
-          absl::StrCat(launch::DescribeOomKill(*st), "; ", result.status.message()));
+    if (absl::StatusOr<launch::JobCgroupStats> st = (*cgroup)->Stats();
+        st.ok() && st->oom_killed()) {
+      result->status = absl::ResourceExhaustedError(
+          absl::StrCat(launch::DescribeOomKill(*st), "; ", result->status.message()));
     }
-    cgroup.reset();  // kills what is left, removes the cgroup
+    cgroup->reset();  // kills what is left, removes the cgroup
   }
-  if (!result.links.empty()) DaemonLog(id, LinkTrafficLine(result.links));
+  if (!result->links.empty()) DaemonLog(id, LinkTrafficLine(result->links));
   if (options.observer != nullptr) options.observer->JobStopped(info);
-  Finish(id, result.status, last_step);
+  Finish(id, result->status, last_step);
 }
 
 void JobManager::State::Finish(const std::string& id, const absl::Status& status, int64_t steps) {
