@@ -22,19 +22,20 @@
 #include "client/exit_codes.h"
 #include "client/flags.h"
 #include "client/plan_command_internal.h"
+#include "common/run/schedule.h"
 #include "common/jobspec/yaml.h"
 #include "common/model/model_config_parse.h"
 #include "nlohmann/json.hpp"
-#include "server/jobs/service/job_planning.h"
-#include "server/planner/api/choose_config.h"
-#include "server/planner/api/longest_sequence.h"
-#include "server/planner/api/make_plan.h"
-#include "server/planner/measured_profile.h"
+#include "host/run/job_planning.h"
+#include "host/planner/api/choose_config.h"
+#include "host/planner/api/longest_sequence.h"
+#include "host/planner/api/make_plan.h"
+#include "host/planner/measured_profile.h"
 #include "common/run/profile_cache.h"
 #include "common/run/profile_runner.h"
-#include "server/rpc/topology_convert.h"
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
+#include "host/topology/topology_convert.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
 
 // `mobius plan`'s profile flags. They live here rather than in client/flags.cc so that the plan
 // command owns them; PlanCommandOptions reads them as its defaults (--worker_binary, which
@@ -156,7 +157,13 @@ absl::StatusOr<ProfileChoice> ResolveProfile(const PlanCommandOptions& o,
 absl::StatusOr<planner::PlanOptions> MakeOptions(const PlanCommandOptions& o) {
   planner::PlanOptions p;
   // "auto" values (RunPlan chooses them by simulation) stand in as the fixed defaults here.
-  p.schedule = o.schedule == "auto" ? "mobius" : o.schedule;
+  // --schedule: the name parsed here, at the edge (the planner takes the type).
+  absl::StatusOr<runtime::Schedule> schedule =
+      runtime::ParseSchedule(o.schedule == "auto" ? "mobius" : o.schedule);
+  if (!schedule.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("--schedule: ", schedule.status().message()));
+  }
+  p.schedule = *schedule;
   p.partitioner = o.partitioner;
   p.mapper = o.mapper;
   p.optimizer_staleness = std::max(o.optimizer_staleness, 0);
@@ -277,7 +284,8 @@ void PrintText(const PlanCommandOptions& o, const model::ModelDescription& m, co
                             : "bf16 (fp32 accumulation)");
   out << absl::StrFormat("Profile: %s\n", ProfileLine(r, profile));
   out << absl::StrFormat("Training: %s\n", TrainingLine(r));
-  out << absl::StrFormat("Plan: schedule %s, partitioner %s, mapper %s (%s)%s\n\n", p.schedule,
+  out << absl::StrFormat("Plan: schedule %s, partitioner %s, mapper %s (%s)%s\n\n",
+                         runtime::ScheduleName(p.schedule),
                          p.partitioner, p.mapper, p.mapping.method,
                          r.partitioner_note.empty() ? "" : "; " + r.partitioner_note);
 
@@ -389,7 +397,7 @@ nlohmann::ordered_json ToJson(const PlanCommandOptions& o, const model::ModelDes
                    {"host_model_state_bytes_per_parameter",
                     static_cast<double>(p.memory.host_model_state_bytes) /
                         static_cast<double>(std::max<int64_t>(r.parameters, 1))}};
-  j["schedule"] = p.schedule;
+  j["schedule"] = runtime::ScheduleName(p.schedule);
   j["partitioner"] = p.partitioner;
   j["partitioner_note"] = r.partitioner_note;
   j["mapper"] = p.mapper;
@@ -595,7 +603,7 @@ std::string ChoiceText(const planner::ConfigChoice& c) {
 nlohmann::ordered_json ChoiceJson(const planner::ConfigChoice& c) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const planner::ConfigCandidate& k : c.candidates) {
-    list.push_back({{"schedule", k.schedule}, {"dispatch", k.dispatch},
+    list.push_back({{"schedule", runtime::ScheduleName(k.schedule)}, {"dispatch", k.dispatch},
                     {"optimizer_staleness", k.optimizer_staleness}, {"microbatch", k.microbatch},
                     {"precision", k.precision},
                     {"fits", k.planned}, {"tokens_per_second", k.tokens_per_second},
@@ -652,7 +660,7 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
   absl::StatusOr<planner::PlanReport> report;
   if (free.any()) {
     planner::ConfigSpace space;
-    if (!free.schedule) space.schedules = {o.schedule};
+    if (!free.schedule) space.schedules = {options->schedule};
     if (!free.dispatch) space.dispatches = {o.dispatch};
     if (!free.staleness) space.staleness = {o.optimizer_staleness};
     if (!free.microbatch) space.microbatches = {o.microbatch};
@@ -664,7 +672,7 @@ int RunPlan(const PlanCommandOptions& given, std::ostream& out, std::ostream& er
       job = choice->job;
       *options = choice->options;
       o.microbatch = job.microbatch;
-      o.schedule = options->schedule;
+      o.schedule = runtime::ScheduleName(options->schedule);
       o.dispatch = options->dispatch;
       o.optimizer_staleness = options->optimizer_staleness;
       o.precision = job.dtype;

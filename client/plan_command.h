@@ -1,6 +1,6 @@
 // `mobius plan`: what a fine-tuning job would do on a server, before anything runs. Reads the
 // model's config.json, takes the topology from an hwloc XML file (or the daemon's GetTopology when
-// no file is given), runs planner::MakePlan (server/planner/api/make_plan.h) and prints the stages,
+// no file is given), runs planner::MakePlan (host/planner/api/make_plan.h) and prints the stages,
 // the stage -> GPU mapping with root complexes and contention groups, per-GPU memory, host and
 // pinned RAM, the predicted step time and tokens/s, traffic per link and the comparison table.
 //
@@ -77,7 +77,7 @@ struct PlanCommandOptions {
   // with --emulated-gpus and --profile measured the plan predicts the emulated run. > 0.
   double link_scale = 1.0;
   // Several nodes (planned; the runtime runs one node): "N" or a list "1,2,4,8" of identical
-  // servers splitting `batch` (planner::PlanNodes, server/planner/nodes/nodes.h); empty: one node,
+  // servers splitting `batch` (planner::PlanNodes, host/planner/nodes/nodes.h); empty: one node,
   // the usual output. The link: Gb/s per direction per node (> 0), one message's latency in
   // microseconds (>= 0), all-reduce buckets in MiB (0: one per stage).
   std::string nodes;

@@ -13,9 +13,9 @@
 #include "nlohmann/json.hpp"
 #include "client/plan_command.h"
 #include "common/model/layer_units.h"
-#include "server/planner/api/make_plan.h"
-#include "server/topology/analysis.h"
-#include "server/topology/topology.h"
+#include "host/planner/api/make_plan.h"
+#include "host/topology/analysis.h"
+#include "host/topology/topology.h"
 
 namespace mobius::cli::plan_internal {
 
@@ -62,7 +62,7 @@ std::string BaseLine(const BaseComparison& c, const planner::PlanReport& r);
 nlohmann::ordered_json BaseJson(const BaseComparison& c);
 
 // `mobius plan --nodes N|1,2,4` (plan_nodes.cc): the job planned per node over N nodes with the
-// per-stage gradient all-reduce (server/planner/nodes/nodes.h); the documented exit code.
+// per-stage gradient all-reduce (host/planner/nodes/nodes.h); the documented exit code.
 int RunPlanNodes(const PlanCommandOptions& o, const model::ModelDescription& model,
                  const Server& server, const planner::JobShape& job,
                  const planner::PlanOptions& options, const ProfileChoice& profile,

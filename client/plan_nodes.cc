@@ -12,7 +12,7 @@
 #include "client/plan_command_internal.h"
 #include "common/run/schedule.h"
 #include "nlohmann/json.hpp"
-#include "server/planner/nodes/nodes.h"
+#include "host/planner/nodes/nodes.h"
 
 namespace mobius::cli::plan_internal {
 namespace {
@@ -38,6 +38,7 @@ absl::StatusOr<planner::NodesOptions> MakeNodesOptions(const PlanCommandOptions&
     if (count < 1) {
       return absl::InvalidArgumentError(absl::StrCat("--nodes: must be >= 1 (got ", count, ")"));
     }
+    // --schedule as typed (the edge: "auto" or a name; MakeOptions parses it for the planner).
     const runtime::ScheduleTraits* t = runtime::TraitsOfName(o.schedule);
     if (count > 1 && t != nullptr && (t->weights_resident || !t->runs_on_pipeline_runtime)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -95,7 +96,8 @@ void PrintNodesText(const PlanCommandOptions& o, const model::ModelDescription& 
   out << "Inter-node link: " << LinkLine(r.options) << "\n";
   out << absl::StrFormat(
       "One node, the whole batch: %.3f s/step, %.0f tokens/s (schedule %s, %d stages)\n\n",
-      one.step_seconds, one.tokens_per_second, one.plan.schedule, one.plan.num_stages());
+      one.step_seconds, one.tokens_per_second, runtime::ScheduleName(one.plan.schedule),
+      one.plan.num_stages());
   out << absl::StrFormat("  %5s %10s %6s %10s %10s %10s %9s %9s %9s %10s %8s %10s\n", "nodes",
                          "batch/node", "stages", "node s", "reduced", "sent", "ring s",
                          "exposed s", "step s", "tokens/s", "speedup", "efficiency");

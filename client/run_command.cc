@@ -22,14 +22,14 @@
 #include "common/host_memory.h"
 #include "common/jobspec/yaml.h"
 #include "common/status_macros.h"
-#include "server/jobs/scheduler/node_resources.h"
-#include "server/jobs/scheduler/scheduler.h"
-#include "server/jobs/service/job_planning.h"
-#include "server/jobs/service/run_setup.h"
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
+#include "host/scheduler/node_resources.h"
+#include "host/scheduler/scheduler.h"
+#include "host/run/job_planning.h"
+#include "host/run/run_setup.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
 #include "common/device/device_probe.h"
-#include "server/launch/launcher.h"
+#include "host/launch/launcher.h"
 
 namespace mobius::cli {
 namespace {

@@ -7,7 +7,7 @@
 
 #include "absl/strings/match.h"
 #include "client/exit_codes.h"
-#include "server/launch/dataset_prep.h"
+#include "host/launch/dataset_prep.h"
 #include "common/data/chat_template.h"
 #include "common/data/hf_tokenizer.h"
 #include "common/data/tokenize_job.h"

@@ -1,6 +1,6 @@
 // `mobius tokenize IN [IN...] OUT --tokenizer DIR`: tokenizes a dataset once into the flat token
 // file (common/data/token_file.h) that training jobs memory-map. Runs locally, no daemon. (Jobs
-// may also name the text files directly: the daemon tokenizes them, server/launch/dataset_prep.h.)
+// may also name the text files directly: the daemon tokenizes them, host/launch/dataset_prep.h.)
 //
 // Tokenizers: Hugging Face tokenizer.json (byte-level BPE) in this process; SentencePiece
 // (tokenizer.model: Llama 2, Mistral) in `mobius-worker tokenize`, because Debian's

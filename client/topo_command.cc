@@ -3,10 +3,10 @@
 #include "client/daemon_client.h"
 #include "client/exit_codes.h"
 #include "google/protobuf/util/json_util.h"
-#include "server/rpc/topology_convert.h"
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
-#include "server/topology/render.h"
+#include "host/topology/topology_convert.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
+#include "host/topology/render.h"
 
 namespace mobius::cli {
 namespace {

@@ -6,7 +6,7 @@
 #   mobius_cc_test(NAME name SRCS foo_test.cc DEPS ... [LABELS unit;gpu] [GPU])
 #
 # Targets are named mobius_<name> with an alias mobius::<name>. Include paths are rooted at the
-# repository (#include "server/topology/topology.h") and at the generated-sources directory.
+# repository (#include "host/topology/topology.h") and at the generated-sources directory.
 
 function(mobius_cc_library)
   cmake_parse_arguments(A "" "NAME" "SRCS;HDRS;DEPS;PUBLIC_DEPS" ${ARGN})

@@ -10,9 +10,10 @@ namespace {
 
 std::string BaseName(const char* file) {
   absl::string_view path(file);
-  // Keep the path from the repository root when it is visible (server/topology/x.cc), else the
+  // Keep the path from the repository root when it is visible (host/topology/x.cc), else the
   // last two components: enough to find the file without leaking build-machine paths.
-  for (absl::string_view root : {"/common/", "/server/", "/worker/", "/client/", "/test/", "/bench/"}) {
+  for (absl::string_view root :
+       {"/common/", "/host/", "/server/", "/worker/", "/client/", "/test/", "/bench/"}) {
     size_t pos = path.rfind(root);
     if (pos != absl::string_view::npos) return std::string(path.substr(pos + 1));
   }

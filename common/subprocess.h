@@ -1,6 +1,6 @@
 // Starting a child process whose stdout and stderr the caller reads through pipes: the shared
-// part of the launcher's workers (server/launch/launcher.h), the dataset tokenizer
-// (server/launch/dataset_prep.h) and the daemon's checks of a job's files (server/launch/
+// part of the launcher's workers (host/launch/launcher.h), the dataset tokenizer
+// (host/launch/dataset_prep.h) and the daemon's checks of a job's files (host/launch/
 // user_inspect.h).
 //
 // A child may run as another user (SpawnOptions::identity): between fork and exec it sets the

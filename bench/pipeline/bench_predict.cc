@@ -5,9 +5,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "common/status_macros.h"
-#include "server/planner/cost_model.h"
-#include "server/planner/partition.h"
-#include "server/planner/profile.h"
+#include "host/planner/cost_model.h"
+#include "host/planner/partition.h"
+#include "host/planner/profile.h"
 
 namespace mobius::bench {
 namespace {
@@ -126,7 +126,7 @@ absl::StatusOr<Prediction> Predict(const model::ModelDescription& model,
   const bool rr_own =
       sim_schedule == planner::sim::Schedule::kRoundRobin && o.roundrobin_partitioner != "shared";
   planner::PlanOptions po;
-  po.schedule = schedule;
+  po.schedule = sim_schedule;
   po.partitioner = rr_own ? o.roundrobin_partitioner : o.partitioner;
   po.mapper = mapper;
   po.efficiency = 1.0;

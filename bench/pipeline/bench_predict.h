@@ -4,7 +4,7 @@
 //
 // Both predictions use the calibrated DeviceSpec (bench_setup.h; efficiency 1, so the analytic
 // profile's seconds are FLOPs / the measured FLOP/s) and the emulation's link scale:
-//   plan         MakePlan (server/planner/api/make_plan.h) with cost.dma_efficiency = DMA
+//   plan         MakePlan (host/planner/api/make_plan.h) with cost.dma_efficiency = DMA
 //                efficiency x link scale, so every simulator link runs at exactly the bandwidth
 //                BuildRunConfig gives the emulated link; its predicted_step_seconds is what
 //                `mobius plan` would print for that machine.
@@ -41,11 +41,11 @@
 
 #include "absl/status/statusor.h"
 #include "common/model/layer_units.h"
-#include "server/planner/api/make_plan.h"
-#include "server/planner/lora.h"
-#include "server/planner/sim/simulator.h"
-#include "server/topology/analysis.h"
-#include "server/topology/topology.h"
+#include "host/planner/api/make_plan.h"
+#include "host/planner/lora.h"
+#include "host/planner/sim/simulator.h"
+#include "host/topology/analysis.h"
+#include "host/topology/topology.h"
 
 namespace mobius::bench {
 

@@ -15,7 +15,7 @@
 
 #include "bench/pipeline/bench_predict.h"
 #include "bench/pipeline/bench_setup.h"
-#include "server/launch/launcher.h"
+#include "host/launch/launcher.h"
 
 namespace mobius::bench {
 

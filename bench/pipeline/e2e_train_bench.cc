@@ -8,7 +8,7 @@
 //      293M parameters), for
 //      32K-token sequences (the token-chunked head and MLP, issue 30);
 //      tiny-gpt2 / tiny-llama for checks on the CPU) and a token file of random ids;
-//   2. a plan from the planner (server/planner/api/make_plan.h) for one GPU of --topology (default
+//   2. a plan from the planner (host/planner/api/make_plan.h) for one GPU of --topology (default
 //      the 8x RTX 4090 fixture, GPU 0: a 24 GB consumer card) with every GPU's memory capped at
 //      --cap_gib, schedule --schedule (mobius: stages streamed through two slots; resident: the
 //      whole model and its optimizer on the GPU, when it fits the cap);
@@ -56,11 +56,11 @@
 #include "common/run/profile_runner.h"
 #include "common/status_macros.h"
 #include "nlohmann/json.hpp"
-#include "server/launch/launcher.h"
-#include "server/launch/run_builder.h"
-#include "server/planner/api/make_plan.h"
-#include "server/planner/measured_profile.h"
-#include "server/topology/hwloc_source.h"
+#include "host/launch/launcher.h"
+#include "host/launch/run_builder.h"
+#include "host/planner/api/make_plan.h"
+#include "host/planner/measured_profile.h"
+#include "host/topology/hwloc_source.h"
 #include "worker/checkpoint/model_init.h"
 
 namespace mobius::bench {
@@ -287,7 +287,7 @@ int Main(int argc, char** argv) {
   job.fp16_accumulate =
       a.precision == "fp16" && a.gpu_name.find("GeForce") != std::string::npos;
   planner::PlanOptions po;
-  po.schedule = a.schedule;
+  po.schedule = *runtime::ParseSchedule(a.schedule);  // checked with the flags above
   po.gpus = {a.gpu};
   po.num_stages = a.num_stages;
   po.gpu_memory_bytes = cap;

@@ -41,9 +41,9 @@
 #include "bench/pipeline/bench_setup.h"
 #include "common/run/rendezvous.h"
 #include "nlohmann/json.hpp"
-#include "server/launch/launcher.h"
-#include "server/launch/run_builder.h"
-#include "server/topology/hwloc_source.h"
+#include "host/launch/launcher.h"
+#include "host/launch/run_builder.h"
+#include "host/topology/hwloc_source.h"
 
 namespace mobius::bench {
 namespace {

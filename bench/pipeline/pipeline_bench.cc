@@ -10,7 +10,7 @@
 //      stages on 8 GPUs; --num_stages=0 --units_per_stage=K lets the partitioner choose under a
 //      GPU memory cap of K units per stage slot), links scaled by --link_scale in the simulator
 //      (bench_predict.h);
-//   4. BuildRunConfig (server/launch/run_builder.h) with the same link scale, and a Launcher run of
+//   4. BuildRunConfig (host/launch/run_builder.h) with the same link scale, and a Launcher run of
 //      8 `mobius-worker run` processes (threads 1 each), mappings alternating over --reps;
 //   5. per mapping: measured step time (median over the steps after each run's first --warmup),
 //      the two predictions, their ratios, bytes per emulated link per step (measured and
@@ -68,9 +68,9 @@
 #include "bench/pipeline/bench_predict.h"
 #include "bench/pipeline/bench_report.h"
 #include "bench/pipeline/bench_setup.h"
-#include "server/launch/launcher.h"
-#include "server/launch/run_builder.h"
-#include "server/topology/hwloc_source.h"
+#include "host/launch/launcher.h"
+#include "host/launch/run_builder.h"
+#include "host/topology/hwloc_source.h"
 
 namespace mobius::bench {
 namespace {

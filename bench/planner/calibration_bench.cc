@@ -10,8 +10,8 @@
 
 #include "absl/strings/str_format.h"
 #include "common/model/model_config_parse.h"
-#include "server/planner/api/published.h"
-#include "server/topology/hwloc_source.h"
+#include "host/planner/api/published.h"
+#include "host/topology/hwloc_source.h"
 
 namespace mobius::planner {
 namespace {

@@ -16,12 +16,12 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
 #include "common/model/layer_units.h"
-#include "server/planner/cost_model.h"
-#include "server/planner/mip/mip_partition.h"
-#include "server/planner/partition.h"
-#include "server/planner/profile.h"
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
+#include "host/planner/cost_model.h"
+#include "host/planner/mip/mip_partition.h"
+#include "host/planner/partition.h"
+#include "host/planner/profile.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
 
 namespace mobius::planner {
 namespace {

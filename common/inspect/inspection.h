@@ -1,6 +1,6 @@
 // The daemon's checks of a job's files, run as the job's user: the daemon (root) reads no path of
 // a spec itself. It sends an InspectRequest to `mobius-inspect fd:3` (started with the
-// submitter's uid, gid and groups: server/launch/user_inspect.h), which runs Inspect() and prints
+// submitter's uid, gid and groups: host/launch/user_inspect.h), which runs Inspect() and prints
 // the InspectResult as one JSON line. What a user cannot read fails there with that user's
 // PERMISSION_DENIED, naming the path and the system error; no file's contents are quoted.
 //

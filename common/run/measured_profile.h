@@ -1,6 +1,6 @@
 // What `mobius-worker profile` (worker/profile/) measured on a real backend for one model at one
 // microbatch shape: the contract between the worker that measures and the planner that reads
-// (server/planner/measured_profile.h converts it into the planner's Profile). The worker measures
+// (host/planner/measured_profile.h converts it into the planner's Profile). The worker measures
 // one unit of each layer-unit KIND (embedding, decoder block, head; all blocks of a model have the
 // same shapes) and the copy bandwidth of each device. JSON and the on-disk cache: profile_json.h,
 // profile_cache.h.

@@ -21,18 +21,18 @@
 #include "grpcpp/server.h"
 #include "grpcpp/server_builder.h"
 #include "server/daemon/socket_claim.h"
-#include "server/jobs/scheduler/node_resources.h"
+#include "host/scheduler/node_resources.h"
 #include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager.h"
-#include "server/launch/job_cgroup.h"
+#include "host/launch/job_cgroup.h"
 #include "server/metrics/daemon_metrics.h"
 #include "server/rpc/caller_resolver.h"
 #include "server/rpc/job_service.h"
 #include "server/rpc/node_service.h"
 #include "server/rpc/peer_listener.h"
 #include "server/rpc/tcp_auth.h"
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
 
 namespace mobius {
 namespace {

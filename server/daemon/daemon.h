@@ -53,7 +53,7 @@ struct DaemonOptions {
   absl::Duration preemption_grace = absl::Seconds(60);  // a preempted job's time to checkpoint
   jobs::FairShareOptions fair_share;   // the order of equal priorities (accounting.h)
   absl::Duration usage_interval = absl::Seconds(15);  // accounting writes of running jobs
-  std::string job_cgroups = "auto";    // per-job cgroup v2 isolation (server/launch/job_cgroup.h)
+  std::string job_cgroups = "auto";    // per-job cgroup v2 isolation (host/launch/job_cgroup.h)
   // The TCP listener: "HOST:PORT" (port 0: any free port, logged); empty: none. Needs the TLS
   // certificate and key and at least one of client CA / token file.
   std::string listen_tcp;

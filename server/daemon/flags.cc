@@ -1,6 +1,6 @@
 #include "server/daemon/flags.h"
 
-#include "server/launch/job_cgroup.h"
+#include "host/launch/job_cgroup.h"
 
 #include "absl/flags/flag.h"
 #include "common/paths.h"

@@ -1,7 +1,7 @@
 #include "server/rpc/node_service.h"
 
 #include "common/rpc/grpc_status.h"
-#include "server/rpc/topology_convert.h"
+#include "host/topology/topology_convert.h"
 
 namespace mobius {
 

@@ -11,8 +11,8 @@
 
 #include "absl/status/statusor.h"
 #include "mobius/v1/node.grpc.pb.h"
-#include "server/topology/analysis.h"
-#include "server/topology/topology.h"
+#include "host/topology/analysis.h"
+#include "host/topology/topology.h"
 
 namespace mobius {
 

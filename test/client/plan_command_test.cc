@@ -14,9 +14,9 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "server/jobs/service/job_planning.h"
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
+#include "host/run/job_planning.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
 #include "test/testing/paths.h"
 
 namespace mobius::cli {
@@ -396,7 +396,7 @@ TEST(PlanCommand, JobSpecPrintsThePlanTheJobRuns) {
         jobs::PlanJob(*spec, loaded->topology, facts, allowed, {});
     ASSERT_TRUE(job.ok()) << job.status();
     const planner::Plan& p = job->report.plan;
-    EXPECT_EQ(printed["schedule"], p.schedule);
+    EXPECT_EQ(printed["schedule"], runtime::ScheduleName(p.schedule));
     EXPECT_EQ(printed["job"]["microbatch"], p.shape.microbatch_size);
     ASSERT_EQ(printed["stages"].size(), static_cast<size_t>(p.num_stages()));
     for (int s = 0; s < p.num_stages(); ++s) {

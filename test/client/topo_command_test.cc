@@ -8,7 +8,7 @@
 #include "google/protobuf/util/json_util.h"
 #include "gtest/gtest.h"
 #include "mobius/v1/topology.pb.h"
-#include "server/topology/hwloc_source.h"
+#include "host/topology/hwloc_source.h"
 #include "test/testing/paths.h"
 
 namespace mobius::cli {

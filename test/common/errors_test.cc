@@ -11,10 +11,10 @@ namespace {
 using ::testing::HasSubstr;
 
 TEST(Errors, ErrnoErrorMapsCodeAndNamesTheCallSite) {
-  absl::Status s = ErrnoError(ENOENT, "open /nope", "/src/server/topology/x.cc", 42);
+  absl::Status s = ErrnoError(ENOENT, "open /nope", "/src/host/topology/x.cc", 42);
   EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(s.message(), HasSubstr("open /nope: No such file or directory"));
-  EXPECT_THAT(s.message(), HasSubstr("[server/topology/x.cc:42]"));
+  EXPECT_THAT(s.message(), HasSubstr("[host/topology/x.cc:42]"));
   EXPECT_EQ(ErrnoError(EACCES, "x", "a.cc", 1).code(), absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(ErrnoError(EINVAL, "x", "a.cc", 1).code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ErrnoError(0, "x", "a.cc", 1).code(), absl::StatusCode::kInternal);

@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <string>
 
-#include "server/topology/analysis.h"
-#include "server/topology/hwloc_source.h"
-#include "server/topology/render.h"
+#include "host/topology/analysis.h"
+#include "host/topology/hwloc_source.h"
+#include "host/topology/render.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string xml(reinterpret_cast<const char*>(data), size);

@@ -36,7 +36,7 @@ TOKENS = os.path.join(SRC, "bench/memory/tokens.py")
 GIB = 1 << 30
 MIB = 1 << 20
 CAP = 512 * MIB          # resources.device_memory_bytes per emulated GPU
-PROCESS = 128 * MIB      # one worker process's own footprint (server/planner/estimator.h)
+PROCESS = 128 * MIB      # one worker process's own footprint (host/planner/estimator.h)
 VOCAB = 32000
 
 

@@ -3,8 +3,10 @@
 
   common/  -> common/                      (contracts and libraries both processes use)
   worker/  -> common/, worker/             (mobius-worker: the compute engine)
-  server/  -> common/, server/             (mobiusd: planner, scheduler, jobs, launcher)
-  client/  -> common/, server/, client/    (mobius: the CLI; `mobius run` and `plan` link the
+  host/    -> common/, host/               (the node side both mobiusd and the CLI run: topology,
+                                            planner, admission decisions, launch, spec -> run)
+  server/  -> common/, host/, server/      (mobiusd's own: job service, store, rpc, metrics)
+  client/  -> common/, host/, client/      (mobius: the CLI; `mobius run` and `plan` link the
                                             daemon's planning and launch code, never the engine)
 
 Two views of the same rule, so neither an include nor a link can cross unnoticed:
@@ -28,8 +30,9 @@ import tempfile
 ALLOWED = {
     "common": {"common"},
     "worker": {"common", "worker"},
-    "server": {"common", "server"},
-    "client": {"common", "server", "client"},
+    "host": {"common", "host"},
+    "server": {"common", "host", "server"},
+    "client": {"common", "host", "client"},
 }
 TOPS = set(ALLOWED) | {"test", "bench", "proto"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([a-z_]+)/[^"]+"', re.M)
@@ -123,9 +126,10 @@ def self_test():
             with open(path, "w") as f:
                 f.write(text)
         write("common/a/a.h", '#include "common/b.h"\n#include "absl/status/status.h"\n')
-        write("worker/w.cc", '#include "common/a/a.h"\n#include "server/planner/plan.h"\n')
+        write("worker/w.cc", '#include "common/a/a.h"\n#include "host/planner/plan.h"\n')
         write("server/s.h", '#include "worker/runtime/x.h"\n')
-        write("client/c.cc", '#include "server/s.h"\n#include "worker/w.h"\n')
+        write("client/c.cc", '#include "host/h.h"\n#include "server/s.h"\n')
+        write("host/h.h", '#include "common/a/a.h"\n#include "server/s.h"\n')
         write("common/c.cc", '#  include "client/c.h"\n')
         write("server/mb.cc", "int64_t mb = spec.microbatch > 0 ? spec.microbatch : batch;\n")
         write("common/jobspec/spec.h", "return microbatch == 0 ? global_batch : microbatch;\n")
@@ -135,7 +139,7 @@ def self_test():
         write("common/CMakeLists.txt", "# mobius_cc_library(NAME commented DEPS mobius::eng)\n"
               "mobius_cc_library(NAME lib SRCS c.cc)\n")
         found = check(root)
-        expected = ["worker/w.cc:2", "server/s.h:1", "client/c.cc:2", "common/c.cc:1",
+        expected = ["worker/w.cc:2", "server/s.h:1", "client/c.cc:2", "host/h.h:2", "common/c.cc:1",
                     "srv (server/) links mobius::eng (worker/)", "server/mb.cc:1"]
         missing = [e for e in expected if not any(e in v for v in found)]
         if missing or len(found) != len(expected):
@@ -158,8 +162,8 @@ def main():
         print("%d layering violation(s); the rules are at the top of %s" % (
             len(violations), os.path.relpath(__file__, sys.argv[1])))
         return 1
-    print("layering: common -> common; worker -> common; server -> common; "
-          "client -> common, server: clean")
+    print("layering: common -> common; worker -> common; host -> common; server -> common, "
+          "host; client -> common, host: clean")
     return 0
 
 

@@ -1,6 +1,6 @@
 // `mobius-worker tokenize REQUEST.json`: runs one TokenizeRequest (common/data/tokenize_job.h)
 // with any tokenizer we support, SentencePiece included (this binary links no gRPC protobuf).
-// Spawned by the daemon and by `mobius run` / `mobius tokenize` (server/launch/dataset_prep.h).
+// Spawned by the daemon and by `mobius run` / `mobius tokenize` (host/launch/dataset_prep.h).
 //
 // stdout: "@tokenized " + TokenizeSummaryToJson on success (one line). stderr: the error, one
 // line. Exit codes: 0 done; 2 bad input (request, tokenizer, dataset lines, ids); 1 other

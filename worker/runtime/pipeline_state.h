@@ -68,7 +68,7 @@ inline double Since(Clock::time_point t) {
 // One allocation per slot (`arena`), sized for the largest pass of the rank: max over its ranges
 // of W + A + G (G only for a range whose backward the rank runs), not max W + max G; a forward
 // stage with many units and a backward stage with few then share it (what the planner's kRuntime
-// memory model counts, server/planner/estimator.cc). CarveSlot lays a range out in it: weights at
+// memory model counts, host/planner/estimator.cc). CarveSlot lays a range out in it: weights at
 // 0, adapters after them, gradients at the END (so that a range's new weights rarely overlap the
 // previous range's gradients still on their way to the store; Upload waits for them where they
 // do).

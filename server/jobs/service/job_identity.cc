@@ -8,7 +8,7 @@
 #include "common/jobspec/json.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
-#include "server/launch/user_inspect.h"
+#include "host/launch/user_inspect.h"
 
 namespace mobius::jobs {
 

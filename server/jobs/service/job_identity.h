@@ -6,7 +6,7 @@
 //     that user and the admins may submit; anyone else is refused with PERMISSION_DENIED saying
 //     so.
 // The daemon opens no path of a spec itself: CheckSpecFilesAs runs the checks in
-// `mobius-inspect` as the job's identity (server/launch/user_inspect.h).
+// `mobius-inspect` as the job's identity (host/launch/user_inspect.h).
 //
 // Thread-safety: functions; may be called from any thread.
 #ifndef MOBIUS_SERVER_JOBS_SERVICE_JOB_IDENTITY_H_

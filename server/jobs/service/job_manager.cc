@@ -16,20 +16,20 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
-#include "server/jobs/scheduler/fits.h"
-#include "server/jobs/scheduler/scheduler.h"
+#include "host/scheduler/fits.h"
+#include "host/scheduler/scheduler.h"
 #include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager_state.h"
 #include "server/jobs/service/state_dirs.h"
-#include "server/jobs/service/job_planning.h"
+#include "host/run/job_planning.h"
 #include "server/jobs/store/page_token.h"
 #include "common/model/model_config_parse.h"
-#include "server/launch/run_builder.h"
-#include "server/planner/profile.h"
+#include "host/launch/run_builder.h"
+#include "host/planner/profile.h"
 #include "common/run/store_layout.h"
 #include "common/run/checkpoint_dirs.h"
 #include "common/run/host_store.h"
-#include "server/launch/launcher.h"
+#include "host/launch/launcher.h"
 
 namespace mobius::jobs {
 
@@ -162,7 +162,7 @@ absl::StatusOr<std::pair<std::string, std::string>> JobManager::Plan(const Calle
   std::string text = absl::StrCat(
       "plan: ", p.num_stages(), " stages (", p.partitioner, "), ", p.mapping.gpu_order.size(),
       " GPU(s) in order ", GpuList(p.mapping.gpu_order), " (", p.mapper, "), schedule ",
-      p.schedule, "\npredicted step: ", p.predicted_step_seconds, " s on ",
+      runtime::ScheduleName(p.schedule), "\npredicted step: ", p.predicted_step_seconds, " s on ",
       planned.report.device, "\nmemory: ", p.memory.max_gpu_bytes >> 20, " MiB per GPU at most, ",
       p.memory.host_bytes >> 20, " MiB host, ", p.memory.pinned_bytes >> 20, " MiB pinned\n",
       fits.ok() ? "fits this node" : absl::StrCat("does not fit this node: ", fits.message()),

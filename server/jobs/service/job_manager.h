@@ -1,7 +1,7 @@
 // JobManager: mobiusd's job service, as plain C++ (the gRPC adapter is server/rpc/job_service.h).
 //
 // It ties together the durable store (server/jobs/store), the admission scheduler
-// (server/jobs/scheduler), the planner and the runtime's launcher (server/launch/launcher.h):
+// (host/scheduler), the planner and the runtime's launcher (host/launch/launcher.h):
 //   Submit   validate the spec (server rules: absolute paths, files exist: checked as the
 //            submitting user by a child process, job_identity.h), plan it on the node to
 //            learn what it needs, refuse what can never fit (FAILED_PRECONDITION with the numbers),
@@ -73,12 +73,12 @@
 #include "common/jobspec/spec.h"
 #include "common/run/completion_record.h"
 #include "server/jobs/accounting/accounting.h"
-#include "server/jobs/scheduler/resources.h"
+#include "host/scheduler/resources.h"
 #include "server/jobs/service/job_observer.h"
-#include "server/jobs/service/job_planning.h"
+#include "host/run/job_planning.h"
 #include "server/jobs/store/job_store.h"
-#include "server/topology/analysis.h"
-#include "server/topology/topology.h"
+#include "host/topology/analysis.h"
+#include "host/topology/topology.h"
 
 namespace mobius::launch {
 class JobCgroupRoot;
@@ -106,7 +106,7 @@ struct JobManagerOptions {
   bool devices_in_host_memory = true;
   double link_scale = 1.0;          // emulated link bandwidth factor
   absl::Duration kill_grace = absl::Seconds(5);
-  // The launcher's watchdog (server/launch/launcher.h): frozen workers, hung jobs; zero: off.
+  // The launcher's watchdog (host/launch/launcher.h): frozen workers, hung jobs; zero: off.
   absl::Duration heartbeat_timeout = absl::Seconds(60);
   absl::Duration step_timeout = absl::Seconds(1800);
   // Shutdown: how long a running job may take to finish its step and checkpoint before it is
@@ -128,7 +128,7 @@ struct JobManagerOptions {
   // The daemon runs unprivileged: every job runs as its user, and only that user and the admins
   // may submit (job_identity.h). Otherwise (root) each job runs as its submitter.
   bool single_user = false;
-  // Per-job cgroup v2 isolation (server/launch/job_cgroup.h): each run's workers in a cgroup of
+  // Per-job cgroup v2 isolation (host/launch/job_cgroup.h): each run's workers in a cgroup of
   // their own with memory.max from the plan's host estimate; null: none. Not owned.
   launch::JobCgroupRoot* cgroups = nullptr;
   // State changes the store cannot write are retried after store_retry_initial, then after twice

@@ -10,7 +10,7 @@
 #include "glog/logging.h"
 #include "server/jobs/service/job_identity.h"
 #include "server/jobs/service/job_manager_state.h"
-#include "server/jobs/service/job_planning.h"
+#include "host/run/job_planning.h"
 
 namespace mobius::jobs {
 

@@ -16,18 +16,18 @@
 #include "common/status_macros.h"
 #include "glog/logging.h"
 #include "nlohmann/json.hpp"
-#include "server/jobs/scheduler/fits.h"
-#include "server/jobs/scheduler/scheduler.h"
+#include "host/scheduler/fits.h"
+#include "host/scheduler/scheduler.h"
 #include "server/jobs/service/job_dirs.h"
 #include "server/jobs/service/job_identity.h"
-#include "server/jobs/service/job_planning.h"
+#include "host/run/job_planning.h"
 #include "server/jobs/service/state_dirs.h"
-#include "server/jobs/service/run_setup.h"
-#include "server/launch/dataset_prep.h"
-#include "server/launch/cgroup_device_filter.h"
-#include "server/launch/job_cgroup.h"
-#include "server/launch/launcher.h"
-#include "server/planner/profile.h"
+#include "host/run/run_setup.h"
+#include "host/launch/dataset_prep.h"
+#include "host/launch/cgroup_device_filter.h"
+#include "host/launch/job_cgroup.h"
+#include "host/launch/launcher.h"
+#include "host/planner/profile.h"
 
 namespace mobius::jobs {
 
@@ -46,7 +46,7 @@ std::string PlanSummaryJson(const planner::PlanReport& r, const runtime::RunConf
   for (const auto& s : r.plan.partition.stages) stages.push_back({s.begin, s.end});
   nlohmann::json j = {{"stages", stages},
                       {"gpu_order", r.plan.mapping.gpu_order},
-                      {"schedule", r.plan.schedule},
+                      {"schedule", runtime::ScheduleName(r.plan.schedule)},
                       {"partitioner", r.plan.partitioner},
                       {"mapper", r.plan.mapper},
                       {"num_microbatches", r.plan.num_microbatches},

@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "common/run/profile_cache.h"
 #include "common/run/profile_json.h"
-#include "server/planner/measured_profile.h"  // the planner reads what the worker measured
+#include "host/planner/measured_profile.h"  // the planner reads what the worker measured
 #include "test/testing/paths.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/profile/unit_profiler.h"

@@ -11,7 +11,7 @@
 #include "test/testing/paths.h"
 #include "test/worker/train/train_test_util.h"
 #include "worker/checkpoint/model_init.h"
-#include "server/launch/launcher.h"
+#include "host/launch/launcher.h"
 #include "common/run/run_config.h"
 #include "worker/train/standalone_trainer.h"
 

@@ -2,7 +2,7 @@
 // gradients together (pipeline_state.h Slot): a roundrobin rank that runs a wide forward stage
 // (weights only) and a narrow backward stage (weights and gradients) needs 2 max(W + G), not
 // 2 (max W + max G), which is what the planner's kRuntime memory model counts
-// (server/planner/estimator.cc). Under a device cap between the two the run goes through and
+// (host/planner/estimator.cc). Under a device cap between the two the run goes through and
 // equals the standalone trainer bit for bit; the new weights of a range that reach into the
 // previous range's gradients wait for their download (every step here: the wide forward stage
 // follows the backward one in the same slot).

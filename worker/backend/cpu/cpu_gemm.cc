@@ -174,7 +174,7 @@ absl::Status RunCpuGemm(const GemmParams& p, optim::ThreadPool* pool) {
   if (p.k > 0 && (big_a || big_b)) {
     const int64_t dim = big_b ? p.n : p.m;
     // At least 64 rows or columns per piece (a 128k-vocabulary head's K: 33 MB); the planner's
-    // estimate counts max(16 MiB, 4 x 64 x K) per GPU (server/planner/estimator.cc).
+    // estimate counts max(16 MiB, 4 x 64 x K) per GPU (host/planner/estimator.cc).
     const int64_t step = std::max<int64_t>(64, kMaxConvertedBytes / (4 * k) / 16 * 16);
     for (int64_t batch = 0; batch < p.batch; ++batch) {
       for (int64_t begin = 0; begin < dim; begin += step) {

@@ -88,7 +88,7 @@ absl::StatusOr<std::unique_ptr<Backend>> CudaBackend::Create(const CudaBackendOp
   }
   auto backend = std::unique_ptr<CudaBackend>(new CudaBackend(options, base, capacity, std::move(gemm)));
   // GeForce tensor cores sum fp16 products in fp16 at twice their fp32-accumulate rate (Ampere
-  // and Ada whitepapers, Appendix A; server/planner/profile.h); datacenter parts run both alike.
+  // and Ada whitepapers, Appendix A; host/planner/profile.h); datacenter parts run both alike.
   cudaDeviceProp prop{};
   if (cudaGetDeviceProperties(&prop, options.device) == cudaSuccess) {
     backend->half_accumulate_faster_ = std::string(prop.name).find("GeForce") != std::string::npos;
