@@ -22,7 +22,6 @@ Usage: fairshare_test.py BIN_DIR SOURCE_DIR
 """
 import json
 import os
-import pwd
 import re
 import shutil
 import signal
@@ -33,7 +32,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness, tiny_job_spec  # noqa: E402
+from harness import Harness, ThrowawayUsers, tiny_job_spec  # noqa: E402
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
@@ -45,31 +44,13 @@ if os.getuid() != 0 or not shutil.which("useradd") or not shutil.which("setpriv"
 H = Harness("mobius-fairshare-it-", world_readable=True)
 TMP = H.tmp
 fail, ok = H.fail, H.ok
-USERS = {}
-
-
-def make_user(role):
-    name = "mbfs%s%d" % (role[:2], os.getpid() % 100000)
-    home = os.path.join(TMP, role)
-    subprocess.run(["useradd", "--no-create-home", "--home-dir", home, "--shell",
-                    "/usr/sbin/nologin", "--user-group", name], check=True, capture_output=True)
-    entry = pwd.getpwnam(name)
-    os.mkdir(home, 0o700)
-    os.chown(home, entry.pw_uid, entry.pw_gid)
-    USERS[role] = entry
-    return entry
-
-
-def remove_users():
-    for entry in USERS.values():
-        subprocess.run(["userdel", entry.pw_name], capture_output=True)
+USERS = ThrowawayUsers(TMP, "mbfs")  # role -> pwd entry
 
 
 def cli(*args, user=None, sock, check=True):
     cmd = [os.path.join(BIN, "mobius"), *args]
     if user is not None:
-        u = USERS[user]
-        cmd = ["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--init-groups", *cmd]
+        cmd = USERS.as_user(user, cmd)
     r = subprocess.run(cmd, env=dict(os.environ, MOBIUS_SOCKET=sock), capture_output=True,
                        text=True, timeout=120)
     if check and r.returncode != 0:
@@ -304,8 +285,8 @@ def restart():
 
 
 def main():
-    make_user("alice")
-    make_user("bob")
+    USERS.make("alice")
+    USERS.make("bob")
     model = os.path.join(TMP, "model")
     subprocess.run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama",
                     "--preset", "tiny", "--vocab", "700", "--layers", "4", "--out", model],
@@ -335,5 +316,5 @@ if __name__ == "__main__":
         main()
     finally:
         H.kill_daemon()
-        remove_users()
+        USERS.remove()
         shutil.rmtree(TMP, ignore_errors=True)

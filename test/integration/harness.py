@@ -4,6 +4,8 @@ tail, progress lines, and polling a job's state through the CLI. Each test keeps
 daemon command lines (they differ: unix socket, users, TLS)."""
 import json
 import os
+import pwd
+import subprocess
 import sys
 import tempfile
 import time
@@ -62,6 +64,45 @@ class Harness:
                 return j
             time.sleep(0.2)
         self.fail("job %s did not reach %s (now %s)" % (id_, states, self.job(cli, id_)))
+
+
+class ThrowawayUsers:
+    """Users created for one test (useradd, no login shell, a 0700 home at TMP/ROLE) and removed
+    after it (remove()). Needs root. Indexed by role ("alice") like a dict of pwd entries."""
+
+    def __init__(self, tmp, tag):
+        self.tmp, self.tag, self.entries = tmp, tag, {}
+
+    def make(self, role):
+        name = "%s%s%d" % (self.tag, role[:3], os.getpid() % 100000)
+        home = os.path.join(self.tmp, role)
+        subprocess.run(["useradd", "--no-create-home", "--home-dir", home, "--shell",
+                        "/usr/sbin/nologin", "--user-group", name], check=True,
+                       capture_output=True)
+        entry = pwd.getpwnam(name)
+        os.mkdir(home, 0o700)
+        os.chown(home, entry.pw_uid, entry.pw_gid)
+        self.entries[role] = entry
+        return entry
+
+    def __getitem__(self, role):
+        return self.entries[role]
+
+    def items(self):
+        return self.entries.items()
+
+    def values(self):
+        return self.entries.values()
+
+    def as_user(self, role, cmd):
+        """`cmd` run as the role's user (uid, gid, its groups) through setpriv."""
+        u = self.entries[role]
+        return ["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--init-groups",
+                *cmd]
+
+    def remove(self):
+        for entry in self.entries.values():
+            subprocess.run(["userdel", entry.pw_name], capture_output=True)
 
 
 def tiny_job_spec(name, model_dir, data, steps, extra=""):

@@ -34,7 +34,6 @@ Usage: tenancy_test.py BIN_DIR SOURCE_DIR TESTS_DIR
 import grp
 import json
 import os
-import pwd
 import shutil
 import stat
 import subprocess
@@ -42,7 +41,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness, tiny_job_spec  # noqa: E402
+from harness import Harness, ThrowawayUsers, tiny_job_spec  # noqa: E402
 
 BIN, SRC, TESTS = sys.argv[1], sys.argv[2], sys.argv[3]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
@@ -58,32 +57,15 @@ TMP = H.tmp
 SOCK = os.path.join(TMP, "d.sock")
 STATE = os.path.join(TMP, "state")
 fail, ok = H.fail, H.ok
-USERS = {}  # name -> pwd entry
+USERS = ThrowawayUsers(TMP, "mbit")  # role -> pwd entry
 GROUPS = []  # groups made for the test
-
-
-def make_user(role):
-    name = "mbit%s%d" % (role[:3], os.getpid() % 100000)
-    home = os.path.join(TMP, role)
-    subprocess.run(["useradd", "--no-create-home", "--home-dir", home, "--shell",
-                    "/usr/sbin/nologin", "--user-group", name], check=True, capture_output=True)
-    entry = pwd.getpwnam(name)
-    os.mkdir(home, 0o700)
-    os.chown(home, entry.pw_uid, entry.pw_gid)
-    USERS[role] = entry
-    return entry
+make_user, as_user = USERS.make, USERS.as_user
 
 
 def remove_users():
-    for entry in USERS.values():
-        subprocess.run(["userdel", entry.pw_name], capture_output=True)
+    USERS.remove()
     for group in GROUPS:
         subprocess.run(["groupdel", group], capture_output=True)
-
-
-def as_user(role, cmd):
-    u = USERS[role]
-    return ["setpriv", "--reuid=%d" % u.pw_uid, "--regid=%d" % u.pw_gid, "--init-groups", *cmd]
 
 
 def cli(*args, user=None, sock=SOCK, check=True, timeout=120):
