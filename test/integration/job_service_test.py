@@ -303,6 +303,19 @@ def main():
     wait_state(low, ["JOB_STATE_CANCELLED"])
     ok("preemption: %s (priority 50) preempted %s (priority -10), which checkpointed, waited and "
        "resumed (%d restarts counted)" % (high, low, int(low_now.get("restarts", 0))))
+    # Accounting: the preempted run stops counting when its GPUs are free, before the
+    # high-priority job's run starts on them; the resumed run is a record of its own.
+    runs = json.loads(cli("usage", "--runs", "--json").stdout).get("runs", [])
+    low_runs = sorted((r for r in runs if r["job_id"] == low),
+                      key=lambda r: int(r["started_unix_ms"]))
+    high_runs = [r for r in runs if r["job_id"] == high]
+    if len(low_runs) != 2 or len(high_runs) != 1 or not all(r.get("ended") for r in low_runs):
+        fail("usage runs of the preempted and the preempting job: %s %s" % (low_runs, high_runs))
+    if int(low_runs[0]["last_unix_ms"]) > int(high_runs[0]["started_unix_ms"]):
+        fail("the preempted run was counted after the high-priority job took its GPUs: %s %s" %
+             (low_runs[0], high_runs[0]))
+    ok("accounting: %s's preempted run ended %d ms before %s started; resumed run separate" %
+       (low, int(high_runs[0]["started_unix_ms"]) - int(low_runs[0]["last_unix_ms"]), high))
 
     # --- load: 1,000 submits from 50 concurrent clients (drained: they stay queued).
     cli("drain")
