@@ -156,6 +156,37 @@ absl::StatusOr<std::vector<int>> ChooseGpus(const RunCommandOptions& o, const No
   return granted;
 }
 
+// What this process's run differs in from the daemon's (its PrepareRun): the name, the run
+// directory, the terminal for the tokenizer's lines, Ctrl-C, and no identity switch (the user runs
+// it). The rest of the route is SetUpRun's.
+jobs::RunSetupOptions SetupOptionsOf(const RunCommandOptions& o, const Node& node,
+                                     const std::vector<int>& granted, const std::string& name,
+                                     const std::string& run_dir, const std::string& worker_binary,
+                                     std::ostream& err) {
+  jobs::RunSetupOptions so;
+  so.topology = &node.loaded.topology;
+  so.facts = &node.facts;
+  so.allowed = node.allowed;
+  so.gpus = granted;
+  so.plan = node.plan;
+  so.run_name = name;
+  so.default_checkpoint_dir = run_dir + "/checkpoints";
+  so.resume = o.resume;
+  so.emulation = {.enabled = node.emulate, .link_scale = o.link_scale};
+  so.backend = o.backend;  // validated with the rest of the run config by the launcher
+  so.transport = o.transport;
+  so.dataset.worker_binary = worker_binary;
+  so.dataset.cache_dir = DatasetCacheDir(run_dir);
+  so.dataset.on_log = [&err](const std::string& line) {
+    err << "tokenizer | " << line << "\n";
+  };
+  so.dataset.interrupted = [] {
+    return g_stop ? absl::CancelledError("interrupted while tokenizing the dataset")
+                  : absl::OkStatus();
+  };
+  return so;
+}
+
 // What the tokenizer (a text dataset) and the resume found, on the terminal.
 void ReportSetup(const RunCommandOptions& o, const jobs::RunSetup& setup, std::ostream& err) {
   if (setup.dataset.has_value()) {
@@ -365,25 +396,8 @@ int RunRunCommand(const RunCommandOptions& o, std::ostream& out, std::ostream& e
   sa.sa_handler = OnStop;
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
-  jobs::RunSetupOptions so;
-  so.topology = &node->loaded.topology;
-  so.facts = &node->facts;
-  so.allowed = node->allowed;
-  so.gpus = *granted;
-  so.plan = node->plan;
-  so.run_name = name;
-  so.default_checkpoint_dir = run_dir + "/checkpoints";
-  so.resume = o.resume;
-  so.emulation = {.enabled = node->emulate, .link_scale = o.link_scale};
-  so.backend = o.backend;  // validated with the rest of the run config by the launcher
-  so.transport = o.transport;
-  so.dataset.worker_binary = worker_binary;
-  so.dataset.cache_dir = DatasetCacheDir(run_dir);
-  so.dataset.on_log = [&](const std::string& line) { err << "tokenizer | " << line << "\n"; };
-  so.dataset.interrupted = [] {
-    return g_stop ? absl::CancelledError("interrupted while tokenizing the dataset")
-                  : absl::OkStatus();
-  };
+  const jobs::RunSetupOptions so =
+      SetupOptionsOf(o, *node, *granted, name, run_dir, worker_binary, err);
   if (jobspec::IsTextFormat(spec->dataset.format)) {
     err << "mobius run: preparing the " << spec->dataset.format << " dataset (cache "
         << so.dataset.cache_dir << ")\n";

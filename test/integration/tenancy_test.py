@@ -43,7 +43,8 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import Harness, ThrowawayUsers, tiny_job_spec  # noqa: E402
 
-BIN, SRC, TESTS = sys.argv[1], sys.argv[2], sys.argv[3]
+# Absolute: the worker sampler matches the daemon's workers by their argv[0].
+BIN, SRC, TESTS = (os.path.abspath(a) for a in sys.argv[1:4])
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
 SECRET = "topsecret-marker-5f3a"
 WORKER = os.path.join(BIN, "mobius-worker")

@@ -152,8 +152,10 @@ struct JobManagerOptions {
 // How the manager plans its jobs: emulated GPUs live in host memory; the node's host budget is
 // what jobs may use.
 inline PlanJobOptions PlanOptionsOf(const JobManagerOptions& o) {
-  return {.devices_in_host_memory = o.devices_in_host_memory,
-          .host_memory_bytes = o.node.host_bytes};
+  PlanJobOptions p;
+  p.devices_in_host_memory = o.devices_in_host_memory;
+  p.host_memory_bytes = o.node.host_bytes;
+  return p;
 }
 
 // A job as callers see it: the stored record plus what only the running daemon knows.
