@@ -118,6 +118,9 @@ int RunUsage(Connection& c, const JobCommandOptions& o, std::ostream& out, std::
                              Hours(u.gpu_seconds()), u.tokens(), u.steps(),
                              u.ended() ? "ended" : "running");
     }
+    if (r.runs_omitted() > 0) {
+      out << "(" << r.runs_omitted() << " older runs in this window not listed; narrow --since)\n";
+    }
   }
   return kExitOk;
 }

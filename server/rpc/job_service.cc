@@ -257,6 +257,7 @@ grpc::Status JobServiceImpl::GetUsage(grpc::ServerContext* context,
   }
   for (const jobs::UsageTotals& t : v->report.groups) TotalsToProto(t, response->add_groups());
   for (const jobs::UsageRecord& r : v->runs) RunToProto(r, response->add_runs());
+  response->set_runs_omitted(v->runs_omitted);
   return grpc::Status::OK;
 }
 

@@ -3,6 +3,7 @@
 #include <grp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 #include <utility>
 #include <vector>
@@ -96,18 +97,44 @@ std::vector<UsageRecord> JobManager::State::UsageSince(int64_t since, std::optio
   return MergeUsage(std::move(stored), held);
 }
 
+std::map<uint32_t, double> JobManager::State::DecayedUsageNow() {
+  const absl::Duration half_life = options.fair_share.half_life;
+  const double h = absl::ToDoubleSeconds(half_life);
+  const int64_t now = NowMs();
+  const std::vector<UsageRecord> held = usage.Records();
+  if (share_cache.at_ms < 0 || share_cache.generation != usage.ended_written()) {
+    // Usage older than ten half-lives weighs under 0.1%: not read.
+    const int64_t since = h > 0 ? now - static_cast<int64_t>(h * 10 * 1e3) : 0;
+    std::set<std::pair<std::string, int64_t>> in_ledger;
+    for (const UsageRecord& r : held) in_ledger.insert({r.job_id, r.started_unix_ms});
+    std::vector<UsageRecord> stored;
+    if (absl::StatusOr<std::vector<UsageRecord>> rows = store->ListUsage(since); rows.ok()) {
+      for (UsageRecord& r : *rows) {
+        if (!in_ledger.count({r.job_id, r.started_unix_ms})) stored.push_back(std::move(r));
+      }
+    } else {
+      write_log.Record("accounting", "usage reads", rows.status());
+    }
+    share_cache.decayed = DecayedGpuSeconds(stored, now, half_life);
+    share_cache.at_ms = now;
+    share_cache.generation = usage.ended_written();
+  }
+  const double fade =
+      h > 0 ? std::exp2(-static_cast<double>(now - share_cache.at_ms) / 1e3 / h) : 1.0;
+  std::map<uint32_t, double> out;
+  for (const auto& [uid, used] : share_cache.decayed) out[uid] = used * fade;
+  for (const auto& [uid, used] : DecayedGpuSeconds(held, now, half_life)) out[uid] += used;
+  return out;
+}
+
 void JobManager::State::ScoreRequests(std::vector<JobRequest>& requests,
                                       const std::map<std::string, int64_t>& created_ms) {
   const FairShareOptions& fs = options.fair_share;
   const int64_t now = NowMs();
-  // Usage older than ten half-lives weighs under 0.1%: not read.
-  const double h = absl::ToDoubleSeconds(fs.half_life);
-  const int64_t since = h > 0 ? now - static_cast<int64_t>(h * 10 * 1e3) : 0;
   std::set<uint32_t> users;
   for (const JobRequest& r : requests) users.insert(r.uid);
   for (const auto& [id, r] : running) users.insert(r.uid);
-  share_factors =
-      FairShareFactors(DecayedGpuSeconds(UsageSince(since, std::nullopt), now, fs.half_life), users);
+  share_factors = FairShareFactors(DecayedUsageNow(), users);
   for (JobRequest& r : requests) {
     auto c = created_ms.find(r.job_id);
     const absl::Duration waited =
@@ -140,7 +167,13 @@ absl::StatusOr<UsageView> JobManager::Usage(const Caller& caller, const UsageQue
     auto it = s_->share_factors.find(u.uid);
     if (it != s_->share_factors.end()) view.fair_share[u.uid] = it->second;
   }
-  if (query.runs) view.runs = std::move(runs);
+  if (query.runs) {
+    if (runs.size() > static_cast<size_t>(kMaxReadLimit)) {
+      view.runs_omitted = static_cast<int64_t>(runs.size()) - kMaxReadLimit;
+      runs.erase(runs.begin(), runs.begin() + view.runs_omitted);
+    }
+    view.runs = std::move(runs);
+  }
   return view;
 }
 

@@ -178,7 +178,10 @@ struct UsageQuery {
 
 struct UsageView {
   UsageReport report;             // per user; per group too when an admin asks about everyone
-  std::vector<UsageRecord> runs;  // with UsageQuery::runs: the runs in the window, by start
+  // With UsageQuery::runs: the runs in the window, by start; the newest kMaxReadLimit of them
+  // (a response stays well under gRPC's message limit), `runs_omitted` the older ones left out.
+  std::vector<UsageRecord> runs;
+  int64_t runs_omitted = 0;
   std::map<uint32_t, double> fair_share;  // each listed user's fair-share factor now
 };
 

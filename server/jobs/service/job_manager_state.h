@@ -79,6 +79,15 @@ struct JobManager::State {
   StoreWriteLog write_log;   // step reports, log lines, checkpoint records the store refused
   UsageLedger usage ABSL_GUARDED_BY(mu);  // runs' accounting not yet in the store, open runs
   std::map<uint32_t, double> share_factors ABSL_GUARDED_BY(mu);  // the last round's, by uid
+  // The decayed GPU-seconds of the runs only the store holds (finished and written), by uid, as of
+  // `at_ms`: they only decay from there (x 2^-(dt / half-life)), so a scheduling round reads the
+  // store's history again only when the ledger wrote another finished run (`generation`).
+  struct ShareCache {
+    int64_t at_ms = -1;  // -1: not computed
+    int64_t generation = -1;
+    std::map<uint32_t, double> decayed;
+  };
+  ShareCache share_cache ABSL_GUARDED_BY(mu);
 
   void Bump() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu) {
     ++version;
@@ -144,6 +153,9 @@ struct JobManager::State {
   // The runs that reached `since` (store rows with the ledger's newer records over them).
   std::vector<UsageRecord> UsageSince(int64_t since_unix_ms, std::optional<uint32_t> uid)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // Each user's decayed GPU-seconds now: the cached store-only runs, decayed since the cache was
+  // made, plus the ledger's runs.
+  std::map<uint32_t, double> DecayedUsageNow() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Each request's order_score from its user's fair-share factor and its wait (accounting.h);
   // `created_ms` by job id. Sets share_factors.
   void ScoreRequests(std::vector<JobRequest>& requests,

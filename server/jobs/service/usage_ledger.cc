@@ -75,7 +75,10 @@ absl::Status UsageLedger::Flush(const std::function<absl::Status(const UsageReco
   std::vector<Entry> left;
   for (Entry& e : ended_) {
     absl::Status st = put(e.record);
-    if (st.ok()) continue;
+    if (st.ok()) {
+      ++ended_written_;
+      continue;
+    }
     if (first.ok()) first = st;
     left.push_back(std::move(e));
   }

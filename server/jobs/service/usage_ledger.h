@@ -45,6 +45,9 @@ class UsageLedger {
   absl::Status Flush(const std::function<absl::Status(const UsageRecord&)>& put);
   // Records changed since their last write.
   bool dirty() const;
+  // How many ended records have left the ledger (written) so far: a cache of the store's finished
+  // runs (the fair-share sums) is stale once this changes.
+  int64_t ended_written() const { return ended_written_; }
   // Open runs and ended ones not written yet.
   std::vector<UsageRecord> Records() const;
 
@@ -58,6 +61,7 @@ class UsageLedger {
 
   std::map<std::string, Entry> open_;  // by job id
   std::vector<Entry> ended_;           // not written yet
+  int64_t ended_written_ = 0;
 };
 
 }  // namespace mobius::jobs

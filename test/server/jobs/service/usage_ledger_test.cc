@@ -64,9 +64,12 @@ TEST(UsageLedgerTest, RefusedWritesAreRetriedAndNeverDoubleCounted) {
   l.End("j-000001", 2'000);
   EXPECT_FALSE(l.Flush(put).ok());
   EXPECT_TRUE(l.dirty());
+  EXPECT_EQ(l.ended_written(), 0);
   full = false;
   ASSERT_TRUE(l.Flush(put).ok());
+  EXPECT_EQ(l.ended_written(), 1);  // the fair-share cache of stored runs is stale now
   ASSERT_TRUE(l.Flush(put).ok());  // again: nothing changes
+  EXPECT_EQ(l.ended_written(), 1);
   EXPECT_FALSE(l.dirty());
   ASSERT_EQ(store.size(), 2u);
   EXPECT_DOUBLE_EQ((store[{"j-000001", 0}].gpu_seconds()), 8.0);
