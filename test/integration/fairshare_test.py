@@ -32,7 +32,7 @@ import time
 import urllib.request
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness, ThrowawayUsers, tiny_job_spec  # noqa: E402
+from harness import Harness, ThrowawayUsers, tiny_job_spec, tiny_model_and_tokens  # noqa: E402,E501
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
@@ -287,16 +287,7 @@ def restart():
 def main():
     USERS.make("alice")
     USERS.make("bob")
-    model = os.path.join(TMP, "model")
-    subprocess.run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama",
-                    "--preset", "tiny", "--vocab", "700", "--layers", "4", "--out", model],
-                   check=True, capture_output=True)
-    with open(os.path.join(TMP, "gpl.jsonl"), "w") as f:
-        f.write(json.dumps({"text": open("/usr/share/common-licenses/GPL-3").read()}) + "\n")
-    data = os.path.join(TMP, "data.tok")
-    subprocess.run([os.path.join(BIN, "mobius"), "tokenize", os.path.join(TMP, "gpl.jsonl"), data,
-                    "--tokenizer", os.path.join(SRC, "test/data/tokenizers/gpt2")], check=True,
-                   capture_output=True)
+    model, data = tiny_model_and_tokens(BIN, SRC, TMP)
     for role, u in USERS.items():
         home = os.path.join(TMP, role)
         shutil.copytree(model, os.path.join(home, "model"))

@@ -105,6 +105,22 @@ class ThrowawayUsers:
             subprocess.run(["userdel", entry.pw_name], capture_output=True)
 
 
+def tiny_model_and_tokens(bin_dir, src, tmp, layers=4):
+    """A tiny Llama (init-model, vocab 700) at TMP/model and a token file of the GPL-3 text every
+    Debian system has (GPT-2's tokenizer) at TMP/data.tok; returns their paths."""
+    model = os.path.join(tmp, "model")
+    subprocess.run([os.path.join(bin_dir, "mobius-worker"), "init-model", "--family", "llama",
+                    "--preset", "tiny", "--vocab", "700", "--layers", str(layers), "--out",
+                    model], check=True, capture_output=True)
+    with open(os.path.join(tmp, "gpl.jsonl"), "w") as f:
+        f.write(json.dumps({"text": open("/usr/share/common-licenses/GPL-3").read()}) + "\n")
+    data = os.path.join(tmp, "data.tok")
+    subprocess.run([os.path.join(bin_dir, "mobius"), "tokenize", os.path.join(tmp, "gpl.jsonl"),
+                    data, "--tokenizer", os.path.join(src, "test/data/tokenizers/gpt2")],
+                   check=True, capture_output=True)
+    return model, data
+
+
 def tiny_job_spec(name, model_dir, data, steps, extra=""):
     """The YAML of a small job on 2 emulated GPUs in 4 stages (global batch 4 of 32 tokens,
     microbatch 2), `extra` appended (e.g. a checkpoint section)."""

@@ -15,7 +15,7 @@ import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness  # noqa: E402
+from harness import Harness, tiny_model_and_tokens  # noqa: E402
 
 BIN, SRC = sys.argv[1], sys.argv[2]
 FIXTURE = os.path.join(SRC, "test/data/topology/paper_testbed_2s_2sw_8x3090.xml")
@@ -94,13 +94,7 @@ def losses(text):
 
 
 def main():
-    subprocess.run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama",
-                    "--preset", "tiny", "--vocab", "700", "--layers", "6",
-                    "--out", os.path.join(TMP, "model")], check=True, capture_output=True)
-    with open(os.path.join(TMP, "gpl.jsonl"), "w") as f:
-        f.write(json.dumps({"text": open("/usr/share/common-licenses/GPL-3").read()}) + "\n")
-    cli("tokenize", os.path.join(TMP, "gpl.jsonl"), os.path.join(TMP, "data.tok"), "--tokenizer",
-        os.path.join(SRC, "test/data/tokenizers/gpt2"))
+    tiny_model_and_tokens(BIN, SRC, TMP, layers=6)
     cases = [("mobius-sched", "  stages: 6"),
              ("rr-sched", "  stages: 6\n  schedule: roundrobin\n  dispatch: pool")]
     runs = {}

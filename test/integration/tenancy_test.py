@@ -41,7 +41,7 @@ import sys
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import Harness, ThrowawayUsers, tiny_job_spec  # noqa: E402
+from harness import Harness, ThrowawayUsers, tiny_job_spec, tiny_model_and_tokens  # noqa: E402,E501
 
 # Absolute: the worker sampler matches the daemon's workers by their argv[0].
 BIN, SRC, TESTS = (os.path.abspath(a) for a in sys.argv[1:4])
@@ -209,16 +209,7 @@ def check_tree(path, role, what):
 def main():
     alice, bob = make_user("alice"), make_user("bob")
     # A tiny model and a token file, copied into each user's home, theirs alone.
-    model = os.path.join(TMP, "model")
-    subprocess.run([os.path.join(BIN, "mobius-worker"), "init-model", "--family", "llama",
-                    "--preset", "tiny", "--vocab", "700", "--layers", "4", "--out", model],
-                   check=True, capture_output=True)
-    with open(os.path.join(TMP, "gpl.jsonl"), "w") as f:
-        f.write(json.dumps({"text": open("/usr/share/common-licenses/GPL-3").read()}) + "\n")
-    data = os.path.join(TMP, "data.tok")
-    subprocess.run([os.path.join(BIN, "mobius"), "tokenize", os.path.join(TMP, "gpl.jsonl"), data,
-                    "--tokenizer", os.path.join(SRC, "test/data/tokenizers/gpt2")], check=True,
-                   capture_output=True)
+    model, data = tiny_model_and_tokens(BIN, SRC, TMP)
     for role in ("alice", "bob"):
         shutil.copytree(model, os.path.join(TMP, role, "model"))
         own(os.path.join(TMP, role, "model"), role, 0o700)
