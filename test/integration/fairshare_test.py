@@ -163,8 +163,9 @@ def fair_share():
             fail("%s's runs/tokens: %s" % (role, row))
         ok("usage: %s %.3f GPU-s (runs' wall x GPUs %.3f), %s tokens, %s steps" %
            (role, got, expected[role], row["tokens"], row["steps"]))
-    if not everyone.get("groups"):
-        fail("root sees no group totals: %s" % everyone)
+    groups = {g.get("group") for g in everyone.get("groups", [])}
+    if groups != {USERS["alice"].pw_name, USERS["bob"].pw_name}:  # useradd --user-group
+        fail("root's group totals are not the users' primary groups: %s" % everyone.get("groups"))
     text = cli("usage", "--runs", sock=sock).stdout
     if USERS["alice"].pw_name not in text or b_id not in text or "GPU-HOURS" not in text:
         fail("mobius usage --runs:\n" + text)

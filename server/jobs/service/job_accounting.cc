@@ -37,15 +37,23 @@ void JobManager::State::StartUsage(const JobRecord& job, const std::vector<int>&
   r.job_id = job.id;
   r.started_unix_ms = NowMs();
   r.uid = job.uid;
-  r.user = job.user;
-  if (absl::StatusOr<Identity> who = LookUpIdentity(job.uid); who.ok()) {
-    r.gid = who->gid;
-    r.group = GroupName(who->gid);
-  }
+  r.user = job.user;  // the group: UsageGroupOf, from the supervisor (no NSS lookup under the lock)
   r.gpus = static_cast<int32_t>(gpus.size());
   r.host_bytes = std::max<int64_t>(host_bytes, 0);
   usage.Start(std::move(r));
   FlushUsage();
+}
+
+void JobManager::State::UsageGroupOf(const std::string& id, uid_t uid,
+                                     const std::optional<Identity>& identity) {
+  std::optional<Identity> who = identity;
+  if (!who.has_value()) {  // the daemon's own user runs the job (unprivileged): look it up
+    if (absl::StatusOr<Identity> found = LookUpIdentity(uid); found.ok()) who = *found;
+  }
+  if (!who.has_value()) return;
+  const std::string group = GroupName(who->gid);
+  absl::MutexLock lock(&mu);
+  usage.SetGroup(id, who->gid, group);
 }
 
 void JobManager::State::StepUsage(const std::string& id, int64_t tokens, int64_t memory_bytes) {

@@ -146,6 +146,9 @@ struct JobManager::State {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void StepUsage(const std::string& id, int64_t tokens, int64_t memory_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
+  // The run's group (the user's primary group), looked up outside the lock by the supervisor.
+  void UsageGroupOf(const std::string& id, uid_t uid, const std::optional<Identity>& identity)
+      ABSL_LOCKS_EXCLUDED(mu);
   void TouchUsage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void EndUsage(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Writes the ledger's changed records; false when some are left for the retrier.

@@ -345,6 +345,7 @@ void JobManager::State::Supervise(std::string id, std::vector<int> gpus) {
   if (!job.ok()) return fail(job.status());
   absl::StatusOr<PreparedRun> prepared = PrepareRun(id, *job, gpus);
   if (!prepared.ok()) return fail(prepared.status());
+  UsageGroupOf(id, job->uid, prepared->identity);
   const RunSetup& setup = prepared->setup;
   const JobRunInfo info = RunInfoOf(id, setup, options.topology);
   DaemonLog(id, StartLine(setup, gpus));

@@ -61,6 +61,14 @@ UsageDelta UsageLedger::End(const std::string& id, int64_t now) {
   return d;
 }
 
+void UsageLedger::SetGroup(const std::string& id, int64_t gid, const std::string& group) {
+  auto it = open_.find(id);
+  if (it == open_.end()) return;
+  it->second.record.gid = gid;
+  it->second.record.group = group;
+  it->second.dirty = true;
+}
+
 absl::Status UsageLedger::Flush(const std::function<absl::Status(const UsageRecord&)>& put) {
   absl::Status first;
   for (auto& [id, e] : open_) {

@@ -39,6 +39,9 @@ class UsageLedger {
   std::vector<UsageDelta> Touch(int64_t now_unix_ms);
   // Job `id`'s run ended (its GPUs are free) at `now`.
   UsageDelta End(const std::string& id, int64_t now_unix_ms);
+  // The user's primary group, once the run's supervisor has looked it up (outside the manager's
+  // lock); nothing when the job has no open run.
+  void SetGroup(const std::string& id, int64_t gid, const std::string& group);
 
   // Writes the changed records with `put`, in start order; returns the first error (the rest are
   // still tried) and OK when everything changed was written.
