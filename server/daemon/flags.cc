@@ -83,8 +83,8 @@ ABSL_FLAG(double, fairshare_age_weight, 0.1,
 ABSL_FLAG(double, fairshare_age_max_hours, 24 * 7,
           "Fair share: a job waiting this long earns the whole --fairshare_age_weight.");
 ABSL_FLAG(double, usage_interval_seconds, 15,
-          "Accounting: running jobs' usage is written this often (and at each step); a daemon "
-          "killed mid-run loses at most this much of a run's usage.");
+          "Accounting: running jobs' usage is written this often (steps update it in memory); a "
+          "daemon killed mid-run loses at most this much of a run's usage.");
 ABSL_FLAG(std::string, job_cgroups, "auto", mobius::launch::kJobCgroupsFlagHelp);
 ABSL_FLAG(std::string, listen_tcp, "",
           "Also serve gRPC on this TCP address (HOST:PORT; port 0 picks a free one, logged as "

@@ -57,15 +57,20 @@ void JobManager::State::UsageGroupOf(const std::string& id, uid_t uid,
 }
 
 void JobManager::State::StepUsage(const std::string& id, int64_t tokens, int64_t memory_bytes) {
+  // In memory only: the retrier writes open runs every usage_interval (no store commit per step
+  // under the manager's lock).
   const UsageDelta d = usage.Step(id, tokens, NowMs(), memory_bytes);
   if (options.observer != nullptr) options.observer->UsageAccrued(d);
-  FlushUsage();
 }
 
-void JobManager::State::TouchUsage() {
+void JobManager::State::AccrueUsage() {
   for (const UsageDelta& d : usage.Touch(NowMs())) {
     if (options.observer != nullptr) options.observer->UsageAccrued(d);
   }
+}
+
+void JobManager::State::TouchUsage() {
+  AccrueUsage();
   FlushUsage();
 }
 
@@ -167,7 +172,7 @@ absl::StatusOr<UsageView> JobManager::Usage(const Caller& caller, const UsageQue
   }
   UsageView view;
   absl::MutexLock lock(&s_->mu);
-  s_->TouchUsage();  // the runs in progress up to now
+  s_->AccrueUsage();  // the runs in progress up to now (written by the retrier, not by a read)
   std::vector<UsageRecord> runs = s_->UsageSince(query.since_unix_ms, uid);
   view.report = Rollup(runs, query.since_unix_ms, NowMs());
   if (uid.has_value()) view.report.groups.clear();  // a group's total is more than one user's

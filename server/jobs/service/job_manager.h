@@ -26,8 +26,9 @@
 //            checkpoint_grace), and are requeued to resume from it when the daemon comes back.
 //   account  each run's usage (GPU-seconds, host-memory GiB-seconds, tokens, steps) from the start
 //            of its GPUs to their release, in the store's usage table (usage_ledger.h: open runs
-//            written every usage_interval and at each step; a run still open at a restart was cut
-//            by the daemon's death and is closed at its last write); the scheduler orders equal
+//            updated in memory at each step, written every usage_interval; a run still open at a
+//            restart was cut by the daemon's death and is closed at its last write); the scheduler
+//            orders equal
 //            priorities by fair share over it (accounting.h);
 // Access: a caller sees and cancels its own jobs; admins (configured uids, or root) all of them.
 // Every state-changing call is written to the store's audit log.

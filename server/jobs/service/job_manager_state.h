@@ -141,7 +141,8 @@ struct JobManager::State {
 
   // ---- accounting (job_accounting.cc)
   // A started run's record (its GPUs from now), and its progress, touch and end (usage_ledger.h);
-  // each reports what accrued to the observer and writes what changed.
+  // each reports what accrued to the observer; start, touch and end write what changed (a step
+  // only updates memory).
   void StartUsage(const JobRecord& job, const std::vector<int>& gpus, int64_t host_bytes)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void StepUsage(const std::string& id, int64_t tokens, int64_t memory_bytes)
@@ -149,6 +150,8 @@ struct JobManager::State {
   // The run's group (the user's primary group), looked up outside the lock by the supervisor.
   void UsageGroupOf(const std::string& id, uid_t uid, const std::optional<Identity>& identity)
       ABSL_LOCKS_EXCLUDED(mu);
+  // Open runs brought up to now (AccrueUsage), and written (TouchUsage: the retrier's interval).
+  void AccrueUsage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void TouchUsage() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   void EndUsage(const std::string& id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu);
   // Writes the ledger's changed records; false when some are left for the retrier.
