@@ -31,39 +31,101 @@ absl::StatusOr<std::unique_ptr<Decoder>> Decoder::Create(const model::ModelConfi
   MOBIUS_ASSIGN_OR_RETURN(d->queue_, backend->CreateQueue(backend::QueueKind::kCompute, 0));
   const int64_t units = config.num_layers + 2;
   const units::LoraSpec* lora = options.lora ? &*options.lora : nullptr;
-  d->adapter_params_.resize(units);
-  d->adapters_.resize(units);
   for (int64_t u = 0; u < units; ++u) {
     MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<units::UnitRunner> runner,
                             units::UnitRunner::Create(config, u, backend, lora));
-    MOBIUS_ASSIGN_OR_RETURN(
-        DeviceBuffer w,
-        backend->Allocate(runner->layout().weight_bytes(), absl::StrCat("unit", u, ".weights")));
+    d->runners_.push_back(std::move(runner));
+  }
+  const int64_t kv_elements = options.capacity * config.num_kv_heads * config.head_dim;
+  const uint64_t kv_bytes = 2 * 2 * static_cast<uint64_t>(kv_elements);
+  const uint64_t rope_bytes =
+      config.position == model::PositionKind::kRope
+          ? 4 * static_cast<uint64_t>((2 * options.capacity + 1) * (config.head_dim / 2))
+          : 0;
+  bool has_experts = false;
+  d->resident_bytes_ = kv_bytes * config.num_layers + rope_bytes + d->CallBytes(options.capacity, 1);
+  for (const auto& r : d->runners_) {
+    d->resident_bytes_ += r->layout().weight_bytes() + r->adapter().bytes();
+    has_experts = has_experts || r->expert_span().count > 0;
+  }
+  using Experts = Options::Experts;
+  const uint64_t free_bytes = backend->capacity_bytes() - std::min(backend->capacity_bytes(),
+                                                                   backend->used_bytes());
+  const bool routed =
+      has_experts && (options.experts == Experts::kRouted ||
+                      (options.experts == Experts::kAuto && d->resident_bytes_ > free_bytes));
+  d->adapter_params_.resize(units);
+  d->adapters_.resize(units);
+  for (int64_t u = 0; u < units; ++u) {
+    const units::UnitRunner& runner = *d->runners_[u];
+    const uint64_t weight_bytes =
+        routed ? runner.dense_weight_bytes() : runner.layout().weight_bytes();
+    MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer w,
+                            backend->Allocate(weight_bytes, absl::StrCat("unit", u, ".weights")));
     // Padding between tensors is never written by the ops; zero it once so it stays defined.
     MOBIUS_RETURN_IF_ERROR(backend->Zero(*d->queue_, {.dst = w.data(), .bytes = w.size_bytes()}));
-    if (!runner->adapter().empty()) {
-      const uint64_t bytes = runner->adapter().bytes();
+    if (!runner.adapter().empty()) {
+      const uint64_t bytes = runner.adapter().bytes();
       MOBIUS_ASSIGN_OR_RETURN(d->adapter_params_[u],
                               backend->Allocate(bytes, absl::StrCat("unit", u, ".adapters")));
       MOBIUS_RETURN_IF_ERROR(
           backend->Zero(*d->queue_, {.dst = d->adapter_params_[u].data(), .bytes = bytes}));
       d->adapters_[u] = {&d->adapter_params_[u], nullptr};
     }
-    d->runners_.push_back(std::move(runner));
     d->weights_.push_back(std::move(w));
   }
-  const int64_t kv_elements = options.capacity * config.num_kv_heads * config.head_dim;
   for (int64_t layer = 0; layer < config.num_layers; ++layer) {
     MOBIUS_ASSIGN_OR_RETURN(DeviceBuffer kv,
-                            backend->Allocate(2 * 2 * static_cast<uint64_t>(kv_elements),
-                                              absl::StrCat("block", layer, ".kv_cache")));
+                            backend->Allocate(kv_bytes, absl::StrCat("block", layer, ".kv_cache")));
     d->kv_.push_back({.k = kv.data(), .v = kv.at(2 * static_cast<uint64_t>(kv_elements)),
                       .capacity = options.capacity});
     d->kv_buffers_.push_back(std::move(kv));
   }
   MOBIUS_RETURN_IF_ERROR(d->MakeRopeTables());
+  if (routed) MOBIUS_RETURN_IF_ERROR(d->MakeExpertCache());
   MOBIUS_RETURN_IF_ERROR(backend->Synchronize(*d->queue_));
   return d;
+}
+
+uint64_t Decoder::CallBytes(int64_t n, int64_t logit_rows) const {
+  uint64_t ws = 0;
+  for (const auto& r : runners_) ws = std::max(ws, r->WorkspaceBytes(1, n));
+  const uint64_t hidden = 2 * static_cast<uint64_t>(n * config_.hidden_size);
+  return ws + 2 * hidden + 4 * static_cast<uint64_t>(n) +
+         4 * static_cast<uint64_t>(logit_rows * config_.vocab_size);
+}
+
+absl::Status Decoder::MakeExpertCache() {
+  std::vector<const units::UnitRunner*> runners;
+  int64_t total = 0;
+  for (const auto& r : runners_) {
+    runners.push_back(r.get());
+    total += r->expert_span().count;
+  }
+  const uint64_t slot = ExpertCache::SlotBytes(runners);
+  const int64_t need = ExpertCache::MaxBlockExperts(runners);
+  int64_t slots = 0;
+  if (options_.expert_cache_bytes > 0) {
+    slots = static_cast<int64_t>(options_.expert_cache_bytes / slot);
+  } else {
+    // What is left once a prefill of `capacity` rows has its buffers, less 5% for what the
+    // device's libraries allocate outside the backend's count (cuBLAS workspaces).
+    const uint64_t cap = backend_->capacity_bytes();
+    const uint64_t taken = backend_->used_bytes() + CallBytes(options_.capacity, 1);
+    const uint64_t left = cap > taken ? (cap - taken) / 20 * 19 : 0;
+    slots = std::min<int64_t>(total, static_cast<int64_t>(left / slot));
+  }
+  if (slots < need) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "routed experts need device memory for one block's ", need, " experts (", need * slot,
+        " bytes); ", options_.expert_cache_bytes > 0 ? "the expert cache is " : "there are ",
+        slots * slot, " bytes ", options_.expert_cache_bytes > 0 ? "" : "left ",
+        "after the other weights (", backend_->used_bytes(), " bytes in use of ",
+        backend_->capacity_bytes(), ")"));
+  }
+  MOBIUS_ASSIGN_OR_RETURN(experts_, ExpertCache::Create(config_, backend_, runners, slots,
+                                                        options_.upload_all_experts));
+  return absl::OkStatus();
 }
 
 Decoder::Decoder(const model::ModelConfig& config, backend::Backend* backend,
@@ -94,11 +156,15 @@ absl::Status Decoder::MakeRopeTables() {
   return backend_->Synchronize(*queue_);  // the copy reads inv_freq, a local
 }
 
-absl::Status Decoder::SetWeights(const std::map<std::string, std::vector<uint16_t>>& bf16) {
+absl::Status Decoder::SetWeights(std::map<std::string, std::vector<uint16_t>> bf16) {
+  const bool routed = experts_ != nullptr;
   for (size_t u = 0; u < runners_.size(); ++u) {
-    MOBIUS_RETURN_IF_ERROR(runners_[u]->UploadWeights(*queue_, bf16, weights_[u], "model weights"));
+    MOBIUS_RETURN_IF_ERROR(
+        runners_[u]->UploadWeights(*queue_, bf16, weights_[u], "model weights", routed));
   }
-  return backend_->Synchronize(*queue_);
+  MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*queue_));
+  if (routed) MOBIUS_RETURN_IF_ERROR(experts_->TakeHostWeights(bf16));
+  return absl::OkStatus();
 }
 
 absl::Status Decoder::SetAdapters(const reference::Parameters& adapters) {
@@ -130,7 +196,7 @@ absl::Status Decoder::SetAdapters(const reference::Parameters& adapters) {
 
 absl::Status Decoder::Prepare(int64_t n, int64_t logit_rows) {
   if (n > rows_) {
-    uint64_t ws = 0;
+    uint64_t ws = 0;  // CallBytes counts the same buffers
     for (const auto& r : runners_) ws = std::max(ws, r->WorkspaceBytes(1, n));
     const uint64_t hidden = 2 * static_cast<uint64_t>(n * config_.hidden_size);
     // Release the old buffers first so that a cap fits the new ones.
@@ -172,6 +238,7 @@ absl::StatusOr<std::vector<float>> Decoder::Run(const int32_t* tokens, int64_t n
   backend::Queue& q = *queue_;
   MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(q, tokens, tokens_, 0, 4 * static_cast<uint64_t>(n)));
   units::MicroBatch mb{.b = 1, .t = n, .input = tokens_.data(), .position = position};
+  mb.experts = experts_.get();
   MOBIUS_RETURN_IF_ERROR(runners_[0]->Forward(q, mb, weights_[0], hidden_[0].data(), workspace_));
   int cur = 0;
   for (int64_t layer = 0; layer < config_.num_layers; ++layer) {

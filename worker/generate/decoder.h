@@ -16,6 +16,14 @@
 // tables [capacity, hd / 2] fp32 x 2; one workspace, hidden and logits buffers sized for the
 // largest call so far.
 //
+// Routed experts (a mixture of experts, Options::experts): the blocks' experts stay in host memory
+// and an ExpertCache (expert_cache.h) holds a bounded number of them on the device; a block's
+// forward uploads only the experts its rows were routed to that are not already there. The
+// decoder then holds every weight but the experts, the cache's slots (Options::expert_cache_bytes;
+// at least one block's experts), the KV cache and the buffers; the logits are bitwise those of the
+// resident decoder (the same ops on the same values). kAuto routes when the model would not fit
+// resident: its weights, KV cache and the buffers of a prefill of `capacity` rows.
+//
 //   auto d = *Decoder::Create(config, &backend, {.capacity = prompt.size() + max_new});
 //   d->SetWeights(bf16_by_name);                  // and SetAdapters(peft_tensors) with a LoRA
 //   std::vector<float> logits = *d->Append(prompt.data(), prompt.size());   // [V], last row
@@ -36,6 +44,7 @@
 #include "absl/status/statusor.h"
 #include "common/model/model_config.h"
 #include "worker/backend/backend.h"
+#include "worker/generate/expert_cache.h"
 #include "worker/model/adapter.h"
 #include "worker/model/unit_runner.h"
 #include "worker/reference/parameters.h"
@@ -49,6 +58,14 @@ class Decoder {
     // A LoRA adapter (its spec; SetAdapters uploads its tensors): the adapted modules add their
     // term as in training (no dropout: generation is an eval pass).
     std::optional<units::LoraSpec> lora;
+    enum class Experts { kAuto, kResident, kRouted };
+    Experts experts = Experts::kAuto;  // a model without experts is always resident
+    // Routed: the device bytes of the expert slots; 0: what is left after everything else (a
+    // prefill of `capacity` rows' buffers reserved), at most every expert of the model.
+    uint64_t expert_cache_bytes = 0;
+    // Routed: copy all of a block's experts at every forward (the block-streaming baseline that
+    // routed experts are measured against; bench/generate).
+    bool upload_all_experts = false;
   };
 
   // INVALID_ARGUMENT for a config the engine does not run or a capacity < 1, or one beyond the
@@ -59,8 +76,9 @@ class Decoder {
   ~Decoder();
 
   // Every parameter from host bf16 bits keyed by HF name ([numel] each; missing or misshapen:
-  // INVALID_ARGUMENT naming it). Returns after the copies completed.
-  absl::Status SetWeights(const std::map<std::string, std::vector<uint16_t>>& bf16);
+  // INVALID_ARGUMENT naming it). Returns after the copies completed. Routed experts: the experts'
+  // tensors are moved into the cache's host memory (pass the map by std::move to hold them once).
+  absl::Status SetWeights(std::map<std::string, std::vector<uint16_t>> bf16);
   // Every adapter tensor from fp32 by PEFT name (lora_A [r, in], lora_B [out, r]); a missing or
   // misshapen one: INVALID_ARGUMENT naming it. FAILED_PRECONDITION without Options::lora.
   absl::Status SetAdapters(const reference::Parameters& adapters);
@@ -81,10 +99,17 @@ class Decoder {
   int64_t length() const { return length_; }
   int64_t capacity() const { return options_.capacity; }
   const model::ModelConfig& config() const { return config_; }
+  // The routed experts' cache (its stats, slots); nullptr when the experts are resident.
+  const ExpertCache* expert_cache() const { return experts_.get(); }
+  // Device bytes the decoder needs with every weight resident (Create's kAuto test).
+  uint64_t resident_bytes() const { return resident_bytes_; }
 
  private:
   Decoder(const model::ModelConfig& config, backend::Backend* backend, const Options& options);
   absl::Status MakeRopeTables();
+  // The per-call buffers of a call of `n` rows and `logit_rows` logits rows (Prepare's).
+  uint64_t CallBytes(int64_t n, int64_t logit_rows) const;
+  absl::Status MakeExpertCache();  // Create's, when routed
   absl::Status Prepare(int64_t n, int64_t logit_rows);  // grows the per-call buffers
   absl::Status CheckTokens(const int32_t* tokens, int64_t n) const;
   // Embedding and blocks over tokens [n] at `position` (cached when `cached`), then the head's
@@ -105,6 +130,8 @@ class Decoder {
   std::vector<units::KvCache> kv_;                     // per block, into the above
   backend::DeviceBuffer rope_;                         // cos then sin [capacity, hd / 2] fp32
   // Per call, grown as needed.
+  std::unique_ptr<ExpertCache> experts_;  // routed experts only
+  uint64_t resident_bytes_ = 0;
   int64_t rows_ = 0, logit_rows_ = 0;
   backend::DeviceBuffer tokens_, hidden_[2], workspace_, logits_;
 };

@@ -28,12 +28,13 @@ int32_t* I32(const UnitRunner::Ctx& c, uint64_t offset) {
 
 // A bias-free projection `weight` of `out` features from `in` over the rows from `row0` of its
 // call (an expert's: its first routed row), with its adapter if it has one (the router never).
+// `w`: the weight's address when it is not in the unit's buffer (an ExpertSource's expert).
 LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int64_t in,
-                        int64_t out, bool in_out, int64_t row0 = 0) {
+                        int64_t out, bool in_out, int64_t row0 = 0, const void* w = nullptr) {
   return c.Base(LinearWeight{.in_out = in_out,
                              .dtype = c.half,
                              .half_accumulate = c.half_accumulate,
-                             .w = c.W(weight),
+                             .w = w != nullptr ? w : c.W(weight),
                              .ld = in_out ? out : in,
                              .dw = c.G(weight),
                              .lora = LoraRows(c.Lora(weight, 0, true, true), row0)},
@@ -54,6 +55,26 @@ absl::StatusOr<std::vector<int32_t>> UnitRunner::ExpertOffsets(const Ctx& c,
   }
   MOBIUS_RETURN_IF_ERROR(backend_->Synchronize(*c.queue));
   return offsets;
+}
+
+absl::StatusOr<std::vector<const void*>> UnitRunner::FetchExperts(
+    const Ctx& c, const std::vector<int32_t>& offsets) const {
+  if (c.mb.experts == nullptr) return std::vector<const void*>{};
+  const int64_t E = config_.moe.num_experts;
+  std::vector<int32_t> used;
+  for (int32_t e = 0; e < E; ++e) {
+    if (offsets[e + 1] > offsets[e]) used.push_back(e);
+  }
+  MOBIUS_ASSIGN_OR_RETURN(std::vector<const void*> got,
+                          c.mb.experts->Fetch(*c.queue, unit_index(), used));
+  if (got.size() != used.size()) {
+    return absl::InternalError(absl::StrCat("unit ", unit_index(), ": the expert source gave ",
+                                            got.size(), " addresses for ", used.size(),
+                                            " experts"));
+  }
+  std::vector<const void*> by_expert(E, nullptr);
+  for (size_t i = 0; i < used.size(); ++i) by_expert[used[i]] = got[i];
+  return by_expert;
 }
 
 absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& ln,
@@ -92,22 +113,32 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
   if (stats != nullptr) {
     for (int64_t e = 0; e < E; ++e) stats[e] = static_cast<float>(offsets[e + 1] - offsets[e]);
   }
+  MOBIUS_ASSIGN_OR_RETURN(const std::vector<const void*> fetched, FetchExperts(c, offsets));
   for (int64_t e = 0; e < E; ++e) {
     const int64_t row0 = offsets[e], rows = offsets[e + 1] - offsets[e];
     if (rows == 0) continue;
     const reference::LayerNames::Expert& ex = ln.experts[e];
+    // With an ExpertSource, the expert's tensors at their offsets from its address.
+    auto w = [&](const std::string& name) -> const void* {
+      if (fetched.empty()) return nullptr;
+      const int64_t rel = layout_.Find(name)->offset - (experts_.begin + e * experts_.stride);
+      return static_cast<const uint16_t*>(fetched[e]) + rel;
+    };
     void* gate = c.bf(ws.moe_gate) + row0 * Ie;
     void* up = c.bf(ws.moe_up) + row0 * Ie;
     void* act = c.bf(ws.moe_act) + row0 * Ie;
     const void* x = c.bf(ws.moe_x) + row0 * C;
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0),
-                                         x, gate, c.half, rows, C, Ie));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0), x,
-                                         up, c.half, rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(
+        be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0, w(ex.gate_weight)), x, gate,
+        c.half, rows, C, Ie));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(
+        be, q, Projection(c, ex.up_weight, C, Ie, in_out, row0, w(ex.up_weight)), x, up, c.half,
+        rows, C, Ie));
     MOBIUS_RETURN_IF_ERROR(
         be.SwiGluForward(q, {.dtype = c.half, .n = rows * Ie, .gate = gate, .up = up, .out = act}));
-    MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0),
-                                         act, c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
+    MOBIUS_RETURN_IF_ERROR(LinearForward(
+        be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0, w(ex.down_weight)), act,
+        c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
   }
   if (!combine) return absl::OkStatus();
   return be.MoeCombine(q, {.dtype = c.half, .n = n, .k = K, .c = C, .pos = I32(c, ws.moe_pos),

@@ -116,7 +116,39 @@ absl::StatusOr<std::unique_ptr<UnitRunner>> UnitRunner::Create(const model::Mode
     r->frozen_ = true;
     r->adapter_ = MakeUnitAdapter(*lora, unit_index, config.moe.experts_per_token);
   }
+  MOBIUS_ASSIGN_OR_RETURN(r->experts_, r->FindExpertSpan());
   return r;
+}
+
+absl::StatusOr<UnitRunner::ExpertSpan> UnitRunner::FindExpertSpan() const {
+  if (kind_ != UnitKind::kDecoderBlock) return ExpertSpan{};
+  const reference::LayerNames& ln = names_.layers[unit_index() - 1];
+  if (ln.experts.empty()) return ExpertSpan{};
+  auto offset = [&](const std::string& name) {
+    const UnitParam* p = layout_.Find(name);
+    return p == nullptr ? int64_t{-1} : p->offset;
+  };
+  const reference::LayerNames::Expert& first = ln.experts.front();
+  const UnitParam* down = layout_.Find(first.down_weight);
+  ExpertSpan span{.begin = offset(first.gate_weight), .count = static_cast<int64_t>(ln.experts.size())};
+  if (down == nullptr || span.begin < 0) return absl::InternalError("a MoE block without experts' weights");
+  span.elements = down->offset + down->storage_elements - span.begin;
+  span.stride = span.count > 1 ? offset(ln.experts[1].gate_weight) - span.begin : span.elements;
+  // The layout puts experts last, each (gate, up, down) at the same stride: checked, not assumed.
+  for (int64_t e = 0; e < span.count; ++e) {
+    const reference::LayerNames::Expert& x = ln.experts[e];
+    const int64_t base = span.begin + e * span.stride;
+    if (offset(x.gate_weight) != base ||
+        offset(x.up_weight) - base != offset(first.up_weight) - span.begin ||
+        offset(x.down_weight) - base != down->offset - span.begin) {
+      return absl::InternalError(absl::StrCat("unit ", unit_index(), ": expert ", e,
+                                              " is not at its stride in the weight layout"));
+    }
+  }
+  if (span.begin + (span.count - 1) * span.stride + span.elements != layout_.total_elements) {
+    return absl::InternalError(absl::StrCat("unit ", unit_index(), ": experts are not last"));
+  }
+  return span;
 }
 
 UnitRunner::UnitRunner(const model::ModelConfig& config, UnitKind kind, UnitParamLayout layout,
@@ -187,8 +219,9 @@ uint64_t UnitRunner::WorkspaceBytes(int64_t b, int64_t t) const {
 absl::Status UnitRunner::UploadWeights(backend::Queue& queue,
                                        const std::map<std::string, std::vector<uint16_t>>& bf16,
                                        backend::DeviceBuffer& weights,
-                                       absl::string_view what) const {
+                                       absl::string_view what, bool skip_experts) const {
   for (const UnitParam& p : layout_.params) {
+    if (skip_experts && experts_.count > 0 && p.offset >= experts_.begin) continue;
     auto it = bf16.find(p.name);
     if (it == bf16.end()) return absl::InvalidArgumentError(absl::StrCat(what, ": missing ", p.name));
     if (static_cast<int64_t>(it->second.size()) != p.num_elements) {
@@ -268,10 +301,18 @@ absl::Status UnitRunner::CheckCall(const MicroBatch& mb, const backend::DeviceBu
   if (kind_ == UnitKind::kHead && mb.targets == nullptr && !logits_only) {
     return absl::InvalidArgumentError(unit + "the head needs targets");
   }
-  if (weights.size_bytes() < layout_.weight_bytes()) {
+  if (mb.experts != nullptr && experts_.count > 0) {
+    if (backward) return absl::InvalidArgumentError(unit + "experts from a source are forward-only");
+    if (layout_.nf4_scratch_elements > 0) {
+      return absl::InvalidArgumentError(unit + "experts from a source cannot be NF4");
+    }
+  }
+  const uint64_t want_weights =
+      mb.experts != nullptr ? dense_weight_bytes() : layout_.weight_bytes();
+  if (weights.size_bytes() < want_weights) {
     return absl::InvalidArgumentError(absl::StrCat(unit, "weights buffer holds ",
                                                    weights.size_bytes(), " bytes, want ",
-                                                   layout_.weight_bytes()));
+                                                   want_weights));
   }
   if (!adapter_.empty()) {
     const uint64_t want = adapter_.bytes();

@@ -62,6 +62,22 @@ struct KvCache {
   const float* sin = nullptr;
 };
 
+// A mixture-of-experts block's experts held outside its weight buffer (worker/generate's routed
+// experts: only the experts a call routes rows to are uploaded). The buffer then holds the unit's
+// weights up to its first expert (UnitRunner::dense_weight_bytes), and the block's forward asks
+// the source for the experts it routed rows to, after the routing.
+class ExpertSource {
+ public:
+  virtual ~ExpertSource() = default;
+  // Makes `experts` (ascending expert indices of unit `unit`, each with rows in this call)
+  // resident and returns each one's device address: that of its first tensor (the gate), its
+  // others at their layout offsets relative to it (UnitRunner::ExpertSpan). Copies are queued on
+  // `queue` (the caller's, before the GEMMs that read them); an address stays valid until the
+  // queue ran this call's work. An error ends the forward with it.
+  virtual absl::StatusOr<std::vector<const void*>> Fetch(backend::Queue& queue, int64_t unit,
+                                                         const std::vector<int32_t>& experts) = 0;
+};
+
 struct MicroBatch {
   int64_t b = 0, t = 0;
   const void* input = nullptr;          // device address, see above
@@ -87,6 +103,9 @@ struct MicroBatch {
   // row) to the router's probability gradient. nullptr: not this microbatch or unit.
   float* moe_stats = nullptr;
   const float* moe_aux_grad = nullptr;
+  // A MoE block's experts from `experts` instead of the weight buffer (forward only, 16-bit
+  // experts only: not an NF4 base). nullptr: they are in the buffer.
+  ExpertSource* experts = nullptr;
 };
 
 class UnitRunner {
@@ -122,9 +141,26 @@ class UnitRunner {
   // Queues the copies of this unit's parameters, found by HF name in `bf16` (bf16 bits), into
   // `weights` at their layout offsets; the caller synchronizes `queue` before `bf16` goes.
   // INVALID_ARGUMENT "<what>: missing NAME" or "<what>: NAME has N elements, want M".
+  // `skip_experts`: a MoE block's experts are neither read nor copied (MicroBatch::experts).
   absl::Status UploadWeights(backend::Queue& queue,
                              const std::map<std::string, std::vector<uint16_t>>& bf16,
-                             backend::DeviceBuffer& weights, absl::string_view what) const;
+                             backend::DeviceBuffer& weights, absl::string_view what,
+                             bool skip_experts = false) const;
+
+  // A MoE block's experts in its layout: the tail of the weight buffer from element `begin`,
+  // expert e's tensors (gate, up, down, in that order) from begin + e * stride, `elements`
+  // 16-bit slots each (its span, padding between its tensors included). All zero for a unit
+  // without experts.
+  struct ExpertSpan {
+    int64_t begin = 0, stride = 0, elements = 0;
+    int64_t count = 0;  // the experts
+  };
+  const ExpertSpan& expert_span() const { return experts_; }
+  // The weight bytes before the first expert (weight_bytes() for a unit without experts): what
+  // the buffer must hold when a MicroBatch brings its experts.
+  uint64_t dense_weight_bytes() const {
+    return experts_.count == 0 ? layout_.weight_bytes() : 2 * static_cast<uint64_t>(experts_.begin);
+  }
 
   // An NF4 base weight (layout().params[i].nf4) is quantised from the given 16-bit values
   // (QuantizeNf4Blob); such an upload completes before this returns.
@@ -164,6 +200,7 @@ class UnitRunner {
 
   UnitRunner(const model::ModelConfig& config, model::UnitKind kind, UnitParamLayout layout,
              reference::ModelNames names, backend::Backend* backend);
+  absl::StatusOr<ExpertSpan> FindExpertSpan() const;  // Create's, from the layout
   absl::Status CheckCall(const MicroBatch& mb, const backend::DeviceBuffer& weights,
                          const backend::DeviceBuffer* grads,
                          const backend::DeviceBuffer& workspace,
@@ -210,6 +247,10 @@ class UnitRunner {
   // workspace's probability column sums [E] copied there too.
   absl::StatusOr<std::vector<int32_t>> ExpertOffsets(const Ctx& c,
                                                      float* prob_sums = nullptr) const;
+  // With MicroBatch::experts: the addresses [E] of the experts with rows (nullptr for the
+  // others), fetched from the source; without: empty (the experts are in the weight buffer).
+  absl::StatusOr<std::vector<const void*>> FetchExperts(const Ctx& c,
+                                                        const std::vector<int32_t>& offsets) const;
   absl::Status Norm(const Ctx& c, const std::string& weight, const std::string& bias,
                     const void* inp, void* out, float* mean, float* rstd, int64_t n) const;
   absl::Status NormBackward(const Ctx& c, const std::string& weight, const std::string& bias,
@@ -228,6 +269,7 @@ class UnitRunner {
   bool half_accumulate_ = false;
   bool half_backward_ = false;  // fp16 without adapters: fp16 backward GEMM outputs (linear.h)
   std::vector<float> inv_freq_;  // [head_dim / 2] RoPE inverse frequencies (RoPE blocks only)
+  ExpertSpan experts_;
 };
 
 // The NF4 blob (common/numeric/nf4.h) of n 16-bit values of `precision` (bf16 or fp16 bits):
