@@ -182,6 +182,11 @@ ABSL_FLAG(bool, chat, false,
           "generation stops at its end-of-turn token too.");
 ABSL_FLAG(std::string, system, "", "generate --chat: a system message before the prompt.");
 ABSL_FLAG(int64_t, max_new_tokens, 0, "generate: tokens to generate at most (>= 1).");
+ABSL_FLAG(std::string, expert_residency, "auto",
+          "generate, a mixture of experts: resident, routed (experts in host memory, a step "
+          "uploads the ones its tokens are routed to) or auto (routed when it does not fit).");
+ABSL_FLAG(uint64_t, expert_cache_bytes, 0,
+          "generate with routed experts: device bytes for experts (0: what is left).");
 ABSL_FLAG(double, temperature, 0.0,
           "generate: 0 greedy; > 0 sampling from softmax(logits / temperature) with --top_p.");
 ABSL_FLAG(double, top_p, 1.0,

@@ -91,6 +91,8 @@ ABSL_DECLARE_FLAG(std::string, prompt_ids);
 ABSL_DECLARE_FLAG(bool, chat);
 ABSL_DECLARE_FLAG(std::string, system);
 ABSL_DECLARE_FLAG(int64_t, max_new_tokens);
+ABSL_DECLARE_FLAG(std::string, expert_residency);
+ABSL_DECLARE_FLAG(uint64_t, expert_cache_bytes);
 ABSL_DECLARE_FLAG(double, temperature);
 ABSL_DECLARE_FLAG(double, top_p);
 ABSL_DECLARE_FLAG(uint64_t, seed);

@@ -41,6 +41,10 @@ int RunGenerate(const GenerateOptions& o, std::ostream& out, std::ostream& err) 
   argv.push_back(o.prompt.empty() ? "--prompt_ids=" + o.prompt_ids : "--prompt=" + o.prompt);
   if (!o.adapter_dir.empty()) argv.push_back("--adapter=" + o.adapter_dir);
   if (o.lora_base != "bf16") argv.push_back("--lora_base=" + o.lora_base);
+  if (o.expert_residency != "auto") argv.push_back("--expert_residency=" + o.expert_residency);
+  if (o.expert_cache_bytes > 0) {
+    argv.push_back(absl::StrCat("--expert_cache_bytes=", o.expert_cache_bytes));
+  }
   if (o.chat) {
     argv.push_back("--chat");
     if (!o.system.empty()) argv.push_back("--system=" + o.system);

@@ -3,7 +3,9 @@
 // Hugging Face model directory (as `mobius-worker init-model` or `mobius export --merge` write
 // them), optionally with a PEFT LoRA adapter on top, with a KV cache. Greedy by default; with
 // --temperature > 0, top-p sampling seeded by --seed. Stops after --max_new_tokens or at the
-// model's eos_token_id. With --chat, --prompt is a user message (after --system's) rendered with
+// model's eos_token_id. A mixture of experts too large for the device runs with routed experts
+// (--expert_residency, --expert_cache_bytes: the worker's decoder uploads only the experts each
+// step's tokens are routed to). With --chat, --prompt is a user message (after --system's) rendered with
 // the model's own chat template (common/data/chat_template.h) with the generation prompt, and the
 // template's end-of-turn token stops generation too.
 //
@@ -47,6 +49,8 @@ struct GenerateOptions {
   std::string system;                // --chat: a system message first
   std::string chat_template_kwargs;  // --chat: NAME=VALUE,...
   int64_t max_new_tokens = 0;
+  std::string expert_residency = "auto";  // auto | resident | routed (the worker checks it)
+  uint64_t expert_cache_bytes = 0;
   double temperature = 0, top_p = 1;
   uint64_t seed = 0;
   std::string backend = "auto";

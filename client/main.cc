@@ -186,6 +186,8 @@ int main(int argc, char** argv) {
     o.system = absl::GetFlag(FLAGS_system);
     o.chat_template_kwargs = absl::GetFlag(FLAGS_chat_template_kwargs);
     o.max_new_tokens = absl::GetFlag(FLAGS_max_new_tokens);
+    o.expert_residency = absl::GetFlag(FLAGS_expert_residency);
+    o.expert_cache_bytes = absl::GetFlag(FLAGS_expert_cache_bytes);
     o.temperature = absl::GetFlag(FLAGS_temperature);
     o.top_p = absl::GetFlag(FLAGS_top_p);
     o.seed = absl::GetFlag(FLAGS_seed);

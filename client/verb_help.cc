@@ -131,7 +131,7 @@ const std::vector<Verb>& Table() {
       {"generate",
        "mobius generate MODEL_DIR [--adapter DIR] (--prompt TEXT [--chat [--system TEXT]] |\n"
        "       --prompt_ids 1,2,3) --max_new_tokens N [--temperature T --top_p P --seed S]\n"
-       "       [--backend auto|cpu|cuda]",
+       "       [--backend auto|cpu|cuda] [--expert_residency auto|resident|routed]",
        "Generates text from a Hugging Face model directory (config.json, model safetensors,\n"
        "tokenizer files), optionally with a PEFT LoRA adapter, with a KV cache: greedy, or top-p\n"
        "sampling with --temperature > 0 (the same --seed, the same text). Stops after\n"
@@ -139,11 +139,14 @@ const std::vector<Verb>& Table() {
        "--prompt_ids prints the new ids (and their text when there is a tokenizer). With --chat,\n"
        "--prompt is a user message (after --system's, if any) rendered with the model's own chat\n"
        "template (--chat_template_kwargs NAME=VALUE,... for its variables), and generation also\n"
-       "stops at the template's end-of-turn token. Runs mobius-worker generate; no daemon.",
+       "stops at the template's end-of-turn token. A mixture of experts larger than the GPU runs\n"
+       "with routed experts: the experts stay in host memory and each step uploads only those\n"
+       "its tokens are routed to (--expert_residency, --expert_cache_bytes). Runs mobius-worker\n"
+       "generate; no daemon.",
        false,
        {"adapter", "prompt", "prompt_ids", "chat", "system", "chat_template_kwargs",
         "max_new_tokens", "temperature", "top_p", "seed", "backend", "threads",
-        "worker_binary"}},
+        "expert_residency", "expert_cache_bytes", "worker_binary"}},
   };
   return *table;
 }

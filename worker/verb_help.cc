@@ -46,7 +46,7 @@ const std::vector<Verb>& Table() {
        "Text from a model directory (and a PEFT adapter) with a KV cache.",
        {"prompt", "prompt_ids", "chat", "system", "chat_template_kwargs", "max_new_tokens",
         "temperature", "top_p", "seed", "adapter", "lora_base", "backend", "threads",
-        "device_memory_bytes"}},
+        "device_memory_bytes", "expert_residency", "expert_cache_bytes"}},
       {"profile",
        "Measures the model's layer units and the copy bandwidths on the backend for the planner\n"
        "(cached).",

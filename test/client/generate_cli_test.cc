@@ -197,6 +197,52 @@ TEST_F(GenerateCli, ChatRendersTheModelsTemplate) {
   fs::remove_all(chat_model);
 }
 
+// A mixture of experts: routed experts (only the experts a step routes to uploaded) give the
+// resident model's ids; auto routes when the device cap cannot hold the resident model, and says
+// how much it moved.
+TEST_F(GenerateCli, MixtureOfExpertsRoutesItsExpertsWhenTheyDoNotFit) {
+  const std::string moe = *dir_ + "/qwen3_moe";
+  const Result init = RunBinary("bin/mobius-worker",
+                                "init-model --family qwen3_moe --preset tiny --vocab 512 --experts "
+                                "16 --experts_per_token 2 --seed 9 --out " + moe);
+  ASSERT_EQ(init.exit_code, 0) << init.err;
+  const std::string args = moe + " --prompt_ids 5,17,300,41 --max_new_tokens 8 --backend cpu";
+  const Result resident = Mobius(args + " --expert_residency resident");
+  ASSERT_EQ(resident.exit_code, 0) << resident.err;
+  EXPECT_THAT(resident.err, ::testing::Not(HasSubstr("routed experts")));
+  const Result routed = Mobius(args + " --expert_residency routed");
+  ASSERT_EQ(routed.exit_code, 0) << routed.err;
+  EXPECT_EQ(routed.out, resident.out);
+  // The worker's log (`mobius` relays its error line only) says what moved.
+  const Result logged = RunBinary("bin/mobius-worker", "generate " + args +
+                                                           " --expert_residency routed");
+  ASSERT_EQ(logged.exit_code, 0) << logged.err;
+  EXPECT_EQ(logged.out, resident.out);
+  EXPECT_THAT(logged.err, HasSubstr("generate: routed experts (--expert_residency routed)"));
+  EXPECT_THAT(logged.err, HasSubstr("copying every expert of each block would have moved"));
+  // auto under a cap: the worker's --device_memory_bytes (the CPU backend's), set by hand.
+  const Result tight =
+      RunBinary("bin/mobius-worker", "generate " + args + " --device_memory_bytes 700000");
+  ASSERT_EQ(tight.exit_code, 0) << tight.err;
+  EXPECT_EQ(tight.out, resident.out);
+  EXPECT_THAT(tight.err, HasSubstr("generate: routed experts (the resident model needs"));
+  const Result roomy = RunBinary("bin/mobius-worker", "generate " + args);
+  EXPECT_THAT(roomy.err, ::testing::Not(HasSubstr("routed experts")));
+  for (const auto& [flags, says] : std::vector<std::pair<std::string, std::string>>{
+           {moe + " --prompt_ids 1 --max_new_tokens 2 --expert_residency sometimes",
+            "--expert_residency must be auto, resident or routed"},
+           {Model() + " --prompt_ids 1 --max_new_tokens 2 --expert_residency routed",
+            "--expert_residency routed: the model has no experts"},
+           {moe + " --prompt_ids 1 --max_new_tokens 2 --expert_residency resident "
+                  "--expert_cache_bytes 100000",
+            "--expert_cache_bytes needs routed experts"}}) {
+    SCOPED_TRACE(flags);
+    const Result r = Mobius(flags);
+    EXPECT_EQ(r.exit_code, 2) << r.err;
+    EXPECT_THAT(r.err, HasSubstr(says));
+  }
+}
+
 TEST_F(GenerateCli, BadInputExitsTwoNamingTheFlagOrFile) {
   struct Bad {
     std::string args, says;

@@ -129,6 +129,13 @@ ABSL_FLAG(std::string, system, "", "generate --chat: a system message before the
 ABSL_FLAG(std::string, chat_template_kwargs, "",
           "generate --chat: extra chat template variables, NAME=VALUE,...");
 ABSL_FLAG(int64_t, max_new_tokens, 0, "generate: tokens to generate at most (>= 1).");
+ABSL_FLAG(std::string, expert_residency, "auto",
+          "generate, a mixture of experts: resident (every expert on the device), routed (the "
+          "experts in host memory, a step uploads only those its tokens are routed to), auto "
+          "(routed when the resident model does not fit the device).");
+ABSL_FLAG(uint64_t, expert_cache_bytes, 0,
+          "generate --expert_residency routed: device bytes for experts (0: what the device has "
+          "left; at least one block's experts).");
 ABSL_FLAG(double, temperature, 0.0,
           "generate: 0 greedy; > 0 sampling from softmax(logits / temperature) with --top_p.");
 ABSL_FLAG(double, top_p, 1.0,

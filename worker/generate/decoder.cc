@@ -119,9 +119,9 @@ absl::Status Decoder::MakeExpertCache() {
     return absl::ResourceExhaustedError(absl::StrCat(
         "routed experts need device memory for one block's ", need, " experts (", need * slot,
         " bytes); ", options_.expert_cache_bytes > 0 ? "the expert cache is " : "there are ",
-        slots * slot, " bytes ", options_.expert_cache_bytes > 0 ? "" : "left ",
-        "after the other weights (", backend_->used_bytes(), " bytes in use of ",
-        backend_->capacity_bytes(), ")"));
+        slots * slot, " bytes",
+        options_.expert_cache_bytes > 0 ? "" : " left after the other weights and a prefill's buffers",
+        " (", backend_->used_bytes(), " bytes in use of ", backend_->capacity_bytes(), ")"));
   }
   MOBIUS_ASSIGN_OR_RETURN(experts_, ExpertCache::Create(config_, backend_, runners, slots,
                                                         options_.upload_all_experts));

@@ -15,6 +15,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
@@ -184,14 +185,46 @@ absl::Status UseNf4Base(checkpoint::LoadedModel& model) {
   return absl::OkStatus();
 }
 
-std::map<std::string, std::vector<uint16_t>> ToBf16(const reference::Parameters& params) {
+// The parameters as bf16 bits, each fp32 tensor freed once converted (`params` ends empty).
+std::map<std::string, std::vector<uint16_t>> TakeBf16(reference::Parameters& params) {
   std::map<std::string, std::vector<uint16_t>> out;
-  for (const auto& [name, t] : params.tensors) {
-    std::vector<uint16_t>& bits = out[name];
-    bits.resize(t.data.size());
-    numeric::Fp32ToBf16(t.data.data(), bits.data(), bits.size());
+  for (auto it = params.tensors.begin(); it != params.tensors.end();) {
+    std::vector<uint16_t>& bits = out[it->first];
+    bits.resize(it->second.data.size());
+    numeric::Fp32ToBf16(it->second.data.data(), bits.data(), bits.size());
+    it = params.tensors.erase(it);
   }
   return out;
+}
+
+absl::StatusOr<Decoder::Options::Experts> ExpertResidency(const model::ModelConfig& config) {
+  using Experts = Decoder::Options::Experts;
+  const std::string flag = absl::GetFlag(FLAGS_expert_residency);
+  Experts e = Experts::kAuto;
+  if (flag == "resident") {
+    e = Experts::kResident;
+  } else if (flag == "routed") {
+    e = Experts::kRouted;
+  } else if (flag != "auto") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--expert_residency must be auto, resident or routed (got \"", flag, "\")"));
+  }
+  if (e == Experts::kRouted && !config.moe.enabled()) {
+    return absl::InvalidArgumentError(
+        "--expert_residency routed: the model has no experts (config.json model_type " +
+        config.model_type + ")");
+  }
+  if (absl::GetFlag(FLAGS_expert_cache_bytes) > 0 && e == Experts::kResident) {
+    return absl::InvalidArgumentError("--expert_cache_bytes needs routed experts");
+  }
+  return e;
+}
+
+std::string ResidencyWhy(Decoder::Options::Experts asked, const Decoder& d,
+                         const backend::Backend& be) {
+  if (asked == Decoder::Options::Experts::kRouted) return "--expert_residency routed";
+  return absl::StrCat("the resident model needs ", d.resident_bytes(), " bytes, the device has ",
+                      be.capacity_bytes());
 }
 
 absl::Status Run(const std::string& model_dir) {
@@ -285,13 +318,23 @@ absl::Status Run(const std::string& model_dir) {
   if (nf4_base) {
     if (absl::Status s = UseNf4Base(*model); !s.ok()) return Prefixed("--lora_base nf4", s);
   }
+  MOBIUS_ASSIGN_OR_RETURN(const Decoder::Options::Experts residency,
+                          ExpertResidency(config));
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<backend::Backend> be, MakeBackend());
-  Decoder::Options decoder_options{.capacity = capacity};
+  Decoder::Options decoder_options{.capacity = capacity,
+                                   .lora = std::nullopt,
+                                   .experts = residency,
+                                   .expert_cache_bytes = absl::GetFlag(FLAGS_expert_cache_bytes)};
   if (adapter) decoder_options.lora = adapter->spec;
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder,
                           Decoder::Create(config, be.get(), decoder_options));
-  MOBIUS_RETURN_IF_ERROR(decoder->SetWeights(ToBf16(model->params)));
-  model->params.tensors.clear();  // the host copy is no longer needed
+  if (const ExpertCache* cache = decoder->expert_cache(); cache != nullptr) {
+    LOG(INFO) << "generate: routed experts (" << ResidencyWhy(residency, *decoder, *be)
+              << "): " << cache->slots() << " expert slots of " << cache->slot_bytes()
+              << " bytes on the device";
+  }
+  // The fp32 copy goes tensor by tensor as the bf16 one grows (about 4 bytes a parameter at most).
+  MOBIUS_RETURN_IF_ERROR(decoder->SetWeights(TakeBf16(model->params)));
   if (adapter) MOBIUS_RETURN_IF_ERROR(decoder->SetAdapters(adapter->tensors));
 
   const auto start = std::chrono::steady_clock::now();
@@ -301,6 +344,18 @@ absl::Status Run(const std::string& model_dir) {
   LOG(INFO) << "generate: " << prompt.size() << " prompt tokens, " << result.tokens.size()
             << " new (" << (result.stopped ? "stopped at eos" : "max_new_tokens") << ") in "
             << seconds << " s on " << be->name();
+  if (const ExpertCache* cache = decoder->expert_cache(); cache != nullptr) {
+    const ExpertCache::Stats& s = cache->stats();
+    LOG(INFO) << "generate: routed experts: " << s.fetched << " experts ran in " << s.calls
+              << " MoE block forwards, " << s.uploaded << " uploaded ("
+              << absl::StrFormat("%.1f MiB", s.uploaded_bytes / 1048576.0) << "); copying every "
+              << "expert of each block would have moved "
+              << absl::StrFormat("%.1f MiB (%.1fx)", s.all_experts_bytes / 1048576.0,
+                                 s.uploaded_bytes == 0
+                                     ? 0.0
+                                     : static_cast<double>(s.all_experts_bytes) /
+                                           static_cast<double>(s.uploaded_bytes));
+  }
 
   std::optional<std::string> text;
   if (tokenizer.ok()) {

@@ -5,7 +5,14 @@
 //
 //   mobius-worker generate MODEL_DIR (--prompt TEXT | --prompt_ids 1,2,3) --max_new_tokens N
 //       [--adapter DIR] [--temperature T] [--top_p P] [--seed S] [--backend auto|cpu|cuda]
-//       [--threads N] [--device_memory_bytes B]
+//       [--threads N] [--device_memory_bytes B] [--expert_residency auto|resident|routed]
+//       [--expert_cache_bytes B]
+//
+// A mixture of experts larger than the device runs with routed experts (decoder.h): the experts
+// stay in host memory and each step uploads only those its tokens were routed to, into a cache
+// of --expert_cache_bytes (default: what the device has left). auto routes when the resident model
+// would not fit; the log's last lines say how many experts and bytes moved against what copying
+// every expert of each block would have moved.
 //
 // --prompt is encoded with the model directory's tokenizer (data::LoadTokenizer: tokenizer.json
 // or SentencePiece's tokenizer.model; the tokenizer's special tokens added, e.g. Llama's BOS).
@@ -38,7 +45,7 @@ namespace mobius::generate {
 inline constexpr char kGenerateUsage[] =
     "mobius-worker generate MODEL_DIR (--prompt TEXT [--chat [--system TEXT]] | --prompt_ids "
     "1,2,3) --max_new_tokens N [--adapter DIR] [--temperature T --top_p P --seed S] "
-    "[--backend auto|cpu|cuda]";
+    "[--backend auto|cpu|cuda] [--expert_residency auto|resident|routed]";
 
 // `args`: positional arguments, argv[0] first ("generate" second). Returns the exit code.
 int RunGenerateCommand(const std::vector<std::string>& args);
