@@ -326,8 +326,16 @@ absl::Status Run(const std::string& model_dir) {
                                    .experts = residency,
                                    .expert_cache_bytes = absl::GetFlag(FLAGS_expert_cache_bytes)};
   if (adapter) decoder_options.lora = adapter->spec;
-  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<Decoder> decoder,
-                          Decoder::Create(config, be.get(), decoder_options));
+  absl::StatusOr<std::unique_ptr<Decoder>> created =
+      Decoder::Create(config, be.get(), decoder_options);
+  if (!created.ok() && absl::IsResourceExhausted(created.status()) && config.moe.enabled() &&
+      residency == Decoder::Options::Experts::kResident) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        created.status().message(), "; --expert_residency routed (or auto) keeps the experts in "
+        "host memory and uploads only those each step's tokens are routed to"));
+  }
+  if (!created.ok()) return created.status();
+  std::unique_ptr<Decoder> decoder = *std::move(created);
   if (const ExpertCache* cache = decoder->expert_cache(); cache != nullptr) {
     LOG(INFO) << "generate: routed experts (" << ResidencyWhy(residency, *decoder, *be)
               << "): " << cache->slots() << " expert slots of " << cache->slot_bytes()
