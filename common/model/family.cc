@@ -12,7 +12,7 @@ namespace {
 // The table: one line per family.
 const FamilyDescriptor* const kFamilies[] = {
     &kGpt2Family,  &kLlamaFamily,    &kMistralFamily, &kQwen2Family,
-    &kQwen3Family, &kQwen3MoeFamily, &kMixtralFamily,
+    &kQwen3Family, &kQwen3MoeFamily, &kMixtralFamily, &kGptOssFamily,
 };
 
 }  // namespace

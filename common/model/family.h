@@ -36,6 +36,7 @@ struct BlockTensorNames {
   const char* k = nullptr;
   const char* v = nullptr;
   const char* o = nullptr;       // attention output projection
+  const char* sinks = nullptr;   // attention sinks "<sinks>" [H] (ModelConfig::attention_sinks)
   const char* q_norm = nullptr;  // qk_norm RMSNorms (used only when ModelConfig::qk_norm)
   const char* k_norm = nullptr;
   const char* norm2 = nullptr;  // before the MLP
@@ -45,13 +46,17 @@ struct BlockTensorNames {
   const char* up = nullptr;
   const char* down = nullptr;
   // Mixture of experts (ModelConfig::moe; a layer with experts has these instead of gate/up/down):
-  // the router linear "<moe_router>.weight" [E, C] (no bias) and expert e's SwiGLU
-  // "<moe_experts>.<e>.<moe_gate | moe_up | moe_down>.weight".
+  // the router linear "<moe_router>.weight" [E, C] (and ".bias" with MoeConfig::router_bias) and
+  // expert e's SwiGLU "<moe_experts>.<e>.<moe_gate | moe_up | moe_down>.weight".
+  // kClampedSwiGlu experts (gpt-oss): "<moe_experts>.<e>.<moe_gate_up | moe_down>.<weight | bias>",
+  // names of slices: the checkpoint holds each as one tensor of all experts, "<moe_experts>.
+  // <moe_gate_up | moe_down>" [E, ...] and "..._bias" [E, ...] (FusedExpertTensors, layer_units.h).
   const char* moe_router = nullptr;
   const char* moe_experts = nullptr;
   const char* moe_gate = nullptr;
   const char* moe_up = nullptr;
   const char* moe_down = nullptr;
+  const char* moe_gate_up = nullptr;
 };
 
 struct TensorNames {

@@ -1,5 +1,6 @@
 #include "common/model/layer_units.h"
 
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -65,14 +66,29 @@ std::vector<ParamSpec> Block(const ModelConfig& c, const TensorNames& names, int
     linear(n.v, C, K, c.attention_bias);
   }
   linear(n.o, A, C, c.attention_output_bias);
+  if (c.attention_sinks) {  // a logit per head; decayed, as Hugging Face's Trainer decays it
+    out.push_back(Param(p + n.sinks, {c.num_heads}, ParamRole::kBias));
+    out.back().weight_decay = true;
+  }
   if (c.qk_norm) {
     AddNorm(out, p + n.q_norm, c.head_dim, NormKind::kRmsNorm);
     AddNorm(out, p + n.k_norm, c.head_dim, NormKind::kRmsNorm);
   }
   AddNorm(out, p + n.norm2, C, c.norm);
-  if (c.moe.IsMoeLayer(i)) {  // the router, then each expert's gate, up, down (HF order)
+  if (c.moe.IsMoeLayer(i) && c.moe.expert_mlp == MoeConfig::ExpertMlp::kClampedSwiGlu) {
+    // The router, then each expert's gate_up [C, 2I] and down [I, C] ([in, out]) with biases.
     const int64_t E = c.moe.num_experts, Ie = c.moe.expert_intermediate_size;
-    linear(n.moe_router, C, E, false);
+    linear(n.moe_router, C, E, c.moe.router_bias);
+    for (int64_t e = 0; e < E; ++e) {
+      const std::string x = absl::StrCat(p, n.moe_experts, ".", e, ".");
+      AddLinear(out, x + n.moe_gate_up, {C, 2 * Ie}, 2 * Ie, true);
+      out[out.size() - 2].expert = out.back().expert = e;
+      AddLinear(out, x + n.moe_down, {Ie, C}, C, true);
+      out[out.size() - 2].expert = out.back().expert = e;
+    }
+  } else if (c.moe.IsMoeLayer(i)) {  // the router, then each expert's gate, up, down (HF order)
+    const int64_t E = c.moe.num_experts, Ie = c.moe.expert_intermediate_size;
+    linear(n.moe_router, C, E, c.moe.router_bias);
     for (int64_t e = 0; e < E; ++e) {
       const std::string x = absl::StrCat(p, n.moe_experts, ".", e, ".");
       for (const auto& [module, in, out_features] :
@@ -160,6 +176,51 @@ int64_t TotalParameters(const ModelDescription& model) {
   int64_t n = 0;
   for (const LayerUnit& unit : model.units) n += unit.num_parameters();
   return n;
+}
+
+std::vector<FusedTensor> FusedExpertTensors(const ModelConfig& c) {
+  std::vector<FusedTensor> out;
+  if (c.moe.expert_mlp != MoeConfig::ExpertMlp::kClampedSwiGlu) return out;
+  const TensorNames& names = FamilyOf(c.family).tensors;
+  const BlockTensorNames& n = names.block;
+  const int64_t E = c.moe.num_experts, C = c.hidden_size, Ie = c.moe.expert_intermediate_size;
+  for (int64_t i = 0; i < c.num_layers; ++i) {
+    if (!c.moe.IsMoeLayer(i)) continue;
+    const std::string x = absl::StrCat(names.layer_prefix, i, ".", n.moe_experts, ".");
+    for (const auto& [module, in, out_features] :
+         {std::tuple<const char*, int64_t, int64_t>{n.moe_gate_up, C, 2 * Ie}, {n.moe_down, Ie, C}}) {
+      FusedTensor w{x + module, {E, in, out_features}, {}};
+      FusedTensor b{x + module + "_bias", {E, out_features}, {}};
+      for (int64_t e = 0; e < E; ++e) {
+        w.parts.push_back(absl::StrCat(x, e, ".", module, ".weight"));
+        b.parts.push_back(absl::StrCat(x, e, ".", module, ".bias"));
+      }
+      out.push_back(std::move(w));
+      out.push_back(std::move(b));
+    }
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, std::vector<int64_t>>> FuseExpertTensors(
+    const ModelConfig& config,
+    const std::vector<std::pair<std::string, std::vector<int64_t>>>& order) {
+  const std::vector<FusedTensor> fused = FusedExpertTensors(config);
+  if (fused.empty()) return order;
+  std::map<std::string, std::pair<const FusedTensor*, int64_t>> part_of;  // part -> fused, index
+  for (const FusedTensor& f : fused) {
+    for (size_t e = 0; e < f.parts.size(); ++e) part_of[f.parts[e]] = {&f, e};
+  }
+  std::vector<std::pair<std::string, std::vector<int64_t>>> out;
+  for (const auto& entry : order) {
+    auto it = part_of.find(entry.first);
+    if (it == part_of.end()) {
+      out.push_back(entry);
+    } else if (it->second.second == 0) {
+      out.emplace_back(it->second.first->name, it->second.first->shape);
+    }
+  }
+  return out;
 }
 
 int64_t ActiveParameters(const ModelDescription& model) {

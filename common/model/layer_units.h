@@ -85,6 +85,21 @@ int64_t ActiveParameters(const ModelDescription& model);
 int64_t NonEmbeddingParameters(const ModelDescription& model);
 int64_t ModelParameterBytes(const ModelDescription& model, int64_t bytes_per_element = 2);
 
+// A checkpoint tensor holding one slice per expert along its first dimension (gpt-oss:
+// "model.layers.<i>.mlp.experts.gate_up_proj" [E, C, 2I], ..._bias [E, 2I], down_proj [E, I, C],
+// down_proj_bias [E, C]): the units use per-expert tensors (ParamSpec::expert), `parts` in expert
+// order, each of shape shape[1:] and contiguous in the fused tensor. Empty for the other families.
+struct FusedTensor {
+  std::string name;
+  std::vector<int64_t> shape;
+  std::vector<std::string> parts;
+};
+std::vector<FusedTensor> FusedExpertTensors(const ModelConfig& config);
+// Checkpoint order: `order` (name, shape) with every part of a fused tensor replaced by the fused
+// tensor, once, where its first part was.
+std::vector<std::pair<std::string, std::vector<int64_t>>> FuseExpertTensors(
+    const ModelConfig& config, const std::vector<std::pair<std::string, std::vector<int64_t>>>& order);
+
 // Bytes of the parameters the unit owns (bf16 = 2 bytes per element by default).
 int64_t UnitParameterBytes(const LayerUnit& unit, int64_t bytes_per_element = 2);
 // Bytes that must be resident on the device running the unit: owned + shared (the tied head needs

@@ -57,7 +57,9 @@ std::vector<ModuleSpec> BlockModules(const ModelConfig& c, int64_t layer) {
     add(n.up, C, I);
     add(n.down, I, C);
   }
-  if (!experts) return out;
+  // gpt-oss's experts are fused [E, ...] tensors in Hugging Face, which PEFT adapts only as
+  // target_parameters (adapter tensors Mobius does not write): not LoRA modules here.
+  if (!experts || c.moe.expert_mlp == MoeConfig::ExpertMlp::kClampedSwiGlu) return out;
   const int64_t Ie = c.moe.expert_intermediate_size;
   for (int64_t e = 0; e < (layer < 0 ? 1 : c.moe.num_experts); ++e) {
     const std::string x = absl::StrCat(n.moe_experts, ".", e, ".");
@@ -105,6 +107,13 @@ absl::StatusOr<std::vector<LoraModule>> LoraModules(const ModelConfig& config,
       return absl::InvalidArgumentError(
           absl::StrCat(field, "[", i, "]: \"", targets[i], "\" is the experts' router (", router,
                        "), which stays frozen; adapt ", absl::StrJoin(known, ", ")));
+    }
+    const char* gate_up = FamilyOf(config.family).tensors.block.moe_gate_up;
+    if (gate_up != nullptr && (targets[i] == gate_up || targets[i] == "down_proj")) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          field, "[", i, "]: \"", targets[i], "\": ", FamilyName(config.family),
+          "'s experts are fused tensors (all experts in one), which LoRA does not adapt here; "
+          "adapt ", absl::StrJoin(known, ", ")));
     }
     if (std::find(known.begin(), known.end(), targets[i]) == known.end()) {
       return absl::InvalidArgumentError(absl::StrCat(

@@ -4,6 +4,7 @@
 #include <tuple>
 
 #include "absl/strings/str_cat.h"
+#include "common/model/family.h"
 #include "common/model/model_config_parse.h"
 #include "common/status_macros.h"
 
@@ -111,6 +112,17 @@ absl::Status ValidateModelConfig(const ModelConfig& c) {
   if (c.sliding_window < 0 || c.sliding_window > kMaxPositions) {
     return Invalid("sliding_window", absl::StrCat("is ", c.sliding_window, ", must be 0 (none) or ",
                                                   "in [1, ", kMaxPositions, "]"));
+  }
+  if (!c.sliding_layers.empty() && static_cast<int64_t>(c.sliding_layers.size()) != c.num_layers) {
+    return Invalid("sliding_layers", absl::StrCat("has ", c.sliding_layers.size(),
+                                                  " entries for ", c.num_layers, " layers"));
+  }
+  if (c.attention_sinks && FamilyOf(c.family).tensors.block.sinks == nullptr) {
+    return Invalid("attention_sinks", "the family names no sinks tensor");
+  }
+  if (c.moe.expert_mlp == MoeConfig::ExpertMlp::kClampedSwiGlu &&
+      FamilyOf(c.family).tensors.block.moe_gate_up == nullptr) {
+    return Invalid("moe.expert_mlp", "clamped SwiGLU experts need the family's gate_up tensor");
   }
   MOBIUS_RETURN_IF_ERROR(ValidateMoe(c));
   if (absl::Status s = CheckTokenId("bos_token_id", c.bos_token_id, c.vocab_size); !s.ok()) {

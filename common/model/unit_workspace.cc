@@ -101,8 +101,14 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
         w.moe_ids = i32(n * k), w.moe_order = i32(routed), w.moe_pos = i32(routed);
         w.moe_offsets = i32(E + 1), w.moe_weights = f32(n * k);
         w.moe_x = bf(routed * C), w.moe_y = bf(routed * C);
-        w.moe_gate = bf(routed * Ie), w.moe_up = bf(routed * Ie), w.moe_act = bf(routed * Ie);
-        w.moe_d_act = bf(n * Ie), w.moe_d_gate = bf(n * Ie), w.moe_d_up = bf(n * Ie);
+        // Clamped SwiGLU experts (gpt-oss): one gate_up [rows, 2 Ie] in moe_gate (and its
+        // gradient in moe_d_gate), moe_up and moe_d_up empty.
+        const uint64_t fused =
+            cfg.moe.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu ? 2 : 1;
+        w.moe_gate = bf(routed * Ie * fused), w.moe_up = bf(fused == 2 ? 0 : routed * Ie);
+        w.moe_act = bf(routed * Ie);
+        w.moe_d_act = bf(n * Ie), w.moe_d_gate = bf(n * Ie * fused);
+        w.moe_d_up = bf(fused == 2 ? 0 : n * Ie);
         w.moe_d_act_f32 = f32(n * Ie);
         w.moe_dy = f32(routed * C), w.moe_dnorm = f32(n * C), w.moe_dweights = f32(n * k);
         w.moe_prob_sums = f32(E), w.moe_aux_grad = f32(E);

@@ -9,6 +9,10 @@ It needs a current transformers (written with 4.57.6 and torch 2.15, CPU):
   python3 -m venv /tmp/moe-venv && /tmp/moe-venv/bin/pip install torch transformers==4.57.6
   /tmp/moe-venv/bin/python test/reference/make_moe_golden.py [output_dir [case ...]]
 
+gpt-oss's cases write its checkpoint as transformers does: the experts' fused tensors
+(mlp.experts.gate_up_proj [E, C, 2I], gate_up_proj_bias, down_proj, down_proj_bias), in the
+model, the gradients and the final parameters alike.
+
 For every case it writes test/reference/golden/<name>/ in make_golden.py's format:
   config.json          the HF config keys the case sets (what a real config.json spells)
   model.safetensors    seeded initial parameters, HF tensor names (one tensor per expert)
@@ -57,29 +61,51 @@ MIXTRAL_AUX = dict(COMMON, architectures=["MixtralForCausalLM"], model_type="mix
                    num_experts_per_tok=2, output_router_logits=True, router_aux_loss_coef=0.02,
                    router_jitter_noise=0.0, sliding_window=None)
 
-# name -> (config, seed)
+# gpt-oss: biased router (softmax over the top-k logits), clamped SwiGLU experts with biases
+# (gate_up interleaved, [in, out]), attention sinks, a 4-token window on the even layers, YaRN
+# RoPE as the released config sets it (factor 32 over 4096 original positions), biases on q/k/v/o.
+# Its checkpoint tensors are the fused ones (mlp.experts.gate_up_proj [E, C, 2I], ...).
+GPT_OSS = dict(COMMON, architectures=["GptOssForCausalLM"], model_type="gpt_oss",
+               num_hidden_layers=3, head_dim=16, intermediate_size=24, num_local_experts=4,
+               num_experts_per_tok=2, sliding_window=4,
+               layer_types=["sliding_attention", "full_attention", "sliding_attention"],
+               rope_theta=150000.0, rms_norm_eps=1e-5,
+               rope_scaling={"rope_type": "yarn", "factor": 32.0, "beta_fast": 32.0,
+                             "beta_slow": 1.0, "truncate": False,
+                             "original_max_position_embeddings": 4096},
+               router_aux_loss_coef=0.9, output_router_logits=False, swiglu_limit=7.0)
+# The same with gate_up weights large enough that the clamps (gate > 7, |up| > 7) hold for a
+# share of the rows, so that their zero gradients are covered too.
+GPT_OSS_CLAMP = dict(GPT_OSS, num_hidden_layers=2, layer_types=["sliding_attention", "full_attention"])
+
+# name -> (config, seed[, init scale of the experts' gate_up weights])
 CASES = {
     "qwen3_moe": (QWEN3_MOE, 11),
     "qwen3_moe_aux": (QWEN3_MOE_AUX, 12),
     "mixtral_aux": (MIXTRAL_AUX, 16),
+    "gpt_oss": (GPT_OSS, 21),
+    "gpt_oss_clamp": (GPT_OSS_CLAMP, 23, 0.8),
 }
 
 
 def build(cfg):
     klass = {"qwen3_moe": (transformers.Qwen3MoeConfig, transformers.Qwen3MoeForCausalLM),
-             "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM)}
+             "mixtral": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+             "gpt_oss": (transformers.GptOssConfig, transformers.GptOssForCausalLM)}
     config_class, model_class = klass[cfg["model_type"]]
     keys = {k: v for k, v in cfg.items() if k not in ("architectures", "model_type", "torch_dtype")}
     config = config_class(**keys, attn_implementation="eager")
     return model_class(config).float().train()
 
 
-def init_params(model, seed):
+def init_params(model, seed, gate_up_scale=None):
     """Seeded, larger than HF's std 0.02 (as make_golden.py), so routing is far from uniform."""
     g = torch.Generator().manual_seed(seed)
     with torch.no_grad():
         for name, p in model.named_parameters():
-            if "norm" in name:
+            if gate_up_scale is not None and name.endswith("experts.gate_up_proj"):
+                p.copy_(gate_up_scale * torch.randn(p.shape, generator=g))
+            elif "norm" in name:
                 p.copy_(1.0 + 0.1 * torch.randn(p.shape, generator=g))
             elif "embed_tokens" in name:
                 p.copy_(0.3 * torch.randn(p.shape, generator=g))
@@ -108,6 +134,18 @@ def routing_margin(model, tokens, targets, k):
     """The smallest gap between the k-th and (k+1)-th router probability over every token and
     MoE layer: a top-k decision this close could flip between two fp32 implementations, which is a
     step in the loss, not an error. Cases keep it above MIN_MARGIN at every training step."""
+    if model.config.model_type == "gpt_oss":  # its router_logits are the sparse top-k scores
+        logits = []
+        hooks = [m.register_forward_hook(lambda m, i, o: logits.append(
+                     torch.nn.functional.linear(i[0].reshape(-1, m.hidden_dim), m.weight, m.bias)))
+                 for m in model.modules() if isinstance(m, transformers.models.gpt_oss.
+                                                        modeling_gpt_oss.GptOssTopKRouter)]
+        with torch.no_grad():
+            run(model, tokens, targets)
+        for h in hooks:
+            h.remove()
+        probs = torch.softmax(torch.cat(logits, 0), dim=-1).sort(dim=-1, descending=True).values
+        return (probs[:, k - 1] - probs[:, k]).min().item()
     with torch.no_grad():
         logits = run(model, tokens, targets, output_router_logits=True).router_logits
     probs = torch.softmax(torch.cat(logits, 0), dim=-1).sort(dim=-1, descending=True).values
@@ -117,24 +155,51 @@ def routing_margin(model, tokens, targets, k):
 MIN_MARGIN = 1e-5
 
 
-def make_case(out_dir, name, cfg, seed):
+def clamped_share(model, tokens, targets):
+    """The share of expert rows whose gate or up the clamps hold (gpt-oss), for the log."""
+    held, total = [0], [0]
+
+    def hook(m, i, o):
+        x = i[0].reshape(-1, m.hidden_size)
+        for e in range(m.num_experts):
+            gu = x @ m.gate_up_proj[e] + m.gate_up_proj_bias[e]
+            gate, up = gu[..., ::2], gu[..., 1::2]
+            held[0] += int(((gate > m.limit) | (up.abs() > m.limit)).sum())
+            total[0] += gate.numel()
+    hooks = [m.register_forward_hook(hook) for m in model.modules()
+             if isinstance(m, transformers.models.gpt_oss.modeling_gpt_oss.GptOssExperts)]
+    with torch.no_grad():
+        run(model, tokens, targets)
+    for h in hooks:
+        h.remove()
+    return held[0] / max(1, total[0])
+
+
+def make_case(out_dir, name, cfg, seed, gate_up_scale=None):
     d = os.path.join(out_dir, name)
     os.makedirs(d, exist_ok=True)
     with open(os.path.join(d, "config.json"), "w") as f:
         json.dump(cfg, f, indent=2)
         f.write("\n")
     model = build(cfg)
-    init_params(model, seed)
+    init_params(model, seed, gate_up_scale)
     write_safetensors(os.path.join(d, "model.safetensors"), state(model))
 
     tokens, targets = fixed_batch(cfg["vocab_size"], seed)
-    with torch.no_grad():  # the aux loss alone, also where the loss leaves it out
-        aux = run(model, tokens, targets, output_router_logits=True).aux_loss
+    if cfg["model_type"] == "gpt_oss":  # its aux loss is not modelled (families/gpt_oss.cc)
+        aux = torch.zeros(())
+        print(f"{name}: clamped share of expert values (all experts, all rows): "
+              f"{clamped_share(model, tokens, targets):.3f}")
+    else:
+        with torch.no_grad():  # the aux loss alone, also where the loss leaves it out
+            aux = run(model, tokens, targets, output_router_logits=True).aux_loss
     out = run(model, tokens, targets)
     out.loss.backward()
     write_safetensors(os.path.join(d, "grads.safetensors"), state(model, grads=True))
     outputs = {"tokens": tokens.float(), "targets": targets.float(), "logits": out.logits,
-               "loss": out.loss.reshape(1), "aux_loss": aux.reshape(1)}
+               "loss": out.loss.reshape(1)}
+    if cfg["model_type"] != "gpt_oss":
+        outputs["aux_loss"] = aux.reshape(1)
 
     opt = torch.optim.AdamW(list(model.parameters()), **ADAMW)
     losses = []

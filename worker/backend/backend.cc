@@ -40,6 +40,10 @@ absl::Status Backend::GeluForward(Queue&, const GeluParams&) { return NotImpleme
 absl::Status Backend::GeluBackward(Queue&, const GeluBackwardParams&) { return NotImplemented(*this, "GeluBackward"); }
 absl::Status Backend::SwiGluForward(Queue&, const SwiGluParams&) { return NotImplemented(*this, "SwiGluForward"); }
 absl::Status Backend::SwiGluBackward(Queue&, const SwiGluBackwardParams&) { return NotImplemented(*this, "SwiGluBackward"); }
+absl::Status Backend::ClampedSwiGluForward(Queue&, const ClampedSwiGluParams&) { return NotImplemented(*this, "ClampedSwiGluForward"); }
+absl::Status Backend::ClampedSwiGluBackward(Queue&, const ClampedSwiGluBackwardParams&) { return NotImplemented(*this, "ClampedSwiGluBackward"); }
+absl::Status Backend::AttentionSinkForward(Queue&, const AttentionSinkParams&) { return NotImplemented(*this, "AttentionSinkForward"); }
+absl::Status Backend::AttentionSinkBackward(Queue&, const AttentionSinkBackwardParams&) { return NotImplemented(*this, "AttentionSinkBackward"); }
 absl::Status Backend::RopeTables(Queue&, const RopeTablesParams&) { return NotImplemented(*this, "RopeTables"); }
 absl::Status Backend::RopeForward(Queue&, const RopeParams&) { return NotImplemented(*this, "RopeForward"); }
 absl::Status Backend::RopeBackward(Queue&, const RopeBackwardParams&) { return NotImplemented(*this, "RopeBackward"); }

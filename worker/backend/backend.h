@@ -159,6 +159,12 @@ class Backend {
   virtual absl::Status GeluBackward(Queue& queue, const GeluBackwardParams& params);
   virtual absl::Status SwiGluForward(Queue& queue, const SwiGluParams& params);
   virtual absl::Status SwiGluBackward(Queue& queue, const SwiGluBackwardParams& params);
+  virtual absl::Status ClampedSwiGluForward(Queue& queue, const ClampedSwiGluParams& params);
+  virtual absl::Status ClampedSwiGluBackward(Queue& queue,
+                                             const ClampedSwiGluBackwardParams& params);
+  virtual absl::Status AttentionSinkForward(Queue& queue, const AttentionSinkParams& params);
+  virtual absl::Status AttentionSinkBackward(Queue& queue,
+                                             const AttentionSinkBackwardParams& params);
   virtual absl::Status RopeTables(Queue& queue, const RopeTablesParams& params);
   virtual absl::Status RopeForward(Queue& queue, const RopeParams& params);
   virtual absl::Status RopeBackward(Queue& queue, const RopeBackwardParams& params);

@@ -1,7 +1,6 @@
 #include "worker/backend/op_params.h"
 
 #include <cmath>
-
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -155,11 +154,53 @@ absl::Status ValidateSwiGluBackward(const SwiGluBackwardParams& p) {
       .Half("dtype", p.dtype).status();
 }
 
+absl::Status ValidateClampedSwiGlu(const ClampedSwiGluParams& p) {
+  const bool used = p.n > 0 && p.width > 0;
+  Check c("clamped_swiglu");
+  c.AtLeast("n", p.n, 0).AtLeast("width", p.width, 0);
+  c.Ptr("gate_up", p.gate_up, used).Ptr("out", p.out, used).Half("dtype", p.dtype);
+  c.Rule(std::isfinite(p.alpha) && p.limit > 0 && std::isfinite(p.limit),
+         "alpha must be finite and limit positive");
+  return c.status();
+}
+
+absl::Status ValidateClampedSwiGluBackward(const ClampedSwiGluBackwardParams& p) {
+  const bool used = p.n > 0 && p.width > 0;
+  Check c("clamped_swiglu_backward");
+  c.AtLeast("n", p.n, 0).AtLeast("width", p.width, 0);
+  c.Ptr("dout", p.dout, used).Ptr("gate_up", p.gate_up, used).Ptr("dgate_up", p.dgate_up, used);
+  c.Half("dtype", p.dtype);
+  c.Rule(!used || (p.dgate_up != p.gate_up && p.dgate_up != p.dout), "dgate_up aliases an input");
+  c.Rule(std::isfinite(p.alpha) && p.limit > 0 && std::isfinite(p.limit),
+         "alpha must be finite and limit positive");
+  return c.status();
+}
+
+absl::Status ValidateAttentionSink(const AttentionSinkParams& p) {
+  const bool used = p.b > 0 && p.t > 0 && p.heads > 0 && p.head_dim > 0;
+  Check c("attention_sink");
+  c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("heads", p.heads, 0);
+  c.AtLeast("head_dim", p.head_dim, 0).Half("dtype", p.dtype);
+  c.Ptr("sinks", p.sinks, used).Ptr("out", p.out, used).Ptr("lse", p.lse, used);
+  return c.status();
+}
+
+absl::Status ValidateAttentionSinkBackward(const AttentionSinkBackwardParams& p) {
+  const bool used = p.b > 0 && p.t > 0 && p.heads > 0 && p.head_dim > 0;
+  Check c("attention_sink_backward");
+  c.AtLeast("b", p.b, 0).AtLeast("t", p.t, 0).AtLeast("heads", p.heads, 0);
+  c.AtLeast("head_dim", p.head_dim, 0).Half("dtype", p.dtype);
+  c.Ptr("sinks", p.sinks, used).Ptr("out", p.out, used).Ptr("dout", p.dout, used);
+  c.Ptr("lse", p.lse, used).Ptr("dsinks", p.dsinks, used);
+  return c.status();
+}
+
 absl::Status ValidateRopeTables(const RopeTablesParams& p) {
   const bool used = p.t > 0 && p.half > 0;
   Check c("rope_tables");
   c.AtLeast("t", p.t, 0).AtLeast("half", p.half, 0);
   c.Ptr("inv_freq", p.inv_freq, used).Ptr("cos", p.cos, used).Ptr("sin", p.sin, used);
+  c.Rule(std::isfinite(p.scale) && p.scale > 0, "scale must be positive");
   return c.status();
 }
 

@@ -133,9 +133,57 @@ struct SwiGluBackwardParams {
   void* dup = nullptr;
 };
 
-// cos, sin [T, half] fp32 for positions 0 .. T-1 from inv_freq [half] fp32 (device memory).
+// gpt-oss's expert activation over interleaved pairs (gate at even columns, up at odd):
+// gate_up [N, 2W] bf16 -> out [N, W] bf16 = (u + 1) * g * sigmoid(alpha * g) with
+// g = min(gate, limit), u = clamp(up, -limit, limit) (transformers' GptOssExperts).
+struct ClampedSwiGluParams {
+  DType dtype = DType::kBf16;  // the 16-bit tensors' format
+  int64_t n = 0, width = 0;    // rows N, output width W
+  float alpha = 1.702f, limit = 7.0f;
+  const void* gate_up = nullptr;
+  void* out = nullptr;
+};
+// dgate_up [N, 2W] bf16 = (written, not accumulated) the gradient from dout [N, W] bf16; zero
+// where a clamp holds the value (gate > limit; |up| > limit), as torch's clamp backward.
+struct ClampedSwiGluBackwardParams {
+  DType dtype = DType::kBf16;
+  int64_t n = 0, width = 0;
+  float alpha = 1.702f, limit = 7.0f;
+  const void* dout = nullptr;
+  const void* gate_up = nullptr;
+  void* dgate_up = nullptr;
+};
+
+// Attention sinks (gpt-oss): one learned logit per head joins every row's softmax and carries no
+// value. Applied after AttentionForward / CachedAttentionForward on their out and lse: lse
+// [B, H, T] fp32 becomes logaddexp(lse, sinks[h]) and out [B, T, H, hd] bf16 is scaled by
+// exp(lse_before - lse_after) (one rounding). AttentionBackward then takes both as they are: its
+// probabilities exp(s - lse) are the sink softmax's and D = rowsum(dout * out) the sink model's.
+// sinks [H] in `dtype` (the unit's weights).
+struct AttentionSinkParams {
+  DType dtype = DType::kBf16;
+  int64_t b = 0, t = 0, heads = 0, head_dim = 0;
+  const void* sinks = nullptr;
+  void* out = nullptr;
+  float* lse = nullptr;
+};
+// dsinks [H] fp32 += -sum over b, t of exp(sinks[h] - lse[b, h, t]) * sum_d dout * out, from the
+// sink-adjusted out and lse; dout, out [B, T, H, hd] bf16. Deterministic (a fixed order of sums).
+struct AttentionSinkBackwardParams {
+  DType dtype = DType::kBf16;
+  int64_t b = 0, t = 0, heads = 0, head_dim = 0;
+  const void* sinks = nullptr;
+  const void* out = nullptr;
+  const void* dout = nullptr;
+  const float* lse = nullptr;
+  float* dsinks = nullptr;
+};
+
+// cos, sin [T, half] fp32 for positions 0 .. T-1 from inv_freq [half] fp32 (device memory), each
+// multiplied by `scale` (YaRN's attention factor; 1 otherwise).
 struct RopeTablesParams {
   int64_t t = 0, half = 0;
+  float scale = 1.0f;
   const float* inv_freq = nullptr;
   float* cos = nullptr;
   float* sin = nullptr;
@@ -253,10 +301,12 @@ struct ResidualParams {
   void* out = nullptr;
 };
 
-// out [N, C] = inp + bias [C], bf16 (out may alias inp).
+// out [N, C] = inp + bias [C], bf16 (out may alias inp); with fp32_rows, inp and out are fp32 (a
+// GEMM's fp32 output: gpt-oss's router logits) and the bias `dtype`.
 struct BiasAddParams {
   DType dtype = DType::kBf16;  // the 16-bit tensors' format
   int64_t n = 0, c = 0;
+  bool fp32_rows = false;
   const void* inp = nullptr;
   const void* bias = nullptr;
   void* out = nullptr;
@@ -348,6 +398,10 @@ absl::Status ValidateGelu(const GeluParams& p);
 absl::Status ValidateGeluBackward(const GeluBackwardParams& p);
 absl::Status ValidateSwiGlu(const SwiGluParams& p);
 absl::Status ValidateSwiGluBackward(const SwiGluBackwardParams& p);
+absl::Status ValidateClampedSwiGlu(const ClampedSwiGluParams& p);
+absl::Status ValidateClampedSwiGluBackward(const ClampedSwiGluBackwardParams& p);
+absl::Status ValidateAttentionSink(const AttentionSinkParams& p);
+absl::Status ValidateAttentionSinkBackward(const AttentionSinkBackwardParams& p);
 absl::Status ValidateRopeTables(const RopeTablesParams& p);
 absl::Status ValidateRope(const RopeParams& p);
 absl::Status ValidateRopeBackward(const RopeBackwardParams& p);

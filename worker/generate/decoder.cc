@@ -150,6 +150,7 @@ absl::Status Decoder::MakeRopeTables() {
   auto* sin = static_cast<float*>(rope_.at(table));
   MOBIUS_RETURN_IF_ERROR(backend_->RopeTables(
       *queue_, {.t = options_.capacity, .half = half,
+                .scale = reference::RopeTableScale(config_.rope_scaling),
                 .inv_freq = static_cast<const float*>(rope_.at(2 * table)), .cos = cos,
                 .sin = sin}));
   for (units::KvCache& kv : kv_) kv.cos = cos, kv.sin = sin;

@@ -7,6 +7,7 @@
 #include "common/status_macros.h"
 #include "worker/model/linear.h"
 #include "worker/model/unit_runner_internal.h"
+#include "worker/reference/ops_rope.h"
 
 namespace mobius::units {
 
@@ -68,6 +69,7 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
       MOBIUS_RETURN_IF_ERROR(be.CopyToDevice(q, inv_freq_.data(), *c.workspace, ws.inv_freq,
                                              4 * inv_freq_.size()));
       MOBIUS_RETURN_IF_ERROR(be.RopeTables(q, {.t = c.mb.t, .half = hd / 2,
+                                               .scale = reference::RopeTableScale(cfg.rope_scaling),
                                                .inv_freq = c.f32(ws.inv_freq),
                                                .cos = c.f32(ws.cos), .sin = c.f32(ws.sin)}));
     }
@@ -80,7 +82,8 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
     q_att = c.at(ws.q);
     k_att = c.at(ws.k);
   }
-  const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd, cfg.sliding_window};
+  const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd,
+                                            cfg.WindowOf(unit_index() - 1)};
   if (kv != nullptr) {  // append this call's keys and values, then attend over the cache
     for (int64_t b = 0; b < c.mb.b; ++b) {
       const uint64_t src = 2 * static_cast<uint64_t>(b * c.mb.t * K);
@@ -99,6 +102,11 @@ absl::Status UnitRunner::BlockForward(const Ctx& c, void* out) const {
     MOBIUS_RETURN_IF_ERROR(be.AttentionForward(q, {.dtype = c.half, .shape = shape, .q = q_att, .k = k_att,
                                                    .v = c.at(ws.v), .out = c.at(ws.att),
                                                    .lse = c.f32(ws.lse)}));
+  }
+  if (!ln.sinks.empty()) {  // gpt-oss: each head's sink joins the softmax (op_params.h)
+    MOBIUS_RETURN_IF_ERROR(be.AttentionSinkForward(
+        q, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .heads = H, .head_dim = hd,
+            .sinks = c.W(ln.sinks), .out = c.at(ws.att), .lse = c.f32(ws.lse)}));
   }
   MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, w.o, c.at(ws.att), c.at(ws.o), c.half, n, Q, C));
   MOBIUS_RETURN_IF_ERROR(be.ResidualAdd(q, {.dtype = c.half, .n = n * C, .a = c.mb.input, .b = c.at(ws.o),
@@ -248,6 +256,12 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
                                         hb ? c.at(ws.d_att) : c.at(ws.d_norm_f32), dx_type, false,
                                         n, Q, C));
   if (!hb) MOBIUS_RETURN_IF_ERROR(to_bf16(c.at(ws.d_norm_f32), c.at(ws.d_att), n * Q));
+  if (!ln.sinks.empty() && !c.frozen) {  // the sinks' gradient (frozen under LoRA)
+    MOBIUS_RETURN_IF_ERROR(be.AttentionSinkBackward(
+        q, {.dtype = c.half, .b = c.mb.b, .t = c.mb.t, .heads = H, .head_dim = hd,
+            .sinks = c.W(ln.sinks), .out = c.at(ws.att), .dout = c.at(ws.d_att),
+            .lse = c.f32(ws.lse), .dsinks = c.G(ln.sinks)}));
+  }
   MOBIUS_RETURN_IF_ERROR(zero(ws.dq, n * Q));
   MOBIUS_RETURN_IF_ERROR(zero(ws.dk, n * K));
   MOBIUS_RETURN_IF_ERROR(zero(ws.dv, n * K));
@@ -256,7 +270,8 @@ absl::Status UnitRunner::BlockBackward(const Ctx& c, const float* dout, float* d
   const void* k_proj = c.at(ws.k_proj);
   const void* q_src = cfg.qk_norm ? c.at(ws.q_normed) : q_proj;  // RoPE inputs
   const void* k_src = cfg.qk_norm ? c.at(ws.k_normed) : k_proj;
-  const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd, cfg.sliding_window};
+  const backend::AttentionShapeParams shape{c.mb.b, c.mb.t, H, KV, hd,
+                                            cfg.WindowOf(unit_index() - 1)};
   MOBIUS_RETURN_IF_ERROR(be.AttentionBackward(
       q, {.dtype = c.half, .shape = shape, .dout = c.at(ws.d_att), .q = rope ? c.at(ws.q) : q_src,
           .k = rope ? c.at(ws.k) : k_src, .v = c.at(ws.v), .out = c.at(ws.att),

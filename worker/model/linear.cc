@@ -60,11 +60,12 @@ absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const Linear
   g.half_accumulate = w.half_accumulate && y_type == DType::kF16 && w.dtype == DType::kF16;
   MOBIUS_RETURN_IF_ERROR(be.Gemm(q, g));
   if (w.bias != nullptr) {
-    if (y_type != w.dtype) {
-      return absl::InvalidArgumentError("linear: bias needs a 16-bit output");
+    if (y_type != w.dtype && y_type != DType::kFp32) {
+      return absl::InvalidArgumentError("linear: bias needs a 16-bit or fp32 output");
     }
-    MOBIUS_RETURN_IF_ERROR(be.BiasAdd(
-        q, {.dtype = w.dtype, .n = n, .c = out, .inp = y, .bias = w.bias, .out = y}));
+    MOBIUS_RETURN_IF_ERROR(be.BiasAdd(q, {.dtype = w.dtype, .n = n, .c = out,
+                                          .fp32_rows = y_type == DType::kFp32, .inp = y,
+                                          .bias = w.bias, .out = y}));
   }
   const LoraTerm& l = w.lora;
   if (l.a == nullptr) return absl::OkStatus();

@@ -75,8 +75,7 @@ struct LinearWeight {
   LoraTerm lora;
 };
 
-// y [N, out] (y_type: fp32 or w.dtype) = x [N, in] (w.dtype) * W (+ bias; bias only for a 16-bit
-// y), then the adapter's
+// y [N, out] (y_type: fp32 or w.dtype) = x [N, in] (w.dtype) * W (+ bias, added to y as it is), then the adapter's
 // term added in fp32 and y rounded once more (PEFT's order: base output, + adapter).
 absl::Status LinearForward(backend::Backend& be, backend::Queue& q, const LinearWeight& w,
                            const void* x, void* y, backend::DType y_type, int64_t n, int64_t in,

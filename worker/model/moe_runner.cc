@@ -28,15 +28,19 @@ int32_t* I32(const UnitRunner::Ctx& c, uint64_t offset) {
 
 // A bias-free projection `weight` of `out` features from `in` over the rows from `row0` of its
 // call (an expert's: its first routed row), with its adapter if it has one (the router never).
-// `w`: the weight's address when it is not in the unit's buffer (an ExpertSource's expert).
+// `w`, `b`: the weight's and the bias's addresses when they are not in the unit's buffer (an
+// ExpertSource's expert). `bias`: the bias's name (empty: none).
 LinearWeight Projection(const UnitRunner::Ctx& c, const std::string& weight, int64_t in,
-                        int64_t out, bool in_out, int64_t row0 = 0, const void* w = nullptr) {
+                        int64_t out, bool in_out, int64_t row0 = 0, const void* w = nullptr,
+                        const std::string& bias = "", const void* b = nullptr) {
   return c.Base(LinearWeight{.in_out = in_out,
                              .dtype = c.half,
                              .half_accumulate = c.half_accumulate,
                              .w = w != nullptr ? w : c.W(weight),
                              .ld = in_out ? out : in,
+                             .bias = b != nullptr ? b : c.W(bias),
                              .dw = c.G(weight),
+                             .dbias = c.G(bias),
                              .lora = LoraRows(c.Lora(weight, 0, true, true), row0)},
                 weight);
 }
@@ -83,12 +87,15 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
   const int64_t n = c.n, C = config_.hidden_size, E = m.num_experts, K = m.experts_per_token;
   const int64_t Ie = m.expert_intermediate_size;
   const bool in_out = names_.layout == reference::WeightLayout::kInOut;
+  const bool clamped = m.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu;
+  const float alpha = static_cast<float>(m.swiglu_alpha), limit = static_cast<float>(m.swiglu_limit);
   backend::Backend& be = *backend_;
   backend::Queue& q = *c.queue;
   const WorkspaceLayout& ws = c.ws;
 
-  MOBIUS_RETURN_IF_ERROR(LinearForward(be, q, Projection(c, ln.router_weight, C, E, in_out),
-                                       c.at(ws.norm2), c.at(ws.moe_logits), DType::kFp32, n, C, E));
+  MOBIUS_RETURN_IF_ERROR(LinearForward(
+      be, q, Projection(c, ln.router_weight, C, E, in_out, 0, nullptr, ln.router_bias),
+      c.at(ws.norm2), c.at(ws.moe_logits), DType::kFp32, n, C, E));
   MOBIUS_RETURN_IF_ERROR(be.MoeRoute(
       q, {.n = n, .experts = E, .k = K, .renormalize = m.norm_topk_prob,
           .logits = c.f32(ws.moe_logits), .probs = c.f32(ws.moe_probs), .ids = I32(c, ws.moe_ids),
@@ -124,10 +131,27 @@ absl::Status UnitRunner::MoeForward(const Ctx& c, const reference::LayerNames& l
       const int64_t rel = layout_.Find(name)->offset - (experts_.begin + e * experts_.stride);
       return static_cast<const uint16_t*>(fetched[e]) + rel;
     };
-    void* gate = c.bf(ws.moe_gate) + row0 * Ie;
-    void* up = c.bf(ws.moe_up) + row0 * Ie;
     void* act = c.bf(ws.moe_act) + row0 * Ie;
     const void* x = c.bf(ws.moe_x) + row0 * C;
+    if (clamped) {  // gpt-oss: gate_up [C, 2 Ie] + bias, clamped SwiGLU, down [Ie, C] + bias
+      void* gate_up = c.bf(ws.moe_gate) + row0 * 2 * Ie;
+      MOBIUS_RETURN_IF_ERROR(LinearForward(
+          be, q,
+          Projection(c, ex.gate_up_weight, C, 2 * Ie, true, row0, w(ex.gate_up_weight),
+                     ex.gate_up_bias, w(ex.gate_up_bias)),
+          x, gate_up, c.half, rows, C, 2 * Ie));
+      MOBIUS_RETURN_IF_ERROR(be.ClampedSwiGluForward(
+          q, {.dtype = c.half, .n = rows, .width = Ie, .alpha = alpha, .limit = limit,
+              .gate_up = gate_up, .out = act}));
+      MOBIUS_RETURN_IF_ERROR(LinearForward(
+          be, q,
+          Projection(c, ex.down_weight, Ie, C, true, row0, w(ex.down_weight), ex.down_bias,
+                     w(ex.down_bias)),
+          act, c.bf(ws.moe_y) + row0 * C, c.half, rows, Ie, C));
+      continue;
+    }
+    void* gate = c.bf(ws.moe_gate) + row0 * Ie;
+    void* up = c.bf(ws.moe_up) + row0 * Ie;
     MOBIUS_RETURN_IF_ERROR(LinearForward(
         be, q, Projection(c, ex.gate_weight, C, Ie, in_out, row0, w(ex.gate_weight)), x, gate,
         c.half, rows, C, Ie));
@@ -152,6 +176,8 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
   const int64_t n = c.n, C = config_.hidden_size, E = m.num_experts, K = m.experts_per_token;
   const int64_t Ie = m.expert_intermediate_size;
   const bool in_out = names_.layout == reference::WeightLayout::kInOut;
+  const bool clamped = m.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu;
+  const float alpha = static_cast<float>(m.swiglu_alpha), limit = static_cast<float>(m.swiglu_limit);
   backend::Backend& be = *backend_;
   backend::Queue& q = *c.queue;
   const WorkspaceLayout& ws = c.ws;
@@ -168,6 +194,23 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
     // dy's rows of this expert: its output gradient, then (once read) its input gradient.
     float* dy = c.f32(ws.moe_dy) + row0 * C;
     const void* x = c.bf(ws.moe_x) + row0 * C;
+    if (clamped) {  // gpt-oss (MoeForward)
+      MOBIUS_RETURN_IF_ERROR(LinearBackward(
+          be, q, Projection(c, ex.down_weight, Ie, C, true, row0, nullptr, ex.down_bias),
+          c.bf(ws.moe_act) + row0 * Ie, dy, DType::kFp32, c.at(ws.moe_d_act_f32), DType::kFp32,
+          false, rows, Ie, C));
+      MOBIUS_RETURN_IF_ERROR(be.Cast(q, {.n = rows * Ie, .src_type = DType::kFp32,
+                                         .dst_type = c.half, .src = c.at(ws.moe_d_act_f32),
+                                         .dst = c.at(ws.moe_d_act)}));
+      MOBIUS_RETURN_IF_ERROR(be.ClampedSwiGluBackward(
+          q, {.dtype = c.half, .n = rows, .width = Ie, .alpha = alpha, .limit = limit,
+              .dout = c.at(ws.moe_d_act), .gate_up = c.bf(ws.moe_gate) + row0 * 2 * Ie,
+              .dgate_up = c.at(ws.moe_d_gate)}));
+      MOBIUS_RETURN_IF_ERROR(LinearBackward(
+          be, q, Projection(c, ex.gate_up_weight, C, 2 * Ie, true, row0, nullptr, ex.gate_up_bias),
+          x, c.at(ws.moe_d_gate), c.half, dy, DType::kFp32, false, rows, C, 2 * Ie));
+      continue;
+    }
     MOBIUS_RETURN_IF_ERROR(LinearBackward(
         be, q, Projection(c, ex.down_weight, Ie, C, in_out, row0), c.bf(ws.moe_act) + row0 * Ie, dy,
         DType::kFp32, c.at(ws.moe_d_act_f32), DType::kFp32, false, rows, Ie, C));
@@ -208,9 +251,9 @@ absl::Status UnitRunner::MoeBackward(const Ctx& c, const reference::LayerNames& 
                                                  .weights = c.f32(ws.moe_weights),
                                                  .aux_grad = aux_grad,
                                                  .dlogits = c.f32(ws.moe_logits)}));
-  MOBIUS_RETURN_IF_ERROR(LinearBackward(be, q, Projection(c, ln.router_weight, C, E, in_out),
-                                        c.at(ws.norm2), c.f32(ws.moe_logits), DType::kFp32, dnorm,
-                                        DType::kFp32, true, n, C, E));
+  MOBIUS_RETURN_IF_ERROR(LinearBackward(
+      be, q, Projection(c, ln.router_weight, C, E, in_out, 0, nullptr, ln.router_bias),
+      c.at(ws.norm2), c.f32(ws.moe_logits), DType::kFp32, dnorm, DType::kFp32, true, n, C, E));
   return be.Cast(q, {.n = n * C, .src_type = DType::kFp32, .dst_type = c.half, .src = dnorm,
                      .dst = c.at(ws.d_norm)});
 }

@@ -124,23 +124,44 @@ absl::StatusOr<UnitRunner::ExpertSpan> UnitRunner::FindExpertSpan() const {
   if (kind_ != UnitKind::kDecoderBlock) return ExpertSpan{};
   const reference::LayerNames& ln = names_.layers[unit_index() - 1];
   if (ln.experts.empty()) return ExpertSpan{};
-  auto offset = [&](const std::string& name) {
-    const UnitParam* p = layout_.Find(name);
-    return p == nullptr ? int64_t{-1} : p->offset;
+  // An expert's tensors, whichever of them its MLP has.
+  auto tensors = [](const reference::LayerNames::Expert& x) {
+    std::vector<std::string> out;
+    for (const std::string* n : {&x.gate_weight, &x.up_weight, &x.gate_up_weight, &x.gate_up_bias,
+                                 &x.down_weight, &x.down_bias}) {
+      if (!n->empty()) out.push_back(*n);
+    }
+    return out;
   };
-  const reference::LayerNames::Expert& first = ln.experts.front();
-  const UnitParam* down = layout_.Find(first.down_weight);
-  ExpertSpan span{.begin = offset(first.gate_weight), .count = static_cast<int64_t>(ln.experts.size())};
-  if (down == nullptr || span.begin < 0) return absl::InternalError("a MoE block without experts' weights");
-  span.elements = down->offset + down->storage_elements - span.begin;
-  span.stride = span.count > 1 ? offset(ln.experts[1].gate_weight) - span.begin : span.elements;
-  // The layout puts experts last, each (gate, up, down) at the same stride: checked, not assumed.
+  // Expert e's [first, end) element range and its tensors' offsets from its first.
+  auto range = [&](int64_t e, std::vector<int64_t>* rel) -> absl::StatusOr<std::pair<int64_t, int64_t>> {
+    int64_t first = INT64_MAX, end = 0;
+    std::vector<const UnitParam*> params;
+    for (const std::string& name : tensors(ln.experts[e])) {
+      const UnitParam* p = layout_.Find(name);
+      if (p == nullptr) return absl::InternalError("a MoE block without its experts' weights");
+      params.push_back(p);
+      first = std::min(first, p->offset);
+      end = std::max(end, p->offset + p->storage_elements);
+    }
+    rel->clear();
+    for (const UnitParam* p : params) rel->push_back(p->offset - first);
+    return std::pair{first, end};
+  };
+  std::vector<int64_t> rel0, rel;
+  MOBIUS_ASSIGN_OR_RETURN(const auto r0, range(0, &rel0));
+  ExpertSpan span{.begin = r0.first, .elements = r0.second - r0.first,
+                  .count = static_cast<int64_t>(ln.experts.size())};
+  if (span.count > 1) {
+    MOBIUS_ASSIGN_OR_RETURN(const auto r1, range(1, &rel));
+    span.stride = r1.first - span.begin;
+  } else {
+    span.stride = span.elements;
+  }
+  // The layout puts experts last, each at the same stride with the same inner offsets: checked.
   for (int64_t e = 0; e < span.count; ++e) {
-    const reference::LayerNames::Expert& x = ln.experts[e];
-    const int64_t base = span.begin + e * span.stride;
-    if (offset(x.gate_weight) != base ||
-        offset(x.up_weight) - base != offset(first.up_weight) - span.begin ||
-        offset(x.down_weight) - base != down->offset - span.begin) {
+    MOBIUS_ASSIGN_OR_RETURN(const auto r, range(e, &rel));
+    if (r.first != span.begin + e * span.stride || rel != rel0) {
       return absl::InternalError(absl::StrCat("unit ", unit_index(), ": expert ", e,
                                               " is not at its stride in the weight layout"));
     }

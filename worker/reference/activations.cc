@@ -43,7 +43,9 @@ void Activations::Resize(const model::ModelConfig& c, int64_t batch, int64_t seq
     size(a.router_probs, moe ? n * E : 0);
     a.expert_ids.assign(moe ? n * K : 0, 0);
     size(a.route_weights, moe ? n * K : 0);
-    size(a.expert_gate, moe ? n * K * Ie : 0);
+    // Clamped SwiGLU experts keep their gate_up [N * K, 2 Ie] in expert_gate (expert_up unused).
+    const bool clamped = c.moe.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu;
+    size(a.expert_gate, moe ? n * K * Ie * (clamped ? 2 : 1) : 0);
     size(a.expert_up, moe ? n * K * Ie : 0);
     size(a.expert_act, moe ? n * K * Ie : 0);
     size(a.expert_out, moe ? n * K * C : 0);

@@ -32,7 +32,8 @@ struct LayerActivations {
   std::vector<float> router_probs;                      // [N, E]  softmax of the router logits
   std::vector<int32_t> expert_ids;                      // [N, K]
   std::vector<float> route_weights;                     // [N, K]
-  std::vector<float> expert_gate, expert_up, expert_act;  // [N * K, Ie]
+  // [N * K, Ie]; clamped SwiGLU experts (gpt-oss): expert_gate holds gate_up [N * K, 2 Ie].
+  std::vector<float> expert_gate, expert_up, expert_act;
   std::vector<float> expert_out;                        // [N * K, C]  before the route weight
 };
 

@@ -109,9 +109,10 @@ void ReferenceModel::BlockBackward(int64_t layer, std::vector<float>& dresidual)
                  dresidual.data(), a.att_out.data(), params_.data(names.o_weight), n, q_dim, C,
                  layout);
   std::vector<float> dq(n * q_dim, 0.0f), dk(n * kv_dim, 0.0f), dv(n * kv_dim, 0.0f);
-  const AttentionShape shape{acts_.b, acts_.t, c.num_heads, c.num_kv_heads, hd, c.sliding_window};
+  const AttentionShape shape{acts_.b,        acts_.t, c.num_heads, c.num_kv_heads, hd,
+                             c.WindowOf(layer), params_.optional_data(names.sinks)};
   AttentionBackward(dq.data(), dk.data(), dv.data(), datt_out.data(), a.q.data(), a.k.data(),
-                    a.v.data(), a.att.data(), shape);
+                    a.v.data(), a.att.data(), shape, grads_.optional_data(names.sinks));
 
   // Undo RoPE, then qk_norm: dq/dk become gradients w.r.t. the projections q_proj/k_proj.
   if (c.position == model::PositionKind::kRope) {

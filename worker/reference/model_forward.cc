@@ -56,7 +56,10 @@ absl::StatusOr<float> ReferenceModel::Forward(const int32_t* tokens, const int32
   acts_.tokens.assign(tokens, tokens + n);
   have_targets_ = targets != nullptr;
   acts_.targets.assign(targets ? targets : tokens, targets ? targets + n : tokens);
-  if (!inv_freq_.empty()) RopeTables(&acts_.rope_cos, &acts_.rope_sin, inv_freq_, t);
+  if (!inv_freq_.empty()) {
+    RopeTables(&acts_.rope_cos, &acts_.rope_sin, inv_freq_, t,
+               RopeTableScale(config_.rope_scaling));
+  }
 
   EmbedForward();
   for (int64_t l = 0; l < config_.num_layers; ++l) BlockForward(l);
@@ -142,7 +145,8 @@ void ReferenceModel::BlockForward(int64_t layer) {
     std::copy(q_src, q_src + n * q_dim, a.q.begin());
     std::copy(k_src, k_src + n * kv_dim, a.k.begin());
   }
-  const AttentionShape shape{acts_.b, acts_.t, c.num_heads, c.num_kv_heads, hd, c.sliding_window};
+  const AttentionShape shape{acts_.b,        acts_.t, c.num_heads, c.num_kv_heads, hd,
+                             c.WindowOf(layer), params_.optional_data(names.sinks)};
   AttentionForward(a.att_out.data(), a.att.data(), a.q.data(), a.k.data(), a.v.data(), shape);
   std::vector<float> o(n * C);
   LinearForward(o.data(), a.att_out.data(), params_.data(names.o_weight),

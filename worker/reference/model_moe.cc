@@ -29,10 +29,12 @@ void ReferenceModel::MoeForward(int64_t layer, float* out) {
   const model::MoeConfig& moe = config_.moe;
   const int64_t n = acts_.b * acts_.t, C = config_.hidden_size;
   const int64_t E = moe.num_experts, K = moe.experts_per_token, Ie = moe.expert_intermediate_size;
+  const bool clamped = moe.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu;
+  const float alpha = static_cast<float>(moe.swiglu_alpha), limit = static_cast<float>(moe.swiglu_limit);
 
   std::vector<float> logits(n * E);
-  LinearForward(logits.data(), a.norm2.data(), params_.data(names.router_weight), nullptr, n, C, E,
-                names_.layout);
+  LinearForward(logits.data(), a.norm2.data(), params_.data(names.router_weight),
+                params_.optional_data(names.router_bias), n, C, E, names_.layout);
   RouteForward(a.router_probs.data(), a.expert_ids.data(), a.route_weights.data(), logits.data(),
                n, E, K, moe.norm_topk_prob);
   AccumulateRouting(acts_.expert_counts, acts_.expert_prob_sums, a.router_probs.data(),
@@ -46,14 +48,23 @@ void ReferenceModel::MoeForward(int64_t layer, float* out) {
     for (int64_t j : SlotsByExpert(a.expert_ids.data() + row * K, K)) {
       const int64_t r = row * K + j;
       const LayerNames::Expert& ex = names.experts[a.expert_ids[r]];
-      float* gate = a.expert_gate.data() + r * Ie;
-      float* up = a.expert_up.data() + r * Ie;
       float* act = a.expert_act.data() + r * Ie;
       float* y = a.expert_out.data() + r * C;
-      LinearForward(gate, x, params_.data(ex.gate_weight), nullptr, 1, C, Ie, names_.layout);
-      LinearForward(up, x, params_.data(ex.up_weight), nullptr, 1, C, Ie, names_.layout);
-      SwiGluForward(act, gate, up, Ie);
-      LinearForward(y, act, params_.data(ex.down_weight), nullptr, 1, Ie, C, names_.layout);
+      if (clamped) {  // gpt-oss: gate_up [in, out] + bias, clamped SwiGLU, down [in, out] + bias
+        float* gate_up = a.expert_gate.data() + r * 2 * Ie;
+        LinearForward(gate_up, x, params_.data(ex.gate_up_weight), params_.data(ex.gate_up_bias),
+                      1, C, 2 * Ie, WeightLayout::kInOut);
+        ClampedSwiGluForward(act, gate_up, 1, Ie, alpha, limit);
+        LinearForward(y, act, params_.data(ex.down_weight), params_.data(ex.down_bias), 1, Ie, C,
+                      WeightLayout::kInOut);
+      } else {
+        float* gate = a.expert_gate.data() + r * Ie;
+        float* up = a.expert_up.data() + r * Ie;
+        LinearForward(gate, x, params_.data(ex.gate_weight), nullptr, 1, C, Ie, names_.layout);
+        LinearForward(up, x, params_.data(ex.up_weight), nullptr, 1, C, Ie, names_.layout);
+        SwiGluForward(act, gate, up, Ie);
+        LinearForward(y, act, params_.data(ex.down_weight), nullptr, 1, Ie, C, names_.layout);
+      }
       const double w = a.route_weights[r];
       for (int64_t i = 0; i < C; ++i) sum[i] += w * y[i];
     }
@@ -69,7 +80,9 @@ void ReferenceModel::MoeBackward(int64_t layer, const float* dout, float* dnorm2
   const int64_t n = acts_.b * acts_.t, C = config_.hidden_size;
   const int64_t E = moe.num_experts, K = moe.experts_per_token, Ie = moe.expert_intermediate_size;
 
-  std::vector<float> dweights(n * K), dy(C), dact(Ie), dgate(Ie), dup(Ie);
+  const bool clamped = moe.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu;
+  const float alpha = static_cast<float>(moe.swiglu_alpha), limit = static_cast<float>(moe.swiglu_limit);
+  std::vector<float> dweights(n * K), dy(C), dact(Ie), dgate(Ie), dup(Ie), dgate_up(2 * Ie);
   for (int64_t row = 0; row < n; ++row) {
     const float* x = a.norm2.data() + row * C;
     const float* g = dout + row * C;
@@ -83,6 +96,17 @@ void ReferenceModel::MoeBackward(int64_t layer, const float* dout, float* dnorm2
       const float w = a.route_weights[r];
       for (int64_t i = 0; i < C; ++i) dy[i] = w * g[i];
       std::fill(dact.begin(), dact.end(), 0.0f);
+      if (clamped) {
+        LinearBackward(dact.data(), grads_.data(ex.down_weight), grads_.data(ex.down_bias),
+                       dy.data(), a.expert_act.data() + r * Ie, params_.data(ex.down_weight), 1,
+                       Ie, C, WeightLayout::kInOut);
+        ClampedSwiGluBackward(dgate_up.data(), dact.data(), a.expert_gate.data() + r * 2 * Ie, 1,
+                              Ie, alpha, limit);
+        LinearBackward(dnorm2 + row * C, grads_.data(ex.gate_up_weight),
+                       grads_.data(ex.gate_up_bias), dgate_up.data(), x,
+                       params_.data(ex.gate_up_weight), 1, C, 2 * Ie, WeightLayout::kInOut);
+        continue;
+      }
       std::fill(dgate.begin(), dgate.end(), 0.0f);
       std::fill(dup.begin(), dup.end(), 0.0f);
       LinearBackward(dact.data(), grads_.data(ex.down_weight), nullptr, dy.data(),
@@ -100,8 +124,9 @@ void ReferenceModel::MoeBackward(int64_t layer, const float* dout, float* dnorm2
   RouteBackward(dlogits.data(), dweights.data(), aux_grad.empty() ? nullptr : aux_grad.data(),
                 a.router_probs.data(), a.expert_ids.data(), a.route_weights.data(), n, E, K,
                 moe.norm_topk_prob);
-  LinearBackward(dnorm2, grads_.data(names.router_weight), nullptr, dlogits.data(),
-                 a.norm2.data(), params_.data(names.router_weight), n, C, E, names_.layout);
+  LinearBackward(dnorm2, grads_.data(names.router_weight), grads_.optional_data(names.router_bias),
+                 dlogits.data(), a.norm2.data(), params_.data(names.router_weight), n, C, E,
+                 names_.layout);
 }
 
 }  // namespace mobius::reference

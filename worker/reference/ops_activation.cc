@@ -1,5 +1,6 @@
 #include "worker/reference/ops_activation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
@@ -47,6 +48,33 @@ void SwiGluBackward(float* dgate, float* dup, const float* dout, const float* ga
     const double dsilu = sig * (1.0 + g * (1.0 - sig));
     dgate[i] += static_cast<float>(dout[i] * up[i] * dsilu);
     dup[i] += static_cast<float>(dout[i] * silu);
+  }
+}
+
+void ClampedSwiGluForward(float* out, const float* gate_up, int64_t n, int64_t width, float alpha,
+                          float limit) {
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < width; ++c) {
+      const double g = std::min<double>(gate_up[(r * width + c) * 2], limit);
+      const double u = std::clamp<double>(gate_up[(r * width + c) * 2 + 1], -limit, limit);
+      out[r * width + c] = static_cast<float>((u + 1.0) * g / (1.0 + std::exp(-alpha * g)));
+    }
+  }
+}
+
+void ClampedSwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t n,
+                           int64_t width, float alpha, float limit) {
+  for (int64_t r = 0; r < n; ++r) {
+    for (int64_t c = 0; c < width; ++c) {
+      const double gate = gate_up[(r * width + c) * 2], up = gate_up[(r * width + c) * 2 + 1];
+      const double g = std::min<double>(gate, limit), u = std::clamp<double>(up, -limit, limit);
+      const double s = 1.0 / (1.0 + std::exp(-alpha * g));
+      const double dy = dout[r * width + c];
+      dgate_up[(r * width + c) * 2] =
+          gate <= limit ? static_cast<float>(dy * (u + 1.0) * (s + alpha * g * s * (1.0 - s))) : 0.0f;
+      dgate_up[(r * width + c) * 2 + 1] =
+          up >= -limit && up <= limit ? static_cast<float>(dy * g * s) : 0.0f;
+    }
   }
 }
 

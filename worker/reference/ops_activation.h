@@ -18,6 +18,12 @@ void GeluBackward(float* dinp, const float* dout, const float* inp, int64_t n);
 
 // out, gate, up [N]
 void SwiGluForward(float* out, const float* gate, const float* up, int64_t n);
+// gpt-oss's clamped SwiGLU (backend::ClampedSwiGluParams): gate_up [N, 2W] interleaved (gate at
+// even columns) -> out [N, W]; the backward writes dgate_up [N, 2W] (zero where a clamp holds).
+void ClampedSwiGluForward(float* out, const float* gate_up, int64_t n, int64_t width, float alpha,
+                          float limit);
+void ClampedSwiGluBackward(float* dgate_up, const float* dout, const float* gate_up, int64_t n,
+                           int64_t width, float alpha, float limit);
 void SwiGluBackward(float* dgate, float* dup, const float* dout, const float* gate, const float* up,
                     int64_t n);
 

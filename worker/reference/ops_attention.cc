@@ -38,12 +38,12 @@ void AttentionForward(float* out, float* att, const float* q, const float* k, co
       const int64_t kvh = h / group;
       for (int64_t t = 0; t < s.t; ++t) {
         const float* qr = q + Row(s, b, t, s.heads, h);
-        double max_score = -INFINITY;
+        double max_score = s.sinks != nullptr ? static_cast<double>(s.sinks[h]) : -INFINITY;
         for (int64_t t2 = FirstKey(s, t); t2 <= t; ++t2) {
           scores[t2] = scale * Dot(qr, k + Row(s, b, t2, s.kv_heads, kvh), s.head_dim);
           max_score = std::max(max_score, scores[t2]);
         }
-        double sum = 0.0;
+        double sum = s.sinks != nullptr ? std::exp(s.sinks[h] - max_score) : 0.0;
         for (int64_t t2 = FirstKey(s, t); t2 <= t; ++t2) {
           scores[t2] = std::exp(scores[t2] - max_score);
           sum += scores[t2];
@@ -66,7 +66,8 @@ void AttentionForward(float* out, float* att, const float* q, const float* k, co
 }
 
 void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                       const float* k, const float* v, const float* att, const AttentionShape& s) {
+                       const float* k, const float* v, const float* att, const AttentionShape& s,
+                       float* dsinks) {
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.head_dim));
   const int64_t group = s.heads / s.kv_heads;
   std::vector<double> datt(s.t);
@@ -84,7 +85,13 @@ void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const
           a_datt += a[t2] * datt[t2];
           for (int64_t i = 0; i < s.head_dim; ++i) dv[kv_row + i] += a[t2] * dy[i];
         }
-        // Softmax backward: dscore = a * (datt - sum(a * datt)); then score = scale * q.k.
+        // Softmax backward: dscore = a * (datt - sum(a * datt)); then score = scale * q.k. A sink
+        // has no value (its datt is 0): d sink = p_sink * (0 - sum(a * datt)).
+        if (s.sinks != nullptr) {
+          double kept = 0.0;
+          for (int64_t t2 = FirstKey(s, t); t2 <= t; ++t2) kept += a[t2];
+          dsinks[h] += static_cast<float>(-(1.0 - kept) * a_datt);
+        }
         const int64_t q_row = Row(s, b, t, s.heads, h);
         for (int64_t t2 = FirstKey(s, t); t2 <= t; ++t2) {
           const double dscore = a[t2] * (datt[t2] - a_datt) * scale;

@@ -16,6 +16,9 @@ struct AttentionShape {
   int64_t kv_heads = 0;  // KV, REQUIRES: H % KV == 0
   int64_t head_dim = 0;  // hd
   int64_t window = 0;    // sliding window; 0 = full causal attention
+  // Attention sinks [H] (gpt-oss): a logit per head in every row's softmax, with no value; the
+  // probabilities in `att` then sum to 1 - the sink's. nullptr: none.
+  const float* sinks = nullptr;
 };
 
 // q [B, T, H, hd], k, v [B, T, KV, hd] -> out [B, T, H, hd];
@@ -23,9 +26,11 @@ struct AttentionShape {
 void AttentionForward(float* out, float* att, const float* q, const float* k, const float* v,
                       const AttentionShape& s);
 
-// Accumulates dq [B, T, H, hd], dk, dv [B, T, KV, hd] from dout [B, T, H, hd].
+// Accumulates dq [B, T, H, hd], dk, dv [B, T, KV, hd] from dout [B, T, H, hd], and with sinks
+// dsinks [H] (REQUIRED then).
 void AttentionBackward(float* dq, float* dk, float* dv, const float* dout, const float* q,
-                       const float* k, const float* v, const float* att, const AttentionShape& s);
+                       const float* k, const float* v, const float* att, const AttentionShape& s,
+                       float* dsinks = nullptr);
 
 }  // namespace mobius::reference
 

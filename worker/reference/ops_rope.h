@@ -22,9 +22,12 @@ namespace mobius::reference {
 std::vector<float> RopeInverseFrequencies(int64_t head_dim, double theta,
                                           const model::RopeScaling& scaling);
 
-// cos, sin [T, head_dim / 2] for positions 0 .. T-1.
+// cos, sin [T, head_dim / 2] for positions 0 .. T-1, each times `scale` (RopeTableScale).
 void RopeTables(std::vector<float>* cos, std::vector<float>* sin,
-                const std::vector<float>& inv_freq, int64_t t);
+                const std::vector<float>& inv_freq, int64_t t, float scale = 1.0f);
+
+// What the tables are multiplied by: YaRN's attention factor, else 1.
+float RopeTableScale(const model::RopeScaling& scaling);
 
 // out, inp [B, T, NH, head_dim]; cos, sin [T, head_dim / 2]. out may not alias inp.
 void RopeForward(float* out, const float* inp, const float* cos, const float* sin, int64_t b,

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "common/model/family.h"
+#include "common/model/layer_units.h"
 
 namespace mobius::reference {
 namespace {
@@ -53,14 +54,27 @@ LayerNames BlockNames(const ModelConfig& config, int64_t layer) {
     n.k_norm = absl::StrCat(p, b.k_norm, ".weight");
   }
   Linear(p, b.o, config.attention_output_bias, &n.o_weight, &n.o_bias);
+  if (config.attention_sinks) n.sinks = p + b.sinks;
   Linear(p, b.norm2, norm_bias, &n.norm2_weight, &n.norm2_bias);
-  if (config.moe.IsMoeLayer(layer)) {
-    n.router_weight = absl::StrCat(p, b.moe_router, ".weight");
+  if (config.moe.IsMoeLayer(layer) &&
+      config.moe.expert_mlp == model::MoeConfig::ExpertMlp::kClampedSwiGlu) {
+    Linear(p, b.moe_router, config.moe.router_bias, &n.router_weight, &n.router_bias);
     for (int64_t e = 0; e < config.moe.num_experts; ++e) {
       const std::string x = absl::StrCat(p, b.moe_experts, ".", e, ".");
-      n.experts.push_back({absl::StrCat(x, b.moe_gate, ".weight"),
-                           absl::StrCat(x, b.moe_up, ".weight"),
-                           absl::StrCat(x, b.moe_down, ".weight")});
+      LayerNames::Expert ex;
+      Linear(x, b.moe_gate_up, true, &ex.gate_up_weight, &ex.gate_up_bias);
+      Linear(x, b.moe_down, true, &ex.down_weight, &ex.down_bias);
+      n.experts.push_back(std::move(ex));
+    }
+  } else if (config.moe.IsMoeLayer(layer)) {
+    Linear(p, b.moe_router, config.moe.router_bias, &n.router_weight, &n.router_bias);
+    for (int64_t e = 0; e < config.moe.num_experts; ++e) {
+      const std::string x = absl::StrCat(p, b.moe_experts, ".", e, ".");
+      LayerNames::Expert ex;
+      ex.gate_weight = absl::StrCat(x, b.moe_gate, ".weight");
+      ex.up_weight = absl::StrCat(x, b.moe_up, ".weight");
+      ex.down_weight = absl::StrCat(x, b.moe_down, ".weight");
+      n.experts.push_back(std::move(ex));
     }
   } else if (gelu) {
     Linear(p, b.fc, config.mlp_bias, &n.fc_weight, &n.fc_bias);
@@ -227,6 +241,7 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
     vec(n.k_norm, config.head_dim);
     weight(n.o_weight, q_dim, C);
     vec(n.o_bias, C);
+    vec(n.sinks, config.num_heads);
     vec(n.norm2_weight, C);
     vec(n.norm2_bias, C);
     weight(n.fc_weight, C, I);
@@ -240,8 +255,16 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> ParameterShapes(
     weight(n.down_weight, I, C);
     vec(n.down_bias, C);
     weight(n.router_weight, C, config.moe.num_experts);
+    vec(n.router_bias, config.moe.num_experts);
     const int64_t Ie = config.moe.expert_intermediate_size;
     for (const LayerNames::Expert& e : n.experts) {
+      if (!e.gate_up_weight.empty()) {  // clamped SwiGLU experts: [in, out] with biases
+        shapes.push_back({e.gate_up_weight, {C, 2 * Ie}});
+        vec(e.gate_up_bias, 2 * Ie);
+        shapes.push_back({e.down_weight, {Ie, C}});
+        vec(e.down_bias, C);
+        continue;
+      }
       weight(e.gate_weight, C, Ie);
       weight(e.up_weight, C, Ie);
       weight(e.down_weight, Ie, C);
@@ -270,7 +293,8 @@ Parameters InitParameters(const ModelConfig& config, uint64_t seed) {
   for (const auto& [name, shape] : ParameterShapes(config)) {
     Tensor& t = params.at(name);
     const bool is_bias = name.ends_with(".bias");
-    const bool is_norm = shape.size() == 1 && !is_bias;  // every 1-D weight is a norm scale
+    // Every other 1-D weight is a norm scale, but attention sinks (logits: N(0, 0.02) as in HF).
+    const bool is_norm = shape.size() == 1 && !is_bias && !name.ends_with(".sinks");
     for (float& x : t.data) x = is_bias ? 0.0f : is_norm ? 1.0f : 0.02f * normal.Next();
   }
   return params;
@@ -301,6 +325,49 @@ absl::Status ValidateParameters(const ModelConfig& config, const Parameters& par
     }
   }
   return absl::OkStatus();
+}
+
+absl::Status SplitFusedTensors(const ModelConfig& config, Parameters* params) {
+  for (const model::FusedTensor& f : model::FusedExpertTensors(config)) {
+    auto it = params->tensors.find(f.name);
+    if (it == params->tensors.end()) continue;
+    Tensor whole = std::move(it->second);
+    params->tensors.erase(it);
+    if (whole.shape != f.shape) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "tensor ", f.name, " has shape [", absl::StrJoin(whole.shape, ", "), "], want [",
+          absl::StrJoin(f.shape, ", "), "]"));
+    }
+    const std::vector<int64_t> part_shape(f.shape.begin() + 1, f.shape.end());
+    const int64_t part = whole.numel() / f.shape[0];
+    for (size_t e = 0; e < f.parts.size(); ++e) {
+      Tensor& t = params->tensors[f.parts[e]];
+      t.shape = part_shape;
+      t.data.assign(whole.data.begin() + e * part, whole.data.begin() + (e + 1) * part);
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Parameters> JoinFusedTensors(const ModelConfig& config, Parameters params) {
+  for (const model::FusedTensor& f : model::FusedExpertTensors(config)) {
+    int64_t present = 0;
+    for (const std::string& part : f.parts) present += params.tensors.count(part);
+    if (present == 0) continue;
+    if (present != static_cast<int64_t>(f.parts.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor ", f.name, ": ", present, " of ",
+                                                     f.parts.size(), " experts' parts present"));
+    }
+    Tensor whole;
+    whole.shape = f.shape;
+    for (const std::string& part : f.parts) {
+      std::vector<float>& d = params.tensors.at(part).data;
+      whole.data.insert(whole.data.end(), d.begin(), d.end());
+      params.tensors.erase(part);
+    }
+    params.tensors[f.name] = std::move(whole);
+  }
+  return params;
 }
 
 }  // namespace mobius::reference

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "common/model/model_config.h"
 #include "worker/reference/ops_linear.h"
 
@@ -50,15 +51,19 @@ struct LayerNames {
   std::string q_weight, q_bias, k_weight, k_bias, v_weight, v_bias;  // Llama naming; else empty
   std::string q_norm, k_norm;                              // qk_norm: RMSNorm weights [head_dim]
   std::string o_weight, o_bias;                            // c_proj / o_proj
+  std::string sinks;                                       // attention sinks [H] (gpt-oss)
   std::string norm2_weight, norm2_bias;                    // ln_2 / post_attention_layernorm
   std::string fc_weight, fc_bias, proj_weight, proj_bias;  // GELU MLP (GPT-2)
   std::string gate_weight, gate_bias, up_weight, up_bias, down_weight, down_bias;  // SwiGLU
-  // A mixture-of-experts layer (ModelConfig::moe): the router [E, C] and each expert's SwiGLU
-  // weights (no biases) instead of gate/up/down above, which are then empty.
+  // A mixture-of-experts layer (ModelConfig::moe): the router [E, C] (with router_bias [E]) and
+  // each expert's SwiGLU weights (no biases) instead of gate/up/down above, which are then empty.
+  // Clamped SwiGLU experts (gpt-oss): gate_up [C, 2I] and down [I, C] ([in, out]) with biases;
+  // gate_weight and up_weight empty.
   struct Expert {
     std::string gate_weight, up_weight, down_weight;
+    std::string gate_up_weight, gate_up_bias, down_bias;
   };
-  std::string router_weight;
+  std::string router_weight, router_bias;
   std::vector<Expert> experts;
 };
 
@@ -88,6 +93,14 @@ Parameters ZeroParameters(const model::ModelConfig& config);
 // Seeded initialisation for tests: weights and embeddings ~ N(0, 0.02), norm weights 1, biases 0.
 // Deterministic for a given seed on every platform (own Box-Muller over std::mt19937_64).
 Parameters InitParameters(const model::ModelConfig& config, uint64_t seed);
+
+// gpt-oss's checkpoints hold each expert tensor kind as one tensor of all experts
+// (model::FusedExpertTensors); the model uses per-expert tensors. SplitFusedTensors replaces every
+// fused tensor present in `params` by its parts (INVALID_ARGUMENT naming one of the wrong shape);
+// JoinFusedTensors replaces the parts by the fused tensors (REQUIRES: each fused tensor's parts all
+// present or all absent; INVALID_ARGUMENT otherwise). No-ops for the other families.
+absl::Status SplitFusedTensors(const model::ModelConfig& config, Parameters* params);
+absl::StatusOr<Parameters> JoinFusedTensors(const model::ModelConfig& config, Parameters params);
 
 // OK when `params` holds exactly the names of ParameterShapes(config) with those shapes;
 // otherwise INVALID_ARGUMENT naming the first missing, unexpected or misshapen tensor.

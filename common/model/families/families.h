@@ -21,6 +21,7 @@ extern const FamilyDescriptor kQwen2Family;    // qwen2.cc
 extern const FamilyDescriptor kQwen3Family;    // qwen3.cc
 extern const FamilyDescriptor kQwen3MoeFamily;  // qwen3_moe.cc
 extern const FamilyDescriptor kMixtralFamily;   // mixtral.cc
+extern const FamilyDescriptor kGptOssFamily;    // gpt_oss.cc
 
 // ---- Shared by the Llama-like families (llama_like.cc) -----------------------------------------
 
@@ -29,6 +30,7 @@ extern const FamilyDescriptor kMixtralFamily;   // mixtral.cc
 extern const TensorNames kLlamaTensorNames;
 extern const TensorNames kQwen3MoeTensorNames;
 extern const TensorNames kMixtralTensorNames;
+extern const TensorNames kGptOssTensorNames;
 
 // The MoE keys Qwen3-MoE and Mixtral share: num_experts_per_tok, router_aux_loss_coef,
 // output_router_logits (the expert count and width keys are each family's).
@@ -46,6 +48,10 @@ struct LlamaLikeRules {
 // hidden_act) with their checks, and the fixed math (RMSNorm, SwiGLU, RoPE). Biases, qk_norm and
 // sliding windows are the family's own.
 absl::Status ParseLlamaLike(const ConfigFields& f, ModelConfig& c, const LlamaLikeRules& rules);
+// "rope_scaling" (null or absent: none) into c.rope_scaling.
+absl::Status ParseRopeScaling(const ConfigFields& f, ModelConfig& c);
+nlohmann::ordered_json RopeScalingJson(const RopeScaling& s);
+
 // Rejects "use_sliding_window": true (Qwen2/Qwen3: per-layer windows are not modelled).
 absl::Status RejectUseSlidingWindow(const ConfigFields& f);
 

@@ -1,3 +1,4 @@
+#include <cmath>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,8 @@ namespace {
 
 using json = nlohmann::json;
 using Json = nlohmann::ordered_json;
+
+}  // namespace
 
 absl::Status ParseRopeScaling(const ConfigFields& f, ModelConfig& c) {
   const json* v = f.Find("rope_scaling");
@@ -48,8 +51,33 @@ absl::Status ParseRopeScaling(const ConfigFields& f, ModelConfig& c) {
     }
     return absl::OkStatus();
   }
+  if (*type == "yarn") {
+    s.type = RopeScaling::Type::kYarn;
+    MOBIUS_ASSIGN_OR_RETURN(s.factor, r.PositiveNumber("factor", std::nullopt));
+    MOBIUS_ASSIGN_OR_RETURN(s.beta_fast, r.PositiveNumber("beta_fast", 32.0));
+    MOBIUS_ASSIGN_OR_RETURN(s.beta_slow, r.PositiveNumber("beta_slow", 1.0));
+    MOBIUS_ASSIGN_OR_RETURN(s.truncate, r.Bool("truncate", true));
+    MOBIUS_ASSIGN_OR_RETURN(s.original_max_position_embeddings,
+                            r.Positive("original_max_position_embeddings", kMaxPositions,
+                                       c.max_position_embeddings));
+    // transformers: attention_factor when given, else from factor (and mscale / mscale_all_dim).
+    auto mscale_of = [](double scale, double m) {
+      return scale <= 1 ? 1.0 : 0.1 * m * std::log(scale) + 1.0;
+    };
+    MOBIUS_ASSIGN_OR_RETURN(const double given, r.NonNegativeNumber("attention_factor", 0));
+    MOBIUS_ASSIGN_OR_RETURN(const double mscale, r.NonNegativeNumber("mscale", 0));
+    MOBIUS_ASSIGN_OR_RETURN(const double mscale_all, r.NonNegativeNumber("mscale_all_dim", 0));
+    if (given > 0) {
+      s.attention_factor = given;
+    } else if (mscale > 0 && mscale_all > 0) {
+      s.attention_factor = mscale_of(s.factor, mscale) / mscale_of(s.factor, mscale_all);
+    } else {
+      s.attention_factor = mscale_of(s.factor, 1.0);
+    }
+    return absl::OkStatus();
+  }
   return r.Error(type_key, absl::StrCat("unsupported rope scaling \"", *type,
-                                        "\" (supported: default, linear, llama3)"));
+                                        "\" (supported: default, linear, llama3, yarn)"));
 }
 
 Json RopeScalingJson(const RopeScaling& s) {
@@ -64,11 +92,18 @@ Json RopeScalingJson(const RopeScaling& s) {
               {"low_freq_factor", s.low_freq_factor},
               {"high_freq_factor", s.high_freq_factor},
               {"original_max_position_embeddings", s.original_max_position_embeddings}};
+    case RopeScaling::Type::kYarn: {
+      Json j = {{"rope_type", "yarn"},           {"factor", s.factor},
+                {"beta_fast", s.beta_fast},      {"beta_slow", s.beta_slow},
+                {"truncate", s.truncate},        {"attention_factor", s.attention_factor}};
+      if (s.original_max_position_embeddings > 0) {
+        j["original_max_position_embeddings"] = s.original_max_position_embeddings;
+      }
+      return j;
+    }
   }
   return nullptr;
 }
-
-}  // namespace
 
 namespace {
 
@@ -77,7 +112,8 @@ namespace {
 // during static initialization, so they must be constant-initialized.
 constexpr TensorNames LlamaNames(const char* router = nullptr, const char* experts = nullptr,
                                  const char* gate = nullptr, const char* up = nullptr,
-                                 const char* down = nullptr) {
+                                 const char* down = nullptr, const char* gate_up = nullptr,
+                                 const char* sinks = nullptr) {
   return {
       .token_embedding = "model.embed_tokens.weight",
       .position_embedding = nullptr,
@@ -90,6 +126,7 @@ constexpr TensorNames LlamaNames(const char* router = nullptr, const char* exper
                 .k = "self_attn.k_proj",
                 .v = "self_attn.v_proj",
                 .o = "self_attn.o_proj",
+                .sinks = sinks,
                 .q_norm = "self_attn.q_norm",
                 .k_norm = "self_attn.k_norm",
                 .norm2 = "post_attention_layernorm",
@@ -100,7 +137,8 @@ constexpr TensorNames LlamaNames(const char* router = nullptr, const char* exper
                 .moe_experts = experts,
                 .moe_gate = gate,
                 .moe_up = up,
-                .moe_down = down},
+                .moe_down = down,
+                .moe_gate_up = gate_up},
   };
 }
 
@@ -111,6 +149,8 @@ constinit const TensorNames kQwen3MoeTensorNames =
     LlamaNames("mlp.gate", "mlp.experts", "gate_proj", "up_proj", "down_proj");
 constinit const TensorNames kMixtralTensorNames =
     LlamaNames("block_sparse_moe.gate", "block_sparse_moe.experts", "w1", "w3", "w2");
+constinit const TensorNames kGptOssTensorNames = LlamaNames(
+    "mlp.router", "mlp.experts", nullptr, nullptr, "down_proj", "gate_up_proj", "self_attn.sinks");
 
 absl::Status ParseLlamaLike(const ConfigFields& f, ModelConfig& c, const LlamaLikeRules& rules) {
   MOBIUS_ASSIGN_OR_RETURN(c.hidden_size, f.Positive("hidden_size", kMaxHiddenSize));

@@ -5,6 +5,7 @@
 //   loss                    |diff| <= 1e-2 * |ref|
 //   unit outputs (hidden)   max|diff| <= 3e-2 * max|ref| per unit
 //   parameter gradients     max|diff| <= 3e-2 * max|ref| + 1e-6 per tensor (worst printed);
+//                           5e-2 for gpt-oss's q/k projections (YaRN's sharper scores, below);
 //                           6e-2 for Qwen3's q_norm/k_norm weights: [head_dim] tensors that sum
 //                           bf16-rounded dq/dk over every row and head (observed 0.99 of 3e-2);
 //                           5e-2 for an expert's weights (mixtures of experts): an expert's
@@ -24,7 +25,8 @@
 //                           gradients max|diff| <= 1e-4 * max|unchunked| + 1e-7 (the weight
 //                           gradients' sums over rows run per chunk; on an AVX-512 machine
 //                           OpenBLAS's few-row products also sum in another order, and one flipped
-//                           bf16 rounding gave 2.2e-5 on Llama-3's o_proj), and against the
+//                           bf16 rounding gave 2.2e-5 on Llama-3's o_proj; one-row chunks: 4e-3,
+//                           one bf16 ulp, gpt-oss 3.4e-3), and against the
 //                           reference as above; keep vs recompute still bitwise
 #include <algorithm>
 #include <cmath>
@@ -47,10 +49,15 @@ using testing::Golden;
 using testing::MaxDiff;
 
 // The bound of a parameter gradient against the reference (the tolerances above).
-double ReferenceBound(const std::string& name, double max_want) {
+double ReferenceBound(const std::string& name, double max_want, bool yarn = false) {
   const bool qk_norm = name.ends_with("q_norm.weight") || name.ends_with("k_norm.weight");
   const bool expert = name.find(".experts.") != std::string::npos;
-  return (qk_norm ? 6e-2 : expert ? 5e-2 : 3e-2) * max_want + 1e-6;
+  // YaRN (gpt-oss) multiplies q and k by its attention factor (1.35 at factor 32), the scores by
+  // 1.82: a sharper softmax whose bf16 rounding moves the q/k projections' gradients more
+  // (observed 3.2e-2 on k_proj.weight).
+  const bool qk = yarn && (name.find("self_attn.q_proj.") != std::string::npos ||
+                           name.find("self_attn.k_proj.") != std::string::npos);
+  return (qk_norm ? 6e-2 : expert || qk ? 5e-2 : 3e-2) * max_want + 1e-6;
 }
 
 std::unique_ptr<backend::CpuBackend> MakeBackend(uint64_t capacity = 0) {
@@ -68,6 +75,8 @@ class UnitsGoldenTest : public ::testing::TestWithParam<std::string> {
     g_ = *std::move(golden);
     backend_ = MakeBackend();
   }
+
+  bool yarn() const { return g_.config.rope_scaling.type == model::RopeScaling::Type::kYarn; }
 
   std::unique_ptr<ResidentModel> MakeModel(bool recompute) {
     auto m = ResidentModel::Create(g_.config, backend_.get(), {.recompute = recompute});
@@ -115,7 +124,7 @@ TEST_P(UnitsGoldenTest, LossUnitOutputsAndGradientsMatchReference) {
   for (const auto& [name, want] : ref->grads().tensors) {
     ASSERT_TRUE(grads->contains(name)) << name;
     const auto d = MaxDiff(grads->at(name), want.data);
-    const double bound = ReferenceBound(name, d.max_want);
+    const double bound = ReferenceBound(name, d.max_want, yarn());
     std::printf("  grad %-48s max|diff| %.3g max|ref| %.3g (%.2f of bound)\n", name.c_str(),
                 d.max_abs, d.max_want, d.max_abs / bound);
     EXPECT_LE(d.max_abs, bound) << name;
@@ -170,7 +179,7 @@ TEST_P(UnitsGoldenTest, TwoMicrobatchesMatchOneBatch) {
     ASSERT_TRUE(grads.ok()) << grads.status();
     for (const auto& [name, w] : ref->grads().tensors) {
       const auto d = MaxDiff(grads->at(name), w.data);
-      EXPECT_LE(d.max_abs, ReferenceBound(name, d.max_want)) << name;
+      EXPECT_LE(d.max_abs, ReferenceBound(name, d.max_want, yarn())) << name;
     }
     return;
   }
@@ -225,10 +234,12 @@ TEST_P(UnitsGoldenTest, TokenChunksMatchUnchunkedAndReference) {
       double worst = 0;
       for (const auto& [name, want] : *base) {
         const auto d = MaxDiff(grads->at(name), want);
-        EXPECT_LE(d.max_abs, 1e-4 * d.max_want + 1e-7) << name;
+        // One-row chunks run OpenBLAS's one-row kernels, which sum in another order: a bf16
+        // rounding they flip moves a gradient by up to one bf16 ulp of it (gpt-oss: 3.4e-3).
+        EXPECT_LE(d.max_abs, (chunk == 1 ? 4e-3 : 1e-4) * d.max_want + 1e-7) << name;
         worst = std::max(worst, d.max_abs / (d.max_want + 1e-30));
         const auto r = MaxDiff(grads->at(name), ref->grads().at(name).data);
-        EXPECT_LE(r.max_abs, ReferenceBound(name, r.max_want)) << name;
+        EXPECT_LE(r.max_abs, ReferenceBound(name, r.max_want, yarn())) << name;
       }
       std::printf("  chunk %lld%s: loss %.7f (unchunked %.7f), worst gradient diff %.2e of max\n",
                   static_cast<long long>(chunk), recompute ? "" : " (kept)", *loss, *base_loss,
@@ -297,7 +308,7 @@ TEST_P(UnitsGoldenTest, LoadBalancingLossAddsWhatTheReferenceAdds) {
 INSTANTIATE_TEST_SUITE_P(Models, UnitsGoldenTest,
                          ::testing::Values("gpt2", "llama_gqa", "qwen3", "llama3_rope",
                                            "qwen2_linear_rope", "qwen3_moe", "qwen3_moe_aux",
-                                           "mixtral_aux"));
+                                           "mixtral_aux", "gpt_oss"));
 
 }  // namespace
 }  // namespace mobius::units

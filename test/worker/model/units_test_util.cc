@@ -18,6 +18,7 @@ absl::StatusOr<Golden> LoadGolden(const std::string& name) {
   Golden g;
   MOBIUS_ASSIGN_OR_RETURN(g.config, model::LoadModelConfig(dir + "/config.json"));
   MOBIUS_ASSIGN_OR_RETURN(g.fp32, reference::testing::LoadSafetensors(dir + "/model.safetensors"));
+  MOBIUS_RETURN_IF_ERROR(reference::SplitFusedTensors(g.config, &g.fp32));
   g.params = g.fp32;
   for (auto& [tensor_name, tensor] : g.params.tensors) {
     std::vector<uint16_t>& bits = g.bf16[tensor_name];

@@ -4,7 +4,10 @@
 // RoPE scaling) models; and mixtures of experts from transformers' own Qwen3MoeForCausalLM and
 // MixtralForCausalLM (test/reference/make_moe_golden.py): Qwen3-MoE top-2 of 6 with a dense layer
 // and no renormalisation, Qwen3-MoE top-3 of 8 renormalised, and Mixtral top-2 of 4, the last two
-// with the load-balancing loss in the loss (its value is compared for all three).
+// with the load-balancing loss in the loss (its value is compared for all three); and gpt-oss from
+// GptOssForCausalLM (attention sinks, a window on alternate layers, YaRN RoPE, a biased router,
+// clamped SwiGLU experts with biases, its fused expert tensors split at load), once with the
+// experts' gate_up large enough that the clamps hold for 18% of the values.
 //
 // Tolerances (fp32 on both sides; the reference accumulates in double, torch in fp32):
 //   logits            max|diff| <= 1e-5 + 1e-5 * max|golden|
@@ -81,6 +84,7 @@ class GoldenTest : public ::testing::TestWithParam<std::string> {
     config_ = *config;
     auto params = LoadSafetensors(dir + "/model.safetensors");
     ASSERT_TRUE(params.ok()) << params.status();
+    ASSERT_TRUE(SplitFusedTensors(config_, &*params).ok());  // gpt-oss's experts
     auto model = ReferenceModel::Create(config_, *std::move(params));
     ASSERT_TRUE(model.ok()) << model.status();
     model_.emplace(*std::move(model));
@@ -122,6 +126,7 @@ TEST_P(GoldenTest, LogitsLossAndGradients) {
 
   auto grads = LoadSafetensors(GoldenDir(GetParam()) + "/grads.safetensors");
   ASSERT_TRUE(grads.ok()) << grads.status();
+  ASSERT_TRUE(SplitFusedTensors(config_, &*grads).ok());
   ASSERT_EQ(grads->tensors.size(), model_->grads().tensors.size());
   Worst worst{"gradient"};
   for (const auto& [name, golden] : grads->tensors) {
@@ -153,6 +158,7 @@ TEST_P(GoldenTrainTest, TenAdamWSteps) {
   }
   auto final_params = LoadSafetensors(GoldenDir(GetParam()) + "/final.safetensors");
   ASSERT_TRUE(final_params.ok()) << final_params.status();
+  ASSERT_TRUE(SplitFusedTensors(config_, &*final_params).ok());
   Worst worst{"final param"};
   for (const auto& [name, golden] : final_params->tensors) {
     std::vector<float> got = model_->params().at(name).data, want = golden.data;
@@ -184,10 +190,11 @@ TEST_P(GoldenGpt2Test, KeyBiasIsInTheNullSpace) {
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTest,
                          ::testing::Values("gpt2", "llama_gqa", "qwen3", "llama3_rope",
                                            "qwen2_linear_rope", "qwen3_moe", "qwen3_moe_aux",
-                                           "mixtral_aux"));
+                                           "mixtral_aux", "gpt_oss", "gpt_oss_clamp"));
 INSTANTIATE_TEST_SUITE_P(Models, GoldenTrainTest,
                          ::testing::Values("gpt2", "llama_gqa", "qwen3", "qwen3_moe",
-                                           "qwen3_moe_aux", "mixtral_aux"));
+                                           "qwen3_moe_aux", "mixtral_aux", "gpt_oss",
+                                           "gpt_oss_clamp"));
 INSTANTIATE_TEST_SUITE_P(Models, GoldenGpt2Test, ::testing::Values("gpt2"));
 
 }  // namespace

@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "worker/backend/cpu/cpu_backend.h"
 #include "worker/kernels/cpu/attention.h"
+#include "worker/kernels/cpu/attention_sink.h"
 #include "worker/kernels/cpu/bias.h"
 #include "worker/kernels/cpu/convert.h"
 #include "worker/kernels/cpu/cross_entropy.h"
@@ -240,10 +241,53 @@ absl::Status CpuBackend::SwiGluBackward(Queue& queue, const SwiGluBackwardParams
   });
 }
 
+absl::Status CpuBackend::ClampedSwiGluForward(Queue& queue, const ClampedSwiGluParams& p) {
+  MOBIUS_VALIDATE(ValidateClampedSwiGlu(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::clamped_swiglu_fwd(As<T>(p.out), As<T>(p.gate_up), p.n, p.width, p.alpha, p.limit, pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::ClampedSwiGluBackward(Queue& queue, const ClampedSwiGluBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateClampedSwiGluBackward(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::clamped_swiglu_bwd(As<T>(p.dgate_up), As<T>(p.dout), As<T>(p.gate_up), p.n, p.width,
+                            p.alpha, p.limit, pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::AttentionSinkForward(Queue& queue, const AttentionSinkParams& p) {
+  MOBIUS_VALIDATE(ValidateAttentionSink(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::attention_sink_fwd(As<T>(p.out), p.lse, As<T>(p.sinks), p.b, p.t, p.heads, p.head_dim,
+                            pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
+absl::Status CpuBackend::AttentionSinkBackward(Queue& queue, const AttentionSinkBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateAttentionSinkBackward(p));
+  return EnqueueOp(queue, [p](ThreadPool* pool) {
+    WithHalf(p.dtype, [&]<typename T>(T) {
+      k::attention_sink_bwd(p.dsinks, As<T>(p.out), As<T>(p.dout), p.lse, As<T>(p.sinks), p.b,
+                            p.t, p.heads, p.head_dim, pool);
+    });
+    return absl::OkStatus();
+  });
+}
+
 absl::Status CpuBackend::RopeTables(Queue& queue, const RopeTablesParams& p) {
   MOBIUS_VALIDATE(ValidateRopeTables(p));
   return Enqueue(queue, [p]() {
-    k::rope_tables(p.cos, p.sin, p.inv_freq, p.t, p.half);
+    k::rope_tables(p.cos, p.sin, p.inv_freq, p.t, p.half, p.scale);
     return absl::OkStatus();
   });
 }
@@ -344,7 +388,12 @@ absl::Status CpuBackend::BiasAdd(Queue& queue, const BiasAddParams& p) {
   MOBIUS_VALIDATE(ValidateBiasAdd(p));
   return EnqueueOp(queue, [p](ThreadPool* pool) {
     WithHalf(p.dtype, [&]<typename T>(T) {
-      k::bias_add_fwd(As<T>(p.out), As<T>(p.inp), As<T>(p.bias), p.n, p.c, pool);
+      if (p.fp32_rows) {
+        k::bias_add_fwd(static_cast<float*>(p.out), static_cast<const float*>(p.inp),
+                        As<T>(p.bias), p.n, p.c, pool);
+      } else {
+        k::bias_add_fwd(As<T>(p.out), As<T>(p.inp), As<T>(p.bias), p.n, p.c, pool);
+      }
     });
     return absl::OkStatus();
   });

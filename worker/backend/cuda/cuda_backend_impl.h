@@ -110,6 +110,12 @@ class CudaBackend final : public Backend, private BufferOwner {
   absl::Status GeluBackward(Queue& queue, const GeluBackwardParams& params) override;
   absl::Status SwiGluForward(Queue& queue, const SwiGluParams& params) override;
   absl::Status SwiGluBackward(Queue& queue, const SwiGluBackwardParams& params) override;
+  absl::Status ClampedSwiGluForward(Queue& queue, const ClampedSwiGluParams& params) override;
+  absl::Status ClampedSwiGluBackward(Queue& queue,
+                                     const ClampedSwiGluBackwardParams& params) override;
+  absl::Status AttentionSinkForward(Queue& queue, const AttentionSinkParams& params) override;
+  absl::Status AttentionSinkBackward(Queue& queue,
+                                     const AttentionSinkBackwardParams& params) override;
   absl::Status RopeTables(Queue& queue, const RopeTablesParams& params) override;
   absl::Status RopeForward(Queue& queue, const RopeParams& params) override;
   absl::Status RopeBackward(Queue& queue, const RopeBackwardParams& params) override;

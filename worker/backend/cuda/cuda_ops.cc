@@ -14,6 +14,7 @@
 #include "worker/backend/cuda/cuda_backend_impl.h"
 #include "worker/kernels/cuda/adamw.cuh"
 #include "worker/kernels/cuda/attention.cuh"
+#include "worker/kernels/cuda/attention_sink.cuh"
 #include "worker/kernels/cuda/attention_cached.cuh"
 #include "worker/kernels/cuda/bias.cuh"
 #include "worker/kernels/cuda/cast.cuh"
@@ -318,10 +319,44 @@ absl::Status CudaBackend::SwiGluBackward(Queue& queue, const SwiGluBackwardParam
   });
 }
 
+absl::Status CudaBackend::ClampedSwiGluForward(Queue& queue, const ClampedSwiGluParams& p) {
+  MOBIUS_VALIDATE(ValidateClampedSwiGlu(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::clamped_swiglu_fwd(Half(p.dtype), Bits(p.out), Bits(p.gate_up), p.n, p.width,
+                                  p.alpha, p.limit, q.stream());
+  });
+}
+
+absl::Status CudaBackend::ClampedSwiGluBackward(Queue& queue,
+                                                const ClampedSwiGluBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateClampedSwiGluBackward(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::clamped_swiglu_bwd(Half(p.dtype), Bits(p.dgate_up), Bits(p.dout), Bits(p.gate_up),
+                                  p.n, p.width, p.alpha, p.limit, q.stream());
+  });
+}
+
+absl::Status CudaBackend::AttentionSinkForward(Queue& queue, const AttentionSinkParams& p) {
+  MOBIUS_VALIDATE(ValidateAttentionSink(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::attention_sink_fwd(Half(p.dtype), Bits(p.out), p.lse, Bits(p.sinks), p.b, p.t,
+                                  p.heads, p.head_dim, q.stream());
+  });
+}
+
+absl::Status CudaBackend::AttentionSinkBackward(Queue& queue,
+                                                const AttentionSinkBackwardParams& p) {
+  MOBIUS_VALIDATE(ValidateAttentionSinkBackward(p));
+  return Launch(queue, [&](CudaQueue& q) {
+    return kc::attention_sink_bwd(Half(p.dtype), p.dsinks, Bits(p.out), Bits(p.dout), p.lse,
+                                  Bits(p.sinks), p.b, p.t, p.heads, p.head_dim, q.stream());
+  });
+}
+
 absl::Status CudaBackend::RopeTables(Queue& queue, const RopeTablesParams& p) {
   MOBIUS_VALIDATE(ValidateRopeTables(p));
   return Launch(queue, [&](CudaQueue& q) {
-    return kc::rope_tables(p.cos, p.sin, p.inv_freq, p.t, p.half, q.stream());
+    return kc::rope_tables(p.cos, p.sin, p.inv_freq, p.t, p.half, p.scale, q.stream());
   });
 }
 
@@ -401,6 +436,11 @@ absl::Status CudaBackend::ResidualAdd(Queue& queue, const ResidualParams& p) {
 absl::Status CudaBackend::BiasAdd(Queue& queue, const BiasAddParams& p) {
   MOBIUS_VALIDATE(ValidateBiasAdd(p));
   return Launch(queue, [&](CudaQueue& q) {
+    if (p.fp32_rows) {
+      return kc::bias_add_fwd_f32(Half(p.dtype), static_cast<float*>(p.out),
+                                  static_cast<const float*>(p.inp), Bits(p.bias), p.n, p.c,
+                                  q.stream());
+    }
     return kc::bias_add_fwd(Half(p.dtype), Bits(p.out), Bits(p.inp), Bits(p.bias), p.n, p.c,
                             q.stream());
   });

@@ -5,15 +5,16 @@
 namespace mobius::kernels::cpu {
 namespace {
 
-template <typename T>
-void BiasAdd(T* out, const T* inp, const T* bias, int64_t n, int64_t c, ThreadPool* pool) {
+// Rows of type R (16-bit, or fp32: a GEMM's fp32 output), bias of type B.
+template <typename R, typename B>
+void BiasAdd(R* out, const R* inp, const B* bias, int64_t n, int64_t c, ThreadPool* pool) {
   std::vector<float> bv(c);
   LoadRow(bv.data(), bias, c);
   const int64_t grain = std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(c, 1));
   ParallelForRange(pool, n, grain, [&](int64_t begin, int64_t end) {
     for (int64_t row = begin; row < end; ++row) {
-      const T* x = inp + row * c;
-      T* y = out + row * c;
+      const R* x = inp + row * c;
+      R* y = out + row * c;
       for (int64_t j = 0; j < c; ++j) Store(y, j, Load(x, j) + bv[j]);
     }
   });
@@ -39,6 +40,15 @@ void bias_add_fwd(uint16_t* out, const uint16_t* inp, const uint16_t* bias, int6
   BiasAdd(out, inp, bias, n, c, pool);
 }
 void bias_add_fwd(F16* out, const F16* inp, const F16* bias, int64_t n, int64_t c,
+                  ThreadPool* pool) {
+  BiasAdd(out, inp, bias, n, c, pool);
+}
+
+void bias_add_fwd(float* out, const float* inp, const uint16_t* bias, int64_t n, int64_t c,
+                  ThreadPool* pool) {
+  BiasAdd(out, inp, bias, n, c, pool);
+}
+void bias_add_fwd(float* out, const float* inp, const F16* bias, int64_t n, int64_t c,
                   ThreadPool* pool) {
   BiasAdd(out, inp, bias, n, c, pool);
 }

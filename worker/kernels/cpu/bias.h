@@ -21,6 +21,12 @@ void bias_add_fwd(uint16_t* out, const uint16_t* inp, const uint16_t* bias, int6
 void bias_add_fwd(F16* out, const F16* inp, const F16* bias, int64_t n, int64_t c,
                   ThreadPool* pool);
 
+// The same over fp32 rows (a GEMM's fp32 output) with a 16-bit bias.
+void bias_add_fwd(float* out, const float* inp, const uint16_t* bias, int64_t n, int64_t c,
+                  ThreadPool* pool);
+void bias_add_fwd(float* out, const float* inp, const F16* bias, int64_t n, int64_t c,
+                  ThreadPool* pool);
+
 // dbias[j] += sum_n dout[n, j]; dbias [C] fp32, dout [N, C] bf16, fp16 or fp32.
 void bias_bwd(float* dbias, const uint16_t* dout, int64_t n, int64_t c, ThreadPool* pool);
 void bias_bwd(float* dbias, const F16* dout, int64_t n, int64_t c, ThreadPool* pool);

@@ -58,12 +58,13 @@ void Backward(T* dinp, const T* dout, const float* cos, const float* sin, int64_
 
 }  // namespace
 
-void rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half) {
+void rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half,
+                 float scale) {
   for (int64_t p = 0; p < t; ++p) {
     for (int64_t i = 0; i < half; ++i) {
       const float angle = static_cast<float>(p) * inv_freq[i];
-      cos[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle)));
-      sin[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle)));
+      cos[p * half + i] = static_cast<float>(std::cos(static_cast<double>(angle))) * scale;
+      sin[p * half + i] = static_cast<float>(std::sin(static_cast<double>(angle))) * scale;
     }
   }
 }

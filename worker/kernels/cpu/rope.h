@@ -21,7 +21,9 @@ namespace mobius::kernels::cpu {
 
 // cos, sin [T, half] fp32 for positions 0 .. T-1 from inv_freq [half]; bitwise what
 // reference::RopeTables computes (fp32 angle as HF forms it, cos/sin taken in double).
-void rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half);
+// `scale` multiplies every entry (YaRN's attention factor; 1 otherwise).
+void rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half,
+                 float scale = 1.0f);
 
 // out, inp [B, T, NH, head_dim] bf16 (or both fp16); cos, sin [T, head_dim / 2]. out may alias
 // inp.

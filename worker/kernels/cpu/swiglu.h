@@ -26,6 +26,18 @@ void swiglu_bwd(uint16_t* dgate, uint16_t* dup, const uint16_t* dout, const uint
 void swiglu_bwd(F16* dgate, F16* dup, const F16* dout, const F16* gate, const F16* up, int64_t n,
                 ThreadPool* pool);
 
+// gpt-oss's clamped SwiGLU over interleaved pairs (backend::ClampedSwiGluParams): gate_up [N, 2W]
+// (gate at even columns, up at odd), out [N, W]; dgate_up [N, 2W] written (zero where a clamp
+// holds). Rows split over `pool`; bitwise identical for any pool size.
+void clamped_swiglu_fwd(uint16_t* out, const uint16_t* gate_up, int64_t n, int64_t width,
+                        float alpha, float limit, ThreadPool* pool);
+void clamped_swiglu_fwd(F16* out, const F16* gate_up, int64_t n, int64_t width, float alpha,
+                        float limit, ThreadPool* pool);
+void clamped_swiglu_bwd(uint16_t* dgate_up, const uint16_t* dout, const uint16_t* gate_up,
+                        int64_t n, int64_t width, float alpha, float limit, ThreadPool* pool);
+void clamped_swiglu_bwd(F16* dgate_up, const F16* dout, const F16* gate_up, int64_t n,
+                        int64_t width, float alpha, float limit, ThreadPool* pool);
+
 }  // namespace mobius::kernels::cpu
 
 #endif  // MOBIUS_WORKER_KERNELS_CPU_SWIGLU_H_

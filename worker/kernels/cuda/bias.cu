@@ -11,8 +11,8 @@ using internal::Store;
 
 constexpr int kThreads = 256;
 
-template <typename T>
-__global__ void bias_add_fwd_kernel(T* out, const T* inp, const T* bias, int64_t n, int64_t c) {
+template <typename R, typename T>
+__global__ void bias_add_fwd_kernel(R* out, const R* inp, const T* bias, int64_t n, int64_t c) {
   const int64_t total = n * c;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -44,9 +44,20 @@ KernelStatus bias_add_fwd(HalfType type, uint16_t* out, const uint16_t* inp, con
   if (n * c == 0) return OkStatus();
   return internal::DispatchHalf(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    bias_add_fwd_kernel<T><<<GridFor(n * c, kThreads), kThreads, 0, stream>>>(
+    bias_add_fwd_kernel<T, T><<<GridFor(n * c, kThreads), kThreads, 0, stream>>>(
         As<T>(out), As<T>(inp), As<T>(bias), n, c);
     return MOBIUS_KERNEL_LAUNCH_STATUS("bias_add_fwd_kernel");
+  });
+}
+
+KernelStatus bias_add_fwd_f32(HalfType bias_type, float* out, const float* inp,
+                              const uint16_t* bias, int64_t n, int64_t c, cudaStream_t stream) {
+  if (n * c == 0) return OkStatus();
+  return internal::DispatchHalf(bias_type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    bias_add_fwd_kernel<float, T><<<GridFor(n * c, kThreads), kThreads, 0, stream>>>(
+        out, inp, As<T>(bias), n, c);
+    return MOBIUS_KERNEL_LAUNCH_STATUS("bias_add_fwd_kernel (fp32 rows)");
   });
 }
 

@@ -20,6 +20,9 @@ namespace mobius::kernels::cuda {
 // out[n, j] = inp[n, j] + bias[j]; out, inp [N, C] (out may alias inp), bias [C], all of `type`.
 KernelStatus bias_add_fwd(HalfType type, uint16_t* out, const uint16_t* inp, const uint16_t* bias,
                           int64_t n, int64_t c, cudaStream_t stream);
+// out, inp [N, C] fp32 (out may alias inp) + bias [C] of `bias_type`.
+KernelStatus bias_add_fwd_f32(HalfType bias_type, float* out, const float* inp,
+                              const uint16_t* bias, int64_t n, int64_t c, cudaStream_t stream);
 
 // dbias[j] += sum_n dout[n, j]; dbias [C] fp32, dout [N, C] of dout_type, or fp32.
 KernelStatus bias_bwd(HalfType dout_type, float* dbias, const uint16_t* dout, int64_t n, int64_t c,

@@ -14,13 +14,13 @@ using internal::Store;
 constexpr int kThreads = 256;
 
 __global__ void rope_tables_kernel(float* cos_out, float* sin_out, const float* inv_freq, int64_t t,
-                                   int64_t half) {
+                                   int64_t half, float scale) {
   const int64_t total = t * half;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const float angle = __fmul_rn(static_cast<float>(i / half), inv_freq[i % half]);
-    cos_out[i] = static_cast<float>(cos(static_cast<double>(angle)));
-    sin_out[i] = static_cast<float>(sin(static_cast<double>(angle)));
+    cos_out[i] = __fmul_rn(static_cast<float>(cos(static_cast<double>(angle))), scale);
+    sin_out[i] = __fmul_rn(static_cast<float>(sin(static_cast<double>(angle))), scale);
   }
 }
 
@@ -80,10 +80,10 @@ KernelStatus Rope(T* out, const T* inp, const float* cos, const float* sin, int6
 }  // namespace
 
 KernelStatus rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half,
-                         cudaStream_t stream) {
+                         float scale, cudaStream_t stream) {
   if (t * half == 0) return OkStatus();
   rope_tables_kernel<<<GridFor(t * half, kThreads), kThreads, 0, stream>>>(cos, sin, inv_freq, t,
-                                                                           half);
+                                                                           half, scale);
   return MOBIUS_KERNEL_LAUNCH_STATUS("rope_tables_kernel");
 }
 

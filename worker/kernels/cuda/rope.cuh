@@ -21,9 +21,15 @@
 
 namespace mobius::kernels::cuda {
 
-// cos, sin [T, half] fp32 for positions 0 .. T-1 from inv_freq [half] fp32.
+// cos, sin [T, half] fp32 for positions 0 .. T-1 from inv_freq [half] fp32, each fp32 value
+// multiplied by `scale` (YaRN's attention factor, as HF's cos() * attention_scaling; 1 otherwise).
 KernelStatus rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t, int64_t half,
-                         cudaStream_t stream);
+                         float scale, cudaStream_t stream);
+// scale 1: the plain tables.
+inline KernelStatus rope_tables(float* cos, float* sin, const float* inv_freq, int64_t t,
+                                int64_t half, cudaStream_t stream) {
+  return rope_tables(cos, sin, inv_freq, t, half, 1.0f, stream);
+}
 
 // out, inp [B, T, NH, head_dim] of `type` (out may alias inp); cos, sin [T, head_dim / 2].
 // INVALID_ARGUMENT for an odd head_dim.
