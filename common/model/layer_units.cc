@@ -314,7 +314,7 @@ double UnitAttentionForwardFlopsPerToken(const ModelDescription& model, int64_t 
   const ModelConfig& c = model.config;
   // Q K^T and P V: H * head_dim MACs each per attended key, 2 FLOPs per MAC.
   return 2.0 * 2.0 * static_cast<double>(c.num_heads * c.head_dim) *
-         AttentionKeysPerQuery(seq_len, c.sliding_window);
+         AttentionKeysPerQuery(seq_len, c.WindowOf(unit.layer));
 }
 
 UnitFlopsPerToken UnitFlops(const ModelDescription& model, int64_t unit_index, int64_t seq_len) {

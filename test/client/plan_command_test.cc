@@ -596,6 +596,22 @@ TEST(PlanCommand, PrecisionIsChosenOrPinned) {
   EXPECT_EQ(nlohmann::json::parse(r.out)["job"]["precision"], "bf16");
 }
 
+// gpt-oss-20b's released config.json (MXFP4 quantization_config, layer_types, YaRN): planned
+// with its totals; RoundPipe publishes 18,122 tokens/s for its full fine-tuning on 8x RTX 4090
+// (docs/planner.md has the comparison at batch 128, seq 2048).
+TEST(PlanCommand, GptOssIsPlanned) {
+  PlanCommandOptions o = Options("gpt-oss-20b.json", "rtx4090_2s_4sw_8gpu.xml");
+  o.batch = 16;
+  o.seq = 2048;
+  o.schedule = "roundrobin";
+  o.json = true;
+  Result r = RunCommand(o);
+  ASSERT_EQ(r.code, kExitOk) << r.err;
+  nlohmann::json j = nlohmann::json::parse(r.out);
+  EXPECT_EQ(j["model"]["parameters"].get<int64_t>(), 20'914'757'184) << j["model"].dump();
+  EXPECT_GT(j["predicted"]["tokens_per_second"].get<double>(), 0);
+}
+
 TEST(PlanCommand, BadInputExits2WithOneLine) {
   const BadCase cases[] = {
       {"no model", "gpt2.json", kPaper, [](PlanCommandOptions& o) { o.model.clear(); },

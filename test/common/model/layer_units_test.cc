@@ -106,6 +106,34 @@ TEST(LayerUnitsTest, MixtureOfExpertsCountsTotalAndActiveParameters) {
   }
 }
 
+// gpt-oss (OpenAI's model card: gpt-oss-20b 20.91B total, 3.61B active; gpt-oss-120b 116.83B,
+// 5.13B, both "active" without the input embedding, a lookup): the config arithmetic exactly,
+// e.g. 20b: 2 * 201088 * 2880 + 2880 + 24 * (attention with biases and 64 sinks + 2 norms +
+// router 2880 * 32 + 32 + 32 experts * (2880 * 5760 + 5760 + 2880 * 2880 + 2880)). Sliding layers
+// attend over 128 keys, the others over the sequence.
+TEST(LayerUnitsTest, GptOssCountsTotalAndActiveParametersAndWindowedAttention) {
+  struct Case {
+    const char* fixture;
+    int64_t total, active;
+    double card_total, card_active;
+  };
+  for (const Case& e : {Case{"gpt-oss-20b.json", 20'914'757'184, 4'187'440'704, 20.91e9, 3.61e9},
+                        Case{"gpt-oss-120b.json", 116'829'156'672, 5'711'982'912, 116.83e9,
+                             5.13e9}}) {
+    SCOPED_TRACE(e.fixture);
+    ModelDescription model = Describe(e.fixture);
+    EXPECT_EQ(TotalParameters(model), e.total);
+    EXPECT_EQ(ActiveParameters(model), e.active);
+    const double embedding = 201088.0 * 2880;
+    EXPECT_NEAR(TotalParameters(model) / e.card_total, 1.0, 0.005);
+    EXPECT_NEAR((ActiveParameters(model) - embedding) / e.card_active, 1.0, 0.005);
+    EXPECT_EQ(model.config.WindowOf(0), 128);
+    EXPECT_EQ(model.config.WindowOf(1), 0);
+    EXPECT_LT(UnitAttentionForwardFlopsPerToken(model, 1, 4096),
+              UnitAttentionForwardFlopsPerToken(model, 2, 4096) / 10);
+  }
+}
+
 TEST(LayerUnitsTest, UnitOrderAndKinds) {
   ModelDescription model = Describe("llama-2-7b.json");
   ASSERT_EQ(model.num_units(), 34);
