@@ -7,8 +7,9 @@
 #   peft    PeftModel.from_pretrained(base, checkpoint) in transformers, fp32
 #   merged  transformers on `mobius export --merge CHECKPOINT OUT --dtype fp32`, fp32
 #   base    transformers on the base model alone
-# (Llama, GPT-2, Mixtral with adapters on every expert, Qwen3-MoE where transformers has it, and
-# a Llama trained over an NF4 base: PEFT and the merged model over its NF4 round trip),
+# (Llama, GPT-2, Mixtral with adapters on every expert, Qwen3-MoE and gpt-oss where transformers
+# has them, and a Llama trained over an NF4 base: PEFT and the merged model over its NF4 round
+# trip),
 # and checks |ours - peft| <= 5e-4 |peft| (bf16 against fp32; observed 1e-5 to 1.2e-4), |merged - peft| <=
 # 1e-5 |peft| (the same fp32 model, merged or not), and that the adapters matter: |peft - base|
 # >= 20 x the first tolerance. The data is one batch (B sequences of T+1 tokens, stride T, the
@@ -123,5 +124,14 @@ if "$PY" -c "import transformers, sys; sys.exit(0 if hasattr(transformers, 'Qwen
   check_full qwen3_moe_full qwen3_moe "$QWEN3_MOE"
 else
   echo "qwen3_moe: skipped (transformers $("$PY" -c 'import transformers; print(transformers.__version__)') has no Qwen3-MoE; 4.51+ does)"
+fi
+# gpt-oss: its checkpoints hold each expert tensor fused per layer, as transformers writes them;
+# LoRA adapts its attention (the fused experts are not LoRA modules here).
+if "$PY" -c "import transformers, sys; sys.exit(0 if hasattr(transformers, 'GptOssForCausalLM') else 1)"; then
+  GPT_OSS="--layers 2 --hidden 128 --heads 4 --kv_heads 2 --head_dim 32 --intermediate 96 --experts 4 --experts_per_token 2"
+  check gpt_oss gpt_oss "$GPT_OSS" q_proj,k_proj,v_proj,o_proj
+  check_full gpt_oss_full gpt_oss "$GPT_OSS"
+else
+  echo "gpt_oss: skipped (transformers $("$PY" -c 'import transformers; print(transformers.__version__)') has no gpt-oss; 4.55+ does)"
 fi
 exit $fail

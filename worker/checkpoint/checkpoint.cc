@@ -213,14 +213,15 @@ absl::StatusOr<OpenedCheckpoint> OpenCheckpoint(const std::string& directory,
   out.state = ts.state;
   const TensorShapes shapes = reference::ParameterShapes(config);
   const io::DType f32 = io::DType::kF32;
+  const std::vector<model::FusedTensor> fused = model::FusedExpertTensors(config);
   MOBIUS_ASSIGN_OR_RETURN(out.master, TensorSetReader::Open(directory,
                                                             ts.model_is_f32 ? "model" : "master",
-                                                            shapes, f32));
+                                                            shapes, f32, fused));
   if (ts.has_optimizer_state) {
     MOBIUS_ASSIGN_OR_RETURN(out.adam_m,
-                            TensorSetReader::Open(directory, "optimizer_m", shapes, f32));
+                            TensorSetReader::Open(directory, "optimizer_m", shapes, f32, fused));
     MOBIUS_ASSIGN_OR_RETURN(out.adam_v,
-                            TensorSetReader::Open(directory, "optimizer_v", shapes, f32));
+                            TensorSetReader::Open(directory, "optimizer_v", shapes, f32, fused));
   }
   return out;
 }

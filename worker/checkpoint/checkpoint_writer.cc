@@ -205,23 +205,40 @@ absl::StatusOr<CheckpointPlan> PlanCheckpoint(const model::ModelConfig& config,
     for (int64_t d : shape) n *= d;
     plan.tensors[name].num_elements = n;
   }
+  // The files hold gpt-oss's expert tensors fused (transformers' layout); each part is written at
+  // its slice of the fused tensor.
+  const TensorShapes file_shapes = model::FuseExpertTensors(config, shapes);
+  std::map<std::string, const model::FusedTensor*> fused_by_name;
+  const std::vector<model::FusedTensor> fused = model::FusedExpertTensors(config);
+  for (const model::FusedTensor& f : fused) fused_by_name[f.name] = &f;
   // One tensor set: its shards' headers and every tensor's place.
   auto add_set = [&](const std::string& base, io::DType dtype,
                      CheckpointPlan::Place CheckpointPlan::Tensor::*place) -> absl::Status {
-    const TensorSetPlan set = PlanTensorSet(base, shapes, dtype, options.max_shard_bytes);
+    const TensorSetPlan set = PlanTensorSet(base, file_shapes, dtype, options.max_shard_bytes);
     for (const TensorSetShard& shard : set.shards) {
       std::vector<io::TensorToWrite> entries;
       for (const auto& [name, shape] : shard.tensors) {
+        int64_t n = 1;
+        for (int64_t d : shape) n *= d;
         entries.push_back({name, dtype, shape, nullptr,
-                           static_cast<size_t>(plan.tensors[name].num_elements) *
-                               io::DTypeSize(dtype)});
+                           static_cast<size_t>(n) * io::DTypeSize(dtype)});
       }
       MOBIUS_ASSIGN_OR_RETURN(io::SafetensorsLayout layout,
                               io::PlanSafetensors(entries, {{"format", "pt"}}));
       const int file = static_cast<int>(plan.files.size());
       plan.files.push_back({shard.file, layout.header, layout.file_bytes});
       for (const auto& [name, offset] : layout.offsets) {
-        plan.tensors[name].*place = {file, offset};
+        auto f = fused_by_name.find(name);
+        if (f == fused_by_name.end()) {
+          plan.tensors[name].*place = {file, offset};
+          continue;
+        }
+        const std::vector<std::string>& parts = f->second->parts;
+        for (size_t e = 0; e < parts.size(); ++e) {
+          const uint64_t part = static_cast<uint64_t>(plan.tensors[parts[e]].num_elements) *
+                                io::DTypeSize(dtype);
+          plan.tensors[parts[e]].*place = {file, offset + e * part};
+        }
       }
       if (base == "model") plan.model_files.push_back(shard.file);
     }

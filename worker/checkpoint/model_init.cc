@@ -151,9 +151,14 @@ absl::Status WriteModelDirectory(const std::string& dir, const ModelConfig& conf
   const std::string config_json =
       options.config_json.empty() ? ModelConfigJson(config, options.dtype) : options.config_json;
   MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(dir + "/config.json", config_json));
+  // gpt-oss: each expert tensor kind written as one tensor of every expert, as transformers does.
+  const TensorShapes order =
+      model::FuseExpertTensors(config, reference::ParameterShapes(config));
+  MOBIUS_ASSIGN_OR_RETURN(const reference::Parameters joined,
+                          reference::JoinFusedTensors(config, params));
   MOBIUS_ASSIGN_OR_RETURN(std::vector<std::string> files,
-                          WriteTensorSet(dir, "model", params, reference::ParameterShapes(config),
-                                         options.dtype, options.max_shard_bytes));
+                          WriteTensorSet(dir, "model", joined, order, options.dtype,
+                                         options.max_shard_bytes));
   // The other layout's entry point would shadow or confuse the one just written.
   const bool sharded = files.size() > 1;
   const std::string stale = dir + (sharded ? "/model.safetensors" : "/model.safetensors.index.json");
@@ -173,7 +178,8 @@ absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir) {
   MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(loaded.config));
   const TensorShapes shapes = reference::ParameterShapes(loaded.config);
   MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
-                          TensorSetReader::Open(dir, "model", shapes, std::nullopt));
+                          TensorSetReader::Open(dir, "model", shapes, std::nullopt,
+                                                model::FusedExpertTensors(loaded.config)));
   for (const auto& [name, shape] : shapes) {
     reference::Tensor& t = loaded.params.tensors[name];
     t.shape = shape;

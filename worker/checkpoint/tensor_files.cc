@@ -169,8 +169,22 @@ absl::StatusOr<std::vector<std::string>> WriteTensorSet(const std::string& dir,
 }
 
 absl::StatusOr<std::unique_ptr<TensorSetReader>> TensorSetReader::Open(
-    const std::string& dir, const std::string& base, const TensorShapes& expected,
-    std::optional<io::DType> required_dtype) {
+    const std::string& dir, const std::string& base, const TensorShapes& expected_parts,
+    std::optional<io::DType> required_dtype, const std::vector<model::FusedTensor>& fused) {
+  // What the files hold: every fused tensor whole, where its first part is expected.
+  std::map<std::string, const model::FusedTensor*> fused_by_part;
+  for (const model::FusedTensor& f : fused) {
+    for (const std::string& part : f.parts) fused_by_part[part] = &f;
+  }
+  TensorShapes expected;
+  for (const auto& entry : expected_parts) {
+    auto f = fused_by_part.find(entry.first);
+    if (f == fused_by_part.end()) {
+      expected.push_back(entry);
+    } else if (entry.first == f->second->parts.front()) {
+      expected.emplace_back(f->second->name, f->second->shape);
+    }
+  }
   // Which file holds each tensor.
   std::map<std::string, std::string> where;
   const std::string single = base + ".safetensors";
@@ -234,6 +248,29 @@ absl::StatusOr<std::unique_ptr<TensorSetReader>> TensorSetReader::Open(
       MOBIUS_RETURN_IF_ERROR(CheckTensor(path, *view, shape, required_dtype));
     }
     reader->views_[name] = view;
+  }
+  // The parts of each fused tensor: slices of its view along the first dimension.
+  for (const model::FusedTensor& f : fused) {
+    auto whole = reader->views_.find(f.name);
+    if (whole == reader->views_.end()) continue;
+    if (reader->bnb_.contains(f.name)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(dir, ": tensor ", f.name, " is a bitsandbytes 4-bit weight: not read "
+                       "for a tensor of every expert"));
+    }
+    const io::TensorView& w = *whole->second;
+    const size_t part_bytes = w.nbytes / f.parts.size();
+    for (size_t e = 0; e < f.parts.size(); ++e) {
+      io::TensorView part;
+      part.name = f.parts[e];
+      part.dtype = w.dtype;
+      part.shape.assign(f.shape.begin() + 1, f.shape.end());
+      part.data = static_cast<const uint8_t*>(w.data) + e * part_bytes;
+      part.nbytes = part_bytes;
+      reader->slices_.push_back(std::move(part));
+      reader->views_[f.parts[e]] = &reader->slices_.back();
+    }
+    reader->views_.erase(whole);
   }
   // Tensors the files hold beyond the expected ones mean a different model.
   for (const auto& [file_name, file] : reader->files_) {

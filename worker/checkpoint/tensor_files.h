@@ -13,6 +13,7 @@
 #define MOBIUS_WORKER_CHECKPOINT_TENSOR_FILES_H_
 
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <optional>
@@ -23,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/model/layer_units.h"
 #include "common/numeric/nf4.h"
 #include "worker/checkpoint/bnb4bit.h"
 #include "worker/io/safetensors.h"
@@ -86,10 +88,12 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
 // destinations may run concurrently).
 class TensorSetReader {
  public:
-  // Errors as ReadTensorSet's.
+  // Errors as ReadTensorSet's. `fused` (model::FusedExpertTensors: gpt-oss): the files hold each
+  // such tensor whole, the expected names are its parts, read as slices of it (no copy).
   static absl::StatusOr<std::unique_ptr<TensorSetReader>> Open(
       const std::string& dir, const std::string& base, const TensorShapes& expected,
-      std::optional<io::DType> required_dtype);
+      std::optional<io::DType> required_dtype,
+      const std::vector<model::FusedTensor>& fused = {});
 
   // REQUIRES: `name` is one of the expected tensors (a programmer error otherwise: aborts).
   // A bitsandbytes 4-bit weight's view is its packed codes (quantized() has its shape).
@@ -114,6 +118,7 @@ class TensorSetReader {
   std::map<std::string, Bnb4bitWeight> bnb_;  // by weight name
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;  // by file name
   std::map<std::string, const io::TensorView*> views_;                 // by tensor name
+  std::deque<io::TensorView> slices_;  // the parts of fused tensors (views_ points at them)
   std::string index_file_;  // empty for a single file
 };
 

@@ -92,7 +92,8 @@ absl::Status FillLoraStore(State& s, const Clock::time_point start) {
   const checkpoint::TensorShapes shapes = reference::ParameterShapes(s.start.config);
   MOBIUS_ASSIGN_OR_RETURN(
       std::unique_ptr<checkpoint::TensorSetReader> model,
-      checkpoint::TensorSetReader::Open(o.model_dir, "model", shapes, std::nullopt));
+      checkpoint::TensorSetReader::Open(o.model_dir, "model", shapes, std::nullopt,
+                                        model::FusedExpertTensors(s.start.config)));
   std::set<std::string> owned;  // the adapter tensors of this rank's stages
   for (int b : s.backward_stages) {
     for (const TensorSlot* t : OwnedTensors(s, b)) owned.insert(t->name);
@@ -176,8 +177,9 @@ absl::Status FillStore(State& s) {
     MOBIUS_RETURN_IF_ERROR(checkpoint::VerifyCheckpointChecksums(s.start.resume_directory, s.rank,
                                                                  s.run.num_workers));
   } else {
-    MOBIUS_ASSIGN_OR_RETURN(model, checkpoint::TensorSetReader::Open(o.model_dir, "model", shapes,
-                                                                     std::nullopt));
+    MOBIUS_ASSIGN_OR_RETURN(model, checkpoint::TensorSetReader::Open(
+                                       o.model_dir, "model", shapes, std::nullopt,
+                                       model::FusedExpertTensors(s.start.config)));
   }
   const checkpoint::TensorSetReader& master = resume ? *resumed.master : *model;
   bool owns_embedding = false;

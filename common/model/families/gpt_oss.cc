@@ -123,7 +123,9 @@ void SetDefaults(ModelConfig& c) {
                        /*last_token_ids=*/true);
   c.attention_bias = c.attention_output_bias = true;
   c.attention_sinks = true;
-  c.sliding_window = std::min<int64_t>(kDefaultWindow, std::max<int64_t>(1, c.max_position_embeddings / 4));
+  // 128 as released, fewer for short-context presets so that their windows bind (tiny: 8 of 256).
+  c.sliding_window =
+      std::min<int64_t>(kDefaultWindow, std::max<int64_t>(1, c.max_position_embeddings / 32));
   c.sliding_layers.assign(static_cast<size_t>(c.num_layers), false);
   for (int64_t i = 0; i < c.num_layers; ++i) c.sliding_layers[i] = i % 2 == 0;
   c.rope_scaling = {.type = RopeScaling::Type::kYarn, .factor = 32.0,

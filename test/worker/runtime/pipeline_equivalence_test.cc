@@ -286,7 +286,18 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"aux_emu_qwen3_S4_G2_M2", "qwen3_moe+aux", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
              false, "emulated"},
         Case{"aux_fp16_mixtral_S4_G2_M2_clip", "mixtral+aux", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0,
-             {}, false, "", 0, "", 6, 0, "fp16"}),
+             {}, false, "", 0, "", 6, 0, "fp16"},
+        // gpt-oss (tiny preset: 8 experts top-2, clamped SwiGLU with biases, sinks, an 8-token
+        // window on the even layers, YaRN, a biased router; its checkpoints fused per layer):
+        // mobius with uneven stages and eval, roundrobin with pool dispatch and clipping,
+        // staleness with checkpoints, fp16.
+        Case{"gptoss_S5_G2_M2_uneven_eval", "gpt_oss", 4, {0, 2, 3, 4, 5, 6}, 2, 4, 2, 1.0, 2},
+        Case{"gptoss_pool_rr_F2_B3_G3_M2_clip", "gpt_oss", 4, {0, 3, 6}, 3, 4, 2, 1.0, 0,
+             {0, 2, 4, 6}, false, "", 0, "pool"},
+        Case{"gptoss_stale_S4_G3_M1_ckpt", "gpt_oss", 2, {0, 1, 2, 3, 4}, 3, 2, 2, 0.5, 0, {},
+             false, "", 1, "", 5, 2},
+        Case{"gptoss_fp16_S4_G2_M2_clip", "gpt_oss", 2, {0, 1, 2, 3, 4}, 2, 4, 2, 1.0, 0, {},
+             false, "", 0, "", 6, 0, "fp16"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
