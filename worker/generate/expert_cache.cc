@@ -48,11 +48,15 @@ absl::StatusOr<std::unique_ptr<ExpertCache>> ExpertCache::Create(
     UnitExperts& ue = c->units_[u];
     const reference::LayerNames& ln = names.layers[u - 1];
     for (const reference::LayerNames::Expert& x : ln.experts) {
-      ue.names.push_back({x.gate_weight, x.up_weight, x.down_weight});
+      std::vector<std::string>& n = ue.names.emplace_back();
+      for (const std::string* name : {&x.gate_weight, &x.up_weight, &x.gate_up_weight,
+                                      &x.gate_up_bias, &x.down_weight, &x.down_bias}) {
+        if (!name->empty()) n.push_back(*name);
+      }
     }
     const units::UnitParamLayout& layout = runners[u]->layout();
-    for (int i = 0; i < 3; ++i) {
-      ue.rel[i] = layout.Find(ue.names[0][i])->offset - span.begin;
+    for (const std::string& name : ue.names[0]) {
+      ue.rel.push_back(layout.Find(name)->offset - span.begin);
     }
     ue.experts.resize(span.count);
   }
@@ -64,7 +68,7 @@ absl::StatusOr<std::unique_ptr<ExpertCache>> ExpertCache::Create(
 
 absl::Status ExpertCache::TakeHostWeights(std::map<std::string, std::vector<uint16_t>>& bf16) {
   for (size_t u = 0; u < units_.size(); ++u) {
-    for (const std::array<std::string, 3>& names : units_[u].names) {
+    for (const std::vector<std::string>& names : units_[u].names) {
       for (const std::string& name : names) {
         auto it = bf16.find(name);
         if (it == bf16.end()) return absl::InvalidArgumentError("model weights: missing " + name);
@@ -80,9 +84,9 @@ absl::Status ExpertCache::TakeHostWeights(std::map<std::string, std::vector<uint
   host_bytes_ = 0;
   for (UnitExperts& ue : units_) {
     for (size_t e = 0; e < ue.names.size(); ++e) {
-      for (int i = 0; i < 3; ++i) {
-        ue.experts[e].tensors[i] = std::move(bf16.at(ue.names[e][i]));
-        host_bytes_ += 2 * ue.experts[e].tensors[i].size();
+      for (const std::string& name : ue.names[e]) {
+        ue.experts[e].tensors.push_back(std::move(bf16.at(name)));
+        host_bytes_ += 2 * ue.experts[e].tensors.back().size();
       }
     }
   }
@@ -101,7 +105,10 @@ int ExpertCache::Victim(uint64_t call_start) const {
 absl::Status ExpertCache::Upload(backend::Queue& queue, int slot, int64_t unit, int32_t expert) {
   const UnitExperts& ue = units_[unit];
   const HostExpert& host = ue.experts[expert];
-  for (int i = 0; i < 3; ++i) {
+  if (host.tensors.size() != ue.rel.size()) {
+    return absl::FailedPreconditionError("routed experts: the host weights are not set");
+  }
+  for (size_t i = 0; i < ue.rel.size(); ++i) {
     const std::vector<uint16_t>& t = host.tensors[i];
     if (t.empty()) {
       return absl::FailedPreconditionError(

@@ -6,9 +6,10 @@
 // (Qwen3-30B-A3B: 8 of 128), and fewer when the router picks experts it picked recently.
 //
 // Layout: `slots` device slots of slot_bytes() each, one expert per slot with its tensors (gate,
-// up, down) at their offsets in the unit's weight layout relative to its gate
+// up, down; gpt-oss's gate_up and down with their biases) at their offsets in the unit's weight
+// layout relative to its first
 // (units::UnitRunner::ExpertSpan), so the runner reads them as it reads them from its own buffer.
-// Host memory: each expert's three tensors as 16-bit values, taken (moved) from the map the
+// Host memory: each expert's tensors as 16-bit values, taken (moved) from the map the
 // decoder's weights come from, so the experts are held once.
 //
 // `upload_all` (the baseline a block-streaming offloader is): every call copies all E experts of
@@ -79,11 +80,12 @@ class ExpertCache final : public units::ExpertSource {
     uint64_t used = 0;  // the clock when last asked for; 0: empty
   };
   struct HostExpert {
-    std::array<std::vector<uint16_t>, 3> tensors;  // gate, up, down
+    std::vector<std::vector<uint16_t>> tensors;  // as UnitExperts::names
   };
   struct UnitExperts {
-    std::array<int64_t, 3> rel{};  // each tensor's elements from the gate's offset
-    std::vector<std::array<std::string, 3>> names;  // [expert]: HF names of gate, up, down
+    std::vector<int64_t> rel;  // each tensor's elements from the expert's first tensor
+    // [expert]: its tensors' names (gate, up, down; gpt-oss: gate_up and down with biases).
+    std::vector<std::vector<std::string>> names;
     std::vector<HostExpert> experts;
   };
 

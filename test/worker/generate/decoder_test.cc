@@ -195,7 +195,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gpt2", "gpt2"}, Case{"gpt2", "gpt2_c_attn"},
                       Case{"qwen3_moe", ""}, Case{"mixtral_aux", ""},
                       Case{"qwen3_moe", "qwen3_moe_experts"},
-                      Case{"mixtral_aux", "mixtral_experts", 5e-2}),
+                      Case{"mixtral_aux", "mixtral_experts", 5e-2}, Case{"gpt_oss", ""}),
     [](const auto& info) { return Name(info.param); });
 
 }  // namespace

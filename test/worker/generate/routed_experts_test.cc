@@ -218,7 +218,8 @@ TEST_P(RoutedExpertsTest, AutoRoutesExactlyWhenTheResidentModelDoesNotFit) {
 INSTANTIATE_TEST_SUITE_P(Golden, RoutedExpertsTest,
                          ::testing::Values(Case{"qwen3_moe", ""}, Case{"mixtral_aux", ""},
                                            Case{"qwen3_moe", "qwen3_moe_experts"},
-                                           Case{"mixtral_aux", "mixtral_experts"}),
+                                           Case{"mixtral_aux", "mixtral_experts"},
+                                           Case{"gpt_oss", ""}),
                          [](const auto& info) {
                            return info.param.adapter.empty() ? info.param.base
                                                              : info.param.adapter + "_lora";
