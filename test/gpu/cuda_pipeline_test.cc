@@ -121,6 +121,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"moe_qwen3_S5_G2_uneven", "qwen3_moe", 4, {0, 2, 3, 4, 5, 6}, 2, false},
                       Case{"moe_fp16_rr_mixtral_F2_B3_G2", "mixtral", 4, {0, 3, 6}, 2, false,
                            {0, 2, 4, 6}, "fp16"},
+                      // gpt-oss: sinks, windows, YaRN tables, the biased router and the clamped
+                      // SwiGLU experts with their biases on the GPU.
+                      Case{"gptoss_S5_G2_uneven", "gpt_oss", 4, {0, 2, 3, 4, 5, 6}, 2, false},
                       // QLoRA: the NF4 base dequantised on the GPU before each frozen GEMM
                       // (forward, recompute, dX), against the CPU trainer's NF4 LoRA.
                       Case{"qlora_llama_S5_G2", "llama", 4, {0, 2, 3, 4, 5, 6}, 2, false, {}, "",
