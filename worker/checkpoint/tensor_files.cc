@@ -216,6 +216,40 @@ absl::StatusOr<std::unique_ptr<TensorSetReader>> TensorSetReader::Open(
     return file->Find(name);
   };
   std::set<std::string> wanted;
+  // Fused tensors stored as MXFP4 (blocks + scales instead of the tensor): their parts decode.
+  for (const model::FusedTensor& f : fused) {
+    if (std::none_of(expected.begin(), expected.end(),
+                     [&](const auto& e) { return e.first == f.name; })) {
+      continue;
+    }
+    const std::string path = dir + "/" + (single_file ? single : index_name);
+    if (single_file) {
+      MOBIUS_ASSIGN_OR_RETURN(const io::TensorView* plain, find(f.name));
+      if (plain != nullptr) continue;
+      where[f.name + "_blocks"] = where[f.name + "_scales"] = single;
+    } else if (where.contains(f.name) || !where.contains(f.name + "_blocks")) {
+      continue;
+    }
+    MOBIUS_ASSIGN_OR_RETURN(std::optional<Mxfp4Tensor> q, FindMxfp4(find, f.name, f.shape, path));
+    if (!q) continue;
+    reader->mxfp4_.push_back(*std::move(q));
+    const Mxfp4Tensor* t = &reader->mxfp4_.back();
+    wanted.insert(f.name + "_blocks");
+    wanted.insert(f.name + "_scales");
+    for (size_t e = 0; e < f.parts.size(); ++e) {
+      io::TensorView part;
+      part.name = f.parts[e];
+      part.dtype = io::DType::kBF16;
+      part.shape.assign(f.shape.begin() + 1, f.shape.end());
+      part.nbytes = (t->blocks->nbytes + t->scales->nbytes) / f.parts.size();
+      reader->slices_.push_back(std::move(part));
+      reader->views_[f.parts[e]] = &reader->slices_.back();
+      reader->mxfp4_parts_[f.parts[e]] = {t, static_cast<int64_t>(e)};
+    }
+    expected.erase(std::find_if(expected.begin(), expected.end(),
+                                [&](const auto& e) { return e.first == f.name; }));
+    where.erase(f.name);
+  }
   for (const auto& [name, shape] : expected) {
     wanted.insert(name);
     auto w = where.find(name);
@@ -310,6 +344,10 @@ std::optional<numeric::Nf4Tensor> TensorSetReader::ReadNf4(const std::string& na
 
 void TensorSetReader::ReadF32(const std::string& name, int64_t begin, int64_t n,
                               float* out) const {
+  if (auto m = mxfp4_parts_.find(name); m != mxfp4_parts_.end()) {
+    m->second.first->Dequantize(m->second.second, begin, n, out);
+    return;
+  }
   if (const Bnb4bitWeight* w = quantized(name); w != nullptr) {
     w->Dequantize(begin, n, out);
     return;

@@ -27,6 +27,7 @@
 #include "common/model/layer_units.h"
 #include "common/numeric/nf4.h"
 #include "worker/checkpoint/bnb4bit.h"
+#include "worker/checkpoint/mxfp4.h"
 #include "worker/io/safetensors.h"
 #include "worker/reference/parameters.h"
 
@@ -89,7 +90,10 @@ absl::StatusOr<reference::Parameters> ReadTensorSet(const std::string& dir, cons
 class TensorSetReader {
  public:
   // Errors as ReadTensorSet's. `fused` (model::FusedExpertTensors: gpt-oss): the files hold each
-  // such tensor whole, the expected names are its parts, read as slices of it (no copy).
+  // such tensor whole, the expected names are its parts, read as slices of it (no copy); or as
+  // MXFP4 blocks and scales (mxfp4.h: OpenAI's gpt-oss checkpoints), dequantised when read (a
+  // part's view() then has the part's shape, dtype BF16, which holds every MXFP4 value exactly,
+  // no data, and its share of the packed bytes as nbytes).
   static absl::StatusOr<std::unique_ptr<TensorSetReader>> Open(
       const std::string& dir, const std::string& base, const TensorShapes& expected,
       std::optional<io::DType> required_dtype,
@@ -119,6 +123,8 @@ class TensorSetReader {
   std::map<std::string, std::unique_ptr<io::SafetensorsFile>> files_;  // by file name
   std::map<std::string, const io::TensorView*> views_;                 // by tensor name
   std::deque<io::TensorView> slices_;  // the parts of fused tensors (views_ points at them)
+  std::deque<Mxfp4Tensor> mxfp4_;
+  std::map<std::string, std::pair<const Mxfp4Tensor*, int64_t>> mxfp4_parts_;  // part -> expert
   std::string index_file_;  // empty for a single file
 };
 
