@@ -20,16 +20,13 @@
 // (units_golden_test's tolerance for logits: 2e-2 * max|ref|).
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
-#include "common/model/lora.h"
 #include "gtest/gtest.h"
-#include "nlohmann/json.hpp"
 #include "test/testing/paths.h"
+#include "test/worker/generate/golden_adapter.h"
 #include "test/worker/model/units_test_util.h"
 #include "test/worker/reference/tensor_compare.h"
 #include "worker/backend/cpu/cpu_backend.h"
@@ -66,23 +63,10 @@ class DecoderTest : public ::testing::TestWithParam<Case> {
     options.op_threads = 2;
     backend_ = *backend::CpuBackend::Create(options);
     if (!GetParam().adapter.empty()) {
-      const std::string dir =
-          mobius::testing::SourcePath("test/reference/golden_lora/" + GetParam().adapter);
-      std::ifstream in(dir + "/adapter_config.json");
-      std::stringstream text;
-      text << in.rdbuf();
-      const nlohmann::json config = nlohmann::json::parse(text.str());
-      units::LoraSpec spec;
-      spec.rank = config.at("r").get<int64_t>();
-      spec.scale = config.at("lora_alpha").get<float>() / spec.rank;
-      auto modules = model::LoraModules(
-          g_.config, config.at("target_modules").get<std::vector<std::string>>());
-      ASSERT_TRUE(modules.ok()) << modules.status();
-      spec.modules = *modules;
-      lora_ = spec;
-      auto tensors = reference::testing::LoadSafetensors(dir + "/adapter_model.safetensors");
-      ASSERT_TRUE(tensors.ok()) << tensors.status();
-      adapters_ = *std::move(tensors);
+      auto a = testing::LoadGoldenAdapter(g_.config, GetParam().adapter);
+      ASSERT_TRUE(a.ok()) << a.status();
+      lora_ = a->spec;
+      adapters_ = std::move(a->tensors);
     }
   }
 
