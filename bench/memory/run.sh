@@ -24,7 +24,8 @@
 #                       [--precision bf16|fp16]   (training.precision; default bf16)
 #                       [--no-standalone]   (skip the standalone trainer's run: at 2.8b its fp32
 #                                   state alone is ~19 GB)
-#   sizes: Llama-shaped 0.3b, 0.9b, 1.1b, 2.8b (56 layers of 1.1b's shape, 2.77B), or moe0.9b.
+#   sizes: Llama-shaped 0.3b, 0.9b, 1.1b, 2.8b (56 layers of 1.1b's shape, 2.77B), moe0.9b, or
+#   gptoss0.9b (a gpt-oss of 0.92B: 16 layers of 32 experts, 4 per token; checkpoints fused).
 #
 # Memory-heavy: run it alone. Writes DIR/results.json, DIR/results.md and DIR/bytes_per_param.png
 # (the plot needs python3-matplotlib; skipped without it).
@@ -70,11 +71,17 @@ model_flags() {
     moe0.9b) echo "--family qwen3_moe --layers 16 --hidden 1024 --heads 16 --kv_heads 4" \
                   "--head_dim 64 --intermediate 2048 --experts 32 --experts_per_token 4" \
                   "--expert_intermediate 512" ;;
-    *) echo "size $1: 0.3b, 0.9b, 1.1b, 2.8b or moe0.9b" >&2; exit 2 ;;
+    gptoss0.9b) echo "--family gpt_oss --layers 16 --hidden 1024 --heads 16 --kv_heads 4" \
+                     "--head_dim 64 --intermediate 512 --experts 32 --experts_per_token 4" ;;
+    *) echo "size $1: 0.3b, 0.9b, 1.1b, 2.8b, moe0.9b or gptoss0.9b" >&2; exit 2 ;;
   esac
 }
-targets_of() {  # LoRA targets: every linear of the blocks (a MoE's: every expert's too)
-  echo q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
+targets_of() {  # LoRA targets: every linear of the blocks (a MoE's: every expert's too;
+  # gpt-oss's fused experts are not LoRA modules: its attention)
+  case $1 in
+    gptoss*) echo q_proj,k_proj,v_proj,o_proj ;;
+    *) echo q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj ;;
+  esac
 }
 
 python3 "$SRC/bench/memory/tokens.py" "$OUT/data.tok" --vocab 32000 --tokens 100000
