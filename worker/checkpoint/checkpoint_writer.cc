@@ -22,6 +22,17 @@
 namespace mobius::checkpoint {
 namespace {
 
+// The model's config.json as kept verbatim, less a quantization_config (gpt-oss's MXFP4, a
+// bitsandbytes base): the checkpoint's tensors are plain bf16 or fp32, and transformers would
+// read them as quantized. Unparseable text is kept as it is.
+std::string WithoutQuantizationConfig(const std::string& text) {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(text, nullptr, false);
+  if (!j.is_object() || !j.contains("quantization_config")) return text;
+  j.erase("quantization_config");
+  return j.dump(2) + "\n";
+}
+
+
 namespace fs = std::filesystem;
 using Json = nlohmann::ordered_json;
 
@@ -370,7 +381,7 @@ absl::StatusOr<std::string> FinishCheckpoint(const std::string& root,
     }
     const std::string config_json = options.config_json.empty()
                                         ? ModelConfigJson(config, plan.model_dtype)
-                                        : options.config_json;
+                                        : WithoutQuantizationConfig(options.config_json);
     MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(tmp + "/config.json", config_json));
     for (const auto& [name, text] : plan.index_files) {
       MOBIUS_RETURN_IF_ERROR(WriteFileAtomically(tmp + "/" + name, text));

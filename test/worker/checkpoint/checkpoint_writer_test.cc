@@ -22,6 +22,7 @@
 #include "absl/status/status.h"
 #include "common/numeric/bf16.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "test/worker/checkpoint/test_util.h"
 #include "worker/checkpoint/checkpoint.h"
 #include "worker/checkpoint/model_init.h"
@@ -242,6 +243,26 @@ TEST_F(CheckpointWriterTest, Fp32ModelHasNoMasterFileAndLoadsTheMasterBack) {
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   ExpectBitEqual(loaded->master, params_, "master");
   ExpectBitEqual(loaded->adam_m, m_, "m");
+}
+
+// The model's config.json is kept as it is (its unknown keys too), less a quantization_config: a
+// gpt-oss run from OpenAI's MXFP4 checkpoint writes bf16 tensors, which transformers would read as
+// MXFP4 if the config still said so.
+TEST_F(CheckpointWriterTest, ConfigIsKeptVerbatimLessItsQuantizationConfig) {
+  SaveOptions options;
+  options.config_json = "{\"model_type\": \"llama\", \"custom_key\": 7}";
+  auto a = Save(1, options);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(ReadAll(*a + "/config.json"), options.config_json);
+  options.config_json =
+      "{\"model_type\": \"llama\", \"quantization_config\": {\"quant_method\": \"mxfp4\"}, "
+      "\"custom_key\": 7}";
+  auto b = Save(2, options);
+  ASSERT_TRUE(b.ok()) << b.status();
+  const nlohmann::json j = nlohmann::json::parse(ReadAll(*b + "/config.json"));
+  EXPECT_FALSE(j.contains("quantization_config"));
+  EXPECT_EQ(j.at("custom_key"), 7);
+  EXPECT_EQ(j.at("model_type"), "llama");
 }
 
 TEST_F(CheckpointWriterTest, KeepLastPrunesCheckpointsExportsAndLeftovers) {
