@@ -84,13 +84,37 @@ absl::Status ExpertCache::TakeHostWeights(std::map<std::string, std::vector<uint
   host_bytes_ = 0;
   for (UnitExperts& ue : units_) {
     for (size_t e = 0; e < ue.names.size(); ++e) {
+      HostExpert& x = ue.experts[e];
       for (const std::string& name : ue.names[e]) {
-        ue.experts[e].tensors.push_back(std::move(bf16.at(name)));
-        host_bytes_ += 2 * ue.experts[e].tensors.back().size();
+        x.tensors.push_back(std::move(bf16.at(name)));
+        x.data.push_back(x.tensors.back().data());
+        x.elements.push_back(static_cast<int64_t>(x.tensors.back().size()));
+        host_bytes_ += 2 * x.tensors.back().size();
       }
     }
   }
+  Pin();
   return absl::OkStatus();
+}
+
+void ExpertCache::Pin() {
+  absl::StatusOr<backend::HostBuffer> pinned = backend_->AllocateHost(host_bytes_);
+  if (!pinned.ok()) {
+    pin_error_ = std::string(pinned.status().message());
+    return;
+  }
+  pinned_ = *std::move(pinned);
+  auto* dst = static_cast<uint16_t*>(pinned_.data());
+  for (UnitExperts& ue : units_) {
+    for (HostExpert& x : ue.experts) {
+      for (size_t i = 0; i < x.tensors.size(); ++i) {
+        std::copy(x.tensors[i].begin(), x.tensors[i].end(), dst);
+        x.data[i] = dst;
+        dst += x.tensors[i].size();
+        std::vector<uint16_t>().swap(x.tensors[i]);  // freed as it is copied
+      }
+    }
+  }
 }
 
 int ExpertCache::Victim(uint64_t call_start) const {
@@ -105,18 +129,15 @@ int ExpertCache::Victim(uint64_t call_start) const {
 absl::Status ExpertCache::Upload(backend::Queue& queue, int slot, int64_t unit, int32_t expert) {
   const UnitExperts& ue = units_[unit];
   const HostExpert& host = ue.experts[expert];
-  if (host.tensors.size() != ue.rel.size()) {
-    return absl::FailedPreconditionError("routed experts: the host weights are not set");
+  if (host.data.size() != ue.rel.size()) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("routed experts: no host weights for unit ", unit, " expert ", expert));
   }
   for (size_t i = 0; i < ue.rel.size(); ++i) {
-    const std::vector<uint16_t>& t = host.tensors[i];
-    if (t.empty()) {
-      return absl::FailedPreconditionError(
-          absl::StrCat("routed experts: no host weights for ", ue.names[expert][i]));
-    }
-    const uint64_t bytes = 2 * t.size();
+    const uint64_t bytes = 2 * static_cast<uint64_t>(host.elements[i]);
     MOBIUS_RETURN_IF_ERROR(backend_->CopyToDevice(
-        queue, t.data(), arena_, slot * slot_bytes_ + 2 * static_cast<uint64_t>(ue.rel[i]), bytes));
+        queue, host.data[i], arena_, slot * slot_bytes_ + 2 * static_cast<uint64_t>(ue.rel[i]),
+        bytes));
     stats_.uploaded_bytes += bytes;
   }
   ++stats_.uploaded;
@@ -139,7 +160,7 @@ absl::StatusOr<std::vector<const void*>> ExpertCache::Fetch(backend::Queue& queu
   }
   ++stats_.calls;
   uint64_t expert_bytes = 0;
-  for (const std::vector<uint16_t>& t : ue.experts[0].tensors) expert_bytes += 2 * t.size();
+  for (int64_t n : ue.experts[0].elements) expert_bytes += 2 * static_cast<uint64_t>(n);
   stats_.all_experts_bytes += static_cast<uint64_t>(count) * expert_bytes;
   const uint64_t call_start = clock_;
   std::vector<const void*> out;

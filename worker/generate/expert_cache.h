@@ -10,7 +10,10 @@
 // layout relative to its first
 // (units::UnitRunner::ExpertSpan), so the runner reads them as it reads them from its own buffer.
 // Host memory: each expert's tensors as 16-bit values, taken (moved) from the map the
-// decoder's weights come from, so the experts are held once.
+// decoder's weights come from, so the experts are held once; then copied into one pinned
+// allocation (Backend::AllocateHost: a GPU's copies from it are asynchronous DMA at the link's
+// full rate), tensor by tensor, each map entry freed as it is copied. Where pinning fails (a
+// model larger than what the system lets a process lock), they stay pageable (pin_error()).
 //
 // `upload_all` (the baseline a block-streaming offloader is): every call copies all E experts of
 // its block, resident or not, into slots reserved for that call (slots >= E).
@@ -72,6 +75,9 @@ class ExpertCache final : public units::ExpertSource {
   int64_t slots() const { return static_cast<int64_t>(entries_.size()); }
   uint64_t slot_bytes() const { return slot_bytes_; }
   uint64_t host_bytes() const { return host_bytes_; }
+  bool pinned() const { return !pinned_.empty(); }  // the host experts are in pinned memory
+  // Why they are not (the allocation's error); empty when pinned.
+  const std::string& pin_error() const { return pin_error_; }
 
  private:
   struct Entry {
@@ -80,7 +86,9 @@ class ExpertCache final : public units::ExpertSource {
     uint64_t used = 0;  // the clock when last asked for; 0: empty
   };
   struct HostExpert {
-    std::vector<std::vector<uint16_t>> tensors;  // as UnitExperts::names
+    std::vector<std::vector<uint16_t>> tensors;  // as UnitExperts::names (empty once pinned)
+    std::vector<const uint16_t*> data;           // each tensor's values, wherever they are
+    std::vector<int64_t> elements;
   };
   struct UnitExperts {
     std::vector<int64_t> rel;  // each tensor's elements from the expert's first tensor
@@ -95,6 +103,7 @@ class ExpertCache final : public units::ExpertSource {
         upload_all_(upload_all) {}
   // A slot for (unit, expert) not asked for since `call_start` (least recently used first).
   int Victim(uint64_t call_start) const;
+  void Pin();  // TakeHostWeights': the host experts into one pinned allocation, if it can be had
   absl::Status Upload(backend::Queue& queue, int slot, int64_t unit, int32_t expert);
 
   backend::Backend* backend_;
@@ -102,6 +111,8 @@ class ExpertCache final : public units::ExpertSource {
   uint64_t slot_bytes_;
   bool upload_all_;
   backend::DeviceBuffer arena_;
+  backend::HostBuffer pinned_;  // every expert's tensors, when the allocation succeeded
+  std::string pin_error_;
   std::vector<Entry> entries_;
   absl::flat_hash_map<int64_t, int> where_;  // unit * 2^32 + expert -> slot
   std::vector<UnitExperts> units_;           // by unit index (empty for units without experts)

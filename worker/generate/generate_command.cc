@@ -344,6 +344,11 @@ absl::Status Run(const std::string& model_dir) {
   // The fp32 copy goes tensor by tensor as the bf16 one grows (about 4 bytes a parameter at most).
   MOBIUS_RETURN_IF_ERROR(decoder->SetWeights(TakeBf16(model->params)));
   if (adapter) MOBIUS_RETURN_IF_ERROR(decoder->SetAdapters(adapter->tensors));
+  if (const ExpertCache* cache = decoder->expert_cache(); cache != nullptr && !cache->pinned()) {
+    LOG(WARNING) << "generate: routed experts: " << cache->host_bytes()
+                 << " bytes of experts stay in pageable host memory (" << cache->pin_error()
+                 << "): slower copies";
+  }
 
   const auto start = std::chrono::steady_clock::now();
   MOBIUS_ASSIGN_OR_RETURN(GenerateResult result, Generate(*decoder, prompt, options));

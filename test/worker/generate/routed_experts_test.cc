@@ -151,6 +151,7 @@ TEST_P(RoutedExpertsTest, AOneTokenStepUploadsOnlyItsRoutedExpertsAndACachedReru
     if (name.find(".experts.") != std::string::npos) expert_host_bytes += 2 * bits.size();
   }
   EXPECT_EQ(cache->host_bytes(), expert_host_bytes);
+  EXPECT_TRUE(cache->pinned()) << cache->pin_error();  // one pinned allocation, the map's freed
   const std::vector<int32_t> seq(g_.tokens.begin(), g_.tokens.begin() + g_.t);
   // One token: k experts in each MoE block, all uploaded (a cold cache).
   ASSERT_TRUE((*d)->Append(seq.data(), 1).ok());
