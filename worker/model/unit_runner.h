@@ -70,8 +70,8 @@ class ExpertSource {
  public:
   virtual ~ExpertSource() = default;
   // Makes `experts` (ascending expert indices of unit `unit`, each with rows in this call)
-  // resident and returns each one's device address: that of its first tensor (the gate), its
-  // others at their layout offsets relative to it (UnitRunner::ExpertSpan). Copies are queued on
+  // resident and returns each one's device address: that of its first tensor (the gate; gpt-oss's
+  // gate_up), its others at their layout offsets relative to it (UnitRunner::ExpertSpan). Copies are queued on
   // `queue` (the caller's, before the GEMMs that read them); an address stays valid until the
   // queue ran this call's work. An error ends the forward with it.
   virtual absl::StatusOr<std::vector<const void*>> Fetch(backend::Queue& queue, int64_t unit,
@@ -148,8 +148,9 @@ class UnitRunner {
                              bool skip_experts = false) const;
 
   // A MoE block's experts in its layout: the tail of the weight buffer from element `begin`,
-  // expert e's tensors (gate, up, down, in that order) from begin + e * stride, `elements`
-  // 16-bit slots each (its span, padding between its tensors included). All zero for a unit
+  // expert e's tensors (gate, up, down; gpt-oss: gate_up and down with their biases, in layout
+  // order) from begin + e * stride, `elements` 16-bit slots each (its span, padding between its
+  // tensors included), at the same offsets within every expert (checked). All zero for a unit
   // without experts.
   struct ExpertSpan {
     int64_t begin = 0, stride = 0, elements = 0;
