@@ -9,6 +9,10 @@
 // sums the probabilities' columns and hands the host the experts' row counts with the offsets it
 // reads anyway; the backward adds the loss's gradient to the router's. The routing of a recompute
 // is the forward's bit for bit: every op is deterministic on its backend.
+// gpt-oss (MoeConfig::ExpertMlp::kClampedSwiGlu): the router has a bias (added to its fp32
+// logits), and an expert is gate_up ([in, out] + bias) -> ClampedSwiGlu -> down (+ bias).
+// Routed experts (MicroBatch::experts, forward only): after the routing the source makes the
+// experts with rows resident and their addresses replace the weight buffer's (FetchExperts).
 #include <utility>
 #include <vector>
 
