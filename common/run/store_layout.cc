@@ -25,9 +25,8 @@ uint64_t StoreLayout::activation_offset(int k, int mb, uint32_t r) const {
                            Align(boundary_elements * 2);
 }
 
-uint64_t StoreLayout::dgrad_offset(int b, int mb) const {
-  return activation_grads +
-         (static_cast<uint64_t>(b) * num_microbatches + mb) * Align(boundary_elements * 4);
+uint64_t StoreLayout::dgrad_offset(int mb) const {
+  return activation_grads + static_cast<uint64_t>(mb) * Align(boundary_elements * 4);
 }
 
 uint64_t StoreLayout::stage_weight_bytes(const StageRange& r) const {
@@ -190,8 +189,9 @@ absl::StatusOr<StoreLayout> MakeStoreLayout(const model::ModelConfig& config,
   at += static_cast<uint64_t>(l.checkpoint_copies) * l.num_checkpoints() * l.num_microbatches *
         Align(l.boundary_elements * 2);
   l.activation_grads = at;
-  at += static_cast<uint64_t>(l.num_backward_boundaries()) * l.num_microbatches *
-        Align(l.boundary_elements * 4);
+  if (l.num_backward_boundaries() > 0) {
+    at += static_cast<uint64_t>(l.num_microbatches) * Align(l.boundary_elements * 4);
+  }
   l.channel_ids = at;
   at += Align(128 * static_cast<uint64_t>(l.num_channels()));
   l.channel_payload = at;

@@ -33,8 +33,13 @@
 //   checkpoints        per checkpoint k (the input of unit checkpoint_units[k]) and microbatch m:
 //                      the bf16 activation [mb, T, C], written by the forward, read by the forward
 //                      stage and the backward stage starting there (two copies with staleness)
-//   activation grads   per backward boundary b (the input of backward stage b + 1) and
-//                      microbatch m: the fp32 gradient [mb, T, C] crossing it
+//   activation grads   per microbatch m, one fp32 [mb, T, C]: the gradient of m crossing
+//                      whichever backward boundary it is at. A microbatch's gradient moves down
+//                      the backward stages one boundary at a time and the pass that reads it at
+//                      boundary b (backward stage b) is the one that writes it at b - 1, on one
+//                      queue after its read, so one buffer per microbatch serves every boundary
+//                      (nothing reads a boundary's gradient once the next one is written).
+//                      Step r's first writer waits for step r-1's last reader (backward stage 0)
 //   peer channels      per channel of the boundary-gradient transport (peer_transport.h): a
 //                      128-byte NCCL unique id, and with transport "emulated" one fp32 payload
 //                      slot [mb, T, C]
@@ -96,7 +101,7 @@ struct StoreLayout {
   std::vector<int64_t> unit_adapter_elements;
   uint64_t boundary_elements = 0;             // mb * T * C
   uint64_t checkpoints = 0;                   // offset of checkpoint 0, microbatch 0
-  uint64_t activation_grads = 0;              // offset of backward boundary 0, microbatch 0
+  uint64_t activation_grads = 0;              // offset of microbatch 0's gradient buffer
   uint64_t norm_partials = 0;                 // offset of the doubles of set 0
   uint64_t norm_partials_stride = 0;          // bytes from set 0 to set 1
   int weight_copies = 1;                      // 2 with optimizer_staleness 1
@@ -212,10 +217,13 @@ struct StoreLayout {
   // r mod 2), so that the next step's forward passes do not wait for this step's last backward
   // passes, which read them: a writer of step r waits for the readers of step r -
   // checkpoint_copies. (The boundary gradients need no second copy: their next writer, a
-  // backward pass of the next step, comes after that step's whole forward.)
+  // backward pass of the next step, comes after that step's whole forward, and waits for the
+  // previous step's backward stage 0, the last reader of every microbatch's buffer.)
   int checkpoint_copies = 1;
   uint64_t activation_offset(int k, int mb, uint32_t r) const;  // bf16 [mb, T, C], checkpoint k
-  uint64_t dgrad_offset(int b, int mb) const;  // fp32 [mb, T, C] at backward boundary b
+  // fp32 [mb, T, C]: microbatch mb's gradient at whichever backward boundary it has reached
+  // (the activation grads region above).
+  uint64_t dgrad_offset(int mb) const;
   // Bytes of a unit range's weights (bf16) and grads (fp32): contiguous ranges starting at
   // unit_weights[begin] / unit_grads[begin].
   uint64_t stage_weight_bytes(const StageRange& r) const;

@@ -122,8 +122,12 @@ MemoryEstimate EstimateMemory(const model::ModelDescription& model, const Profil
         std::max(largest_tensor[s % n], LargestGemmConversion(model, range.begin, range.end));
     const int64_t boundary = profile.units[range.begin].boundary_bytes;
     e.host_activation_bytes += num_microbatches * boundary;
-    // The gradient crossing into this stage's input from the backward of the next (fp32).
-    if (s > 0) e.host_activation_grad_bytes += num_microbatches * 2 * boundary;
+    // The fp32 gradient crossing into this stage's input: one buffer per microbatch serves every
+    // boundary (common/run/store_layout.h), sized for the widest.
+    if (s > 0) {
+      e.host_activation_grad_bytes =
+          std::max(e.host_activation_grad_bytes, num_microbatches * 2 * boundary);
+    }
   }
   FillGpus(problem, needs, largest_tensor, options, e);
   FillHost(model, profile, options, e);
@@ -154,9 +158,10 @@ MemoryEstimate EstimateRoundRobinMemory(const model::ModelDescription& model,
     e.host_activation_bytes += plan.num_microbatches * profile.units[unit].boundary_bytes;
   }
   const Partition& backward = plan.round_robin->backward;
-  for (int b = 1; b < backward.num_stages(); ++b) {
-    e.host_activation_grad_bytes +=
-        plan.num_microbatches * 2 * profile.units[backward.stages[b].begin].boundary_bytes;
+  for (int b = 1; b < backward.num_stages(); ++b) {  // one buffer per microbatch, as above
+    e.host_activation_grad_bytes =
+        std::max(e.host_activation_grad_bytes,
+                 plan.num_microbatches * 2 * profile.units[backward.stages[b].begin].boundary_bytes);
   }
   FillGpus(problem, needs, largest_tensor, options, e);
   FillHost(model, profile, options, e);

@@ -15,7 +15,7 @@
 //              passes read while the optimizer writes the other); the activation checkpoints
 //              (sum over stages of M x the boundary bytes of the stage's first unit: its input,
 //              kept from forward to backward); the fp32 activation gradients (M x 2 x the boundary
-//              bytes at every backward stage boundary);
+//              bytes: one buffer per microbatch, handed down the backward stage boundaries);
 //            - per worker process its fixed footprint (worker_process_bytes: code, libraries,
 //              BLAS buffers; measured, docs/runtime.md);
 //            - with devices_in_host_memory (the CPU backend emulating the GPUs), every GPU's

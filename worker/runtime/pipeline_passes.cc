@@ -328,10 +328,12 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   const StageRange range = s.bwd(b);
   MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b), r - 1));  // as ForwardPass
   MOBIUS_ASSIGN_OR_RETURN(Slot * slot, EnsureLoaded(s, range, ComputeIndex(s, r)));
-  // Step r overwrites step r-1's input gradients for backward stage b-1 in the store: b-1's
-  // backward of step r-1 must have read them (implied without optimizer staleness).
+  // The store has one gradient buffer per microbatch, handed down the boundaries (store_layout.h):
+  // within step r the pass writing it at b-1 is the one that read it at b (on the compute queue,
+  // before the write), so only step r-1's readers are owed a wait; the last of them, backward
+  // stage 0, is an earlier pass of the stream (implied without optimizer staleness).
   if (b > 0 && !GradientOverTransport(s, b, b - 1, r)) {
-    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(b - 1), r - 1));
+    MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.backward_done_word(0), r - 1));
   }
   // The slot's previous gradients must have reached the store before they are zeroed.
   MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot->saved));
@@ -367,7 +369,7 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
     } else if (range.end != num_units) {
       MOBIUS_RETURN_IF_ERROR(Await(s, s.layout.dgrad_ready_word(b, m), r));
       MOBIUS_RETURN_IF_ERROR(s.backend->CopyToDevice(
-          *s.compute, s.store->at<uint8_t>(s.layout.dgrad_offset(b, m)), s.dh[cur], 0,
+          *s.compute, s.store->at<uint8_t>(s.layout.dgrad_offset(m)), s.dh[cur], 0,
           hidden_bytes));
       s.h2d_bytes += hidden_bytes;
     }
@@ -395,7 +397,7 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
       MOBIUS_RETURN_IF_ERROR(SendGradient(s, b, r, s.dh[cur]));
     } else if (b > 0) {
       MOBIUS_RETURN_IF_ERROR(s.backend->CopyToHost(
-          *s.compute, s.dh[cur], 0, s.store->at<uint8_t>(s.layout.dgrad_offset(b - 1, m)),
+          *s.compute, s.dh[cur], 0, s.store->at<uint8_t>(s.layout.dgrad_offset(m)),
           hidden_bytes));
       s.d2h_bytes += hidden_bytes;
       MOBIUS_RETURN_IF_ERROR(SyncCompute(s));

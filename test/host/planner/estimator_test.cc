@@ -109,6 +109,28 @@ TEST(EstimateMemory, TinyLlamaByHand) {
 // margin + the largest unit workspace (the runners' own layout) + the fixed activation buffers
 // (6 hidden states + 8 bytes per token), then two slots of W + G for the GPU's largest stage and
 // the inputs of its stage's units, each once.
+// The activation gradients are one fp32 buffer per microbatch, however many backward boundaries
+// it crosses (the store hands it down: common/run/store_layout.h): 4 stages, 3 boundaries, the same
+// 2 x 8192 bytes as 2 stages; the checkpoints still count every stage input.
+TEST(EstimateMemory, ActivationGradientsAreOneBufferPerMicrobatch) {
+  const model::ModelDescription m = TinyLlama();
+  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), TwoSlotProfile());
+  ASSERT_TRUE(prof.ok());
+  const int microbatches = 4;
+  absl::StatusOr<PartitionProblem> p = MakePartitionProblem(*prof, m, f.topology, f.facts,
+                                                            {0, 4, 1}, microbatches, 0,
+                                                            TwoSlotCost());
+  ASSERT_TRUE(p.ok());
+  absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
+  ASSERT_TRUE(part.ok()) << part.status();
+  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4, 1}, 4);
+  ASSERT_TRUE(map.ok()) << map.status();
+  const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, microbatches);
+  EXPECT_EQ(e.host_activation_bytes, 256 + 3 * 8192);
+  EXPECT_EQ(e.host_activation_grad_bytes, 16384);
+}
+
 TEST(EstimateMemory, RuntimeGpuBytesByHand) {
   const model::ModelDescription m = TinyLlama();
   LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
