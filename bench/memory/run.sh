@@ -24,6 +24,11 @@
 #                       [--precision bf16|fp16]   (training.precision; default bf16)
 #                       [--no-standalone]   (skip the standalone trainer's run: at 2.8b its fp32
 #                                   state alone is ~19 GB)
+#                       [--batch B] [--seq T] [--steps N]   (the job's global batch of
+#                                   microbatch-1 sequences, tokens per sequence and steps; default
+#                                   2, 128, 3: the checkpoint at step 2 then overlaps step 3. Many
+#                                   microbatches of long sequences make the activation
+#                                   checkpoints and gradients count)
 #   sizes: Llama-shaped 0.3b, 0.9b, 1.1b, 2.8b (56 layers of 1.1b's shape, 2.77B), moe0.9b, or
 #   gptoss0.9b (a gpt-oss of 0.92B: 16 layers of 32 experts, 4 per token; checkpoints fused).
 #
@@ -42,6 +47,9 @@ LORA=0
 PRECISION=bf16
 LORA_BASE=bf16
 STANDALONE=1
+BATCH=2
+SEQ=128
+STEPS=3
 while [[ $# -gt 0 ]]; do
   case $1 in
     --sizes) SIZES=$2; shift 2 ;;
@@ -53,6 +61,9 @@ while [[ $# -gt 0 ]]; do
     --precision) PRECISION=$2; shift 2 ;;
     --lora-base) LORA_BASE=$2; shift 2 ;;
     --no-standalone) STANDALONE=0; shift ;;
+    --batch) BATCH=$2; shift 2 ;;
+    --seq) SEQ=$2; shift 2 ;;
+    --steps) STEPS=$2; shift 2 ;;
     *) echo "unknown argument $1" >&2; exit 2 ;;
   esac
 done
@@ -110,7 +121,7 @@ for size in $SIZES; do
     cat "$model"/*.safetensors >/dev/null
     python3 "$SRC/bench/memory/pss.py" --out "$OUT/$size-standalone.pss.json" --interval 0.25 -- \
       "$BIN/mobius-worker" train --standalone --model "$model" --data "$OUT/data.tok" --steps 2 \
-      --batch 2 --microbatch 1 --seq 128 --threads "$(nproc)" --precision "$PRECISION" \
+      --batch "$BATCH" --microbatch 1 --seq "$SEQ" --threads "$(nproc)" --precision "$PRECISION" \
       "${STANDALONE_LORA[@]}" \
       >"$OUT/$size-standalone.out" 2>&1 ||
       echo "standalone $size failed" >&2
@@ -123,7 +134,7 @@ for size in $SIZES; do
 name: mem-$tag
 model_dir: $model
 dataset: {path: $OUT/data.tok}
-training: {steps: 3, global_batch: 2, microbatch: 1, seq_len: 128, lr: 1e-4, precision: $PRECISION}
+training: {steps: $STEPS, global_batch: $BATCH, microbatch: 1, seq_len: $SEQ, lr: 1e-4, precision: $PRECISION}
 resources: {gpus: $n, device_memory_bytes: $CAP}
 checkpoint: {dir: $OUT/ckpt-$tag, every_steps: 2, keep_last: 1}
 $ADAPTER
