@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <numbers>
@@ -13,6 +14,7 @@
 #include "common/model/config_json.h"
 #include "common/model/family.h"
 #include "common/model/model_config_parse.h"
+#include "common/numeric/bf16.h"
 #include "common/status_macros.h"
 
 namespace mobius::checkpoint {
@@ -189,6 +191,33 @@ absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir) {
     reader->ReadF32(name, t.data.data());
     if (std::optional<numeric::Nf4Tensor> nf4 = reader->ReadNf4(name)) {
       loaded.nf4.emplace(name, *std::move(nf4));
+    }
+  }
+  return loaded;
+}
+
+absl::StatusOr<LoadedModelBf16> ReadModelDirectoryBf16(const std::string& dir) {
+  LoadedModelBf16 loaded;
+  MOBIUS_ASSIGN_OR_RETURN(loaded.config, model::LoadModelConfig(dir));
+  MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(loaded.config));
+  const TensorShapes shapes = reference::ParameterShapes(loaded.config);
+  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
+                          TensorSetReader::Open(dir, "model", shapes, std::nullopt,
+                                                model::FusedExpertTensors(loaded.config)));
+  constexpr int64_t kSlice = int64_t{1} << 20;
+  std::vector<float> slice(static_cast<size_t>(kSlice));  // one allocation for the whole read
+  for (const auto& [name, shape] : shapes) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    std::vector<uint16_t>& bits = loaded.tensors[name];
+    bits.resize(static_cast<size_t>(numel));
+    for (int64_t done = 0; done < numel; done += kSlice) {
+      const int64_t n = std::min(kSlice, numel - done);
+      reader->ReadF32(name, done, n, slice.data());
+      numeric::Fp32ToBf16(slice.data(), bits.data() + done, static_cast<size_t>(n));
+    }
+    if (reader->quantized(name) != nullptr && reader->ReadNf4(name).has_value()) {
+      loaded.nf4_names.insert(name);
     }
   }
   return loaded;

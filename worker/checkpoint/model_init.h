@@ -36,7 +36,9 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -112,6 +114,19 @@ struct LoadedModel {
   std::map<std::string, numeric::Nf4Tensor> nf4;
 };
 absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir);
+
+// The same, as bf16 bits: each tensor rounded to nearest even from the fp32 values
+// ReadModelDirectory gives (so the bits equal Fp32ToBf16 of those), read tensor by tensor in
+// 1 Mi-element slices. The peak is the bf16 copy plus one slice, 2 bytes/parameter, where the fp32
+// read held 4 (generation, which computes in bf16, reads its model this way). `nf4_names`: the
+// weights stored in QLoRA's exact NF4 (LoadedModel::nf4's keys; their bf16 values are those NF4
+// codes dequantised).
+struct LoadedModelBf16 {
+  model::ModelConfig config;
+  std::map<std::string, std::vector<uint16_t>> tensors;
+  std::set<std::string> nf4_names;
+};
+absl::StatusOr<LoadedModelBf16> ReadModelDirectoryBf16(const std::string& dir);
 
 }  // namespace mobius::checkpoint
 
