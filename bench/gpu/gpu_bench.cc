@@ -92,6 +92,9 @@ std::vector<Case> Cases(bool quick) {
   attn(8, 1024, 12, 12, 64);  // GPT-2
   c.push_back(
       {"attention_fwd_reference", {{"b", 8}, {"t", 1024}, {"h", 12}, {"kv", 12}, {"hd", 64}}});
+  // The reference backward next to the tiled one (attention_fwd_bwd), same shape.
+  c.push_back({"attention_fwd_bwd_reference",
+               {{"b", 8}, {"t", 1024}, {"h", 12}, {"kv", 12}, {"hd", 64}}});
   attn(2, 2048, 32, 8, 64);  // 1B-like GQA
   c.push_back({"layernorm_fwd", {{"n", 8192}, {"c", 768}}});
   c.push_back({"rmsnorm_fwd", {{"n", 8192}, {"c", 2048}}});
@@ -231,7 +234,8 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     work->flops = 2.0 * m * n * kk;
     return TimeIt([&] { return Status(gemm->Run(g, stream)); }, 20, stream, t);
   }
-  if (op == "attention_fwd" || op == "attention_fwd_reference" || op == "attention_fwd_bwd") {
+  if (op == "attention_fwd" || op == "attention_fwd_reference" || op == "attention_fwd_bwd" ||
+      op == "attention_fwd_bwd_reference") {
     k::AttentionShape s{c.Get("b"), c.Get("t"), c.Get("h"), c.Get("kv"), c.Get("hd"), 0};
     const size_t nq = s.b * s.t * s.heads * s.head_dim * 2,
                  nk = s.b * s.t * s.kv_heads * s.head_dim * 2;
@@ -265,7 +269,10 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
         [&] {
           const std::string e = Status(k::attention_fwd(kBf16, o, lse, q, kp, v, s, stream));
           if (!e.empty()) return e;
-          return Status(k::attention_bwd(kBf16, dq, dk, dv, dout, q, kp, v, o, lse, s, stream));
+          return Status(op == "attention_fwd_bwd"
+                            ? k::attention_bwd(kBf16, dq, dk, dv, dout, q, kp, v, o, lse, s, stream)
+                            : k::attention_bwd_reference(kBf16, dq, dk, dv, dout, q, kp, v, o,
+                                                         lse, s, stream));
         },
         2, stream, t);
   }

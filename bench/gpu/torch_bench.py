@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 ITERS = {  # calls per timed window, as gpu_bench.cc
     "gemm_bf16_nt": 20, "gemm_fp16_nt": 20, "gemm_fp16_nt_hacc": 20, "attention_fwd": 3, "attention_fwd_reference": 3, "attention_fwd_bwd": 2,
+    "attention_fwd_bwd_reference": 2,
     "layernorm_fwd": 50, "rmsnorm_fwd": 50, "gelu_fwd": 50, "swiglu_fwd": 50, "cross_entropy_fwd_bwd": 5,
     "adamw_step": 10, "copy_d2d": 10, "copy_h2d_pinned": 5, "copy_d2h_pinned": 5,
     "copy_duplex_pinned": 5,
@@ -80,7 +81,8 @@ def make(op, p):
     if op in ("gemm_fp16_nt", "gemm_fp16_nt_hacc"):  # the accumulation: main's fp16_accumulation
         x, w = fp16(p["m"], p["k"]), fp16(p["n"], p["k"])
         return lambda: F.linear(x, w)
-    if op in ("attention_fwd", "attention_fwd_reference", "attention_fwd_bwd"):
+    if op in ("attention_fwd", "attention_fwd_reference", "attention_fwd_bwd",
+              "attention_fwd_bwd_reference"):
         b, t, h, kv, hd = p["b"], p["t"], p["h"], p["kv"], p["hd"]
         # Our layout [B, T, H, hd] viewed as torch's [B, H, T, hd].
         q = bf16(b, t, h, hd).transpose(1, 2)
@@ -96,7 +98,7 @@ def make(op, p):
                 k = k.repeat_interleave(h // kv, dim=1)
                 v = v.repeat_interleave(h // kv, dim=1)
                 NOTES[op] = "kv heads repeated outside the timing (torch < 2.5)"
-        if op != "attention_fwd_bwd":  # our reference forward is timed against SDPA as well
+        if not op.startswith("attention_fwd_bwd"):  # our reference forward against SDPA as well
             return lambda: F.scaled_dot_product_attention(q, k, v, **kwargs)
         q, k, v = (x.detach().requires_grad_() for x in (q, k, v))
         dout = bf16(b, h, t, hd)

@@ -107,8 +107,7 @@ void CheckShapeIn(HalfType ht, const AttentionShape& s) {
              dv0 = RandomHalf(ht, nk, 0.05f, 7);
   const Grads ref = Reference(ht, s, q.values, k.values, v.values, dout.values, dq0.values,
                               dk0.values, dv0.values);
-  DeviceArray<uint16_t> d_q(q.bits), d_k(k.bits), d_v(v.bits), d_out(nq), d_dout(dout.bits),
-      d_dq(dq0.bits), d_dk(dk0.bits), d_dv(dv0.bits);
+  DeviceArray<uint16_t> d_q(q.bits), d_k(k.bits), d_v(v.bits), d_out(nq), d_dout(dout.bits);
   DeviceArray<float> d_lse(s.b * s.heads * s.t);
   // The reference forward first, then attention_fwd (the tiled kernel where it applies), whose
   // out and lse the backward uses.
@@ -122,12 +121,24 @@ void CheckShapeIn(HalfType ht, const AttentionShape& s) {
       attention_fwd(ht, d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr));
   ExpectClose(ht, d_out.ToHost(), ref.out, tol, tiled ? "attention out (tiled)" : "attention out");
   ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, tiled ? "attention lse (tiled)" : "attention lse");
-  MOBIUS_ASSERT_KERNEL_OK(attention_bwd(ht, d_dq.get(), d_dk.get(), d_dv.get(), d_dout.get(),
-                                        d_q.get(), d_k.get(), d_v.get(), d_out.get(), d_lse.get(),
-                                        s, nullptr));
-  ExpectClose(ht, d_dq.ToHost(), ref.dq, tol, "attention dq");
-  ExpectClose(ht, d_dk.ToHost(), ref.dk, tol, "attention dk");
-  ExpectClose(ht, d_dv.ToHost(), ref.dv, tol, "attention dv");
+  // The backward three ways, each from the same initial gradients: attention_bwd (the tiled
+  // kernel where it applies and its on-device check passed), the reference kernels, the tiled
+  // kernel itself.
+  const bool tiled_bwd = AttentionFlashBwdApplies(s, d_q.get(), d_k.get(), d_v.get(), d_dout.get());
+  EXPECT_EQ(tiled_bwd, s.head_dim == 64 || s.head_dim == 128);
+  if (tiled_bwd) EXPECT_TRUE(AttentionFlashBwdChecked(ht, s.head_dim));
+  for (int which = 0; which < (tiled_bwd ? 3 : 2); ++which) {
+    const char* name = which == 0 ? "attention_bwd" : which == 1 ? "reference" : "tiled";
+    SCOPED_TRACE(name);
+    DeviceArray<uint16_t> dq(dq0.bits), dk(dk0.bits), dv(dv0.bits);
+    const auto bwd = which == 0 ? attention_bwd : which == 1 ? attention_bwd_reference
+                                                             : attention_flash_bwd;
+    MOBIUS_ASSERT_KERNEL_OK(bwd(ht, dq.get(), dk.get(), dv.get(), d_dout.get(), d_q.get(),
+                                d_k.get(), d_v.get(), d_out.get(), d_lse.get(), s, nullptr));
+    ExpectClose(ht, dq.ToHost(), ref.dq, tol, "attention dq");
+    ExpectClose(ht, dk.ToHost(), ref.dk, tol, "attention dk");
+    ExpectClose(ht, dv.ToHost(), ref.dv, tol, "attention dv");
+  }
 }
 
 void CheckShape(const AttentionShape& s) {
@@ -222,6 +233,14 @@ TEST(AttentionCuda, TiledForwardAcrossTilesWithWindowMatchesReference) {
   MOBIUS_REQUIRE_GPU();
   CheckShape({.b = 1, .t = 150, .heads = 4, .kv_heads = 1, .head_dim = 64, .window = 40});
   CheckShape({.b = 2, .t = 130, .heads = 2, .kv_heads = 2, .head_dim = 128, .window = 0});
+}
+
+// The tiled backward over many tiles both ways: GQA 4:1, a window that cuts tiles, a partial last
+// tile, head_dim 128.
+TEST(AttentionCuda, TiledBackwardAcrossManyTilesMatchesReference) {
+  MOBIUS_REQUIRE_GPU();
+  CheckShape({.b = 2, .t = 300, .heads = 8, .kv_heads = 2, .head_dim = 128, .window = 100});
+  CheckShape({.b = 1, .t = 257, .heads = 4, .kv_heads = 4, .head_dim = 64, .window = 0});
 }
 
 TEST(AttentionCuda, HeadDim256MatchesReference) {

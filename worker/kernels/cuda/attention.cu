@@ -321,6 +321,18 @@ KernelStatus attention_bwd(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* 
                            const uint16_t* v, const uint16_t* out, const float* lse,
                            const AttentionShape& s, cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
+  if (s.b * s.t > 0 && AttentionFlashBwdApplies(s, q, k, v, dout) &&
+      AttentionFlashBwdChecked(type, s.head_dim)) {
+    return attention_flash_bwd(type, dq, dk, dv, dout, q, k, v, out, lse, s, stream);
+  }
+  return attention_bwd_reference(type, dq, dk, dv, dout, q, k, v, out, lse, s, stream);
+}
+
+KernelStatus attention_bwd_reference(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                                     const uint16_t* dout, const uint16_t* q, const uint16_t* k,
+                                     const uint16_t* v, const uint16_t* out, const float* lse,
+                                     const AttentionShape& s, cudaStream_t stream) {
+  MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
   if (s.b * s.t == 0) return OkStatus();
   const Dims d = MakeDims(
       s, Aligned16(q) && Aligned16(k) && Aligned16(v) && Aligned16(dout) && Aligned16(out));

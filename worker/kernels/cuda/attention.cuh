@@ -5,9 +5,10 @@
 // h / (H / KV) (HF repeat_kv); scores scaled by 1 / sqrt(hd); position t attends to 0..t, or with
 // a window W > 0 to t - W < t2 <= t.
 //
-// The backward and attention_fwd_reference are the *reference* kernels: simple and obviously
-// correct, no T x T matrix in memory, but not fast (no tensor cores, no shared-memory tiling).
-// attention_fwd runs the tiled tensor-core forward (attention_flash_fwd) where it applies. In the
+// attention_bwd_reference and attention_fwd_reference are the *reference* kernels: simple and
+// obviously correct, no T x T matrix in memory, but not fast (no tensor cores, no shared-memory
+// tiling). attention_fwd and attention_bwd run the tiled tensor-core kernels (attention_flash_fwd,
+// attention_flash_bwd) where they apply. In the
 // reference forward one warp per query row walks the keys 32 at a time (one key per lane for the
 // scores, an online softmax across chunks, the output accumulated with each lane owning
 // head_dim / 32 dimensions). The backward is FlashAttention-2's math in two race-free kernels: dQ
@@ -63,11 +64,40 @@ KernelStatus attention_flash_fwd(HalfType type, uint16_t* out, float* lse, const
                                  cudaStream_t stream);
 
 // dq [B, T, H, hd], dk, dv [B, T, KV, hd] += gradients from dout [B, T, H, hd], all of `type`,
-// given the forward's inputs, out and lse. REQUIRES: the gradients alias no input.
+// given the forward's inputs, out and lse. REQUIRES: the gradients alias no input. Runs
+// attention_flash_bwd where it applies and this GPU passed its check against the reference
+// (AttentionFlashBwdChecked), else attention_bwd_reference.
 KernelStatus attention_bwd(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,
                            const uint16_t* dout, const uint16_t* q, const uint16_t* k,
                            const uint16_t* v, const uint16_t* out, const float* lse,
                            const AttentionShape& s, cudaStream_t stream);
+
+// The reference backward (CUDA cores: a dQ kernel per query row, a dK/dV kernel per key row), for
+// any head_dim <= 256.
+KernelStatus attention_bwd_reference(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                                     const uint16_t* dout, const uint16_t* q, const uint16_t* k,
+                                     const uint16_t* v, const uint16_t* out, const float* lse,
+                                     const AttentionShape& s, cudaStream_t stream);
+
+// The tiled backward (attention_flash_bwd.cu): FlashAttention-2's backward on tensor cores
+// (mma.sync in `type`, fp32 accumulation), a dQ kernel per 64 query rows and a dK/dV kernel per 64
+// key rows, deterministic; P and dS rounded to `type` before their products. Uses B * H * T * 4
+// bytes of stream-ordered scratch (cudaMallocAsync, outside the backend's cap). Applies to
+// head_dim 64 or 128, b * heads <= 65535, q, k, v, dout 16-byte aligned; UNIMPLEMENTED otherwise.
+bool AttentionFlashBwdApplies(const AttentionShape& s, const void* q, const void* k, const void* v,
+                              const void* dout);
+KernelStatus attention_flash_bwd(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,
+                                 const uint16_t* dout, const uint16_t* q, const uint16_t* k,
+                                 const uint16_t* v, const uint16_t* out, const float* lse,
+                                 const AttentionShape& s, cudaStream_t stream);
+
+// Whether attention_flash_bwd agrees with attention_bwd_reference on this device for `type` and
+// `head_dim` (64 or 128): checked once per (device, type, head_dim) and process on a small GQA
+// problem with a window across tiles (its own stream and buffers; a few milliseconds), within 2e-2
+// of each gradient's largest magnitude. A disagreement or an error is written to stderr once and
+// the answer is false, so attention_bwd falls back to the reference: a kernel that has not run on
+// this GPU architecture before cannot silently train wrong.
+bool AttentionFlashBwdChecked(HalfType type, int64_t head_dim);
 
 }  // namespace mobius::kernels::cuda
 
