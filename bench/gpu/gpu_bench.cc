@@ -92,7 +92,9 @@ std::vector<Case> Cases(bool quick) {
   attn(8, 1024, 12, 12, 64);  // GPT-2
   c.push_back(
       {"attention_fwd_reference", {{"b", 8}, {"t", 1024}, {"h", 12}, {"kv", 12}, {"hd", 64}}});
-  // The reference backward next to the tiled one (attention_fwd_bwd), same shape.
+  // The WMMA forward and the reference backward next to the mma.sync kernels that attention_fwd
+  // and attention_bwd pick (attention_fwd, attention_fwd_bwd), same shape.
+  c.push_back({"attention_fwd_wmma", {{"b", 8}, {"t", 1024}, {"h", 12}, {"kv", 12}, {"hd", 64}}});
   c.push_back({"attention_fwd_bwd_reference",
                {{"b", 8}, {"t", 1024}, {"h", 12}, {"kv", 12}, {"hd", 64}}});
   attn(2, 2048, 32, 8, 64);  // 1B-like GQA
@@ -234,8 +236,8 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
     work->flops = 2.0 * m * n * kk;
     return TimeIt([&] { return Status(gemm->Run(g, stream)); }, 20, stream, t);
   }
-  if (op == "attention_fwd" || op == "attention_fwd_reference" || op == "attention_fwd_bwd" ||
-      op == "attention_fwd_bwd_reference") {
+  if (op == "attention_fwd" || op == "attention_fwd_reference" || op == "attention_fwd_wmma" ||
+      op == "attention_fwd_bwd" || op == "attention_fwd_bwd_reference") {
     k::AttentionShape s{c.Get("b"), c.Get("t"), c.Get("h"), c.Get("kv"), c.Get("hd"), 0};
     const size_t nq = s.b * s.t * s.heads * s.head_dim * 2,
                  nk = s.b * s.t * s.kv_heads * s.head_dim * 2;
@@ -252,6 +254,12 @@ std::string RunCase(const Case& c, kernels::cuda::CublasLtGemm* gemm, cudaStream
       work->flops = fwd;
       return TimeIt([&] { return Status(k::attention_fwd(kBf16, o, lse, q, kp, v, s, stream)); }, 3,
                     stream, t);
+    }
+    if (op == "attention_fwd_wmma") {
+      work->flops = fwd;
+      return TimeIt(
+          [&] { return Status(k::attention_flash_fwd(kBf16, o, lse, q, kp, v, s, stream)); }, 3,
+          stream, t);
     }
     if (op == "attention_fwd_reference") {
       work->flops = fwd;

@@ -22,7 +22,7 @@ import torch.nn.functional as F
 
 ITERS = {  # calls per timed window, as gpu_bench.cc
     "gemm_bf16_nt": 20, "gemm_fp16_nt": 20, "gemm_fp16_nt_hacc": 20, "attention_fwd": 3, "attention_fwd_reference": 3, "attention_fwd_bwd": 2,
-    "attention_fwd_bwd_reference": 2,
+    "attention_fwd_bwd_reference": 2, "attention_fwd_wmma": 3,
     "layernorm_fwd": 50, "rmsnorm_fwd": 50, "gelu_fwd": 50, "swiglu_fwd": 50, "cross_entropy_fwd_bwd": 5,
     "adamw_step": 10, "copy_d2d": 10, "copy_h2d_pinned": 5, "copy_d2h_pinned": 5,
     "copy_duplex_pinned": 5,
@@ -81,8 +81,8 @@ def make(op, p):
     if op in ("gemm_fp16_nt", "gemm_fp16_nt_hacc"):  # the accumulation: main's fp16_accumulation
         x, w = fp16(p["m"], p["k"]), fp16(p["n"], p["k"])
         return lambda: F.linear(x, w)
-    if op in ("attention_fwd", "attention_fwd_reference", "attention_fwd_bwd",
-              "attention_fwd_bwd_reference"):
+    if op in ("attention_fwd", "attention_fwd_reference", "attention_fwd_wmma",
+              "attention_fwd_bwd", "attention_fwd_bwd_reference"):
         b, t, h, kv, hd = p["b"], p["t"], p["h"], p["kv"], p["hd"]
         # Our layout [B, T, H, hd] viewed as torch's [B, H, T, hd].
         q = bf16(b, t, h, hd).transpose(1, 2)

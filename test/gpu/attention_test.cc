@@ -117,6 +117,18 @@ void CheckShapeIn(HalfType ht, const AttentionShape& s) {
   ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, "attention lse (reference)");
   const bool tiled = AttentionFlashFwdApplies(s, d_q.get(), d_k.get(), d_v.get());
   EXPECT_EQ(tiled, s.head_dim == 64 || s.head_dim == 128);
+  EXPECT_EQ(AttentionMmaFwdApplies(s, d_q.get(), d_k.get(), d_v.get()), tiled);
+  if (tiled) {  // both tiled forwards by name (attention_fwd below picks one)
+    EXPECT_TRUE(AttentionMmaFwdChecked(ht, s.head_dim));
+    MOBIUS_ASSERT_KERNEL_OK(attention_flash_fwd(ht, d_out.get(), d_lse.get(), d_q.get(), d_k.get(),
+                                                d_v.get(), s, nullptr));
+    ExpectClose(ht, d_out.ToHost(), ref.out, tol, "attention out (WMMA)");
+    ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, "attention lse (WMMA)");
+    MOBIUS_ASSERT_KERNEL_OK(attention_mma_fwd(ht, d_out.get(), d_lse.get(), d_q.get(), d_k.get(),
+                                              d_v.get(), s, nullptr));
+    ExpectClose(ht, d_out.ToHost(), ref.out, tol, "attention out (mma)");
+    ExpectClose(d_lse.ToHost(), ref.lse, 1e-5, "attention lse (mma)");
+  }
   MOBIUS_ASSERT_KERNEL_OK(
       attention_fwd(ht, d_out.get(), d_lse.get(), d_q.get(), d_k.get(), d_v.get(), s, nullptr));
   ExpectClose(ht, d_out.ToHost(), ref.out, tol, tiled ? "attention out (tiled)" : "attention out");

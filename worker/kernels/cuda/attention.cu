@@ -294,6 +294,10 @@ KernelStatus attention_fwd(HalfType type, uint16_t* out, float* lse, const uint1
                            const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                            cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
+  if (s.b * s.t > 0 && AttentionMmaFwdApplies(s, q, k, v) &&
+      AttentionMmaFwdChecked(type, s.head_dim)) {
+    return attention_mma_fwd(type, out, lse, q, k, v, s, stream);
+  }
   if (AttentionFlashFwdApplies(s, q, k, v))
     return attention_flash_fwd(type, out, lse, q, k, v, s, stream);
   return attention_fwd_reference(type, out, lse, q, k, v, s, stream);

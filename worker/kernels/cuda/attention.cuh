@@ -43,8 +43,9 @@ inline constexpr int64_t kAttentionMaxHeadDim = 256;
 KernelStatus CheckAttentionShape(const AttentionShape& s);
 
 // q, k, v -> out (all of `type`) and lse fp32 (saved for the backward). REQUIRES: out aliases none
-// of q, k, v. Runs attention_flash_fwd where it applies (AttentionFlashFwdApplies), else the
-// reference kernel.
+// of q, k, v. Runs attention_mma_fwd where it applies and this GPU passed its check
+// (AttentionMmaFwdChecked), else attention_flash_fwd where it applies (AttentionFlashFwdApplies),
+// else the reference kernel.
 KernelStatus attention_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
                            const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                            cudaStream_t stream);
@@ -62,6 +63,18 @@ bool AttentionFlashFwdApplies(const AttentionShape& s, const void* q, const void
 KernelStatus attention_flash_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
                                  const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                                  cudaStream_t stream);
+
+// The tiled forward on mma.sync (attention_mma_fwd.cu): FlashAttention-2's loop with the online
+// softmax in registers (64 query rows x 64 keys per step), P rounded to `type` before P V. Applies
+// as attention_flash_fwd does (head_dim 64 or 128, b * heads <= 65535, q, k, v 16-byte aligned);
+// UNIMPLEMENTED otherwise. AttentionMmaFwdChecked: as AttentionFlashBwdChecked below, against
+// attention_fwd_reference (out within 2e-2 of its largest magnitude, lse within 1e-4 of its
+// largest); attention_fwd falls back to the WMMA kernel where it says no.
+bool AttentionMmaFwdApplies(const AttentionShape& s, const void* q, const void* k, const void* v);
+KernelStatus attention_mma_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
+                               const uint16_t* k, const uint16_t* v, const AttentionShape& s,
+                               cudaStream_t stream);
+bool AttentionMmaFwdChecked(HalfType type, int64_t head_dim);
 
 // dq [B, T, H, hd], dk, dv [B, T, KV, hd] += gradients from dout [B, T, H, hd], all of `type`,
 // given the forward's inputs, out and lse. REQUIRES: the gradients alias no input. Runs

@@ -28,151 +28,40 @@
 
 #include "worker/kernels/cuda/attention.cuh"
 #include "worker/kernels/cuda/device_utils.cuh"
+#include "worker/kernels/cuda/mma_tiles.cuh"
 
 namespace mobius::kernels::cuda {
 namespace {
 
 using internal::As;
+using internal::AsA;
 using internal::kWarp;
+using internal::Ld;
+using internal::LoadA;
+using internal::LoadB;
+using internal::LoadBt;
+using internal::LoadRows;
+using internal::Mma;
+using internal::RowIndex;
+using internal::TileDims;
+using internal::Visible;
+using internal::Widen;
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * kWarp;
 constexpr int kBlockRows = 64;  // rows a block owns: queries (dQ) or keys (dK, dV); 16 per warp
 constexpr int kTile = 32;       // rows of the other side per step
 
-struct BwdDims {
-  int64_t t, heads, kv_heads, group, window;
-  float scale;
-};
-
-template <int kHd>
-__host__ __device__ constexpr int Ld() {  // shared-memory row stride in 16-bit elements (16 bytes of padding)
-  return kHd + 8;
-}
-
 template <int kHd>
 constexpr size_t SharedBytes() {
   return size_t{2 * kBlockRows + 2 * kTile} * Ld<kHd>() * 2 + size_t{2 * kBlockRows} * 4;
-}
-
-// d += a b on tensor cores: A 16x16 (row), B 16x8 (col), C/D 16x8 fp32.
-template <typename T>
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]);
-template <>
-__device__ __forceinline__ void Mma<uint16_t>(float (&d)[4], const uint32_t (&a)[4],
-                                              const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-template <>
-__device__ __forceinline__ void Mma<__half>(float (&d)[4], const uint32_t (&a)[4],
-                                            const uint32_t (&b)[2]) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
-      "{%8, %9}, {%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
-
-// The 16-bit bits of x rounded to T, and a 16-bit value of T widened.
-template <typename T>
-__device__ __forceinline__ uint16_t Bits(float x);
-template <>
-__device__ __forceinline__ uint16_t Bits<uint16_t>(float x) {
-  return internal::F32ToBf16(x);
-}
-template <>
-__device__ __forceinline__ uint16_t Bits<__half>(float x) {
-  return __half_as_ushort(internal::F32ToF16(x));
-}
-template <typename T>
-__device__ __forceinline__ float Widen(uint16_t bits);
-template <>
-__device__ __forceinline__ float Widen<uint16_t>(uint16_t bits) {
-  return internal::Bf16ToF32(bits);
-}
-template <>
-__device__ __forceinline__ float Widen<__half>(uint16_t bits) {
-  return __half2float(__ushort_as_half(bits));
-}
-
-__device__ __forceinline__ uint32_t Pack(uint16_t lo, uint16_t hi) {
-  return static_cast<uint32_t>(lo) | (static_cast<uint32_t>(hi) << 16);
-}
-__device__ __forceinline__ uint32_t Word(const uint16_t* p) {
-  return *reinterpret_cast<const uint32_t*>(p);
-}
-
-// Fragments from shared memory (row stride ld; g = lane / 4, q = lane % 4).
-// A = X[m0 .. m0+16)[k0 .. k0+16) of a row-major X.
-__device__ __forceinline__ void LoadA(uint32_t (&a)[4], const uint16_t* x, int ld, int m0, int k0,
-                                      int g, int q) {
-  const uint16_t* r0 = x + (m0 + g) * ld + k0 + 2 * q;
-  const uint16_t* r8 = r0 + 8 * ld;
-  a[0] = Word(r0);
-  a[1] = Word(r8);
-  a[2] = Word(r0 + 8);
-  a[3] = Word(r8 + 8);
-}
-// B[k][n] = X[n0 + n][k0 + k] (B = X^T of a row-major X whose rows are the output's columns).
-__device__ __forceinline__ void LoadBt(uint32_t (&b)[2], const uint16_t* x, int ld, int n0, int k0,
-                                       int g, int q) {
-  const uint16_t* r = x + (n0 + g) * ld + k0 + 2 * q;
-  b[0] = Word(r);
-  b[1] = Word(r + 8);
-}
-// B[k][n] = X[k0 + k][n0 + n] of a row-major X.
-__device__ __forceinline__ void LoadB(uint32_t (&b)[2], const uint16_t* x, int ld, int k0, int n0,
-                                      int g, int q) {
-  const uint16_t* c = x + (k0 + 2 * q) * ld + n0 + g;
-  b[0] = Pack(c[0], c[ld]);
-  b[1] = Pack(c[8 * ld], c[9 * ld]);
-}
-
-// The A fragment of columns [16 kc, 16 kc + 16) of a 16 x (8 n) fp32 result held as n m16n8
-// accumulators, rounded to T.
-template <typename T>
-__device__ __forceinline__ void AsA(uint32_t (&a)[4], const float (&lo)[4], const float (&hi)[4]) {
-  a[0] = Pack(Bits<T>(lo[0]), Bits<T>(lo[1]));
-  a[1] = Pack(Bits<T>(lo[2]), Bits<T>(lo[3]));
-  a[2] = Pack(Bits<T>(hi[0]), Bits<T>(hi[1]));
-  a[3] = Pack(Bits<T>(hi[2]), Bits<T>(hi[3]));
-}
-
-__device__ __forceinline__ int64_t RowIndex(const BwdDims& s, int64_t b, int64_t t, int64_t nh,
-                                            int64_t head, int hd) {
-  return ((b * s.t + t) * nh + head) * hd;
-}
-
-// Rows [r0, r0 + n) of head `head` of a [B, T, nh, kHd] tensor into dst [n][Ld], zeros past T.
-// 16-byte loads: REQUIRES the tensor 16-byte aligned.
-template <int kHd>
-__device__ void LoadRows(uint16_t* dst, const uint16_t* src, const BwdDims& s, int64_t b,
-                         int64_t r0, int n, int64_t nh, int64_t head) {
-  constexpr int kChunks = kHd / 8;
-  for (int i = threadIdx.x; i < n * kChunks; i += kThreads) {
-    const int r = i / kChunks, c = i % kChunks;
-    uint4 v = make_uint4(0, 0, 0, 0);
-    if (r0 + r < s.t) {
-      v = reinterpret_cast<const uint4*>(src + RowIndex(s, b, r0 + r, nh, head, kHd))[c];
-    }
-    reinterpret_cast<uint4*>(dst + r * Ld<kHd>())[c] = v;
-  }
-}
-
-// Whether query t sees key j (causal, with an optional window).
-__device__ __forceinline__ bool Visible(const BwdDims& s, int64_t t, int64_t j) {
-  return t < s.t && j <= t && (s.window == 0 || j > t - s.window);
 }
 
 template <typename T, int kHd>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dq_kernel(T* dq, float* dsum, const uint16_t* dout, const uint16_t* q,
                         const uint16_t* k, const uint16_t* v, const T* out, const float* lse,
-                        BwdDims s) {
+                        TileDims s) {
   extern __shared__ uint4 shared_raw[];
   constexpr int ld = Ld<kHd>();
   uint16_t* qs = reinterpret_cast<uint16_t*>(shared_raw);
@@ -272,7 +161,7 @@ template <typename T, int kHd>
 __global__ void __launch_bounds__(kThreads)
     flash_bwd_dkdv_kernel(T* dk, T* dv, const uint16_t* dout, const uint16_t* q,
                           const uint16_t* k, const uint16_t* v, const float* lse,
-                          const float* dsum, BwdDims s) {
+                          const float* dsum, TileDims s) {
   extern __shared__ uint4 shared_raw[];
   constexpr int ld = Ld<kHd>();
   uint16_t* ks = reinterpret_cast<uint16_t*>(shared_raw);
@@ -370,7 +259,7 @@ template <typename T, int kHd>
 KernelStatus Launch(T* dq, T* dk, T* dv, const uint16_t* dout, const uint16_t* q,
                     const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
                     const AttentionShape& shape, cudaStream_t stream) {
-  BwdDims s;
+  TileDims s;
   s.t = shape.t;
   s.heads = shape.heads;
   s.kv_heads = shape.kv_heads;

@@ -1,7 +1,8 @@
-// AttentionFlashBwdChecked (attention.cuh): the tiled backward against the reference backward on
-// the device itself, once per (device, type, head_dim) and process, before attention_bwd trusts
-// it. Inputs are multiples of 1/64 in [-1, 1] (exact in bf16 and fp16); the forward is the
-// reference one; both backwards start from zeroed gradients.
+// AttentionMmaFwdChecked, AttentionFlashBwdChecked (attention.cuh): the mma.sync kernels against
+// the reference kernels on the device itself, once per (device, type, head_dim) and process,
+// before attention_fwd / attention_bwd trust them. Inputs are multiples of 1/64 in [-1, 1] (exact
+// in bf16 and fp16); the backward is given the reference forward's out and lse; both backwards
+// start from zeroed gradients.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -68,22 +69,60 @@ struct Buffers {
   }
 };
 
-// An empty string when the two backwards agree on `s`, else why not.
-std::string CheckShape(HalfType type, const AttentionShape& s, cudaStream_t stream) {
+enum class Kernel { kMmaForward, kFlashBackward };
+
+// Why the 16-bit tensors (or, with `type` unset, the fp32 ones) at ref and got differ by more than
+// `tol` times the reference's largest magnitude; empty when they do not.
+std::string Compare(const char* name, HalfType type, bool half, const void* ref, const void* got,
+                    size_t n, double tol, cudaStream_t stream) {
+  const size_t bytes = n * (half ? 2 : 4);
+  std::vector<uint8_t> r(bytes), g(bytes);
+  cudaError_t e = cudaMemcpyAsync(r.data(), ref, bytes, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(g.data(), got, bytes, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
+  if (e != cudaSuccess) return std::string("copying the results: ") + cudaGetErrorString(e);
+  auto value = [&](const std::vector<uint8_t>& v, size_t i) -> double {
+    if (half) {
+      uint16_t bits;
+      std::memcpy(&bits, v.data() + 2 * i, 2);
+      return Widen(type, bits);
+    }
+    float f;
+    std::memcpy(&f, v.data() + 4 * i, 4);
+    return f;
+  };
+  double max_ref = 0, max_diff = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const double a = value(r, i), b = value(g, i);
+    max_ref = std::fmax(max_ref, std::fabs(a));
+    const double d = std::fabs(a - b);
+    max_diff = std::isnan(d) ? INFINITY : std::fmax(max_diff, d);
+  }
+  if (max_diff <= tol * max_ref && max_ref > 0) return "";
+  char line[160];
+  std::snprintf(line, sizeof(line), "%s differs by %.3g where the reference's largest is %.3g",
+                name, max_diff, max_ref);
+  return line;
+}
+
+// An empty string when `kernel` agrees with the reference kernels on `s`, else why not.
+std::string CheckShape(Kernel kernel, HalfType type, const AttentionShape& s,
+                       cudaStream_t stream) {
   const size_t nq = s.b * s.t * s.heads * s.head_dim, nk = s.b * s.t * s.kv_heads * s.head_dim;
+  const size_t nl = s.b * s.heads * s.t;
   cudaError_t e = cudaSuccess;
   Buffers buf{stream, {}};
   uint16_t *q = buf.Get<uint16_t>(nq, &e), *k = buf.Get<uint16_t>(nk, &e),
            *v = buf.Get<uint16_t>(nk, &e), *dout = buf.Get<uint16_t>(nq, &e),
-           *out = buf.Get<uint16_t>(nq, &e);
-  float* lse = buf.Get<float>(s.b * s.heads * s.t, &e);
+           *out = buf.Get<uint16_t>(nq, &e), *out2 = buf.Get<uint16_t>(nq, &e);
+  float *lse = buf.Get<float>(nl, &e), *lse2 = buf.Get<float>(nl, &e);
   uint16_t* grads[2][3];
   for (auto& side : grads) {
     side[0] = buf.Get<uint16_t>(nq, &e);
     side[1] = buf.Get<uint16_t>(nk, &e);
     side[2] = buf.Get<uint16_t>(nk, &e);
   }
-  if (e != cudaSuccess) return std::string("cudaMalloc: ") + cudaGetErrorString(e);
+  if (e != cudaSuccess) return std::string("cudaMallocAsync: ") + cudaGetErrorString(e);
   uint32_t state = 12345;
   auto fill = [&](uint16_t* dst, size_t n) {
     std::vector<uint16_t> host(n);
@@ -106,6 +145,9 @@ std::string CheckShape(HalfType type, const AttentionShape& s, cudaStream_t stre
   if (e != cudaSuccess) return std::string("copying the inputs: ") + cudaGetErrorString(e);
   const KernelStatus st = [&]() -> KernelStatus {
     MOBIUS_KERNEL_RETURN_IF_ERROR(attention_fwd_reference(type, out, lse, q, k, v, s, stream));
+    if (kernel == Kernel::kMmaForward) {
+      return attention_mma_fwd(type, out2, lse2, q, k, v, s, stream);
+    }
     MOBIUS_KERNEL_RETURN_IF_ERROR(attention_bwd_reference(
         type, grads[0][0], grads[0][1], grads[0][2], dout, q, k, v, out, lse, s, stream));
     return attention_flash_bwd(type, grads[1][0], grads[1][1], grads[1][2], dout, q, k, v, out,
@@ -114,34 +156,21 @@ std::string CheckShape(HalfType type, const AttentionShape& s, cudaStream_t stre
   if (!st.ok()) return st.message();
   e = cudaStreamSynchronize(stream);
   if (e != cudaSuccess) return std::string("running the kernels: ") + cudaGetErrorString(e);
+  if (kernel == Kernel::kMmaForward) {
+    std::string why = Compare("out", type, true, out, out2, nq, 2e-2, stream);
+    if (why.empty()) why = Compare("lse", type, false, lse, lse2, nl, 1e-4, stream);
+    return why;
+  }
   const char* names[3] = {"dq", "dk", "dv"};
   for (int i = 0; i < 3; ++i) {
-    const size_t n = i == 0 ? nq : nk;
-    std::vector<uint16_t> ref(n), got(n);
-    e = cudaMemcpyAsync(ref.data(), grads[0][i], n * 2, cudaMemcpyDeviceToHost, stream);
-    if (e == cudaSuccess) {
-      e = cudaMemcpyAsync(got.data(), grads[1][i], n * 2, cudaMemcpyDeviceToHost, stream);
-    }
-    if (e == cudaSuccess) e = cudaStreamSynchronize(stream);
-    if (e != cudaSuccess) return std::string("copying the gradients: ") + cudaGetErrorString(e);
-    double max_ref = 0, max_diff = 0;
-    for (size_t j = 0; j < n; ++j) {
-      const double r = Widen(type, ref[j]), g = Widen(type, got[j]);
-      max_ref = std::fmax(max_ref, std::fabs(r));
-      const double d = std::fabs(r - g);
-      max_diff = std::isnan(d) ? INFINITY : std::fmax(max_diff, d);
-    }
-    if (!(max_diff <= 2e-2 * max_ref) || max_ref == 0) {
-      char line[160];
-      std::snprintf(line, sizeof(line), "%s differs by %.3g where the reference's largest is %.3g",
-                    names[i], max_diff, max_ref);
-      return line;
-    }
+    const std::string why =
+        Compare(names[i], type, true, grads[0][i], grads[1][i], i == 0 ? nq : nk, 2e-2, stream);
+    if (!why.empty()) return why;
   }
   return "";
 }
 
-std::string Check(HalfType type, int64_t head_dim) {
+std::string Check(Kernel kernel, HalfType type, int64_t head_dim) {
   cudaStream_t stream = nullptr;
   cudaError_t e = cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
   if (e != cudaSuccess) return std::string("cudaStreamCreate: ") + cudaGetErrorString(e);
@@ -151,32 +180,44 @@ std::string Check(HalfType type, int64_t head_dim) {
        {AttentionShape{.b = 1, .t = 96, .heads = 2, .kv_heads = 1, .head_dim = head_dim},
         AttentionShape{.b = 2, .t = 150, .heads = 4, .kv_heads = 2, .head_dim = head_dim,
                        .window = 70}}) {
-    why = CheckShape(type, s, stream);
+    why = CheckShape(kernel, type, s, stream);
     if (!why.empty()) break;
   }
   cudaStreamDestroy(stream);
   return why;
 }
 
-}  // namespace
-
-bool AttentionFlashBwdChecked(HalfType type, int64_t head_dim) {
+// Check(kernel, type, head_dim) once per device and process; a failure is written to stderr.
+bool Checked(Kernel kernel, HalfType type, int64_t head_dim) {
   static std::mutex mu;
-  static std::map<std::tuple<int, int, int64_t>, bool> checked;
+  static std::map<std::tuple<int, int, int, int64_t>, bool> checked;
   int device = 0;
   if (cudaGetDevice(&device) != cudaSuccess) return false;
   std::lock_guard<std::mutex> lock(mu);
-  const auto key = std::make_tuple(device, static_cast<int>(type), head_dim);
+  const auto key =
+      std::make_tuple(static_cast<int>(kernel), device, static_cast<int>(type), head_dim);
   if (auto it = checked.find(key); it != checked.end()) return it->second;
-  const std::string why = Check(type, head_dim);
+  const std::string why = Check(kernel, type, head_dim);
   if (!why.empty()) {
     std::fprintf(stderr,
-                 "mobius: attention: the tiled backward (%s, head_dim %lld) disagrees with the "
-                 "reference on device %d (%s); using the reference backward\n",
-                 HalfTypeName(type), static_cast<long long>(head_dim), device, why.c_str());
+                 "mobius: attention: the tiled %s (%s, head_dim %lld) disagrees with the "
+                 "reference on device %d (%s); using the %s\n",
+                 kernel == Kernel::kMmaForward ? "forward" : "backward", HalfTypeName(type),
+                 static_cast<long long>(head_dim), device, why.c_str(),
+                 kernel == Kernel::kMmaForward ? "WMMA forward" : "reference backward");
   }
   checked[key] = why.empty();
   return why.empty();
+}
+
+}  // namespace
+
+bool AttentionFlashBwdChecked(HalfType type, int64_t head_dim) {
+  return Checked(Kernel::kFlashBackward, type, head_dim);
+}
+
+bool AttentionMmaFwdChecked(HalfType type, int64_t head_dim) {
+  return Checked(Kernel::kMmaForward, type, head_dim);
 }
 
 }  // namespace mobius::kernels::cuda

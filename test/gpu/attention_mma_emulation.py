@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""The tiled attention backward (worker/kernels/cuda/attention_flash_bwd.cu), line for line on
-the CPU: each warp's 32 lanes as numpy rows, mma.sync m16n8k16 as the PTX ISA defines its fragments
+"""The mma.sync attention kernels (worker/kernels/cuda/attention_mma_fwd.cu, the forward, and
+attention_flash_bwd.cu, the backward), line for line on the CPU: each warp's 32 lanes as numpy rows, mma.sync m16n8k16 as the PTX ISA defines its fragments
 ("Matrix Fragments for mma.m16n8k16 with floating point type"), the kernels' tiles, loops, masks
 and register reuse as written, P and dS rounded to the storage type where the kernel rounds them.
-Checked against a float64 attention backward: what a GPU-less machine can say about the kernel's
-indexing before a GPU runs it (the GPU kit's cuda_attention_test is the real check). Keep it in
-step with the .cu file.
+Checked against a float64 attention: what a GPU-less machine can say about the kernels' indexing
+before a GPU runs them (the GPU kit's cuda_attention_test is the real check). Keep it in step with
+the .cu files and mma_tiles.cuh.
 
-  /usr/bin/python3 test/gpu/flash_bwd_emulation.py   (exit 0: every case within tolerance)
+  /usr/bin/python3 test/gpu/attention_mma_emulation.py   (exit 0: every case within tolerance)
 """
 import sys
 
@@ -79,6 +79,92 @@ def load_rows(x, b, r0, n, head):  # x [B, T, nh, hd] -> [n, hd], zeros past T
 
 def visible(t, j, T, W):
     return (t < T) & (j <= t) & ((W == 0) | (j > t - W))
+
+
+def quad(x, op):
+    """x [32] -> op over each group of 4 lanes (4g .. 4g+3), as two xor shuffles give it."""
+    x = op(x, x[LANE ^ 1])
+    return op(x, x[LANE ^ 2])
+
+
+def mma_fwd_kernel(out, lse, q, k, v, W, dtype):
+    B, T, H, hd = q.shape
+    KV = k.shape[2]
+    group, scale = H // KV, np.float32(1 / np.sqrt(hd))
+    rows, keys = 64, 64
+    for b in range(B):
+        for h in range(H):
+            kvh = h // group
+            for q0 in range(0, T, rows):
+                qs = load_rows(q, b, q0, rows, h)
+                last_row = min(q0 + rows - 1, T - 1)
+                first_key = max(0, q0 - W + 1) if W > 0 else 0
+                for w in range(WARPS):
+                    m0 = 16 * w
+                    ta, tb = q0 + m0 + G, q0 + m0 + G + 8
+                    qa = [load_a(qs, m0, kk) for kk in range(0, hd, 16)]
+                    o = np.zeros((32, hd // 8, 4), np.float32)
+                    m_a = np.full(32, -np.inf, np.float32)
+                    m_b = np.full(32, -np.inf, np.float32)
+                    l_a = np.zeros(32, np.float32)
+                    l_b = np.zeros(32, np.float32)
+                    for j0 in range(first_key // keys * keys, last_row + 1, keys):
+                        ks, vs = load_rows(k, b, j0, keys, kvh), load_rows(v, b, j0, keys, kvh)
+                        sc = np.zeros((32, keys // 8, 4), np.float32)
+                        for kk in range(hd // 16):
+                            for nt in range(keys // 8):
+                                sc[:, nt] = mma(sc[:, nt], qa[kk], load_bt(ks, nt * 8, kk * 16))
+                        max_a = np.full(32, -np.inf, np.float32)
+                        max_b = np.full(32, -np.inf, np.float32)
+                        for nt in range(keys // 8):
+                            for i in range(4):
+                                t = ta if i < 2 else tb
+                                j = j0 + nt * 8 + 2 * Q + (i % 2)
+                                x = np.where(visible(t, j, T, W), sc[:, nt, i] * scale, -np.inf)
+                                sc[:, nt, i] = x
+                                if i < 2:
+                                    max_a = np.maximum(max_a, x)
+                                else:
+                                    max_b = np.maximum(max_b, x)
+                        new_a = np.maximum(m_a, quad(max_a, np.maximum))
+                        new_b = np.maximum(m_b, quad(max_b, np.maximum))
+                        base_a = np.where(new_a == -np.inf, 0, new_a).astype(np.float32)
+                        base_b = np.where(new_b == -np.inf, 0, new_b).astype(np.float32)
+                        alpha_a, alpha_b = np.exp(m_a - base_a), np.exp(m_b - base_b)
+                        sum_a = np.zeros(32, np.float32)
+                        sum_b = np.zeros(32, np.float32)
+                        for nt in range(keys // 8):
+                            for i in range(4):
+                                p = np.exp(sc[:, nt, i] - (base_a if i < 2 else base_b))
+                                sc[:, nt, i] = p
+                                if i < 2:
+                                    sum_a += p
+                                else:
+                                    sum_b += p
+                        l_a = l_a * alpha_a + quad(sum_a, np.add)
+                        l_b = l_b * alpha_b + quad(sum_b, np.add)
+                        m_a, m_b = new_a, new_b
+                        o[:, :, 0] *= alpha_a[:, None]
+                        o[:, :, 1] *= alpha_a[:, None]
+                        o[:, :, 2] *= alpha_b[:, None]
+                        o[:, :, 3] *= alpha_b[:, None]
+                        for kc in range(keys // 16):
+                            a = as_a(sc[:, 2 * kc], sc[:, 2 * kc + 1], dtype)
+                            for nt in range(hd // 8):
+                                o[:, nt] = mma(o[:, nt], a, load_b(vs, kc * 16, nt * 8))
+                    with np.errstate(divide="ignore", invalid="ignore"):
+                        inv_a, inv_b = 1 / l_a, 1 / l_b
+                    for nt in range(hd // 8):
+                        for i in range(4):
+                            t = ta if i < 2 else tb
+                            ok = t < T
+                            with np.errstate(invalid="ignore"):  # rows past T: not written
+                                val = o[:, nt, i] * (inv_a if i < 2 else inv_b)
+                            out[b, t[ok], h, nt * 8 + 2 * Q[ok] + (i % 2)] = round_to(val[ok], dtype)
+                    first = Q == 0
+                    for t, m, l in ((ta, m_a, l_a), (tb, m_b, l_b)):
+                        ok = first & (t < T)
+                        lse[b, h, t[ok]] = m[ok] + np.log(l[ok])
 
 
 def dq_kernel(dq, dsum, dout, q, k, v, out, lse, W, dtype):
@@ -213,6 +299,12 @@ def case(B, T, H, KV, hd, W, dtype, seed):
     q, k, v, dout = (round_to(rng.uniform(-1, 1, shape), dtype)
                      for shape in [(B, T, H, hd), (B, T, KV, hd), (B, T, KV, hd), (B, T, H, hd)])
     out, lse, dq_ref, dk_ref, dv_ref = reference(q, k, v, dout, W)
+    # The forward kernel against the float64 forward (out rounded once, lse in fp32).
+    got_out, got_lse = np.zeros_like(q), np.zeros((B, H, T), np.float32)
+    mma_fwd_kernel(got_out, got_lse, q, k, v, W, dtype)
+    rel_out = np.abs(got_out - out).max() / np.abs(out).max()
+    rel_lse = np.abs(got_lse - lse).max() / np.abs(lse).max()
+    print(f"  out: max|diff| / max|ref| = {rel_out:.2e}; lse {rel_lse:.2e}")
     out = round_to(out, dtype)  # the forward's 16-bit output, as the backward is given it
     lse = lse.astype(np.float32)
     dq = np.zeros_like(q)
@@ -220,7 +312,7 @@ def case(B, T, H, KV, hd, W, dtype, seed):
     dsum = np.zeros((B, H, T), np.float32)
     dq_kernel(dq, dsum, dout, q, k, v, out, lse, W, dtype)
     dkdv_kernel(dk, dv, dout, q, k, v, lse, dsum, W, dtype)
-    worst = 0.0
+    worst = max(rel_out, rel_lse * 10)  # lse is fp32 throughout: held to a tenth of the bound
     for name, got, want in [("dq", dq, dq_ref), ("dk", dk, dk_ref), ("dv", dv, dv_ref)]:
         rel = np.abs(round_to(got, dtype) - want).max() / np.abs(want).max()
         worst = max(worst, rel)
