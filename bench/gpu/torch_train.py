@@ -296,6 +296,43 @@ def gpt2_sequential(model):
     return nn.Sequential(Prefix(tr), *[Block(b) for b in tr.h], Postfix(model))
 
 
+def shim_roundpipe_masks(notes):
+    """RoundPipe 0.1.1's model presets call transformers' create_causal_mask(input_embeds=...,
+    cache_position=...); later transformers renamed the first to inputs_embeds (the first GPU run:
+    the Llama rows failed on it) and may drop the second. Give the presets a create_causal_mask that
+    passes what the installed one takes, so the comparison measures RoundPipe, not the rename."""
+    import importlib
+    import inspect
+
+    try:
+        import transformers.masking_utils as mu
+    except ImportError:
+        return
+    original = mu.create_causal_mask
+    params = inspect.signature(original).parameters
+    takes_any = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params.values())
+    if "input_embeds" in params or takes_any:
+        return
+
+    def compat(*a, **kw):
+        if "input_embeds" in kw:
+            kw["inputs_embeds"] = kw.pop("input_embeds")
+        return original(*a, **{k: v for k, v in kw.items() if k in params})
+
+    patched = []
+    for name in ("llama", "qwen3", "qwen3_moe", "gpt_oss"):
+        try:
+            mod = importlib.import_module(f"roundpipe.models.{name}")
+        except Exception:  # noqa: BLE001  (a preset this roundpipe does not have)
+            continue
+        if getattr(mod, "create_causal_mask", None) is original:
+            mod.create_causal_mask = compat
+            patched.append(name)
+    if patched:
+        notes.append("create_causal_mask(input_embeds=) passed as inputs_embeds for RoundPipe's "
+                     f"{', '.join(patched)} presets (this transformers renamed it)")
+
+
 def setup_roundpipe(args, cfg, device, tokens):
     import torch
     if args.rp_no_compile:
@@ -318,6 +355,7 @@ def setup_roundpipe(args, cfg, device, tokens):
     except Exception as e:  # noqa: BLE001
         raise NotRun(f"roundpipe does not import: {type(e).__name__}: {e}")
     notes = [f"roundpipe {getattr(roundpipe, '__version__', '?')}"]
+    shim_roundpipe_masks(notes)
 
     model = build_model(args, cfg, device).to(torch.bfloat16)  # init on the GPU, fast
     model.to("cpu")
