@@ -174,15 +174,33 @@ absl::Status WriteModelDirectory(const std::string& dir, const ModelConfig& conf
   return absl::OkStatus();
 }
 
+namespace {
+
+// config.json (validated) and a reader of the model's tensors, checked against its names and
+// shapes.
+struct OpenModel {
+  model::ModelConfig config;
+  TensorShapes shapes;
+  std::unique_ptr<TensorSetReader> reader;
+};
+absl::StatusOr<OpenModel> Open(const std::string& dir) {
+  OpenModel m;
+  MOBIUS_ASSIGN_OR_RETURN(m.config, model::LoadModelConfig(dir));
+  MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(m.config));
+  m.shapes = reference::ParameterShapes(m.config);
+  MOBIUS_ASSIGN_OR_RETURN(m.reader, TensorSetReader::Open(dir, "model", m.shapes, std::nullopt,
+                                                          model::FusedExpertTensors(m.config)));
+  return m;
+}
+
+}  // namespace
+
 absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir) {
+  MOBIUS_ASSIGN_OR_RETURN(OpenModel m, Open(dir));
   LoadedModel loaded;
-  MOBIUS_ASSIGN_OR_RETURN(loaded.config, model::LoadModelConfig(dir));
-  MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(loaded.config));
-  const TensorShapes shapes = reference::ParameterShapes(loaded.config);
-  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
-                          TensorSetReader::Open(dir, "model", shapes, std::nullopt,
-                                                model::FusedExpertTensors(loaded.config)));
-  for (const auto& [name, shape] : shapes) {
+  loaded.config = std::move(m.config);
+  TensorSetReader* reader = m.reader.get();
+  for (const auto& [name, shape] : m.shapes) {
     reference::Tensor& t = loaded.params.tensors[name];
     t.shape = shape;
     int64_t numel = 1;
@@ -197,16 +215,13 @@ absl::StatusOr<LoadedModel> ReadModelDirectory(const std::string& dir) {
 }
 
 absl::StatusOr<LoadedModelBf16> ReadModelDirectoryBf16(const std::string& dir) {
+  MOBIUS_ASSIGN_OR_RETURN(OpenModel m, Open(dir));
   LoadedModelBf16 loaded;
-  MOBIUS_ASSIGN_OR_RETURN(loaded.config, model::LoadModelConfig(dir));
-  MOBIUS_RETURN_IF_ERROR(reference::ValidateConfig(loaded.config));
-  const TensorShapes shapes = reference::ParameterShapes(loaded.config);
-  MOBIUS_ASSIGN_OR_RETURN(std::unique_ptr<TensorSetReader> reader,
-                          TensorSetReader::Open(dir, "model", shapes, std::nullopt,
-                                                model::FusedExpertTensors(loaded.config)));
+  loaded.config = std::move(m.config);
+  TensorSetReader* reader = m.reader.get();
   constexpr int64_t kSlice = int64_t{1} << 20;
   std::vector<float> slice(static_cast<size_t>(kSlice));  // one allocation for the whole read
-  for (const auto& [name, shape] : shapes) {
+  for (const auto& [name, shape] : m.shapes) {
     int64_t numel = 1;
     for (int64_t d : shape) numel *= d;
     std::vector<uint16_t>& bits = loaded.tensors[name];

@@ -24,21 +24,47 @@ CostOptions TwoSlotCost() {
   return o;
 }
 
-TEST(EstimateMemory, TinyLlamaByHand) {
-  const model::ModelDescription m = TinyLlama();
+// The tiny Llama (units: embedding, 2 blocks, head) on the paper testbed, 4 microbatches of
+// 2 x 8 tokens, cut into `stages` on as many GPUs, under the two-slot rule; `ok` false (and the
+// test failed) where a step does not work.
+struct TinyLlamaSetup {
+  model::ModelDescription m = TinyLlama();
   LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
+  int microbatches = 4;
   absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), TwoSlotProfile());
-  ASSERT_TRUE(prof.ok());
-  const int microbatches = 4;
-  absl::StatusOr<PartitionProblem> p = MakePartitionProblem(*prof, m, f.topology, f.facts,
-                                                            {0, 4, 1}, microbatches, 0,
-                                                            TwoSlotCost());
-  ASSERT_TRUE(p.ok());
-  absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 2}, {2, 4}});
-  ASSERT_TRUE(part.ok()) << part.status();
-  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4, 1}, 2);
-  ASSERT_TRUE(map.ok());
-  const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, microbatches);
+  absl::StatusOr<PartitionProblem> p = absl::UnknownError("not made");
+  absl::StatusOr<Partition> part = absl::UnknownError("not made");
+  absl::StatusOr<Mapping> map = absl::UnknownError("not made");
+  bool ok = false;
+
+  explicit TinyLlamaSetup(const std::vector<StageRange>& stages) {
+    EXPECT_TRUE(prof.ok()) << prof.status();
+    if (!prof.ok()) return;
+    p = MakePartitionProblem(*prof, m, f.topology, f.facts, {0, 4, 1}, microbatches, 0,
+                             TwoSlotCost());
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return;
+    part = ScorePartition(*p, stages);
+    map = SequentialMapping(f.facts, {0, 4, 1}, static_cast<int>(stages.size()));
+    EXPECT_TRUE(part.ok()) << part.status();
+    EXPECT_TRUE(map.ok()) << map.status();
+    ok = part.ok() && map.ok();
+  }
+  MemoryEstimate Estimate(const EstimatorOptions& o = {}) const {
+    return EstimateMemory(m, *prof, *p, *part, *map, microbatches, o);
+  }
+};
+
+TEST(EstimateMemory, TinyLlamaByHand) {
+  const TinyLlamaSetup t({{0, 2}, {2, 4}});
+  ASSERT_TRUE(t.ok);
+  const model::ModelDescription& m = t.m;
+  const auto& prof = t.prof;
+  const auto& p = t.p;
+  const auto& part = t.part;
+  const auto& map = t.map;
+  const int microbatches = t.microbatches;
+  const MemoryEstimate e = t.Estimate();
 
   // 16 tokens per microbatch. Host: 18 B x 210240 params (bf16 weights 2 + fp32 gradients 4 +
   // master and moments 12); checkpoints: stage 0 input = token ids 4 x 16 x 4 microbatches = 256,
@@ -113,20 +139,9 @@ TEST(EstimateMemory, TinyLlamaByHand) {
 // it crosses (the store hands it down: common/run/store_layout.h): 4 stages, 3 boundaries, the same
 // 2 x 8192 bytes as 2 stages; the checkpoints still count every stage input.
 TEST(EstimateMemory, ActivationGradientsAreOneBufferPerMicrobatch) {
-  const model::ModelDescription m = TinyLlama();
-  LoadedFixture f = LoadFixture("paper_testbed_2s_2sw_8x3090.xml");
-  absl::StatusOr<Profile> prof = AnalyticProfile(m, {2, 8}, Rtx3090Spec(), TwoSlotProfile());
-  ASSERT_TRUE(prof.ok());
-  const int microbatches = 4;
-  absl::StatusOr<PartitionProblem> p = MakePartitionProblem(*prof, m, f.topology, f.facts,
-                                                            {0, 4, 1}, microbatches, 0,
-                                                            TwoSlotCost());
-  ASSERT_TRUE(p.ok());
-  absl::StatusOr<Partition> part = ScorePartition(*p, {{0, 1}, {1, 2}, {2, 3}, {3, 4}});
-  ASSERT_TRUE(part.ok()) << part.status();
-  absl::StatusOr<Mapping> map = SequentialMapping(f.facts, {0, 4, 1}, 4);
-  ASSERT_TRUE(map.ok()) << map.status();
-  const MemoryEstimate e = EstimateMemory(m, *prof, *p, *part, *map, microbatches);
+  const TinyLlamaSetup t({{0, 1}, {1, 2}, {2, 3}, {3, 4}});
+  ASSERT_TRUE(t.ok);
+  const MemoryEstimate e = t.Estimate();
   EXPECT_EQ(e.host_activation_bytes, 256 + 3 * 8192);
   EXPECT_EQ(e.host_activation_grad_bytes, 16384);
 }

@@ -253,19 +253,11 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename T, int kHd>
 KernelStatus Launch(T* dq, T* dk, T* dv, const uint16_t* dout, const uint16_t* q,
                     const uint16_t* k, const uint16_t* v, const uint16_t* out, const float* lse,
                     const AttentionShape& shape, cudaStream_t stream) {
-  TileDims s;
-  s.t = shape.t;
-  s.heads = shape.heads;
-  s.kv_heads = shape.kv_heads;
-  s.group = shape.heads / shape.kv_heads;
-  s.window = shape.window;
-  s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHd)));
+  const TileDims s = internal::MakeTileDims(shape);
   constexpr size_t bytes = SharedBytes<kHd>();
   auto* dq_kernel = flash_bwd_dq_kernel<T, kHd>;
   auto* dkdv_kernel = flash_bwd_dkdv_kernel<T, kHd>;
@@ -303,8 +295,7 @@ KernelStatus Launch(T* dq, T* dk, T* dv, const uint16_t* dout, const uint16_t* q
 
 bool AttentionFlashBwdApplies(const AttentionShape& s, const void* q, const void* k, const void* v,
                               const void* dout) {
-  return (s.head_dim == 64 || s.head_dim == 128) && s.b * s.heads <= 65535 && Aligned16(q) &&
-         Aligned16(k) && Aligned16(v) && Aligned16(dout);
+  return internal::TiledShape(s, {q, k, v, dout});
 }
 
 KernelStatus attention_flash_bwd(HalfType type, uint16_t* dq, uint16_t* dk, uint16_t* dv,

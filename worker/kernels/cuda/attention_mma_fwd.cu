@@ -167,18 +167,10 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-
 template <typename T, int kHd>
 KernelStatus Launch(T* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
                     const AttentionShape& shape, cudaStream_t stream) {
-  TileDims s;
-  s.t = shape.t;
-  s.heads = shape.heads;
-  s.kv_heads = shape.kv_heads;
-  s.group = shape.heads / shape.kv_heads;
-  s.window = shape.window;
-  s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(kHd)));
+  const TileDims s = internal::MakeTileDims(shape);
   constexpr size_t bytes = SharedBytes<kHd>();
   MOBIUS_KERNEL_RETURN_IF_ERROR(FromCudaError(
       cudaFuncSetAttribute(attention_mma_fwd_kernel<T, kHd>,
@@ -193,8 +185,7 @@ KernelStatus Launch(T* out, float* lse, const uint16_t* q, const uint16_t* k, co
 }  // namespace
 
 bool AttentionMmaFwdApplies(const AttentionShape& s, const void* q, const void* k, const void* v) {
-  return (s.head_dim == 64 || s.head_dim == 128) && s.b * s.heads <= 65535 && Aligned16(q) &&
-         Aligned16(k) && Aligned16(v);
+  return internal::TiledShape(s, {q, k, v});
 }
 
 KernelStatus attention_mma_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,

@@ -14,7 +14,11 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <initializer_list>
 
+#include <cmath>
+
+#include "worker/kernels/cuda/attention.cuh"
 #include "worker/kernels/cuda/device_utils.cuh"
 
 namespace mobius::kernels::cuda::internal {
@@ -24,6 +28,29 @@ struct TileDims {
   int64_t t, heads, kv_heads, group, window;
   float scale;
 };
+
+inline TileDims MakeTileDims(const AttentionShape& shape) {
+  TileDims s;
+  s.t = shape.t;
+  s.heads = shape.heads;
+  s.kv_heads = shape.kv_heads;
+  s.group = shape.heads / shape.kv_heads;
+  s.window = shape.window;
+  s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  return s;
+}
+
+inline bool Aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// The shapes the tiled kernels take: head_dim 64 or 128, at most 65535 (b, head) pairs (the grid's
+// y), 16-byte aligned tensors (their 16-byte loads).
+inline bool TiledShape(const AttentionShape& s, std::initializer_list<const void*> tensors) {
+  if ((s.head_dim != 64 && s.head_dim != 128) || s.b * s.heads > 65535) return false;
+  for (const void* p : tensors) {
+    if (!Aligned16(p)) return false;
+  }
+  return true;
+}
 
 // The shared-memory row stride of a tile, in 16-bit elements: 16 bytes of padding per row.
 template <int kHd>
