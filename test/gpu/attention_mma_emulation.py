@@ -69,8 +69,10 @@ def as_a(lo, hi, dtype):  # the A fragment of two m16n8 results side by side, ro
                               hi[:, 0], hi[:, 1], hi[:, 2], hi[:, 3]], 1), dtype)
 
 
-def load_rows(x, b, r0, n, head):  # x [B, T, nh, hd] -> [n, hd], zeros past T
-    t = x.shape[1]
+def load_rows(x, b, r0, n, head, t=None):
+    """x [B, rows, nh, hd] -> [n, hd], zeros from row t on (t: the query length; rows may be a
+    KV cache's capacity, rows past t never read)."""
+    t = x.shape[1] if t is None else t
     out = np.zeros((n, x.shape[3]), np.float32)
     m = max(0, min(n, t - r0))
     out[:m] = x[b, r0:r0 + m, head]
@@ -109,7 +111,8 @@ def mma_fwd_kernel(out, lse, q, k, v, W, dtype):
                     l_a = np.zeros(32, np.float32)
                     l_b = np.zeros(32, np.float32)
                     for j0 in range(first_key // keys * keys, last_row + 1, keys):
-                        ks, vs = load_rows(k, b, j0, keys, kvh), load_rows(v, b, j0, keys, kvh)
+                        ks = load_rows(k, b, j0, keys, kvh, T)
+                        vs = load_rows(v, b, j0, keys, kvh, T)
                         sc = np.zeros((32, keys // 8, 4), np.float32)
                         for kk in range(hd // 16):
                             for nt in range(keys // 8):
@@ -320,8 +323,28 @@ def case(B, T, H, KV, hd, W, dtype, seed):
     return worst
 
 
+def prefill_case():
+    """attention_mma_fwd_prefill: k, v in caches of a larger capacity whose rows past T are NaN
+    (as cuda_attention_test fills them): the same out and lse as without the padding."""
+    rng = np.random.default_rng(7)
+    B, T, H, KV, hd, W, cap = 1, 90, 2, 1, 64, 0, 97
+    q = round_to(rng.uniform(-1, 1, (B, T, H, hd)), "bf16")
+    k = round_to(rng.uniform(-1, 1, (B, T, KV, hd)), "bf16")
+    v = round_to(rng.uniform(-1, 1, (B, T, KV, hd)), "bf16")
+    kc = np.full((B, cap, KV, hd), np.nan, np.float32)
+    vc = np.full((B, cap, KV, hd), np.nan, np.float32)
+    kc[:, :T], vc[:, :T] = k, v
+    out0, lse0 = np.zeros_like(q), np.zeros((B, H, T), np.float32)
+    out1, lse1 = np.zeros_like(q), np.zeros((B, H, T), np.float32)
+    mma_fwd_kernel(out0, lse0, q, k, v, W, "bf16")
+    mma_fwd_kernel(out1, lse1, q, kc, vc, W, "bf16")
+    same = np.array_equal(out0, out1) and np.array_equal(lse0, lse1)
+    print(f"prefill over a NaN-padded cache: {'bitwise the unpadded forward' if same else 'DIFFERS'}")
+    return same
+
+
 def main():
-    ok = True
+    ok = prefill_case()
     for B, T, H, KV, hd, W, dtype in [(1, 40, 2, 1, 64, 0, "bf16"), (2, 150, 4, 2, 64, 70, "bf16"),
                                       (1, 100, 2, 2, 128, 0, "fp16"), (1, 130, 4, 1, 64, 40, "fp16"),
                                       (1, 70, 2, 1, 128, 33, "bf16")]:

@@ -216,6 +216,8 @@ TEST(AttentionCuda, CachedForwardMatchesReference) {
   MOBIUS_REQUIRE_GPU();
   CheckCachedShape({.b = 2, .t = 37, .heads = 4, .kv_heads = 2, .head_dim = 64, .window = 0});
   CheckCachedShape({.b = 1, .t = 45, .heads = 6, .kv_heads = 2, .head_dim = 36, .window = 16});
+  // A prefill over several of the tiled forward's tiles (76 rows from position 0), a window.
+  CheckCachedShape({.b = 2, .t = 150, .heads = 4, .kv_heads = 1, .head_dim = 128, .window = 40});
 }
 
 TEST(AttentionCuda, CachedForwardRefusesAPositionPastTheCapacity) {

@@ -75,6 +75,12 @@ KernelStatus attention_mma_fwd(HalfType type, uint16_t* out, float* lse, const u
                                const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                                cudaStream_t stream);
 bool AttentionMmaFwdChecked(HalfType type, int64_t head_dim);
+// The same over k, v of `kv_rows` >= T rows per sequence, the first T of them the keys: a KV
+// cache's prefill from position 0 (attention_cached_fwd with start 0). lse may be nullptr.
+KernelStatus attention_mma_fwd_prefill(HalfType type, uint16_t* out, float* lse,
+                                       const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                       const AttentionShape& s, int64_t kv_rows,
+                                       cudaStream_t stream);
 
 // dq [B, T, H, hd], dk, dv [B, T, KV, hd] += gradients from dout [B, T, H, hd], all of `type`,
 // given the forward's inputs, out and lse. REQUIRES: the gradients alias no input. Runs

@@ -3,6 +3,8 @@
 #include <string>
 
 #include "worker/kernels/cuda/attention_cached.cuh"
+
+#include "worker/kernels/cuda/attention.cuh"
 #include "worker/kernels/cuda/device_utils.cuh"
 
 namespace mobius::kernels::cuda {
@@ -98,6 +100,12 @@ KernelStatus attention_cached_fwd(HalfType type, uint16_t* out, float* lse, cons
   }
   const int64_t rows = s.b * s.heads * s.t;
   if (rows == 0) return OkStatus();
+  // A prefill from position 0 is plain causal attention over the cache's first T rows: the tiled
+  // forward, where it applies and this GPU passed its check.
+  if (start == 0 && AttentionMmaFwdApplies(s, q, k_cache, v_cache) &&
+      AttentionMmaFwdChecked(type, s.head_dim)) {
+    return attention_mma_fwd_prefill(type, out, lse, q, k_cache, v_cache, s, capacity, stream);
+  }
   Dims d;
   d.b = s.b;
   d.t = s.t;

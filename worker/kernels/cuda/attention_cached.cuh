@@ -7,7 +7,9 @@
 //
 // One warp per query row walks the keys 32 at a time with an online softmax, as the reference
 // forward of attention.cuh does (a decoding step has one query row per head: no tiling to gain).
-// Deterministic. Enqueues on `stream` and returns the launch status; pointers are device addresses.
+// A prefill from position 0 (start 0) runs the tiled forward instead (attention_mma_fwd_prefill)
+// where it applies and its on-device check passed. Deterministic. Enqueues on `stream` and returns
+// the launch status; pointers are device addresses.
 #ifndef MOBIUS_WORKER_KERNELS_CUDA_ATTENTION_CACHED_CUH_
 #define MOBIUS_WORKER_KERNELS_CUDA_ATTENTION_CACHED_CUH_
 

@@ -74,8 +74,8 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4, qd = lane % 4;
   const int64_t b = blockIdx.y / s.heads, h = blockIdx.y % s.heads, kvh = h / s.group;
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  LoadRows<kHd>(qs, q, s, b, q0, kBlockRows, s.heads, h);
-  LoadRows<kHd>(dos, dout, s, b, q0, kBlockRows, s.heads, h);
+  LoadRows<kHd>(qs, q, s, s.t, b, q0, kBlockRows, s.heads, h);
+  LoadRows<kHd>(dos, dout, s, s.t, b, q0, kBlockRows, s.heads, h);
   __syncthreads();
   // D = dO . O per row (O from global, dO from shared), lse; both 0 past T (those rows see nothing).
   for (int r = warp; r < kBlockRows; r += kWarps) {
@@ -101,8 +101,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first_key = s.window > 0 && q0 - s.window + 1 > 0 ? q0 - s.window + 1 : 0;
   for (int64_t j0 = first_key / kTile * kTile; j0 <= last_row; j0 += kTile) {
     __syncthreads();  // the previous tile's K, V are read; D and lse are written (first pass)
-    LoadRows<kHd>(ks, k, s, b, j0, kTile, s.kv_heads, kvh);
-    LoadRows<kHd>(vs, v, s, b, j0, kTile, s.kv_heads, kvh);
+    LoadRows<kHd>(ks, k, s, s.kv_rows, b, j0, kTile, s.kv_heads, kvh);
+    LoadRows<kHd>(vs, v, s, s.kv_rows, b, j0, kTile, s.kv_heads, kvh);
     __syncthreads();
     float sc[kTile / 8][4] = {}, dp[kTile / 8][4] = {};
 #pragma unroll
@@ -174,8 +174,8 @@ __global__ void __launch_bounds__(kThreads)
   const int g = lane / 4, qd = lane % 4;
   const int64_t b = blockIdx.y / s.kv_heads, kvh = blockIdx.y % s.kv_heads;
   const int64_t k0 = static_cast<int64_t>(blockIdx.x) * kBlockRows;
-  LoadRows<kHd>(ks, k, s, b, k0, kBlockRows, s.kv_heads, kvh);
-  LoadRows<kHd>(vs, v, s, b, k0, kBlockRows, s.kv_heads, kvh);
+  LoadRows<kHd>(ks, k, s, s.kv_rows, b, k0, kBlockRows, s.kv_heads, kvh);
+  LoadRows<kHd>(vs, v, s, s.kv_rows, b, k0, kBlockRows, s.kv_heads, kvh);
   const int m0 = warp * 16;
   const int64_t ja = k0 + m0 + g, jb = ja + 8;  // this thread's two key rows
   float dk_acc[kHd / 8][4] = {}, dv_acc[kHd / 8][4] = {};
@@ -187,8 +187,8 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t h = kvh * s.group + gh;
     for (int64_t t0 = k0; t0 < end; t0 += kTile) {
       __syncthreads();  // the previous tile is read (and, first, K and V are written)
-      LoadRows<kHd>(qs, q, s, b, t0, kTile, s.heads, h);
-      LoadRows<kHd>(dos, dout, s, b, t0, kTile, s.heads, h);
+      LoadRows<kHd>(qs, q, s, s.t, b, t0, kTile, s.heads, h);
+      LoadRows<kHd>(dos, dout, s, s.t, b, t0, kTile, s.heads, h);
       for (int r = threadIdx.x; r < kTile; r += kThreads) {
         const int64_t t = t0 + r;
         lse_s[r] = t < s.t ? lse[(b * s.heads + h) * s.t + t] : 0.0f;

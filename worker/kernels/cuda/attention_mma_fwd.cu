@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 
 #include "worker/kernels/cuda/attention.cuh"
 #include "worker/kernels/cuda/device_utils.cuh"
@@ -65,7 +66,7 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t q0 = static_cast<int64_t>(blockIdx.x) * kRows;
   const int m0 = warp * 16;
   const int64_t ta = q0 + m0 + g, tb = ta + 8;  // this thread's two query rows
-  LoadRows<kHd>(qs, q, s, b, q0, kRows, s.heads, h);
+  LoadRows<kHd>(qs, q, s, s.t, b, q0, kRows, s.heads, h);
   __syncthreads();
   uint32_t qa[kHd / 16][4];
 #pragma unroll
@@ -76,8 +77,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t first_key = s.window > 0 && q0 - s.window + 1 > 0 ? q0 - s.window + 1 : 0;
   for (int64_t j0 = first_key / kKeys * kKeys; j0 <= last_row; j0 += kKeys) {
     __syncthreads();  // the previous tile is read
-    LoadRows<kHd>(ks, k, s, b, j0, kKeys, s.kv_heads, kvh);
-    LoadRows<kHd>(vs, v, s, b, j0, kKeys, s.kv_heads, kvh);
+    LoadRows<kHd>(ks, k, s, s.kv_rows, b, j0, kKeys, s.kv_heads, kvh);
+    LoadRows<kHd>(vs, v, s, s.kv_rows, b, j0, kKeys, s.kv_heads, kvh);
     __syncthreads();
     float sc[kKeys / 8][4] = {};
 #pragma unroll
@@ -161,7 +162,7 @@ __global__ void __launch_bounds__(kThreads)
       internal::Store(out, idx, o[nt][i] * (i < 2 ? inv_a : inv_b));
     }
   }
-  if (qd == 0) {
+  if (qd == 0 && lse != nullptr) {
     if (ta < s.t) lse[(b * s.heads + h) * s.t + ta] = m_a + logf(l_a);
     if (tb < s.t) lse[(b * s.heads + h) * s.t + tb] = m_b + logf(l_b);
   }
@@ -169,8 +170,9 @@ __global__ void __launch_bounds__(kThreads)
 
 template <typename T, int kHd>
 KernelStatus Launch(T* out, float* lse, const uint16_t* q, const uint16_t* k, const uint16_t* v,
-                    const AttentionShape& shape, cudaStream_t stream) {
-  const TileDims s = internal::MakeTileDims(shape);
+                    const AttentionShape& shape, int64_t kv_rows, cudaStream_t stream) {
+  TileDims s = internal::MakeTileDims(shape);
+  s.kv_rows = kv_rows;
   constexpr size_t bytes = SharedBytes<kHd>();
   MOBIUS_KERNEL_RETURN_IF_ERROR(FromCudaError(
       cudaFuncSetAttribute(attention_mma_fwd_kernel<T, kHd>,
@@ -191,7 +193,18 @@ bool AttentionMmaFwdApplies(const AttentionShape& s, const void* q, const void* 
 KernelStatus attention_mma_fwd(HalfType type, uint16_t* out, float* lse, const uint16_t* q,
                                const uint16_t* k, const uint16_t* v, const AttentionShape& s,
                                cudaStream_t stream) {
+  return attention_mma_fwd_prefill(type, out, lse, q, k, v, s, s.t, stream);
+}
+
+KernelStatus attention_mma_fwd_prefill(HalfType type, uint16_t* out, float* lse,
+                                       const uint16_t* q, const uint16_t* k, const uint16_t* v,
+                                       const AttentionShape& s, int64_t kv_rows,
+                                       cudaStream_t stream) {
   MOBIUS_KERNEL_RETURN_IF_ERROR(CheckAttentionShape(s));
+  if (kv_rows < s.t) {
+    return InvalidArgument("attention_mma_fwd: " + std::to_string(kv_rows) +
+                           " key rows per sequence, fewer than t " + std::to_string(s.t));
+  }
   if (!AttentionMmaFwdApplies(s, q, k, v)) {
     return Unimplemented(
         "attention_mma_fwd: needs head_dim 64 or 128, b * heads <= 65535 and 16-byte aligned q, "
@@ -200,8 +213,8 @@ KernelStatus attention_mma_fwd(HalfType type, uint16_t* out, float* lse, const u
   if (s.b * s.t == 0) return OkStatus();
   return internal::DispatchHalf(type, [&](auto tag) {
     using T = typename decltype(tag)::type;
-    return s.head_dim == 64 ? Launch<T, 64>(As<T>(out), lse, q, k, v, s, stream)
-                            : Launch<T, 128>(As<T>(out), lse, q, k, v, s, stream);
+    return s.head_dim == 64 ? Launch<T, 64>(As<T>(out), lse, q, k, v, s, kv_rows, stream)
+                            : Launch<T, 128>(As<T>(out), lse, q, k, v, s, kv_rows, stream);
   });
 }
 

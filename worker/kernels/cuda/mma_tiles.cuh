@@ -27,6 +27,7 @@ namespace mobius::kernels::cuda::internal {
 struct TileDims {
   int64_t t, heads, kv_heads, group, window;
   float scale;
+  int64_t kv_rows;  // rows per sequence of the k and v tensors: t, or a KV cache's capacity
 };
 
 inline TileDims MakeTileDims(const AttentionShape& shape) {
@@ -37,6 +38,7 @@ inline TileDims MakeTileDims(const AttentionShape& shape) {
   s.group = shape.heads / shape.kv_heads;
   s.window = shape.window;
   s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(shape.head_dim)));
+  s.kv_rows = shape.t;
   return s;
 }
 
@@ -145,22 +147,29 @@ __device__ __forceinline__ void AsA(uint32_t (&a)[4], const float (&lo)[4], cons
   a[3] = Pack(Bits<T>(hi[2]), Bits<T>(hi[3]));
 }
 
+// Element 0 of row t of head `head` of sequence b in a [B, rows, nh, hd] tensor.
+__device__ __forceinline__ int64_t RowIndex(int64_t rows, int64_t b, int64_t t, int64_t nh,
+                                            int64_t head, int hd) {
+  return ((b * rows + t) * nh + head) * hd;
+}
+// The same in a [B, T, nh, hd] tensor (q, out, dout and the gradients).
 __device__ __forceinline__ int64_t RowIndex(const TileDims& s, int64_t b, int64_t t, int64_t nh,
                                             int64_t head, int hd) {
-  return ((b * s.t + t) * nh + head) * hd;
+  return RowIndex(s.t, b, t, nh, head, hd);
 }
 
-// Rows [r0, r0 + n) of head `head` of a [B, T, nh, kHd] tensor into dst [n][Ld], zeros past T,
-// by the whole block. 16-byte loads: REQUIRES the tensor 16-byte aligned.
+// Rows [r0, r0 + n) of head `head` of sequence b of a [B, rows, nh, kHd] tensor into dst
+// [n][Ld], zeros from row T on, by the whole block. 16-byte loads: REQUIRES the tensor 16-byte
+// aligned.
 template <int kHd>
-__device__ void LoadRows(uint16_t* dst, const uint16_t* src, const TileDims& s, int64_t b,
-                         int64_t r0, int n, int64_t nh, int64_t head) {
+__device__ void LoadRows(uint16_t* dst, const uint16_t* src, const TileDims& s, int64_t rows,
+                         int64_t b, int64_t r0, int n, int64_t nh, int64_t head) {
   constexpr int kChunks = kHd / 8;
   for (int i = threadIdx.x; i < n * kChunks; i += blockDim.x) {
     const int r = i / kChunks, c = i % kChunks;
     uint4 v = make_uint4(0, 0, 0, 0);
     if (r0 + r < s.t) {
-      v = reinterpret_cast<const uint4*>(src + RowIndex(s, b, r0 + r, nh, head, kHd))[c];
+      v = reinterpret_cast<const uint4*>(src + RowIndex(rows, b, r0 + r, nh, head, kHd))[c];
     }
     reinterpret_cast<uint4*>(dst + r * Ld<kHd>())[c] = v;
   }
