@@ -84,8 +84,13 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       w.sin = f32(rope ? t * hd / 2 : 0);
       w.d_act = bf(r * I), w.d_in = bf(r * I), w.d_up = bf(swiglu ? r * I : 0);
       w.d_att = bf(n * Q), w.dq = bf(n * Q), w.dk = bf(n * K), w.dv = bf(n * K);
-      w.dq_pre = bf(rope ? n * Q : 0), w.dk_pre = bf(rope ? n * K : 0);
-      w.dq_proj = bf(qk ? n * Q : 0), w.dk_proj = bf(qk ? n * K : 0);
+      // The q and k gradients before RoPE and before the q/k norm live in buffers that are dead
+      // by then (block_runner.cc's backward order): the attention output's gradient d_att and
+      // the forward's v (both read last by the attention backward), then dq, dk themselves
+      // (read last by the RoPE backward). [N, Q] and [N, K] buffers fewer: 2 of each for Qwen3.
+      w.dq_pre = rope ? w.d_att : 0, w.dk_pre = rope ? w.v : 0;
+      w.dq_proj = !qk ? 0 : rope ? w.dq : w.d_att;
+      w.dk_proj = !qk ? 0 : rope ? w.dk : w.v;
       w.d_norm_f32 = f32(half_backward ? 0 : std::max({n * C, n * Q, r * I}));
       w.d_norm = bf(n * C);
       w.dy_half = bf(half_backward ? n * C : 0);
