@@ -72,7 +72,12 @@ WorkspaceLayout MakeWorkspaceLayout(const ModelConfig& cfg, UnitKind kind, int64
       const uint64_t I = dense ? cfg.intermediate_size : 0;
       w.norm1 = bf(n * C), w.q_proj = bf(n * Q), w.k_proj = bf(n * K);
       w.q_normed = bf(qk ? n * Q : 0), w.k_normed = bf(qk ? n * K : 0);
-      w.q = bf(rope ? n * Q : 0), w.k = bf(rope ? n * K : 0), w.v = bf(n * K);
+      // RoPE runs in place (the backend contract allows it) on the buffer that is dead after it:
+      // q_normed / k_normed with a q/k norm (its backward reads q_proj, not them), else q_proj /
+      // k_proj (nothing but RoPE reads them).
+      w.q = !rope ? 0 : qk ? w.q_normed : w.q_proj;
+      w.k = !rope ? 0 : qk ? w.k_normed : w.k_proj;
+      w.v = bf(n * K);
       w.att = bf(n * Q), w.o = bf(n * C), w.mid = bf(n * C), w.norm2 = bf(n * C);
       w.mlp_in = bf(r * I), w.mlp_up = bf(swiglu ? r * I : 0), w.mlp_act = bf(r * I);
       w.mlp_out = bf(n * C);

@@ -59,6 +59,7 @@ struct WorkspaceLayout {
   uint64_t norm2_mean = 0, norm2_rstd = 0, inv_freq = 0, cos = 0, sin = 0;
   // block backward: bf16 [R, I] x3, [N, Q] / [N, K] x3 each; fp32 [max(N C, N Q, R I)]; bf16 [N, C]
   uint64_t d_act = 0, d_in = 0, d_up = 0, d_att = 0, dq = 0, dk = 0, dv = 0;
+  // q, k are the RoPE outputs in place of their inputs (q_normed / k_normed, else q_proj / k_proj);
   // dq_pre, dk_pre, dq_proj, dk_proj share the space of buffers dead by the time they are written
   // (unit_workspace.cc): d_att / v, then dq / dk.
   uint64_t dq_pre = 0, dk_pre = 0, dq_proj = 0, dk_proj = 0, d_norm_f32 = 0, d_norm = 0;
