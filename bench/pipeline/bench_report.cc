@@ -120,7 +120,7 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   m.predicted_sim_seconds = p.runtime_sim.step_seconds;
   m.predicted_sim_busy_seconds = p.runtime_sim.max_busy_seconds;
   m.predicted_sim_forward_seconds = p.runtime_sim.forward_end_seconds;
-  std::vector<double> compute, stall, opt;
+  std::vector<double> compute, stall, opt, on_demand;
   for (const MappingRun* r : runs) {
     std::vector<double> rep;
     for (size_t i = static_cast<size_t>(warmup); i < r->steps.size(); ++i) {
@@ -128,6 +128,7 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
       compute.push_back(r->steps[i].compute_seconds);
       stall.push_back(r->steps[i].stall_seconds);
       opt.push_back(r->steps[i].optimizer_seconds);
+      on_demand.push_back(r->steps[i].uploads_on_demand);
     }
     m.measured_seconds.insert(m.measured_seconds.end(), rep.begin(), rep.end());
     m.rep_medians.push_back(Median(rep));
@@ -142,6 +143,7 @@ MappingSummary SummarizeMapping(const Prediction& p, const std::vector<const Map
   m.compute_median = Median(compute);
   m.stall_median = Median(stall);
   m.optimizer_median = Median(opt);
+  m.on_demand_median = Median(on_demand);
   if (!runs.empty()) {
     for (const runtime::StepReport& s : runs.front()->steps) m.losses.push_back(s.loss);
   }
@@ -312,8 +314,8 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
                "| variant | schedule | S | GPU order | contention | predicted plan s | "
                "predicted runtime-sim s | measured s median (min-max) | measured / plan | "
                "measured / runtime-sim | "
-               "compute s | stall s | optimizer s | sim busy s |\n"
-               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+               "compute s | stall s | optimizer s | uploads on demand | sim busy s |\n"
+               "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (const MappingSummary& m : r.mappings) {
     std::string measured = "-", ratio_plan = "-", ratio_sim = "-";
     if (r.runs) {
@@ -324,11 +326,12 @@ void PrintReport(const BenchResult& r, std::FILE* out) {
     }
     std::fprintf(
         out,
-        "| %s | %s | %s | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f | %.3f |\n",
+        "| %s | %s | %s | %s | %.2f | %.3f | %.3f | %s | %s | %s | %.3f | %.3f | %.3f | %.1f | "
+        "%.3f |\n",
         m.name.c_str(), m.schedule.c_str(), StageCount(m).c_str(), Order(m.gpu_order).c_str(),
         m.contention_score, m.predicted_plan_seconds, m.predicted_sim_seconds, measured.c_str(),
         ratio_plan.c_str(), ratio_sim.c_str(), m.compute_median, m.stall_median, m.optimizer_median,
-        m.predicted_sim_busy_seconds);
+        m.on_demand_median, m.predicted_sim_busy_seconds);
   }
   for (const std::string& why : r.not_run) std::fprintf(out, "not run: %s\n", why.c_str());
   std::fprintf(out, "\n");
@@ -460,6 +463,7 @@ std::string ResultJson(const BenchResult& r) {
                         {"compute_seconds_median", m.compute_median},
                         {"stall_seconds_median", m.stall_median},
                         {"optimizer_seconds_median", m.optimizer_median},
+                        {"uploads_on_demand_median", m.on_demand_median},
                         {"wall_seconds", m.wall_seconds},
                         {"load_averages", m.run_load_averages},
                         {"losses", m.losses}};

@@ -66,6 +66,7 @@ struct MappingSummary {
   std::vector<double> run_load_averages;  // 1-minute load average at each run's start
   double measured_median = 0, measured_min = 0, measured_max = 0;
   double compute_median = 0, stall_median = 0, optimizer_median = 0;  // max over ranks, median
+  double on_demand_median = 0;  // uploads on demand per step, all ranks (median over steps)
   double wall_seconds = 0;                                            // all reps
   std::vector<float> losses;                                          // first rep
   std::vector<LinkRow> links;

@@ -28,6 +28,7 @@ std::string WorkerReportToLine(const WorkerStepReport& r) {
             {"d2h_bytes", r.d2h_bytes},
             {"peer_bytes", r.peer_bytes}, {"internode_bytes", r.internode_bytes},
             {"passes", r.passes},
+            {"uploads_on_demand", r.uploads_on_demand},
             {"checkpoint", r.checkpoint},
             {"checkpoint_step", r.checkpoint_step}};
   if (r.loss) j["loss"] = *r.loss;
@@ -63,6 +64,7 @@ absl::StatusOr<WorkerStepReport> ParseWorkerReportLine(absl::string_view line) {
     r.peer_bytes = j.value("peer_bytes", uint64_t{0});
     r.internode_bytes = j.value("internode_bytes", uint64_t{0});
     r.passes = j.value("passes", 0);
+    r.uploads_on_demand = j.value("uploads_on_demand", 0);
     r.checkpoint = j.value("checkpoint", std::string());
     r.checkpoint_step = j.value("checkpoint_step", int64_t{0});
     if (j.contains("loss")) r.loss = j.at("loss").get<float>();
@@ -95,6 +97,7 @@ StepReport AggregateStep(const std::vector<WorkerStepReport>& ranks, double step
     a.d2h_bytes += r.d2h_bytes;
     a.peer_bytes += r.peer_bytes;
     a.internode_bytes += r.internode_bytes;
+    a.uploads_on_demand += r.uploads_on_demand;
     if (!r.checkpoint.empty()) {
       a.checkpoint = r.checkpoint;
       a.checkpoint_step = r.checkpoint_step;

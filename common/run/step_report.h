@@ -44,6 +44,10 @@ struct WorkerStepReport {
   uint64_t peer_bytes = 0;     // activation gradients sent + received over the PeerTransport
   uint64_t internode_bytes = 0;  // several nodes: gradient all-reduce bytes this rank sent
   int passes = 0;              // stage passes (forwards + backwards) this rank ran in the step
+  // Of those, passes whose weights were not prefetched while the previous pass computed: their
+  // upload started when the pass came, which waited for the whole copy (the first pass of a run
+  // always; after that a sign of a pipeline waiting on updates or on a full slot).
+  int uploads_on_demand = 0;
   // Rank 0: a checkpoint completed since its previous report, if any (checkpoints are written
   // while training goes on: the one of step k completes during a later step, the last one before
   // the last report).
@@ -71,6 +75,7 @@ struct StepReport {
   uint64_t h2d_bytes = 0, d2h_bytes = 0;                                 // all ranks
   uint64_t peer_bytes = 0;       // all ranks (each transfer counted by sender and receiver)
   uint64_t internode_bytes = 0;  // all ranks of this node: sent to other nodes (all-reduces)
+  int uploads_on_demand = 0;     // all ranks (WorkerStepReport::uploads_on_demand)
   std::string checkpoint;        // completed since the previous report (WorkerStepReport)
   int64_t checkpoint_step = 0;
   bool emulated = false;         // link emulation was on

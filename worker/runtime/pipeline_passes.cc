@@ -122,6 +122,7 @@ absl::Status Upload(State& s, Slot& slot, const StageRange& range, uint32_t k) {
       MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.h2d, *slot.saved));
     }
   }
+  if (s.deferred && &s.slots[s.deferred->slot] == &slot) s.deferred.reset();  // slot reused
   CarveSlot(s, slot, range);
   // The slot's gradients may still be on their way to the store; the weights may be overwritten
   // only after the compute queue is done with them (every pass ends by synchronising it).
@@ -227,6 +228,10 @@ const units::AdapterBuffers* UnitAdapters(const State& s, const Slot& slot, int6
 }
 
 absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t k) {
+  if (s.deferred && s.deferred->k == k && s.deferred->range.begin == range.begin &&
+      s.deferred->range.end == range.end) {
+    s.deferred.reset();  // its pass has come: loaded here (on demand) if it never started
+  }
   for (Slot& slot : s.slots) {
     if (slot.Holds(range, k)) {
       MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
@@ -241,6 +246,7 @@ absl::StatusOr<Slot*> EnsureLoaded(State& s, const StageRange& range, uint32_t k
   // (mobius: a backward reuses its rank's last two forward stages) or a prefetch for later.
   Slot& slot = s.slots[0].used <= s.slots[1].used ? s.slots[0] : s.slots[1];
   MOBIUS_RETURN_IF_ERROR(Upload(s, slot, range, k));
+  ++s.uploads_on_demand;
   MOBIUS_RETURN_IF_ERROR(s.backend->Wait(*s.compute, *slot.loaded));
   return &slot;
 }
@@ -249,9 +255,22 @@ absl::Status Prefetch(State& s, const Slot* current, const StageRange& next, uin
   for (const Slot& slot : s.slots) {
     if (slot.Holds(next, k)) return absl::OkStatus();
   }
-  if (!WeightsReady(s, next, k)) return absl::OkStatus();  // loaded on demand later
-  Slot& other = current == &s.slots[0] ? s.slots[1] : s.slots[0];
-  return Upload(s, other, next, k);
+  const int other = current == &s.slots[0] ? 1 : 0;
+  if (!WeightsReady(s, next, k)) {
+    // Not updated yet (the optimizer of an earlier step is still at it): started between this
+    // pass's microbatches once it is, rather than when the pass comes (a whole upload on its
+    // critical path).
+    s.deferred = State::DeferredPrefetch{next, k, other};
+    return absl::OkStatus();
+  }
+  return Upload(s, s.slots[other], next, k);
+}
+
+absl::Status RetryPrefetch(State& s) {
+  if (!s.deferred || !WeightsReady(s, s.deferred->range, s.deferred->k)) return absl::OkStatus();
+  const State::DeferredPrefetch d = *s.deferred;
+  s.deferred.reset();
+  return Upload(s, s.slots[d.slot], d.range, d.k);
 }
 
 absl::Status ForwardUnits(
@@ -299,6 +318,7 @@ absl::Status ForwardPass(State& s, int f, uint32_t r, const data::Batch& batch) 
   std::vector<int> written;  // checkpoints written for the current microbatch
   for (int m = 0; m < s.layout.num_microbatches && run.begin < run.end; ++m) {
     SetDropout(s, r, m);
+    MOBIUS_RETURN_IF_ERROR(RetryPrefetch(s));  // the next pass's weights, if deferred
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, run, m, r, batch));  // no targets: no head here
     written.clear();
     // Every unit output that is the input of a checkpoint unit goes to the store (the stage's
@@ -355,6 +375,7 @@ absl::Status BackwardPass(State& s, int b, uint32_t r, const data::Batch& batch,
   std::vector<units::MoeAux> aux(s.layout.moe_blocks > 0 ? s.layout.num_microbatches : 0);
   for (int m = 0; m < s.layout.num_microbatches; ++m) {
     SetDropout(s, r, m);
+    MOBIUS_RETURN_IF_ERROR(RetryPrefetch(s));  // the next pass's weights, if deferred
     MOBIUS_RETURN_IF_ERROR(UploadInput(s, range, m, r, batch));
     // Recompute the stage interior from its checkpoint: the inputs of units begin+1 .. end-1.
     for (int64_t u = range.begin; u + 1 < range.end; ++u) {

@@ -203,6 +203,16 @@ struct PipelineWorker::State {
   std::unique_ptr<ResidentStage> resident;    // schedule "resident" only
   std::unique_ptr<TransportState> transport;  // null: every boundary host-staged
   uint64_t slot_clock = 0;
+  // A prefetch that could not start when it was asked for (the weights' update was not in the
+  // store yet): RetryPrefetch starts it between microbatches of the running pass once the update
+  // is there, into slots[slot] (the slot the running pass does not use). Dropped when that slot
+  // is loaded with something else or the pass it was for loads (on demand) itself.
+  struct DeferredPrefetch {
+    StageRange range;
+    uint32_t k = 0;
+    int slot = 0;
+  };
+  std::optional<DeferredPrefetch> deferred;
   std::unique_ptr<optim::CpuAdamW> adamw;
   std::optional<optim::LrSchedule> schedule;
   std::unique_ptr<CheckpointWriterState> checkpoints;  // null without a checkpoint directory
@@ -220,6 +230,7 @@ struct PipelineWorker::State {
   // Per-step accounting (main thread). The byte counters run from one step report to the next, so
   // copies before step 1 (resident's one-time upload) count in step 1's.
   double stall = 0, compute_wait = 0;
+  int uploads_on_demand = 0;  // EnsureLoaded found no slot holding the pass's weights
   uint64_t h2d_bytes = 0, d2h_bytes = 0;
   uint64_t peer_bytes = 0;  // activation gradients sent or received over the PeerTransport
 
@@ -286,9 +297,13 @@ std::vector<int> WeightSources(const PipelineWorker::State& s, const StageRange&
 // The slot holding `range`'s weights W_k, uploading them (after waiting for the k-th update of
 // every backward stage they come from) if needed; the compute queue waits for the upload.
 absl::StatusOr<Slot*> EnsureLoaded(PipelineWorker::State& s, const StageRange& range, uint32_t k);
-// Prefetches `next`'s weights W_k into the slot not used by `current`, if they are ready.
+// Prefetches `next`'s weights W_k into the slot not used by `current`: now if their update is in
+// the store, else as soon as it is (State::deferred, RetryPrefetch).
 absl::Status Prefetch(PipelineWorker::State& s, const Slot* current, const StageRange& next,
                       uint32_t k);
+// Starts the deferred prefetch if its weights' update has reached the store (a few atomic loads
+// when it has not). Called between the microbatches of a pass, on the main thread.
+absl::Status RetryPrefetch(PipelineWorker::State& s);
 // The forward of forward stage f for every microbatch (activation checkpoints to the store),
 // then forward_done. It stops before the head: the head's backward recomputes the head's forward
 // anyway, so running it here would only compute the loss twice (a stage of the head alone runs

@@ -483,6 +483,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
   for (uint32_t r = 1; r <= static_cast<uint32_t>(steps_left); ++r) {
     const Clock::time_point step_start = Clock::now();
     s.stall = s.compute_wait = 0;
+    s.uploads_on_demand = 0;
     s.ran_head = false;
     s.passes_run = 0;
     const int64_t global_step = s.start.step + r;
@@ -569,6 +570,7 @@ absl::Status PipelineWorker::Run(const std::function<void(const WorkerStepReport
     rep.compute_seconds = s.compute_wait;
     rep.stall_seconds = s.stall;
     rep.passes = s.passes_run;
+    rep.uploads_on_demand = s.uploads_on_demand;
     if (s.checkpoints != nullptr &&
         ((o.checkpoint_every > 0 && global_step % o.checkpoint_every == 0) || last || stop_here)) {
       // This rank's stages are updated: its writer streams them from the store while the next

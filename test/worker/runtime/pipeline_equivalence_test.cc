@@ -121,6 +121,16 @@ TEST_P(PipelineEquivalenceTest, MatchesStandaloneTrainerBitExactly) {
           << "step " << i + 1;
     }
     EXPECT_GT(result.steps[i].h2d_bytes, 0u);
+    // Uploads on demand: a rank's first pass always (resident: none, its stage stays loaded);
+    // without eval passes (which load W_r too) never more than the training passes it ran.
+    for (const runtime::WorkerStepReport& w : result.steps[i].ranks) {
+      if (c.eval_every > 0) break;
+      EXPECT_LE(w.uploads_on_demand, w.passes) << "step " << i + 1 << " rank " << w.rank;
+      if (c.resident) EXPECT_EQ(w.uploads_on_demand, 0) << "rank " << w.rank;
+      if (i == 0 && !c.resident && w.passes > 0) {
+        EXPECT_GE(w.uploads_on_demand, 1) << "rank " << w.rank;
+      }
+    }
     if (c.transport == "emulated") {
       EXPECT_GT(result.steps[i].peer_bytes, 0u) << "step " << i + 1;
     } else {
