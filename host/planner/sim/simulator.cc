@@ -201,10 +201,11 @@ absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
   return r;
 }
 
-// Pool dispatch: a GPU claims the next pass of the stream when it starts computing its current
-// one; GPUs claim passes 0..N-1 in gpu_order at the start. The claims depend on the timings and
-// the timings on the claims, so the assignment is iterated to a fixed point from round-robin: the
-// k-th pass to start computing (by first-microbatch start, ties by pass) hands pass N + k to its
+// Pool dispatch: a GPU claims the next pass of the stream when its current one is ready to
+// compute on its side (the weights loaded and the GPU's previous pass done; its input may still
+// be on the way), as RunPoolPasses does; GPUs claim passes 0..N-1 in gpu_order at the start. The
+// claims depend on the timings and the timings on the claims, so the assignment is iterated to a
+// fixed point from round-robin: the k-th pass to be ready (ties by pass) hands pass N + k to its
 // GPU. Stops at the fixed point or after kPoolIterations (SimResult::pool_converged). Passes
 // start in stream order wherever a pass needs its predecessor's first microbatch (every pass but
 // a step's first forward one), and then the rule hands out passes round-robin: pool and static
@@ -232,14 +233,23 @@ absl::StatusOr<SimResult> SimulatePool(const SimMachine& machine,
     r = SimulateOnce(machine, stages, c);
     if (!r.ok()) return r.status();
     r->pool_iterations = iter;
-    // First-microbatch compute start of every pass.
-    std::vector<double> start(total, -1);
+    // When each pass's rank claims the next ticket: as the runtime does (RunPoolPasses), once the
+    // pass's weights are on the device and the rank's previous pass has returned, i.e. before
+    // the pass waits for its input (not at its first compute).
+    std::vector<double> loaded(total, 0), end(total, 0), start(total, 0);
     for (size_t i = 0; i < r->graph.tasks.size(); ++i) {
       const Task& k = r->graph.tasks[i];
-      if (k.kind != TaskKind::kCompute) continue;
+      if (k.kind != TaskKind::kCompute && k.kind != TaskKind::kWeightUpload) continue;
       const int j = k.step * per_step + (k.backward ? sf + (sb - 1 - k.stage) : k.stage);
-      const double s = r->engine.timings[i].start;
-      if (start[j] < 0 || s < start[j]) start[j] = s;
+      if (j < 0 || j >= total) continue;
+      double& t = k.kind == TaskKind::kCompute ? end[j] : loaded[j];
+      t = std::max(t, r->engine.timings[i].end);
+    }
+    std::map<int, double> previous_end;  // by GPU: the end of its last pass so far
+    for (int j = 0; j < total; ++j) {
+      double& prev = previous_end[c.pass_gpus[j]];
+      start[j] = std::max(loaded[j], prev);
+      prev = end[j];
     }
     std::vector<int> by_start(total);
     for (int j = 0; j < total; ++j) by_start[j] = j;

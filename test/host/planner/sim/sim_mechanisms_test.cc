@@ -108,8 +108,8 @@ TEST(Simulator, OptimizerStalenessSteadyState) {
 }
 
 // Roundrobin passes of unequal lengths on 3 GPUs: pool dispatch reaches a fixed point of the claim
-// rule (the first N passes in gpu_order; then the k-th pass to start computing hands pass N + k
-// to its GPU), never holds more than two stages per GPU, and is no slower than static here.
+// rule (the first N passes in gpu_order; then the k-th pass to be ready on its GPU hands pass N + k
+// to that GPU) and never holds more than two stages per GPU; here it is slower than static.
 TEST(Simulator, PoolDispatchIsAFixedPointOfTheClaimRule) {
   const SimMachine m = HandMachine(3, 50e9);
   std::vector<SimStage> fwd, bwd;
@@ -146,24 +146,35 @@ TEST(Simulator, PoolDispatchIsAFixedPointOfTheClaimRule) {
   EXPECT_EQ(pool->reported_steps, 3);
   ASSERT_EQ(pool->pass_gpus.size(), 32u);
   for (const GpuStats& g : pool->gpus) EXPECT_LE(g.max_resident_stages, 2);
-  EXPECT_LE(pool->step_seconds, fixed->step_seconds + kEps);
+  // Greedy claims can lose to static round-robin: a GPU whose pass ends first claims the next
+  // ticket too, so consecutive passes of the stream (each needing its predecessor's output) can
+  // land on one GPU while the others idle. Here: 5.77 s against static's 4.50 s.
+  EXPECT_GT(pool->step_seconds, fixed->step_seconds);
   std::printf("pool: %d iterations, step %.4f s (static %.4f s), passes", pool->pool_iterations,
               pool->step_seconds, fixed->step_seconds);
   for (int g : pool->pass_gpus) std::printf(" %d", g);
   std::printf("\n");
-  // The claim rule holds on the result's own timings.
-  std::map<int, double> start;  // pass -> first compute start
+  // The claim rule holds on the result's own timings: a pass is ready when its weights are on
+  // its GPU and that GPU's previous pass has ended (RunPoolPasses claims then, before the pass
+  // waits for its input).
+  std::map<int, double> loaded, end;  // pass -> its weight upload's end, its last compute's end
   for (size_t i = 0; i < pool->graph.tasks.size(); ++i) {
     const Task& t = pool->graph.tasks[i];
-    if (t.kind != TaskKind::kCompute) continue;
+    if (t.kind != TaskKind::kCompute && t.kind != TaskKind::kWeightUpload) continue;
     const int j = t.step * 8 + (t.backward ? 4 + (3 - t.stage) : t.stage);
-    const double s = pool->engine.timings[i].start;
-    if (!start.count(j) || s < start[j]) start[j] = s;
+    double& x = t.kind == TaskKind::kCompute ? end[j] : loaded[j];
+    x = std::max(x, pool->engine.timings[i].end);
+  }
+  std::map<int, double> ready, previous_end;  // pass -> ready; GPU -> its last pass's end
+  for (int j = 0; j < 32; ++j) {
+    double& prev = previous_end[pool->pass_gpus[j]];
+    ready[j] = std::max(loaded[j], prev);
+    prev = end[j];
   }
   std::vector<int> by_start;
-  for (const auto& [j, s] : start) by_start.push_back(j);
+  for (const auto& [j, s] : ready) by_start.push_back(j);
   std::stable_sort(by_start.begin(), by_start.end(),
-                   [&](int a, int b) { return start[a] < start[b]; });
+                   [&](int a, int b) { return ready[a] < ready[b]; });
   for (int j = 0; j < 3; ++j) EXPECT_EQ(pool->pass_gpus[j], j);
   for (int k = 0; k + 3 < 16; ++k) {
     EXPECT_EQ(pool->pass_gpus[k + 3], pool->pass_gpus[by_start[k]]) << "pass " << k + 3;
