@@ -44,10 +44,9 @@ absl::StatusOr<ConfigChoice> ChooseConfiguration(const model::ModelDescription& 
   std::vector<ConfigCandidate> all;
   for (const runtime::Schedule schedule : schedules) {
     const runtime::ScheduleTraits* traits = &runtime::Traits(schedule);
-    const bool dispatchable = traits->passes_dispatchable;
+    // Pool dispatch only where asked for (its prediction is not validated: choose_config.h).
     std::vector<std::string> dispatches =
-        space.dispatches.empty() ? std::vector<std::string>{"static", "pool"} : space.dispatches;
-    if (!dispatchable && space.dispatches.empty()) dispatches = {"static"};
+        space.dispatches.empty() ? std::vector<std::string>{"static"} : space.dispatches;
     std::vector<int> staleness = space.staleness.empty() ? std::vector<int>{0, 1} : space.staleness;
     if (space.staleness.empty() && (lora || !traits->optimizer_on_host)) {
       staleness = {0};  // adapters' updates are small; a GPU optimizer has no staleness

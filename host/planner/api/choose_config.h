@@ -5,7 +5,10 @@
 //
 // Candidates (ConfigSpace; an empty dimension is free):
 //   schedule     mobius, roundrobin, resident (zero is a model of DeepSpeed, not ours to run)
-//   dispatch     roundrobin's static or pool (other schedules: static)
+//   dispatch     static; pool only where asked for (ConfigSpace::dispatches): on the emulated
+//                paper testbed pool dispatch measured 1.31-1.45x its simulated step, static
+//                within 1.10 (docs/benchmarks.md, "Pool dispatch: claims measured"), so the
+//                planner does not stake a default on it
 //   staleness    0 or 1 (mobius and roundrobin; LoRA and resident: 0)
 //   microbatch   the divisors of the global batch whose microbatch has 1024..32768 tokens (the
 //                smallest divisor when none does)
