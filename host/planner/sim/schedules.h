@@ -58,7 +58,8 @@
 //
 // Several steps (mobius, roundrobin; SimConfig::steps): the steps run back to back in one graph,
 // so the next step's passes can overlap the last one's backward and optimizer, and the result is
-// the LAST step (its duration = end of its last task - end of the step before's). Between steps:
+// the last reported step (its duration = end of its last task - end of the step before's; Simulate
+// adds a drain step after it, simulator.h). Between steps:
 // - weights: a pass of step k uploads the weights of the update of step k - 1 - staleness
 //   (optimizer_staleness 0: the last update; 1: the one before, so the CPU optimizer overlaps the
 //   next step, as RoundPipe and the runtime's async mode do: step r computes with the weights
@@ -164,6 +165,9 @@ struct SimConfig {
   // units as the forward stages. Empty: the forward stages in both passes.
   std::vector<SimStage> backward_stages;
   int steps = 1;                // consecutive steps (mobius, roundrobin; above); resident, zero: 1
+  // Steps simulated after the reported ones and not reported. Simulate sets 1 for several steps
+  // (simulator.h, "the drain"); callers leave it 0.
+  int drain_steps = 0;
   int optimizer_staleness = 0;  // 0 | 1 (mobius, roundrobin)
   Dispatch dispatch = Dispatch::kStatic;  // roundrobin
   // roundrobin: the GPU (topology index) of every pass of every step in stream order; empty:

@@ -94,7 +94,8 @@ TEST(Simulator, OptimizerStalenessSteadyState) {
     absl::StatusOr<SimResult> r = Simulate(m, st, c);
     ASSERT_TRUE(r.ok()) << r.status();
     ExpectInvariants(*r);
-    EXPECT_EQ(r->steps, 3);
+    EXPECT_EQ(r->steps, 4);  // the 3 asked for + the drain, not reported
+    EXPECT_EQ(r->drain_steps, 1);
     EXPECT_NEAR(r->step_seconds, staleness == 0 ? 7 : 4, kEps) << staleness;
     EXPECT_NEAR(r->step_begin_seconds, staleness == 0 ? 14 : 11, kEps) << staleness;
     // The reported step's traffic: one upload and one gradient offload.
@@ -141,10 +142,11 @@ TEST(Simulator, PoolDispatchIsAFixedPointOfTheClaimRule) {
   ExpectInvariants(*pool);
   EXPECT_TRUE(pool->pool_converged);
   EXPECT_GE(pool->pool_iterations, 1);
-  // 8 passes on 3 GPUs rotate with a cycle of 3 steps: 4 steps simulated, not the 2 asked for.
-  EXPECT_EQ(pool->steps, 4);
+  // 8 passes on 3 GPUs rotate with a cycle of 3 steps: 4 steps + the drain simulated, not the 2
+  // asked for.
+  EXPECT_EQ(pool->steps, 5);
   EXPECT_EQ(pool->reported_steps, 3);
-  ASSERT_EQ(pool->pass_gpus.size(), 32u);
+  ASSERT_EQ(pool->pass_gpus.size(), 40u);
   for (const GpuStats& g : pool->gpus) EXPECT_LE(g.max_resident_stages, 2);
   // Greedy claims can lose to static round-robin: a GPU whose pass ends first claims the next
   // ticket too, so consecutive passes of the stream (each needing its predecessor's output) can
@@ -166,7 +168,7 @@ TEST(Simulator, PoolDispatchIsAFixedPointOfTheClaimRule) {
     x = std::max(x, pool->engine.timings[i].end);
   }
   std::map<int, double> ready, previous_end;  // pass -> ready; GPU -> its last pass's end
-  for (int j = 0; j < 32; ++j) {
+  for (int j = 0; j < 40; ++j) {
     double& prev = previous_end[pool->pass_gpus[j]];
     ready[j] = std::max(loaded[j], prev);
     prev = end[j];

@@ -333,11 +333,12 @@ TEST(Simulator, RoundRobinSeparateBackwardPartition) {
   c.backward_stages = {{0, 2, 0, int64_t{1'000'000'000}, 0, 0, 0, 0, 1},
                        {0, 2, 0, int64_t{1'000'000'000}, 0, 500'000'000, 0, 1, 2}};
   // 3 passes on 2 GPUs rotate (the next step starts on gpu1): left alone, Simulate runs the
-  // cycle of 2 steps + 1 and reports their mean, here the same 9 s (the steps mirror each other).
+  // cycle of 2 steps + 1 (+ the drain) and reports their mean, here the same 9 s (the steps mirror
+  // each other).
   absl::StatusOr<SimResult> cycle = Simulate(m, forward, c);
   ASSERT_TRUE(cycle.ok()) << cycle.status();
   ExpectInvariants(*cycle);
-  EXPECT_EQ(cycle->steps, 3);
+  EXPECT_EQ(cycle->steps, 4);
   EXPECT_EQ(cycle->reported_steps, 2);
   EXPECT_NEAR(cycle->step_seconds, 9, kEps);
   c.pass_gpus = {0, 1, 0};  // this one step alone (by hand above)

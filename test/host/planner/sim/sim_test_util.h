@@ -41,8 +41,9 @@ inline void ExpectInvariants(const SimResult& r) {
   ASSERT_EQ(t.size(), g.tasks.size());
   std::vector<std::vector<int>> by_stream(g.streams.size());
   std::vector<int64_t> link_bytes(r.links.size(), 0);
-  // The reported steps (simulator.h: the last rotation cycle), per step.
-  const int first = r.steps - r.reported_steps;
+  // The reported steps (simulator.h: the last rotation cycle before the drain), per step.
+  const int last = r.steps - 1 - r.drain_steps;
+  const int first = last + 1 - r.reported_steps;
   const int64_t reported = r.reported_steps;
   ASSERT_GE(reported, 1);
   for (size_t i = 0; i < g.tasks.size(); ++i) {
@@ -50,7 +51,7 @@ inline void ExpectInvariants(const SimResult& r) {
     EXPECT_LE(t[i].start, t[i].end);
     for (int d : k.deps) EXPECT_GE(t[i].start, t[d].end - 1e-9) << k.label << " after " << g.tasks[d].label;
     if (g.streams[k.stream].capacity == 1) by_stream[k.stream].push_back(static_cast<int>(i));
-    if (k.step >= first) {
+    if (k.step >= first && k.step <= last) {
       for (int l : k.path) link_bytes[l] += k.bytes;
     }
     if (k.direction == Direction::kH2D && (k.kind == TaskKind::kActivation) && !k.deps.empty()) {
@@ -76,13 +77,15 @@ inline void ExpectInvariants(const SimResult& r) {
     sum_links += link_bytes[l];
   }
   for (const Task& k : g.tasks) {
-    if (k.step >= first) sum_paths += k.bytes * static_cast<int64_t>(k.path.size());
+    if (k.step >= first && k.step <= last) {
+      sum_paths += k.bytes * static_cast<int64_t>(k.path.size());
+    }
   }
   EXPECT_EQ(sum_links, sum_paths);
   // GPU copies (CPU optimizer steps move DRAM bytes, not GPU bytes), per direction.
   int64_t h2d = 0, d2h = 0, p2p = 0;
   for (const Task& k : g.tasks) {
-    if (k.step < first || k.gpu < 0) continue;
+    if (k.step < first || k.step > last || k.gpu < 0) continue;
     (k.direction == Direction::kH2D ? h2d : k.direction == Direction::kD2H ? d2h : p2p) += k.bytes;
   }
   EXPECT_EQ(r.h2d_bytes, h2d / reported);
