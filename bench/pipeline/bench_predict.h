@@ -63,11 +63,13 @@ struct PredictOptions {
   // The runtime's optimizer and dispatch modes (PlanOptions): staleness 0 | 1; roundrobin's
   // dispatch static | pool; the optimizer after the whole backward (what the runtime does with
   // gradient clipping, which needs the global norm first). Both predictions simulate `steps`
-  // consecutive steps and report the last (the steady state; the staleness carries over steps).
+  // consecutive steps (+ the drain) and report the mean of the steady ones (simulator.h): 6 give
+  // 4 steady steps with staleness 1, where a single simulated step of this link-bound testbed
+  // varied by +-10% from one step to the next.
   int optimizer_staleness = 0;
   std::string dispatch = "static";
   bool optimizer_after_backward = false;
-  int steps = 3;
+  int steps = 6;
   planner::LoraOptions lora;  // enabled(): the job trains LoRA adapters (PlanOptions::lora)
   // nodes > 1: one node of several, its stages' gradients all-reduced across the nodes on this
   // (already scaled) link in both predictions (PlanOptions::internode, SimConfig::internode).

@@ -176,7 +176,11 @@ absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
   r.steps = StepsOf(config);
   r.drain_steps = r.steps > 2 ? std::min(config.drain_steps, r.steps - 2) : 0;
   const int last = r.steps - 1 - r.drain_steps;  // the last reported step
-  r.reported_steps = r.steps > 1 ? std::min(RotationCycle(machine, stages, config), last) : 1;
+  // The steady steps: after the first (cold) and, with staleness 1, the second (it computes with
+  // the initial weights and waits for no update); whole rotation cycles of them, at least one.
+  const int cycle = RotationCycle(machine, stages, config);
+  const int steady = last - config.optimizer_staleness;  // steps 1 + staleness .. last
+  r.reported_steps = r.steps > 1 ? std::min(last, std::max(cycle, steady / cycle * cycle)) : 1;
   std::vector<double> step_end(r.steps, 0);
   for (size_t i = 0; i < r.graph.tasks.size(); ++i) {
     const int k = std::min(r.graph.tasks[i].step, r.steps - 1);

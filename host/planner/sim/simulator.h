@@ -62,26 +62,28 @@ struct Residency {
 };
 
 // With several steps (SimConfig::steps) everything but `graph`/`engine` describes the last
-// `reported_steps` steps before the drain (below), per step: their mean duration, their tasks' bytes and their GPUs' busy
-// time / reported_steps; times stay absolute (from the first step's start), the window is
+// `reported_steps` steps before the drain (below), per step: their mean duration, their tasks'
+// bytes and their GPUs' busy time / reported_steps; times stay absolute (from the first step's start), the window is
 // [step_begin_seconds, step_begin + reported_steps x step_seconds].
 //
 // Round-robin passes continue the round-robin count across steps: with P passes per step on N
 // GPUs the pass -> GPU assignment repeats every N / gcd(P, N) steps (the rotation cycle), and
 // steps of one cycle differ (a GPU runs ceil or floor of P / N passes of a given step). Simulate
 // then runs at least one cycle + 1 steps (SimConfig::steps, or more: at most 64) and reports the
-// mean over the last cycle, not the last step, whose length depends on its phase.
+// mean over whole cycles, not one step, whose length depends on its phase.
 //
 // The drain: the last step of a finite stream ends early, since nothing after it competes for its
 // GPUs and links (with optimizer staleness the next step's forward passes would run beside its
 // backward ones); on the emulated 8x RTX 4090 testbed the last of 9 simulated roundrobin steps
 // was 0.70-0.85x the steps before it. Simulate therefore runs one step more than asked (with
-// several steps and no explicit pass_gpus) and reports the ones before it (drain_steps).
+// several steps and no explicit pass_gpus) and reports the ones before it (drain_steps): the mean
+// of the steady ones, from the second step (the third with optimizer staleness 1, as the second
+// then waits for no update) in whole rotation cycles, at least one cycle.
 struct SimResult {
   std::string schedule;
   int steps = 1;                    // simulated; the reported ones end drain_steps before the last
   int drain_steps = 0;              // simulated after the reported ones, not reported
-  int reported_steps = 1;           // the rotation cycle (above), 1 without rotation
+  int reported_steps = 1;           // the steady steps in whole rotation cycles (above)
   double step_begin_seconds = 0;    // end of the step before the reported ones (0: one step)
   // One step: the end of its last task (optimizer included). Several: (the end of the last step's
   // last task minus that of the step before the reported ones) / reported_steps (the
