@@ -261,7 +261,10 @@ TEST_P(LoraGoldenTest, TokenChunksWithDropoutMatchUnchunked) {
     EXPECT_EQ(loss, base_loss);
     for (const auto& [name, want] : base) {
       const auto d = MaxDiff(grads.at(name), want);
-      EXPECT_LE(d.max_abs, 1e-5 * d.max_want + 1e-7) << name;
+      // Fewer rows per GEMM: OpenBLAS's AVX2 kernels (Haswell, Zen) sum in a shape-dependent
+      // order, and a bf16 rounding of the frozen path that flips moves an adapter gradient by a
+      // bf16 ulp's share of it (units_golden_test; measured here up to 3.6e-4 of max).
+      EXPECT_LE(d.max_abs, 4e-3 * d.max_want + 1e-7) << name;
     }
   }
 }

@@ -234,9 +234,12 @@ TEST_P(UnitsGoldenTest, TokenChunksMatchUnchunkedAndReference) {
       double worst = 0;
       for (const auto& [name, want] : *base) {
         const auto d = MaxDiff(grads->at(name), want);
-        // One-row chunks run OpenBLAS's one-row kernels, which sum in another order: a bf16
-        // rounding they flip moves a gradient by up to one bf16 ulp of it (gpt-oss: 3.4e-3).
-        EXPECT_LE(d.max_abs, (chunk == 1 ? 4e-3 : 1e-4) * d.max_want + 1e-7) << name;
+        // A token chunk is a GEMM of fewer rows, and OpenBLAS's result for an element depends
+        // on the call's shape: one-row kernels sum in another order on every core, and on its
+        // AVX2 cores (Haswell, Zen: OpenBLAS 0.3.21 here) any change of M or N does (measured:
+        // M = 64 vs 100 rows give other bits for the same row). A bf16 rounding that flips then
+        // moves a gradient by up to one bf16 ulp of it (gpt-oss: 3.4e-3).
+        EXPECT_LE(d.max_abs, 4e-3 * d.max_want + 1e-7) << name;
         worst = std::max(worst, d.max_abs / (d.max_want + 1e-30));
         const auto r = MaxDiff(grads->at(name), ref->grads().at(name).data);
         EXPECT_LE(r.max_abs, ReferenceBound(name, r.max_want, yarn())) << name;

@@ -165,12 +165,14 @@ absl::Status RunCpuGemm(const GemmParams& p, optim::ThreadPool* pool) {
   // A 16-bit weight is converted to fp32 before sgemm; a whole one would cost 4 bytes per element
   // of host memory per queue thread (262 MB for a 32000 x 2048 head), kept for reuse. Above
   // kMaxConvertedBytes the product is cut along the weight's non-K dimension so that each piece
-  // converts at most about that much. Every element of C is still one sgemm over the whole K, so
-  // the results do not change.
+  // converts at most about that much. The cut depends on the shape only, not on the operands'
+  // types: OpenBLAS's result for an element depends on the shape of the sgemm call it is in (on
+  // its AVX2 cores, Haswell and Zen, any M or N; on all, one-row calls), so a 16-bit operand and
+  // its exact fp32 widening give the same bits only through the same calls.
   constexpr int64_t kMaxConvertedBytes = int64_t{16} << 20;
   const int64_t k = std::max<int64_t>(p.k, 1);
-  const bool big_b = IsHalf(p.b_type) && 4 * p.n * k > kMaxConvertedBytes;
-  const bool big_a = !big_b && IsHalf(p.a_type) && 4 * p.m * k > kMaxConvertedBytes;
+  const bool big_b = 4 * p.n * k > kMaxConvertedBytes;
+  const bool big_a = !big_b && 4 * p.m * k > kMaxConvertedBytes;
   if (p.k > 0 && (big_a || big_b)) {
     const int64_t dim = big_b ? p.n : p.m;
     // At least 64 rows or columns per piece (a 128k-vocabulary head's K: 33 MB); the planner's
