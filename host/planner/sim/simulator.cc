@@ -212,10 +212,9 @@ absl::StatusOr<SimResult> SimulateOnce(const SimMachine& machine,
 // be on the way), as RunPoolPasses does; GPUs claim passes 0..N-1 in gpu_order at the start. The
 // claims depend on the timings and the timings on the claims, so the assignment is iterated to a
 // fixed point from round-robin: the k-th pass to be ready (ties by pass) hands pass N + k to its
-// GPU. Stops at the fixed point or after kPoolIterations (SimResult::pool_converged). Passes
-// start in stream order wherever a pass needs its predecessor's first microbatch (every pass but
-// a step's first forward one), and then the rule hands out passes round-robin: pool and static
-// differ only where a step's first pass starts out of order (staleness 1).
+// GPU. Stops at the fixed point or after kPoolIterations (SimResult::pool_converged). The claims
+// are greedy: a GPU whose pass ends first also claims the next ticket, so consecutive passes can
+// queue on one GPU while others idle (sim_mechanisms_test: slower than static there).
 constexpr int kPoolIterations = 12;
 
 absl::StatusOr<SimResult> SimulatePool(const SimMachine& machine,
