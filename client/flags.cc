@@ -56,7 +56,9 @@ ABSL_FLAG(std::string, mapper, "cross", "plan: cross | sequential.");
 ABSL_FLAG(int, optimizer_staleness, -1,
           "plan: 0 | 1, the job's training.optimizer_staleness (1: the CPU optimizer of a step "
           "overlaps the next step; steady state of 3 simulated steps); -1: chosen by simulation.");
-ABSL_FLAG(std::string, dispatch, "auto", "plan: roundrobin's dispatch, auto | static | pool.");
+ABSL_FLAG(std::string, dispatch, "auto",
+          "plan: roundrobin's dispatch, auto | static | pool (auto chooses static: pool's "
+          "prediction is not validated, docs/planner.md).");
 ABSL_FLAG(std::string, precision, "auto",
           "plan: the job's training.precision, auto (chosen by simulation: fp16 where the GPU sums "
           "fp16 faster, e.g. GeForce; else bf16) | bf16 | fp16.");
